@@ -1,0 +1,171 @@
+"""Structured logging and trace ids for kafka-actors.
+
+Owns: the logger factory every component uses (:func:`get_logger`), trace-id creation and
+binding (:func:`new_trace_id`, :func:`traced`), the secret-redaction processor, and the two
+documented ways to route our logs (:func:`configure` for scripts, :func:`stdlib_processors`
+for services that already configure structlog or stdlib logging).
+May touch: structlog's global configuration, but only when a caller asks for it
+(:func:`configure`); importing kafka-actors never reconfigures logging.
+
+How a trace travels: an API entry point calls :func:`new_trace_id` and puts the id into every
+message it sends (messages are frozen dataclasses with a ``trace_id`` field). Each actor wraps
+its handling of a message in ``with traced(msg.trace_id):``, which binds the id into
+structlog's context variables for that thread, so every line logged while handling the
+message (and every message created from it, via :func:`current_trace_id`) carries it.
+
+Routing into a service's own configuration
+------------------------------------------
+kafka-actors logs through ``structlog.get_logger("kafka_actors.<component>")``. It never calls
+``structlog.configure`` on import, so:
+
+* a service that configures structlog gets our lines through its own processors and
+  renderer; add :func:`redact_secrets` and ``structlog.contextvars.merge_contextvars`` to its
+  chain to keep trace ids and the redaction guarantee;
+* a service that uses stdlib ``logging`` calls ``configure(stdlib=True)``: our events become
+  ``logging`` records on loggers named ``kafka_actors.<component>``, so its handlers, levels
+  and formatters apply;
+* a script calls ``configure(json=True)`` for one JSON object per line, or ``configure()`` for
+  human-readable console lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+__all__ = [
+    "configure",
+    "current_trace_id",
+    "get_logger",
+    "new_trace_id",
+    "redact_secrets",
+    "stdlib_processors",
+    "traced",
+]
+
+_SECRET_MARKERS = ("password", "secret", "token", "jaas", "credential", "sasl_auth_bytes")
+_REDACTED = "[hidden]"
+
+
+def get_logger(component: str, **bind: Any) -> Any:
+    """A structlog logger named ``kafka_actors.<component>`` with ``bind`` bound."""
+    return structlog.get_logger(f"kafka_actors.{component}").bind(**bind)
+
+
+def new_trace_id() -> str:
+    """A fresh 16-hex-digit trace id, created at each public API entry."""
+    return secrets.token_hex(8)
+
+
+def current_trace_id() -> str | None:
+    """The trace id bound on this thread (inside :func:`traced`), if any."""
+    value = structlog.contextvars.get_contextvars().get("trace_id")
+    return value if isinstance(value, str) else None
+
+
+@contextmanager
+def traced(trace_id: str | None, **extra: Any) -> Iterator[None]:
+    """Bind ``trace_id`` (and ``extra``) to every log line on this thread inside the block."""
+    if trace_id is None and not extra:
+        yield
+        return
+    values = dict(extra)
+    if trace_id is not None:
+        values["trace_id"] = trace_id
+    with structlog.contextvars.bound_contextvars(**values):
+        yield
+
+
+def _looks_secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(marker in lowered for marker in _SECRET_MARKERS)
+
+
+def _redact(value: Any, depth: int = 0) -> Any:
+    if depth > 4:
+        return value
+    if isinstance(value, MutableMapping):
+        return {
+            k: (_REDACTED if isinstance(k, str) and _looks_secret(k) else _redact(v, depth + 1))
+            for k, v in value.items()
+        }
+    return value
+
+
+def redact_secrets(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: replace values of secret-looking keys (at any nesting of dicts)."""
+    for key in list(event_dict):
+        if _looks_secret(key):
+            event_dict[key] = _REDACTED
+        else:
+            event_dict[key] = _redact(event_dict[key])
+    return event_dict
+
+
+def stdlib_processors() -> list[Processor]:
+    """The processors kafka-actors needs in front of any renderer (for services' own chains)."""
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redact_secrets,
+    ]
+
+
+def configure(
+    *,
+    json: bool | None = None,
+    level: str | int | None = None,
+    stdlib: bool = False,
+    stream: Any = None,
+) -> None:
+    """Configure structlog for kafka-actors' own scripts, demos and tests.
+
+    ``json`` defaults to the ``KAFKA_ACTORS_LOG_JSON`` environment variable (``1`` = JSON);
+    ``level`` to ``KAFKA_ACTORS_LOG_LEVEL`` (default ``INFO``). With ``stdlib=True`` events are
+    handed to stdlib ``logging`` (loggers ``kafka_actors.*``) instead of being printed.
+    """
+    if json is None:
+        json = os.environ.get("KAFKA_ACTORS_LOG_JSON", "") in ("1", "true", "yes")
+    if level is None:
+        level = os.environ.get("KAFKA_ACTORS_LOG_LEVEL", "INFO")
+    numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(numeric, int):
+        raise ValueError(f"unknown log level {level!r}")
+    processors = stdlib_processors()
+    if stdlib:
+        structlog.configure(
+            processors=[
+                structlog.stdlib.filter_by_level,
+                structlog.stdlib.add_logger_name,
+                *processors,
+                structlog.stdlib.render_to_log_kwargs,
+            ],
+            logger_factory=structlog.stdlib.LoggerFactory(),
+            wrapper_class=structlog.stdlib.BoundLogger,
+            cache_logger_on_first_use=False,
+        )
+        return
+    renderer: Processor = (
+        structlog.processors.JSONRenderer()
+        if json
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            *processors,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
+        cache_logger_on_first_use=False,
+    )
