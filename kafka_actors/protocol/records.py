@@ -1,0 +1,621 @@
+"""Record batch (magic v2) decoding for one partition of a Fetch response.
+
+Owns: turning the ``records`` bytes of one fetched partition into columnar results
+(:class:`DecodedRecords`), CRC32C verification, decompression (gzip, snappy raw and
+xerial-framed, lz4 frame, zstd), control-batch skipping, read_committed filtering of
+aborted transactions, and the next fetch offset / bytes consumed bookkeeping.
+
+May touch: nothing but its arguments. Pure code: no sockets, no clocks, no logging.
+Raises only :mod:`kafka_actors.errors` types (``CorruptRecordError``,
+``UnsupportedRecordFormatError``); low-level exceptions (IndexError, struct.error,
+cramjam errors, UnicodeDecodeError) never leak.
+
+Batch layout (v2), offsets from the batch start::
+
+    0  baseOffset int64        8  batchLength int32      12 partitionLeaderEpoch int32
+    16 magic int8              17 crc uint32 (CRC32C of bytes 21..end)
+    21 attributes int16        23 lastOffsetDelta int32  27 baseTimestamp int64
+    35 maxTimestamp int64      43 producerId int64       51 producerEpoch int16
+    53 baseSequence int32      57 recordCount int32      61 records...
+
+The hot loop decodes a whole batch at a time into parallel lists, inlines the one- and
+two-byte zigzag varint cases with a lookup table, and builds no per-record objects other
+than the key/value bytes and header tuples; :class:`ConsumerRecord` values are made on
+demand by iterating a :class:`DecodedRecords`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import NamedTuple, Protocol
+
+import cramjam
+from crc32c import crc32c
+
+from kafka_actors.errors import CorruptRecordError, KafkaError, UnsupportedRecordFormatError
+
+__all__ = [
+    "BATCH_HEADER_SIZE",
+    "AbortedTransaction",
+    "CompressionType",
+    "ConsumerRecord",
+    "ControlRecordType",
+    "DecodedRecords",
+    "Header",
+    "IsolationLevel",
+    "TimestampType",
+    "decode_records",
+    "decompress",
+]
+
+
+class CompressionType(IntEnum):
+    """The codec in bits 0-2 of the batch attributes (Kafka's CompressionType ids)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class TimestampType(IntEnum):
+    """Kafka's TimestampType (attribute bit 3); NO_TIMESTAMP_TYPE is for magic v0 only."""
+
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class IsolationLevel(IntEnum):
+    """Fetch isolation level, with the ids Kafka's Fetch request uses."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+class ControlRecordType(IntEnum):
+    """The type field of a control record's key."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+class AbortedTransaction(NamedTuple):
+    """An aborted transaction as listed in a Fetch response partition."""
+
+    producer_id: int
+    first_offset: int
+
+
+class _AbortedTransactionLike(Protocol):
+    """Anything with ``producer_id`` and ``first_offset`` (kio's Fetch response type too)."""
+
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def first_offset(self) -> int: ...
+
+
+Header = tuple[str, bytes | None]
+Headers = tuple[Header, ...]
+
+
+class ConsumerRecord(NamedTuple):
+    """One record as handed to the user (Java's ConsumerRecord, timestamps in ms)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: TimestampType
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    leader_epoch: int | None
+
+
+@dataclass(slots=True, eq=False)
+class DecodedRecords:
+    """The data records of one partition's fetched bytes, in columns.
+
+    Record ``i`` has ``offsets[i]``, ``timestamps[i]``, ``keys[i]``, ``values[i]`` and
+    ``headers[i]``. Batches are contiguous spans: batch ``j`` covers record indexes
+    ``batch_ends[j-1] .. batch_ends[j]-1`` (0 for ``j == 0``) and has
+    ``batch_timestamp_types[j]`` and ``batch_leader_epochs[j]``. Batches that yielded no
+    records (control, aborted, below the fetch offset, empty) have no span.
+
+    ``next_fetch_offset`` is the offset after the last complete batch (or the fetch offset
+    if no batch was complete); ``bytes_consumed`` counts the bytes of complete batches, so
+    ``bytes_consumed < len(data)`` means a trailing truncated batch was ignored.
+
+    ``error`` is set only when decoding with ``partial_on_error=True`` met a bad batch: the
+    columns then hold the records of the batches before it, ``next_fetch_offset`` is the
+    offset after the last good batch (where the bad one starts), and the error is to be
+    raised once those records are consumed (as Java's consumer does).
+    """
+
+    topic: str
+    partition: int
+    next_fetch_offset: int
+    bytes_consumed: int = 0
+    offsets: list[int] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    headers: list[Headers] = field(default_factory=list)
+    batch_ends: list[int] = field(default_factory=list)
+    batch_timestamp_types: list[TimestampType] = field(default_factory=list)
+    batch_leader_epochs: list[int | None] = field(default_factory=list)
+    error: KafkaError | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        topic = self.topic
+        partition = self.partition
+        offsets = self.offsets
+        timestamps = self.timestamps
+        keys = self.keys
+        values = self.values
+        headers = self.headers
+        start = 0
+        for end, ts_type, epoch in zip(
+            self.batch_ends, self.batch_timestamp_types, self.batch_leader_epochs, strict=True
+        ):
+            for i in range(start, end):
+                yield ConsumerRecord(
+                    topic,
+                    partition,
+                    offsets[i],
+                    timestamps[i],
+                    ts_type,
+                    keys[i],
+                    values[i],
+                    headers[i],
+                    epoch,
+                )
+            start = end
+
+    def records(self) -> list[ConsumerRecord]:
+        """All records as :class:`ConsumerRecord` values."""
+        return list(self)
+
+
+BATCH_HEADER_SIZE = 61
+_LOG_OVERHEAD = 12  # baseOffset + batchLength
+_LEGACY_RECORD_OVERHEAD_V0 = 14  # smallest legal batchLength of any magic (Java's check)
+_CRC_START = 21
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CONTROL_KEY = struct.Struct(">hh")
+
+_ATTR_COMPRESSION_MASK = 0x07
+_ATTR_TIMESTAMP_TYPE = 0x08
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_SIZE = 16  # magic (8) + version int32 + compatible version int32
+
+# Zigzag-decoded values of every one- and two-byte varint, indexed by the raw 14-bit value
+# ``(b0 & 0x7f) | (b1 << 7)`` (or ``b0`` for one byte).
+_ZIGZAG_14 = [(v >> 1) ^ -(v & 1) for v in range(1 << 14)]
+
+_NO_HEADERS: Headers = ()
+
+
+class _Corrupt(Exception):
+    """Internal: the batch being decoded is malformed; turned into CorruptRecordError."""
+
+
+def _read_varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
+    """Decode a zigzag varint/varlong of any length (at most 10 bytes) at ``pos``."""
+    shift = 0
+    raw = 0
+    for i in range(10):
+        b = buf[pos + i]
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos + i + 1
+        shift += 7
+    raise _Corrupt("varint longer than 10 bytes")
+
+
+def _unxerial(data: bytes) -> bytes:
+    """Decompress snappy in the xerial (snappy-java stream) framing."""
+    out = []
+    pos = _XERIAL_HEADER_SIZE
+    end = len(data)
+    decompress_raw = cramjam.snappy.decompress_raw
+    while pos < end:
+        if pos + 4 > end:
+            raise _Corrupt("truncated xerial snappy block length")
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if n < 0 or pos + n > end:
+            raise _Corrupt("bad xerial snappy block length")
+        out.append(bytes(decompress_raw(data[pos : pos + n])))
+        pos += n
+    return b"".join(out)
+
+
+def decompress(codec: int, payload: bytes) -> bytes:
+    """Decompress a batch's records section; raises the internal corrupt error."""
+    try:
+        if codec == CompressionType.LZ4:
+            return bytes(cramjam.lz4.decompress(payload))
+        if codec == CompressionType.ZSTD:
+            return bytes(cramjam.zstd.decompress(payload))
+        if codec == CompressionType.GZIP:
+            return bytes(cramjam.gzip.decompress(payload))
+        if codec == CompressionType.SNAPPY:
+            if payload[:8] == _XERIAL_MAGIC:
+                return _unxerial(payload)
+            return bytes(cramjam.snappy.decompress_raw(payload))
+    except _Corrupt:
+        raise
+    except Exception as exc:  # cramjam raises DecompressionError, ValueError, TypeError...
+        raise _Corrupt(f"{CompressionType(codec).name} decompression failed: {exc}") from exc
+    raise _Corrupt(f"unknown compression codec id {codec}")
+
+
+def _decode_batch_records(
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    min_offset: int,
+    out: DecodedRecords,
+) -> None:
+    """Append the ``count`` records in ``buf[pos:end]`` that are at or past ``min_offset``."""
+    zz = _ZIGZAG_14
+    slow = _read_varint_slow
+    offsets_append = out.offsets.append
+    timestamps_append = out.timestamps.append
+    keys_append = out.keys.append
+    values_append = out.values.append
+    headers_append = out.headers.append
+    no_headers = _NO_HEADERS
+    for _ in range(count):
+        # record length
+        b = buf[pos]
+        if b < 0x80:
+            length = zz[b]
+            pos += 1
+        else:
+            b1 = buf[pos + 1]
+            if b1 < 0x80:
+                length = zz[(b & 0x7F) | (b1 << 7)]
+                pos += 2
+            else:
+                length, pos = slow(buf, pos)
+        record_end = pos + length
+        if length <= 0 or record_end > end:
+            raise _Corrupt(f"bad record length {length}")
+        pos += 1  # record attributes (unused)
+        # timestamp delta (varlong)
+        b = buf[pos]
+        if b < 0x80:
+            ts_delta = zz[b]
+            pos += 1
+        else:
+            b1 = buf[pos + 1]
+            if b1 < 0x80:
+                ts_delta = zz[(b & 0x7F) | (b1 << 7)]
+                pos += 2
+            else:
+                ts_delta, pos = slow(buf, pos)
+        # offset delta
+        b = buf[pos]
+        if b < 0x80:
+            offset_delta = zz[b]
+            pos += 1
+        else:
+            b1 = buf[pos + 1]
+            if b1 < 0x80:
+                offset_delta = zz[(b & 0x7F) | (b1 << 7)]
+                pos += 2
+            else:
+                offset_delta, pos = slow(buf, pos)
+        # key
+        b = buf[pos]
+        if b < 0x80:
+            n = zz[b]
+            pos += 1
+        else:
+            b1 = buf[pos + 1]
+            if b1 < 0x80:
+                n = zz[(b & 0x7F) | (b1 << 7)]
+                pos += 2
+            else:
+                n, pos = slow(buf, pos)
+        if n < 0:
+            if n != -1:
+                raise _Corrupt(f"bad key length {n}")
+            key = None
+        else:
+            key = buf[pos : pos + n]
+            pos += n
+        # value
+        b = buf[pos]
+        if b < 0x80:
+            n = zz[b]
+            pos += 1
+        else:
+            b1 = buf[pos + 1]
+            if b1 < 0x80:
+                n = zz[(b & 0x7F) | (b1 << 7)]
+                pos += 2
+            else:
+                n, pos = slow(buf, pos)
+        if n < 0:
+            if n != -1:
+                raise _Corrupt(f"bad value length {n}")
+            value = None
+        else:
+            value = buf[pos : pos + n]
+            pos += n
+        # headers
+        b = buf[pos]
+        if b == 0:
+            headers = no_headers
+            pos += 1
+        else:
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                n, pos = slow(buf, pos)
+            if n < 0 or n > record_end - pos:
+                raise _Corrupt(f"bad header count {n}")
+            hl: list[Header] = []
+            for _h in range(n):
+                hk, pos = slow(buf, pos)
+                if hk < 0 or pos + hk > record_end:
+                    raise _Corrupt(f"bad header key length {hk}")
+                hkey = buf[pos : pos + hk].decode("utf-8", "replace")
+                pos += hk
+                hv, pos = slow(buf, pos)
+                if hv < 0:
+                    if hv != -1:
+                        raise _Corrupt(f"bad header value length {hv}")
+                    hl.append((hkey, None))
+                else:
+                    hl.append((hkey, buf[pos : pos + hv]))
+                    pos += hv
+            headers = tuple(hl)
+        if pos != record_end:
+            raise _Corrupt(f"record size {length} does not match its fields")
+        offset = base_offset + offset_delta
+        if offset >= min_offset:
+            offsets_append(offset)
+            timestamps_append(
+                base_timestamp + ts_delta if log_append_time is None else log_append_time
+            )
+            keys_append(key)
+            values_append(value)
+            headers_append(headers)
+    if pos != end:
+        raise _Corrupt(f"{end - pos} bytes left after the last of {count} records")
+
+
+def _control_type(buf: bytes, pos: int, end: int) -> int | None:
+    """The ControlRecordType id of the first record in ``buf[pos:end]``, if any."""
+    if pos >= end:
+        return None
+    _length, pos = _read_varint_slow(buf, pos)
+    pos += 1  # attributes
+    _ts, pos = _read_varint_slow(buf, pos)
+    _od, pos = _read_varint_slow(buf, pos)
+    key_length, pos = _read_varint_slow(buf, pos)
+    if key_length < 4 or pos + key_length > end:
+        raise _Corrupt(f"bad control record key length {key_length}")
+    _version, ctype = _CONTROL_KEY.unpack_from(buf, pos)
+    return int(ctype)
+
+
+def decode_records(
+    data: bytes | bytearray | memoryview,
+    topic: str,
+    partition: int,
+    *,
+    fetch_offset: int = -1,
+    check_crcs: bool = True,
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+    aborted_transactions: Iterable[_AbortedTransactionLike] | None = None,
+    partial_on_error: bool = False,
+) -> DecodedRecords:
+    """Decode the record batches of one fetched partition.
+
+    ``fetch_offset``: records below it are dropped (a fetch may return a batch that starts
+    before the requested offset). ``aborted_transactions`` come from the Fetch response and
+    matter only for READ_COMMITTED. A trailing truncated batch is ignored. Control batches
+    are never returned. Raises ``CorruptRecordError`` (CRC mismatch or malformed batch,
+    naming the batch's base offset) and ``UnsupportedRecordFormatError`` (magic v0/v1);
+    with ``partial_on_error`` the error is returned in ``DecodedRecords.error`` instead,
+    together with the records of the batches before the bad one.
+    """
+    out = DecodedRecords(topic, partition, next_fetch_offset=max(fetch_offset, 0))
+    try:
+        _decode_into(
+            data if type(data) is bytes else bytes(data),
+            out,
+            fetch_offset,
+            check_crcs,
+            isolation_level == IsolationLevel.READ_COMMITTED,
+            aborted_transactions,
+        )
+    except (CorruptRecordError, UnsupportedRecordFormatError) as exc:
+        if not partial_on_error:
+            raise
+        _rollback(out)
+        out.error = exc
+    return out
+
+
+def _decode_into(
+    buf: bytes,
+    out: DecodedRecords,
+    fetch_offset: int,
+    check_crcs: bool,
+    read_committed: bool,
+    aborted_transactions: Iterable[_AbortedTransactionLike] | None,
+) -> None:
+    """Decode every complete batch of ``buf`` into ``out``; raises the typed errors."""
+    topic = out.topic
+    partition = out.partition
+    aborted_heap: list[tuple[int, int]] = []
+    aborted_producers: set[int] = set()
+    if read_committed and aborted_transactions:
+        aborted_heap = [(t.first_offset, t.producer_id) for t in aborted_transactions]
+        heapq.heapify(aborted_heap)
+    total = len(buf)
+    pos = 0
+    unpack_header = _HEADER.unpack_from
+    batch_ends = out.batch_ends
+    next_fetch_offset = out.next_fetch_offset
+    while total - pos >= _LOG_OVERHEAD:
+        out.next_fetch_offset = next_fetch_offset
+        out.bytes_consumed = pos
+        base_offset, batch_length = struct.unpack_from(">qi", buf, pos)
+        if batch_length < _LEGACY_RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(
+                f"batch length {batch_length} is too small",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
+        end = pos + _LOG_OVERHEAD + batch_length
+        if end > total:
+            break  # trailing truncated batch: normal, the next fetch gets it whole
+        magic = buf[pos + 16]
+        if magic != 2:
+            if magic in (0, 1):
+                raise UnsupportedRecordFormatError(
+                f"message format v{magic} is not supported",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
+            raise CorruptRecordError(
+                f"invalid magic {magic}",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
+        if end - pos < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(
+                f"batch length {batch_length} is too small",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
+        (
+            _bo,
+            _bl,
+            leader_epoch,
+            _magic,
+            crc,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            _producer_epoch,
+            _base_sequence,
+            count,
+        ) = unpack_header(buf, pos)
+        if check_crcs and crc32c(memoryview(buf)[pos + _CRC_START : end]) != crc:
+            raise CorruptRecordError(
+                "CRC32C mismatch",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
+        if count < 0 or last_offset_delta < 0:
+            raise CorruptRecordError(
+                f"bad record count {count} / last offset delta",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
+        last_offset = base_offset + last_offset_delta
+        is_control = attributes & _ATTR_CONTROL
+        try:
+            codec = attributes & _ATTR_COMPRESSION_MASK
+            records_start = pos + BATCH_HEADER_SIZE
+            if read_committed and producer_id >= 0:
+                while aborted_heap and aborted_heap[0][0] <= last_offset:
+                    aborted_producers.add(heapq.heappop(aborted_heap)[1])
+                if is_control:
+                    if codec:
+                        cbuf = decompress(codec, buf[records_start:end])
+                        ctype = _control_type(cbuf, 0, len(cbuf))
+                    else:
+                        ctype = _control_type(buf, records_start, end)
+                    if ctype == ControlRecordType.ABORT:
+                        aborted_producers.discard(producer_id)
+                elif attributes & _ATTR_TRANSACTIONAL and producer_id in aborted_producers:
+                    is_control = 1  # skip like a control batch: aborted data
+            if not is_control and last_offset >= fetch_offset and count:
+                if codec:
+                    rbuf = decompress(codec, buf[records_start:end])
+                    rpos, rend = 0, len(rbuf)
+                else:
+                    rbuf, rpos, rend = buf, records_start, end
+                first = len(out.offsets)
+                _decode_batch_records(
+                    rbuf,
+                    rpos,
+                    rend,
+                    count,
+                    base_offset,
+                    base_timestamp,
+                    max_timestamp if attributes & _ATTR_TIMESTAMP_TYPE else None,
+                    fetch_offset,
+                    out,
+                )
+                n = len(out.offsets)
+                if n > first:
+                    batch_ends.append(n)
+                    out.batch_timestamp_types.append(
+                        TimestampType.LOG_APPEND_TIME
+                        if attributes & _ATTR_TIMESTAMP_TYPE
+                        else TimestampType.CREATE_TIME
+                    )
+                    out.batch_leader_epochs.append(leader_epoch if leader_epoch >= 0 else None)
+        except _Corrupt as exc:
+            raise CorruptRecordError(
+                str(exc),
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            ) from None
+        except (IndexError, struct.error, UnicodeDecodeError, ValueError, OverflowError) as exc:
+            raise CorruptRecordError(
+                f"malformed batch: {type(exc).__name__}: {exc}",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            ) from None
+        if last_offset + 1 > next_fetch_offset:
+            next_fetch_offset = last_offset + 1
+        pos = end
+    out.next_fetch_offset = next_fetch_offset
+    out.bytes_consumed = pos
+
+
+def _rollback(out: DecodedRecords) -> None:
+    """Drop the partial records of a batch that failed half-way (keeps columns aligned)."""
+    n = out.batch_ends[-1] if out.batch_ends else 0
+    del out.offsets[n:], out.timestamps[n:], out.keys[n:], out.values[n:], out.headers[n:]
