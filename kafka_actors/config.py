@@ -1,0 +1,893 @@
+"""Consumer configuration by Kafka's own names, with the Java client's defaults and validation.
+
+Owns: :class:`ConsumerConfig` (an immutable, typed view of a consumer's settings),
+:class:`Password` (a secret whose ``repr``/``str`` is ``[hidden]``, as Java's), the parsing of
+``bootstrap.servers``, ``auto.offset.reset`` (incl. ``by_duration:``), assignor names and
+``sasl.jaas.config``. Pure: it reads no files, no environment and no clock.
+May touch: nothing but :mod:`kafka_actors.errors` (it raises :class:`ConfigError`).
+
+Reference: Java's ``ConsumerConfig`` / ``CommonClientConfigs`` / ``ConfigDef`` (Kafka 4.x).
+Values may be given typed (``500``, ``True``, a list) or as Java properties strings (``"500"``,
+``"true"``, ``"a:1,b:2"``), as ``ConfigDef`` accepts them. Deliberate differences from Java,
+each because this client cannot do otherwise or to make a choice Java leaves to the JVM:
+
+* ``group.protocol`` defaults to ``consumer`` (KIP-848); Java 4.x defaults to ``classic``.
+* An unknown key is an error naming the key (Java only logs "supplied but not used").
+* ``ssl.truststore.type`` / ``ssl.keystore.type`` accept only ``PEM`` and default to ``PEM``
+  (Java: JKS); ``sasl.mechanism`` accepts PLAIN and SCRAM-SHA-256/512 (Java's default GSSAPI
+  is kept as the default value and rejected once a SASL security protocol is chosen).
+* ``key.deserializer`` / ``value.deserializer`` are Python callables ``(bytes | None) -> Any``
+  (default: none, the raw bytes are returned).
+* ``sasl.username`` / ``sasl.password`` (librdkafka's names) are accepted as a convenience in
+  place of ``sasl.jaas.config``; giving both is an error.
+* ``max.in.flight.requests.per.connection`` is a producer setting in Java; the Java consumer
+  hard-codes 100 per connection, which is our default.
+* ``client.id`` is kept as given (Java generates ``consumer-<group>-<n>`` when empty; the
+  consumer does that at construction, where the sequence lives).
+* ``retry.backoff.ms`` > ``retry.backoff.max.ms`` is accepted with a warning (as Java, which
+  then uses the max as a fixed backoff); the warning is in :attr:`ConsumerConfig.warnings`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from typing import Any, Final
+
+from kafka_actors.errors import ConfigError
+
+__all__ = [
+    "ASSIGNOR_CLASS_NAMES",
+    "BrokerAddress",
+    "ConsumerConfig",
+    "JaasLoginModule",
+    "Password",
+    "config_keys",
+    "parse_bootstrap_servers",
+    "parse_jaas_config",
+]
+
+_HIDDEN: Final = "[hidden]"
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+class Password:
+    """A secret value. ``str``/``repr`` give ``[hidden]``, as Java's ``Password``.
+
+    The value is read with :meth:`value`; two passwords are equal when their values are.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def value(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return _HIDDEN
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Password) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def _error(key: str | None, message: str) -> ConfigError:
+    return ConfigError(message, key=key)
+
+
+# --------------------------------------------------------------------------------------------
+# bootstrap.servers
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-_]*://")
+_DNS_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
+
+
+def _valid_host(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    if len(host) > 253 or not host:
+        return False
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    if all(label.isdigit() for label in labels):  # looks like a (bad) IPv4 address
+        return False
+    return all(_DNS_LABEL.match(label) for label in labels)
+
+
+def _parse_address(entry: str, key: str = "bootstrap.servers") -> BrokerAddress:
+    text = _SCHEME.sub("", entry.strip(), count=1)
+    host: str
+    port_text: str
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0 or text[close + 1 : close + 2] != ":":
+            raise _error(key, f"Invalid url in {key}: {entry!r} (expected [ipv6]:port)")
+        host, port_text = text[1:close], text[close + 2 :]
+        try:
+            ipaddress.IPv6Address(host.split("%", 1)[0])
+        except ValueError:
+            raise _error(key, f"Invalid url in {key}: {entry!r} (bad IPv6 address)") from None
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep:
+            raise _error(key, f"Invalid url in {key}: {entry!r} (expected host:port)")
+        if ":" in host:  # unbracketed IPv6, as Java's HOST_PORT_PATTERN accepts
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                raise _error(key, f"Invalid url in {key}: {entry!r}") from None
+        elif not _valid_host(host):
+            raise _error(key, f"Invalid url in {key}: {entry!r} (bad host name)")
+    if not port_text.isdigit() or not 0 < int(port_text) <= 65535:
+        raise _error(key, f"Invalid url in {key}: {entry!r} (bad port)")
+    return BrokerAddress(host, int(port_text))
+
+
+def parse_bootstrap_servers(value: object) -> tuple[BrokerAddress, ...]:
+    """Parse ``bootstrap.servers`` (a list, or a comma-separated string) as Java does."""
+    entries = _as_list("bootstrap.servers", value)
+    if not entries:
+        raise _error("bootstrap.servers", "bootstrap.servers must contain at least one address")
+    seen: set[str] = set()
+    for entry in entries:
+        if entry in seen:
+            raise _error("bootstrap.servers", f"bootstrap.servers has duplicate value {entry!r}")
+        seen.add(entry)
+    return tuple(_parse_address(e) for e in entries)
+
+
+# --------------------------------------------------------------------------------------------
+# auto.offset.reset (incl. KIP-1106 by_duration:<ISO-8601 duration>)
+
+_DURATION = re.compile(
+    r"^\+?P(?:(\+?\d+)D)?(?:T(?:(\+?\d+)H)?(?:(\+?\d+)M)?(?:(\+?\d+)(?:[.,](\d{0,9}))?S)?)?$",
+    re.IGNORECASE,
+)
+
+
+def _parse_duration(text: str) -> timedelta | None:
+    """A non-negative ISO-8601 duration as ``java.time.Duration.parse`` reads it, or None."""
+    m = _DURATION.match(text)
+    if m is None or text.upper().endswith("T"):
+        return None
+    days, hours, minutes, seconds, fraction = m.groups()
+    if days is None and hours is None and minutes is None and seconds is None:
+        return None
+    micros = int((fraction or "").ljust(6, "0")[:6]) if fraction else 0
+    return timedelta(
+        days=int(days or 0),
+        hours=int(hours or 0),
+        minutes=int(minutes or 0),
+        seconds=int(seconds or 0),
+        microseconds=micros,
+    )
+
+
+def _parse_auto_offset_reset(value: object) -> tuple[str, timedelta | None]:
+    key = "auto.offset.reset"
+    text = _as_string(key, value)
+    lowered = text.lower()
+    if lowered in ("earliest", "latest", "none"):
+        return lowered, None
+    if lowered.startswith("by_duration:"):
+        duration = _parse_duration(text[len("by_duration:") :].strip())
+        if duration is None:
+            raise _error(
+                key,
+                f"Invalid value {text!r} for configuration {key}: by_duration needs a "
+                "non-negative ISO-8601 duration such as by_duration:P1DT2H",
+            )
+        return "by_duration", duration
+    raise _error(
+        key,
+        f"Invalid value {text!r} for configuration {key}: "
+        "String must be one of: latest, earliest, none, by_duration:PnDTnHnMn.nS",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# partition.assignment.strategy
+
+ASSIGNOR_CLASS_NAMES: Final[Mapping[str, str]] = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+_ASSIGNOR_NAMES: Final = frozenset(ASSIGNOR_CLASS_NAMES.values())
+
+
+def _parse_assignors(value: object) -> tuple[str, ...]:
+    key = "partition.assignment.strategy"
+    names: list[str] = []
+    for entry in _as_list(key, value):
+        simple = entry.rsplit(".", 1)[-1]
+        name = ASSIGNOR_CLASS_NAMES.get(entry)
+        if name is None and entry in _ASSIGNOR_NAMES:
+            name = entry
+        if name is None:  # "RangeAssignor" without its package
+            name = next(
+                (n for c, n in ASSIGNOR_CLASS_NAMES.items() if c.endswith("." + simple)), None
+            )
+        if name is None:
+            raise _error(
+                key,
+                f"Invalid value {entry!r} for configuration {key}: not a known assignor "
+                f"(one of {', '.join(sorted(_ASSIGNOR_NAMES))} or their Java class names)",
+            )
+        if name in names:
+            raise _error(key, f"Configuration {key} has duplicate value {entry!r}")
+        names.append(name)
+    return tuple(names)
+
+
+# --------------------------------------------------------------------------------------------
+# sasl.jaas.config
+
+_PLAIN_MODULE: Final = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM_MODULE: Final = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))', re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class JaasLoginModule:
+    """One login module entry of a ``sasl.jaas.config`` (its option values may be secrets)."""
+
+    module: str
+    control_flag: str
+    options: Mapping[str, Password]
+
+    def __repr__(self) -> str:
+        return (
+            f"JaasLoginModule(module={self.module!r}, control_flag={self.control_flag!r}, "
+            f"options={sorted(self.options)!r})"
+        )
+
+
+def parse_jaas_config(text: str) -> JaasLoginModule:
+    """Parse Java's ``<LoginModule> <flag> key="value" ... ;`` (one module, as Kafka clients).
+
+    Errors never quote the text, which holds a password.
+    """
+    key = "sasl.jaas.config"
+    tokens: list[tuple[str, str]] = []  # (kind, text): kind in word/quoted/=/;
+    pos = 0
+    stripped = text.rstrip()
+    while pos < len(stripped):
+        m = _JAAS_TOKEN.match(stripped, pos)
+        if m is None or m.end() == pos:
+            raise _error(key, "sasl.jaas.config could not be parsed (unexpected character)")
+        quoted, word, eq, semi = m.groups()
+        if quoted is not None:
+            tokens.append(("quoted", re.sub(r"\\(.)", r"\1", quoted, flags=re.DOTALL)))
+        elif word is not None:
+            tokens.append(("word", word))
+        elif eq is not None:
+            tokens.append(("=", "="))
+        elif semi is not None:
+            tokens.append((";", ";"))
+        pos = m.end()
+    if len(tokens) < 3 or tokens[0][0] != "word" or tokens[1][0] != "word":
+        raise _error(key, "sasl.jaas.config must start with '<LoginModule> <controlFlag>'")
+    if tokens[-1][0] != ";":
+        raise _error(key, "sasl.jaas.config must end with ';'")
+    module, flag = tokens[0][1], tokens[1][1].lower()
+    if flag not in ("required", "requisite", "sufficient", "optional"):
+        raise _error(key, f"sasl.jaas.config has invalid control flag {tokens[1][1]!r}")
+    options: dict[str, Password] = {}
+    body = tokens[2:-1]
+    if any(kind == ";" for kind, _ in body):
+        raise _error(key, "sasl.jaas.config must contain exactly one login module")
+    if len(body) % 3:
+        raise _error(key, "sasl.jaas.config options must be key=value pairs")
+    for i in range(0, len(body), 3):
+        (k_kind, k_text), (e_kind, _), (v_kind, v_text) = body[i : i + 3]
+        if k_kind != "word" or e_kind != "=" or v_kind not in ("word", "quoted"):
+            raise _error(key, "sasl.jaas.config options must be key=value pairs")
+        options[k_text] = Password(v_text)
+    return JaasLoginModule(module=module, control_flag=flag, options=options)
+
+
+# --------------------------------------------------------------------------------------------
+# primitive parsers (ConfigDef.parseType)
+
+
+def _show(key: str, value: object) -> str:
+    return _HIDDEN if key in _SECRET_KEYS else repr(value)
+
+
+def _as_string(key: str, value: object) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    raise _error(key, f"Invalid value {_show(key, value)} for configuration {key}: "
+                 "Expected value to be a string")
+
+
+def _as_optional_string(key: str, value: object) -> str | None:
+    return None if value is None else _as_string(key, value)
+
+
+def _as_bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise _error(key, f"Invalid value {value!r} for configuration {key}: "
+                 "Expected value to be either true or false")
+
+
+def _as_integer(key: str, value: object, lo: int, hi: int, kind: str) -> int:
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        number = int(value.strip())
+    if number is None:
+        raise _error(key, f"Invalid value {value!r} for configuration {key}: "
+                     f"Expected value to be a {kind} number")
+    if not lo <= number <= hi:
+        raise _error(key, f"Invalid value {value!r} for configuration {key}: Not a {kind}")
+    return number
+
+
+def _as_list(key: str, value: object) -> list[str]:
+    if isinstance(value, str):
+        text = value.strip()
+        return [] if not text else [part.strip() for part in text.split(",")]
+    if isinstance(value, (list, tuple)):
+        out: list[str] = []
+        for item in value:
+            if not isinstance(item, str):
+                raise _error(key, f"Invalid value {value!r} for configuration {key}: "
+                             "Expected a list of strings")
+            out.append(item.strip())
+        return out
+    raise _error(key, f"Invalid value {value!r} for configuration {key}: "
+                 "Expected a comma separated list")
+
+
+def _as_password(key: str, value: object) -> Password | None:
+    if value is None:
+        return None
+    if isinstance(value, Password):
+        return value
+    if isinstance(value, str):
+        return Password(value)
+    raise _error(key, f"Invalid value {_HIDDEN} for configuration {key}: "
+                 "Expected value to be a string")
+
+
+def _as_deserializer(key: str, value: object) -> Callable[[bytes | None], Any] | None:
+    if value is None or callable(value):
+        return value
+    raise _error(key, f"Invalid value {value!r} for configuration {key}: expected a callable "
+                 "(bytes | None) -> Any (Java class names are not supported)")
+
+
+Parser = Callable[[str, object], object]
+
+
+def _int(lo: int = _INT_MIN, hi: int = _INT_MAX) -> Parser:
+    def parse(key: str, value: object) -> int:
+        number = _as_integer(key, value, _INT_MIN, _INT_MAX, "32-bit integer")
+        _range(key, number, lo, hi)
+        return number
+
+    return parse
+
+
+def _long(lo: int = _LONG_MIN, hi: int = _LONG_MAX) -> Parser:
+    def parse(key: str, value: object) -> int:
+        number = _as_integer(key, value, _LONG_MIN, _LONG_MAX, "64-bit integer")
+        _range(key, number, lo, hi)
+        return number
+
+    return parse
+
+
+def _range(key: str, number: int, lo: int, hi: int) -> None:
+    if number < lo:
+        raise _error(key, f"Invalid value {number} for configuration {key}: "
+                     f"Value must be at least {lo}")
+    if number > hi:
+        raise _error(key, f"Invalid value {number} for configuration {key}: "
+                     f"Value must be no more than {hi}")
+
+
+def _enum(*allowed: str, upper: bool = False) -> Parser:
+    def parse(key: str, value: object) -> str:
+        text = _as_string(key, value)
+        normal = text.upper() if upper else text.lower()
+        if normal not in allowed:
+            raise _error(key, f"Invalid value {text!r} for configuration {key}: "
+                         f"String must be one of: {', '.join(allowed)}")
+        return normal
+
+    return parse
+
+
+def _non_empty_optional_string(key: str, value: object) -> str | None:
+    text = _as_optional_string(key, value)
+    if text is not None and not text:
+        raise _error(key, f"Invalid value '' for configuration {key}: String may not be empty")
+    return text
+
+
+def _identification_algorithm(key: str, value: object) -> str:
+    text = _as_optional_string(key, value) or ""
+    if text.lower() not in ("https", ""):
+        raise _error(key, f"Invalid value {text!r} for configuration {key}: "
+                     "only 'https' (verify the broker's host name) or '' (do not) are supported")
+    return text.lower()
+
+
+def _ssl_store_type(key: str, value: object) -> str:
+    text = _as_string(key, value).upper()
+    if text != "PEM":
+        raise _error(key, f"Invalid value {text!r} for configuration {key}: only PEM stores "
+                     "are supported (convert JKS/PKCS12 stores to PEM files)")
+    return text
+
+
+# Kafka name -> (attribute, parser, default). Order is the dataclass field order.
+_SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
+    "bootstrap.servers": ("bootstrap_servers", lambda k, v: parse_bootstrap_servers(v), None),
+    "client.id": ("client_id", _as_string, ""),
+    "client.rack": ("client_rack", _as_string, ""),
+    "group.id": ("group_id", _as_optional_string, None),
+    "group.instance.id": ("group_instance_id", _non_empty_optional_string, None),
+    "group.protocol": ("group_protocol", _enum("consumer", "classic"), "consumer"),
+    "group.remote.assignor": ("group_remote_assignor", _as_optional_string, None),
+    "session.timeout.ms": ("session_timeout_ms", _int(), 45_000),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", _int(), 3_000),
+    "partition.assignment.strategy": (
+        "partition_assignment_strategy",
+        lambda k, v: _parse_assignors(v),
+        ("range", "cooperative-sticky"),
+    ),
+    "auto.offset.reset": ("auto_offset_reset", _as_string, "latest"),  # parsed specially
+    "enable.auto.commit": ("enable_auto_commit", _as_bool, True),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", _int(0), 5_000),
+    "max.poll.records": ("max_poll_records", _int(1), 500),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _int(1), 300_000),
+    "fetch.min.bytes": ("fetch_min_bytes", _int(0), 1),
+    "fetch.max.bytes": ("fetch_max_bytes", _int(0), 52_428_800),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", _int(0), 500),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _int(0), 1_048_576),
+    "isolation.level": (
+        "isolation_level", _enum("read_uncommitted", "read_committed"), "read_uncommitted"
+    ),
+    "check.crcs": ("check_crcs", _as_bool, True),
+    "exclude.internal.topics": ("exclude_internal_topics", _as_bool, True),
+    "allow.auto.create.topics": ("allow_auto_create_topics", _as_bool, True),
+    "request.timeout.ms": ("request_timeout_ms", _int(0), 30_000),
+    "default.api.timeout.ms": ("default_api_timeout_ms", _int(0), 60_000),
+    "retry.backoff.ms": ("retry_backoff_ms", _long(0), 100),
+    "retry.backoff.max.ms": ("retry_backoff_max_ms", _long(0), 1_000),
+    "reconnect.backoff.ms": ("reconnect_backoff_ms", _long(0), 50),
+    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _long(0), 1_000),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _long(), 540_000),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _long(0), 300_000),
+    "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _long(), 10_000),
+    "socket.connection.setup.timeout.max.ms": (
+        "socket_connection_setup_timeout_max_ms", _long(), 30_000
+    ),
+    "receive.buffer.bytes": ("receive_buffer_bytes", _int(-1), 65_536),
+    "send.buffer.bytes": ("send_buffer_bytes", _int(-1), 131_072),
+    "max.in.flight.requests.per.connection": (
+        "max_in_flight_requests_per_connection", _int(1), 100
+    ),
+    "key.deserializer": ("key_deserializer", _as_deserializer, None),
+    "value.deserializer": ("value_deserializer", _as_deserializer, None),
+    "security.protocol": (
+        "security_protocol",
+        _enum("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),
+        "PLAINTEXT",
+    ),
+    "sasl.mechanism": ("sasl_mechanism", _as_string, "GSSAPI"),
+    "sasl.jaas.config": ("sasl_jaas_config", _as_password, None),
+    "sasl.username": ("sasl_username", _as_optional_string, None),
+    "sasl.password": ("sasl_password", _as_password, None),
+    "ssl.truststore.location": ("ssl_truststore_location", _as_optional_string, None),
+    "ssl.truststore.type": ("ssl_truststore_type", _ssl_store_type, "PEM"),
+    "ssl.truststore.certificates": ("ssl_truststore_certificates", _as_password, None),
+    "ssl.truststore.password": ("ssl_truststore_password", _as_password, None),
+    "ssl.keystore.location": ("ssl_keystore_location", _as_optional_string, None),
+    "ssl.keystore.type": ("ssl_keystore_type", _ssl_store_type, "PEM"),
+    "ssl.keystore.certificate.chain": ("ssl_keystore_certificate_chain", _as_password, None),
+    "ssl.keystore.key": ("ssl_keystore_key", _as_password, None),
+    "ssl.keystore.password": ("ssl_keystore_password", _as_password, None),
+    "ssl.key.password": ("ssl_key_password", _as_password, None),
+    "ssl.endpoint.identification.algorithm": (
+        "ssl_endpoint_identification_algorithm", _identification_algorithm, "https"
+    ),
+}
+
+_SECRET_KEYS: Final = frozenset(
+    {
+        "sasl.jaas.config",
+        "sasl.password",
+        "ssl.truststore.certificates",
+        "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.keystore.password",
+        "ssl.key.password",
+    }
+)
+_KEY_BY_ATTRIBUTE: Final = {attr: key for key, (attr, _, _) in _SPECS.items()}
+_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_CONSUMER_PROTOCOL_UNSUPPORTED: Final = (
+    "partition.assignment.strategy",
+    "heartbeat.interval.ms",
+    "session.timeout.ms",
+)
+_CLASSIC_PROTOCOL_UNSUPPORTED: Final = ("group.remote.assignor",)
+_NOT_SUPPORTED_HINTS: Final = {
+    "interceptor.classes": "interceptors are not supported by this client",
+}
+
+
+def _unknown_key(key: str) -> ConfigError:
+    hint = _NOT_SUPPORTED_HINTS.get(key)
+    if hint is not None:
+        return _error(key, f"Unknown configuration {key!r}: {hint}")
+    candidates = [key, key.replace("_", ".").replace("-", ".").lower()]
+    for candidate in candidates:
+        if candidate != key and candidate in _SPECS:
+            return _error(key, f"Unknown configuration {key!r}; did you mean {candidate!r}?")
+    close = difflib.get_close_matches(candidates[1], list(_SPECS), n=1, cutoff=0.75)
+    suffix = f"; did you mean {close[0]!r}?" if close else ""
+    return _error(key, f"Unknown configuration {key!r}{suffix}")
+
+
+# --------------------------------------------------------------------------------------------
+# the config object
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerConfig:
+    """A validated consumer configuration. Build it with :meth:`from_dict` or :meth:`of`.
+
+    Attributes are the Kafka names with dots as underscores; :meth:`get` reads by Kafka name.
+    ``explicit_keys`` are the keys the user set (Java's ``originals()``), which decide rules
+    such as "``enable.auto.commit`` explicitly true without ``group.id``".
+    """
+
+    bootstrap_servers: tuple[BrokerAddress, ...]
+    client_id: str = ""
+    client_rack: str = ""
+    group_id: str | None = None
+    group_instance_id: str | None = None
+    group_protocol: str = "consumer"
+    group_remote_assignor: str | None = None
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3_000
+    partition_assignment_strategy: tuple[str, ...] = ("range", "cooperative-sticky")
+    auto_offset_reset: str = "latest"
+    auto_offset_reset_duration: timedelta | None = None
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5_000
+    max_poll_records: int = 500
+    max_poll_interval_ms: int = 300_000
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 52_428_800
+    fetch_max_wait_ms: int = 500
+    max_partition_fetch_bytes: int = 1_048_576
+    isolation_level: str = "read_uncommitted"
+    check_crcs: bool = True
+    exclude_internal_topics: bool = True
+    allow_auto_create_topics: bool = True
+    request_timeout_ms: int = 30_000
+    default_api_timeout_ms: int = 60_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1_000
+    connections_max_idle_ms: int = 540_000
+    metadata_max_age_ms: int = 300_000
+    socket_connection_setup_timeout_ms: int = 10_000
+    socket_connection_setup_timeout_max_ms: int = 30_000
+    receive_buffer_bytes: int = 65_536
+    send_buffer_bytes: int = 131_072
+    max_in_flight_requests_per_connection: int = 100
+    key_deserializer: Callable[[bytes | None], Any] | None = None
+    value_deserializer: Callable[[bytes | None], Any] | None = None
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "GSSAPI"
+    sasl_jaas_config: Password | None = None
+    sasl_username: str | None = None
+    sasl_password: Password | None = None
+    ssl_truststore_location: str | None = None
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_certificates: Password | None = None
+    ssl_truststore_password: Password | None = None
+    ssl_keystore_location: str | None = None
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_certificate_chain: Password | None = None
+    ssl_keystore_key: Password | None = None
+    ssl_keystore_password: Password | None = None
+    ssl_key_password: Password | None = None
+    ssl_endpoint_identification_algorithm: str = "https"
+    # Derived / bookkeeping.
+    sasl_token_auth: bool = False
+    explicit_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    # ---------------------------------------------------------------- construction
+
+    @classmethod
+    def from_dict(cls, mapping: Mapping[str, object]) -> ConsumerConfig:
+        """Build from Kafka-named keys (``{"bootstrap.servers": "localhost:9092", ...}``).
+
+        Raises :class:`ConfigError` naming the offending key (never a secret's value).
+        """
+        values: dict[str, object] = {}
+        for key, raw in mapping.items():
+            if not isinstance(key, str):
+                raise _error(None, f"Configuration keys must be strings, got {key!r}")
+            spec = _SPECS.get(key)
+            if spec is None:
+                raise _unknown_key(key)
+            attribute, parse, _default = spec
+            if key == "auto.offset.reset":
+                values["auto_offset_reset"], values["auto_offset_reset_duration"] = (
+                    _parse_auto_offset_reset(raw)
+                )
+            else:
+                values[attribute] = parse(key, raw)
+        if "bootstrap.servers" not in mapping:
+            raise _error(
+                "bootstrap.servers",
+                'Missing required configuration "bootstrap.servers" which has no default value.',
+            )
+        explicit = frozenset(mapping)
+        values = _post_process(values, explicit)
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def of(cls, **kwargs: object) -> ConsumerConfig:
+        """Build from keyword arguments named like the attributes (``max_poll_records=10``)."""
+        mapping: dict[str, object] = {}
+        for name, value in kwargs.items():
+            key = _KEY_BY_ATTRIBUTE.get(name)
+            if key is None:
+                raise _unknown_key(name)
+            mapping[key] = value
+        return cls.from_dict(mapping)
+
+    def with_overrides(self, mapping: Mapping[str, object]) -> ConsumerConfig:
+        """A new config: this one's explicit settings updated by ``mapping`` (Kafka names)."""
+        return ConsumerConfig.from_dict({**self.originals(), **mapping})
+
+    def __post_init__(self) -> None:
+        _cross_validate(self)
+
+    # ---------------------------------------------------------------- reading
+
+    def get(self, key: str) -> object:
+        """The value of a Kafka-named key (``auto.offset.reset`` gives its original text)."""
+        spec = _SPECS.get(key)
+        if spec is None:
+            raise _unknown_key(key)
+        if key == "auto.offset.reset" and self.auto_offset_reset_duration is not None:
+            return f"by_duration:{_format_duration(self.auto_offset_reset_duration)}"
+        value: object = getattr(self, spec[0])
+        return value
+
+    def originals(self) -> dict[str, object]:
+        """The explicitly set keys with their (parsed) values, secrets as :class:`Password`."""
+        return {key: self.get(key) for key in _SPECS if key in self.explicit_keys}
+
+    @property
+    def uses_group(self) -> bool:
+        return self.group_id is not None
+
+    @property
+    def ssl_enabled(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl_enabled(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def ssl_check_hostname(self) -> bool:
+        """``ssl.endpoint.identification.algorithm=https`` (default): verify the host name."""
+        return self.ssl_endpoint_identification_algorithm == "https"
+
+
+def _format_duration(duration: timedelta) -> str:
+    seconds = duration.seconds + duration.microseconds / 1_000_000
+    return f"P{duration.days}DT{seconds:g}S"
+
+
+def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[str, object]:
+    """Java's ``postProcessParsedConfig``: defaults that depend on other settings."""
+    values["explicit_keys"] = explicit
+    warnings: list[str] = []
+    # CommonClientConfigs.postProcessReconnectBackoffConfigs: an explicit reconnect.backoff.ms
+    # above the default max raises the max when the max is not set.
+    if "reconnect.backoff.ms" in explicit and "reconnect.backoff.max.ms" not in explicit:
+        backoff = values["reconnect_backoff_ms"]
+        assert isinstance(backoff, int)
+        if backoff > 1_000:
+            values["reconnect_backoff_max_ms"] = backoff
+    # CommonClientConfigs.warnDisablingExponentialBackoff.
+    for low, high, low_key, high_key in (
+        ("retry_backoff_ms", "retry_backoff_max_ms", "retry.backoff.ms", "retry.backoff.max.ms"),
+        (
+            "reconnect_backoff_ms",
+            "reconnect_backoff_max_ms",
+            "reconnect.backoff.ms",
+            "reconnect.backoff.max.ms",
+        ),
+    ):
+        lo = values.get(low, _SPECS[low_key][2])
+        hi = values.get(high, _SPECS[high_key][2])
+        assert isinstance(lo, int) and isinstance(hi, int)
+        if lo > hi:
+            warnings.append(
+                f"Configuration '{high_key}' with value '{hi}' is less than configuration "
+                f"'{low_key}' with value '{lo}'. This disables exponential backoff: "
+                f"'{high_key}' is used as a fixed backoff."
+            )
+    # maybeOverrideEnableAutoCommit: without a group, auto-commit is off unless set true
+    # explicitly (then InvalidConfigurationException, checked in _cross_validate).
+    if values.get("group_id") is None and "enable.auto.commit" not in explicit:
+        values["enable_auto_commit"] = False
+    # SASL credentials from sasl.jaas.config.
+    jaas = values.get("sasl_jaas_config")
+    if isinstance(jaas, Password):
+        if "sasl.username" in explicit or "sasl.password" in explicit:
+            raise _error(
+                "sasl.jaas.config",
+                "Set either sasl.jaas.config or sasl.username/sasl.password, not both",
+            )
+        module = parse_jaas_config(jaas.value())
+        mechanism = str(values.get("sasl_mechanism", "GSSAPI"))
+        expected = _PLAIN_MODULE if mechanism == "PLAIN" else _SCRAM_MODULE
+        if mechanism in _SASL_MECHANISMS and module.module != expected:
+            raise _error(
+                "sasl.jaas.config",
+                f"sasl.jaas.config uses login module {module.module!r}, but "
+                f"sasl.mechanism={mechanism} needs {expected!r}",
+            )
+        username = module.options.get("username")
+        password = module.options.get("password")
+        if username is None or password is None:
+            raise _error("sasl.jaas.config", "sasl.jaas.config must set username and password")
+        values["sasl_username"] = username.value()
+        values["sasl_password"] = password
+        token = module.options.get("tokenauth")
+        values["sasl_token_auth"] = token is not None and token.value().lower() == "true"
+    values["warnings"] = tuple(warnings)
+    return values
+
+
+def _explicitly_set(config: ConsumerConfig, key: str) -> bool:
+    if key not in config.explicit_keys:
+        return False
+    value = config.get(key)
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, (tuple, list)):
+        return bool(value)
+    return True
+
+
+def _cross_validate(config: ConsumerConfig) -> None:
+    """Rules that involve several keys, as Java's ConsumerConfig and consumer constructors."""
+    if not config.bootstrap_servers:
+        raise _error("bootstrap.servers", "bootstrap.servers must contain at least one address")
+    if config.group_id is None:
+        if config.enable_auto_commit:
+            raise _error(
+                "enable.auto.commit",
+                "enable.auto.commit cannot be set to true when default group id (null) is used.",
+            )
+        if config.group_instance_id is not None:
+            raise _error("group.instance.id", "group.instance.id requires group.id to be set")
+    if config.group_instance_id is not None:
+        if len(config.group_instance_id) > 249 or not re.fullmatch(
+            r"[A-Za-z0-9._-]+", config.group_instance_id
+        ):
+            raise _error(
+                "group.instance.id",
+                f"Invalid value {config.group_instance_id!r} for configuration "
+                "group.instance.id: at most 249 characters of ASCII alphanumerics, '.', '_' "
+                "and '-'",
+            )
+    protocol = config.group_protocol
+    unsupported = (
+        _CONSUMER_PROTOCOL_UNSUPPORTED if protocol == "consumer" else _CLASSIC_PROTOCOL_UNSUPPORTED
+    )
+    invalid = [key for key in unsupported if _explicitly_set(config, key)]
+    if invalid:
+        raise _error(
+            invalid[0],
+            f"{', '.join(invalid)} cannot be set when group.protocol={protocol.upper()}",
+        )
+    if protocol == "classic":
+        if config.heartbeat_interval_ms >= config.session_timeout_ms:
+            raise _error(
+                "heartbeat.interval.ms",
+                f"heartbeat.interval.ms ({config.heartbeat_interval_ms}) must be set lower "
+                f"than session.timeout.ms ({config.session_timeout_ms})",
+            )
+        if config.group_id is not None and not config.partition_assignment_strategy:
+            raise _error(
+                "partition.assignment.strategy",
+                "partition.assignment.strategy must name at least one assignor when group.id "
+                "is set and group.protocol=classic",
+            )
+    if config.sasl_enabled:
+        if config.sasl_mechanism not in _SASL_MECHANISMS:
+            raise _error(
+                "sasl.mechanism",
+                f"sasl.mechanism {config.sasl_mechanism!r} is not supported with "
+                f"security.protocol={config.security_protocol}; use one of "
+                f"{', '.join(_SASL_MECHANISMS)}",
+            )
+        if config.sasl_username is None or config.sasl_password is None:
+            raise _error(
+                "sasl.jaas.config",
+                f"security.protocol={config.security_protocol} needs credentials: set "
+                "sasl.jaas.config, or sasl.username and sasl.password",
+            )
+    elif config.sasl_mechanism not in (*_SASL_MECHANISMS, "GSSAPI"):
+        raise _error(
+            "sasl.mechanism",
+            f"Invalid value {config.sasl_mechanism!r} for configuration sasl.mechanism: "
+            f"supported are {', '.join(_SASL_MECHANISMS)}",
+        )
+    if config.ssl_truststore_location is not None and config.ssl_truststore_certificates:
+        raise _error(
+            "ssl.truststore.certificates",
+            "Set either ssl.truststore.location or ssl.truststore.certificates, not both",
+        )
+    chain, key = config.ssl_keystore_certificate_chain, config.ssl_keystore_key
+    if (chain is None) != (key is None):
+        raise _error(
+            "ssl.keystore.key" if key is None else "ssl.keystore.certificate.chain",
+            "ssl.keystore.certificate.chain and ssl.keystore.key must be set together",
+        )
+    if config.ssl_keystore_location is not None and chain is not None:
+        raise _error(
+            "ssl.keystore.location",
+            "Set either ssl.keystore.location or ssl.keystore.certificate.chain/key, not both",
+        )
+
+
+def config_keys() -> Iterable[str]:
+    """Every configuration key this client understands, in Kafka's names."""
+    return iter(_SPECS)
+
+
+# Keep the attribute table honest: every spec maps onto a dataclass field.
+assert set(_KEY_BY_ATTRIBUTE) <= {f.name for f in fields(ConsumerConfig)}
