@@ -502,11 +502,11 @@ def _decode_into(
         if magic != 2:
             if magic in (0, 1):
                 raise UnsupportedRecordFormatError(
-                f"message format v{magic} is not supported",
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            )
+                    f"message format v{magic} is not supported",
+                    topic=topic,
+                    partition=partition,
+                    offset=base_offset,
+                )
             raise CorruptRecordError(
                 f"invalid magic {magic}",
                 topic=topic,

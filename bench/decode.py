@@ -1,0 +1,175 @@
+"""Record batch decoding speed: kafka-actors beside aiokafka (C) and kafka-python (pure Python).
+
+Owns: nothing but its own run. Builds the bytes once per codec (100k records with ~100-byte
+values, in batches of 500 records, as a producer with linger would send them; encoded by
+aiokafka's C batch builder, i.e. a real producer's encoder, then checked against ours), then
+decodes the same bytes with each decoder, best of N, and prints records/s and ratios to ours.
+
+Every decoder verifies CRCs and touches offset, timestamp, key, value and headers of each
+record. Ours is measured twice: reading the columns, and materializing ConsumerRecord tuples.
+
+    .venv/bin/python bench/decode.py [--records 100000] [--repeat 5] [--headers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+
+from kafka_actors.protocol.record_builder import RecordSpec, build_batch
+from kafka_actors.protocol.records import CompressionType, decode_records
+
+CODECS = {"none": CompressionType.NONE, "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
+BATCH_RECORDS = 500
+
+
+def make_records(n: int, with_headers: bool) -> list[RecordSpec]:
+    rng = random.Random(42)
+    words = [os.urandom(rng.randint(3, 9)).hex().encode() for _ in range(200)]
+    base_ts = 1_760_000_000_000
+    out = []
+    for i in range(n):
+        value = b" ".join(rng.choice(words) for _ in range(12))[:100].ljust(100, b".")
+        headers = (("trace", b"%016x" % i), ("source", b"bench")) if with_headers else ()
+        out.append(
+            RecordSpec(
+                key=b"key-%08d" % i, value=value, headers=headers, timestamp=base_ts + i // 7
+            )
+        )
+    return out
+
+
+def build_with_aiokafka(records: list[RecordSpec], codec: CompressionType) -> bytes:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    parts = []
+    for start in range(0, len(records), BATCH_RECORDS):
+        builder = DefaultRecordBatchBuilder(2, int(codec), 0, -1, -1, -1, 10**8)
+        for i, r in enumerate(records[start : start + BATCH_RECORDS]):
+            builder.append(i, r.timestamp, r.key, r.value, list(r.headers))
+        batch = bytearray(builder.build())
+        batch[0:8] = start.to_bytes(8, "big")  # base offset as the broker assigns it
+        parts.append(bytes(batch))
+    return b"".join(parts)
+
+
+def build_with_ours(records: list[RecordSpec], codec: CompressionType) -> bytes:
+    return b"".join(
+        build_batch(records[s : s + BATCH_RECORDS], base_offset=s, compression=codec)
+        for s in range(0, len(records), BATCH_RECORDS)
+    )
+
+
+def ours_columns(data: bytes) -> int:
+    d = decode_records(data, "bench", 0, fetch_offset=0)
+    n = 0
+    for _o, _t, _k, _v, _h in zip(
+        d.offsets, d.timestamps, d.keys, d.values, d.headers, strict=True
+    ):
+        n += 1
+    return n
+
+
+def ours_records(data: bytes) -> int:
+    n = 0
+    for r in decode_records(data, "bench", 0, fetch_offset=0):
+        r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018
+        n += 1
+    return n
+
+
+def aiokafka_c(data: bytes) -> int:
+    from aiokafka.record.memory_records import MemoryRecords
+
+    records = MemoryRecords(data)
+    n = 0
+    while True:
+        batch = records.next_batch()
+        if batch is None:
+            return n
+        if not batch.validate_crc():
+            raise RuntimeError("crc")
+        for r in batch:
+            r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018
+            n += 1
+
+
+def kafka_python(data: bytes) -> int:
+    from kafka.record.memory_records import MemoryRecords
+
+    records = MemoryRecords(data)
+    n = 0
+    while True:
+        batch = records.next_batch()
+        if batch is None:
+            return n
+        if not batch.validate_crc():
+            raise RuntimeError("crc")
+        for r in batch:
+            r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018
+            n += 1
+
+
+def best_of(fn: Callable[[bytes], int], data: bytes, expected: int, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        n = fn(data)
+        elapsed = time.perf_counter() - t0
+        if n != expected:
+            raise RuntimeError(f"{fn.__name__} decoded {n} records, expected {expected}")
+        best = min(best, elapsed)
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--headers", action="store_true", help="two headers per record")
+    args = parser.parse_args()
+
+    import aiokafka.record.memory_records as amr
+
+    if "_crecords" not in type(amr.MemoryRecords(b"")).__module__:
+        print("warning: aiokafka's C extension is not in use", file=sys.stderr)
+
+    records = make_records(args.records, args.headers)
+    decoders: list[tuple[str, Callable[[bytes], int]]] = [
+        ("kafka-actors (columns)", ours_columns),
+        ("kafka-actors (ConsumerRecord)", ours_records),
+        ("aiokafka (C)", aiokafka_c),
+        ("kafka-python", kafka_python),
+    ]
+    print(
+        f"{args.records} records, ~100 B values, {BATCH_RECORDS}/batch, headers={args.headers}, "
+        f"best of {args.repeat}, CRC checked"
+    )
+    print(f"{'codec':6} {'decoder':32} {'rec/s':>12} {'vs ours(columns)':>17}")
+    for name, codec in CODECS.items():
+        data = build_with_aiokafka(records, codec)
+        ours = decode_records(data, "bench", 0)
+        mine = decode_records(build_with_ours(records, codec), "bench", 0)
+        if (ours.keys, ours.values, ours.offsets, ours.timestamps) != (
+            mine.keys,
+            mine.values,
+            mine.offsets,
+            mine.timestamps,
+        ):
+            raise RuntimeError("aiokafka-built and our own batches decode differently")
+        base = None
+        for label, fn in decoders:
+            elapsed = best_of(fn, data, args.records, args.repeat)
+            rate = args.records / elapsed
+            if base is None:
+                base = rate
+            print(f"{name:6} {label:32} {rate:12,.0f} {rate / base:16.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
