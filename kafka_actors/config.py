@@ -322,8 +322,10 @@ def _show(key: str, value: object) -> str:
 def _as_string(key: str, value: object) -> str:
     if isinstance(value, str):
         return value.strip()
-    raise _error(key, f"Invalid value {_show(key, value)} for configuration {key}: "
-                 "Expected value to be a string")
+    raise _error(
+        key,
+        f"Invalid value {_show(key, value)} for configuration {key}: Expected value to be a string",
+    )
 
 
 def _as_optional_string(key: str, value: object) -> str | None:
@@ -335,8 +337,11 @@ def _as_bool(key: str, value: object) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise _error(key, f"Invalid value {value!r} for configuration {key}: "
-                 "Expected value to be either true or false")
+    raise _error(
+        key,
+        f"Invalid value {value!r} for configuration {key}: "
+        "Expected value to be either true or false",
+    )
 
 
 def _as_integer(key: str, value: object, lo: int, hi: int, kind: str) -> int:
@@ -346,8 +351,11 @@ def _as_integer(key: str, value: object, lo: int, hi: int, kind: str) -> int:
     elif isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
         number = int(value.strip())
     if number is None:
-        raise _error(key, f"Invalid value {value!r} for configuration {key}: "
-                     f"Expected value to be a {kind} number")
+        raise _error(
+            key,
+            f"Invalid value {value!r} for configuration {key}: "
+            f"Expected value to be a {kind} number",
+        )
     if not lo <= number <= hi:
         raise _error(key, f"Invalid value {value!r} for configuration {key}: Not a {kind}")
     return number
@@ -361,12 +369,15 @@ def _as_list(key: str, value: object) -> list[str]:
         out: list[str] = []
         for item in value:
             if not isinstance(item, str):
-                raise _error(key, f"Invalid value {value!r} for configuration {key}: "
-                             "Expected a list of strings")
+                raise _error(
+                    key,
+                    f"Invalid value {value!r} for configuration {key}: Expected a list of strings",
+                )
             out.append(item.strip())
         return out
-    raise _error(key, f"Invalid value {value!r} for configuration {key}: "
-                 "Expected a comma separated list")
+    raise _error(
+        key, f"Invalid value {value!r} for configuration {key}: Expected a comma separated list"
+    )
 
 
 def _as_password(key: str, value: object) -> Password | None:
@@ -376,15 +387,19 @@ def _as_password(key: str, value: object) -> Password | None:
         return value
     if isinstance(value, str):
         return Password(value)
-    raise _error(key, f"Invalid value {_HIDDEN} for configuration {key}: "
-                 "Expected value to be a string")
+    raise _error(
+        key, f"Invalid value {_HIDDEN} for configuration {key}: Expected value to be a string"
+    )
 
 
 def _as_deserializer(key: str, value: object) -> Callable[[bytes | None], Any] | None:
     if value is None or callable(value):
         return value
-    raise _error(key, f"Invalid value {value!r} for configuration {key}: expected a callable "
-                 "(bytes | None) -> Any (Java class names are not supported)")
+    raise _error(
+        key,
+        f"Invalid value {value!r} for configuration {key}: expected a callable "
+        "(bytes | None) -> Any (Java class names are not supported)",
+    )
 
 
 Parser = Callable[[str, object], object]
@@ -410,11 +425,13 @@ def _long(lo: int = _LONG_MIN, hi: int = _LONG_MAX) -> Parser:
 
 def _range(key: str, number: int, lo: int, hi: int) -> None:
     if number < lo:
-        raise _error(key, f"Invalid value {number} for configuration {key}: "
-                     f"Value must be at least {lo}")
+        raise _error(
+            key, f"Invalid value {number} for configuration {key}: Value must be at least {lo}"
+        )
     if number > hi:
-        raise _error(key, f"Invalid value {number} for configuration {key}: "
-                     f"Value must be no more than {hi}")
+        raise _error(
+            key, f"Invalid value {number} for configuration {key}: Value must be no more than {hi}"
+        )
 
 
 def _enum(*allowed: str, upper: bool = False) -> Parser:
@@ -422,8 +439,11 @@ def _enum(*allowed: str, upper: bool = False) -> Parser:
         text = _as_string(key, value)
         normal = text.upper() if upper else text.lower()
         if normal not in allowed:
-            raise _error(key, f"Invalid value {text!r} for configuration {key}: "
-                         f"String must be one of: {', '.join(allowed)}")
+            raise _error(
+                key,
+                f"Invalid value {text!r} for configuration {key}: "
+                f"String must be one of: {', '.join(allowed)}",
+            )
         return normal
 
     return parse
@@ -439,16 +459,22 @@ def _non_empty_optional_string(key: str, value: object) -> str | None:
 def _identification_algorithm(key: str, value: object) -> str:
     text = _as_optional_string(key, value) or ""
     if text.lower() not in ("https", ""):
-        raise _error(key, f"Invalid value {text!r} for configuration {key}: "
-                     "only 'https' (verify the broker's host name) or '' (do not) are supported")
+        raise _error(
+            key,
+            f"Invalid value {text!r} for configuration {key}: "
+            "only 'https' (verify the broker's host name) or '' (do not) are supported",
+        )
     return text.lower()
 
 
 def _ssl_store_type(key: str, value: object) -> str:
     text = _as_string(key, value).upper()
     if text != "PEM":
-        raise _error(key, f"Invalid value {text!r} for configuration {key}: only PEM stores "
-                     "are supported (convert JKS/PKCS12 stores to PEM files)")
+        raise _error(
+            key,
+            f"Invalid value {text!r} for configuration {key}: only PEM stores "
+            "are supported (convert JKS/PKCS12 stores to PEM files)",
+        )
     return text
 
 
@@ -478,7 +504,9 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "fetch.max.wait.ms": ("fetch_max_wait_ms", _int(0), 500),
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _int(0), 1_048_576),
     "isolation.level": (
-        "isolation_level", _enum("read_uncommitted", "read_committed"), "read_uncommitted"
+        "isolation_level",
+        _enum("read_uncommitted", "read_committed"),
+        "read_uncommitted",
     ),
     "check.crcs": ("check_crcs", _as_bool, True),
     "exclude.internal.topics": ("exclude_internal_topics", _as_bool, True),
@@ -493,12 +521,16 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "metadata.max.age.ms": ("metadata_max_age_ms", _long(0), 300_000),
     "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _long(), 10_000),
     "socket.connection.setup.timeout.max.ms": (
-        "socket_connection_setup_timeout_max_ms", _long(), 30_000
+        "socket_connection_setup_timeout_max_ms",
+        _long(),
+        30_000,
     ),
     "receive.buffer.bytes": ("receive_buffer_bytes", _int(-1), 65_536),
     "send.buffer.bytes": ("send_buffer_bytes", _int(-1), 131_072),
     "max.in.flight.requests.per.connection": (
-        "max_in_flight_requests_per_connection", _int(1), 100
+        "max_in_flight_requests_per_connection",
+        _int(1),
+        100,
     ),
     "key.deserializer": ("key_deserializer", _as_deserializer, None),
     "value.deserializer": ("value_deserializer", _as_deserializer, None),
@@ -522,7 +554,9 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "ssl.keystore.password": ("ssl_keystore_password", _as_password, None),
     "ssl.key.password": ("ssl_key_password", _as_password, None),
     "ssl.endpoint.identification.algorithm": (
-        "ssl_endpoint_identification_algorithm", _identification_algorithm, "https"
+        "ssl_endpoint_identification_algorithm",
+        _identification_algorithm,
+        "https",
     ),
 }
 
