@@ -1,0 +1,291 @@
+"""Framing, headers, correlation ids, and garbage in → typed ProtocolErrors only."""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kio.schema.api_versions.v0 import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.api_versions.v3 import ApiVersionsRequest as ApiVersionsRequestV3
+from kio.schema.api_versions.v3 import ApiVersionsResponse as ApiVersionsResponseV3
+from kio.schema.api_versions.v3.response import ApiVersion
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v1 import MetadataRequest as MetadataRequestV1
+from kio.schema.metadata.v12 import MetadataRequest as MetadataRequestV12
+from kio.schema.metadata.v12 import MetadataResponse as MetadataResponseV12
+from kio.schema.metadata.v12.request import MetadataRequestTopic
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i16, i32Timedelta
+
+from kafka_actors.errors import (
+    CorrelationIdMismatchError,
+    FrameTooLargeError,
+    InvalidFrameError,
+    ProtocolError,
+    TruncatedFrameError,
+    UnknownApiError,
+)
+from kafka_actors.protocol import apis
+from kafka_actors.protocol.wire import (
+    CorrelationIds,
+    FrameDecoder,
+    decode_request,
+    decode_response,
+    decode_response_with_header,
+    encode_request,
+    encode_response,
+    read_correlation_id,
+)
+
+
+def api_versions_v3_response() -> ApiVersionsResponseV3:
+    return ApiVersionsResponseV3(
+        error_code=ErrorCode.none,
+        api_keys=(
+            ApiVersion(api_key=i16(18), min_version=i16(0), max_version=i16(4)),
+            ApiVersion(api_key=i16(3), min_version=i16(0), max_version=i16(13)),
+        ),
+        throttle_time=i32Timedelta.parse(__import__("datetime").timedelta(0)),
+    )
+
+
+def test_request_frame_layout_header_v1() -> None:
+    request = MetadataRequestV1(topics=None)
+    frame = encode_request(request, correlation_id=7, client_id="me")
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    body = frame[4:]
+    # header v1: api key, api version, correlation id, client id (int16 length + bytes)
+    assert struct.unpack_from(">hhih", body) == (3, 1, 7, 2)
+    assert body[10:12] == b"me"
+    # Metadata v1 with null topics: int32 -1
+    assert body[12:] == b"\xff\xff\xff\xff"
+
+
+def test_request_frame_layout_header_v2_keeps_legacy_client_id() -> None:
+    request = ApiVersionsRequestV3(client_software_name="a", client_software_version="1")
+    body = encode_request(request, correlation_id=1, client_id="x")[4:]
+    # header v2: key, version, correlation id, legacy nullable string client id, tag buffer
+    assert struct.unpack_from(">hhih", body) == (18, 3, 1, 1)
+    assert body[10:11] == b"x"
+    assert body[11] == 0  # empty tagged fields
+    assert body[12:] == b"\x02a\x021\x00"
+
+
+def test_null_client_id() -> None:
+    body = encode_request(MetadataRequestV1(topics=None), correlation_id=1, client_id=None)[4:]
+    assert struct.unpack_from(">h", body, 8) == (-1,)
+
+
+def test_request_round_trip_through_decode_request() -> None:
+    request = MetadataRequestV12(
+        topics=(MetadataRequestTopic(topic_id=None, name=TopicName("orders")),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    frame = encode_request(request, correlation_id=99, client_id="c")
+    header, decoded = decode_request(frame[4:], apis.request_type)
+    assert header.correlation_id == 99 and header.client_id == "c"
+    assert decoded == request
+
+
+def test_decode_request_unknown_api() -> None:
+    frame = struct.pack(">hhi", 999, 0, 1) + b"\x00\x00"
+    with pytest.raises(UnknownApiError):
+        decode_request(frame, apis.request_type)
+
+
+def test_api_versions_response_uses_header_v0_even_when_flexible() -> None:
+    response = api_versions_v3_response()
+    frame = encode_response(response, correlation_id=5)[4:]
+    # header v0 has no tag buffer: the error code follows the correlation id directly
+    assert frame[:4] == struct.pack(">i", 5)
+    assert frame[4:6] == b"\x00\x00"
+    header, decoded = decode_response_with_header(frame, ApiVersionsResponseV3, strict=True)
+    assert header.correlation_id == 5
+    assert decoded == response
+
+
+def test_flexible_response_uses_header_v1() -> None:
+    response = MetadataResponseV12(
+        throttle_time=i32Timedelta.parse(__import__("datetime").timedelta(0)),
+        brokers=(),
+        cluster_id="c",
+        controller_id=BrokerId(1),
+        topics=(),
+    )
+    frame = encode_response(response, correlation_id=6)[4:]
+    assert frame[4] == 0  # header v1 tag buffer
+    assert decode_response(frame, MetadataResponseV12, correlation_id=6, strict=True) == response
+
+
+def test_correlation_id_checks() -> None:
+    frame = encode_response(api_versions_v3_response(), correlation_id=5)[4:]
+    assert read_correlation_id(frame) == 5
+    with pytest.raises(CorrelationIdMismatchError) as info:
+        decode_response(frame, ApiVersionsResponseV3, correlation_id=4)
+    assert (info.value.expected, info.value.received) == (4, 5)
+    with pytest.raises(TruncatedFrameError):
+        read_correlation_id(b"\x00\x01")
+
+
+def test_trailing_bytes_rejected_only_when_strict() -> None:
+    frame = encode_response(api_versions_v3_response(), correlation_id=5)[4:] + b"\x00"
+    decode_response(frame, ApiVersionsResponseV3)
+    with pytest.raises(InvalidFrameError):
+        decode_response(frame, ApiVersionsResponseV3, strict=True)
+
+
+def test_correlation_ids_wrap() -> None:
+    ids = CorrelationIds(start=2**31 - 2)
+    assert [ids.next() for _ in range(3)] == [2**31 - 2, 2**31 - 1, 0]
+    assert ids.peek() == 1
+    with pytest.raises(ValueError):
+        CorrelationIds(start=-1)
+
+
+def test_encode_error_is_protocol_error() -> None:
+    bad: Any = MetadataRequestV1(topics=None)
+    with pytest.raises(ProtocolError):
+        encode_request(bad, correlation_id=2**40, client_id="x")
+
+
+# -- FrameDecoder ------------------------------------------------------------------------------
+
+
+def frames_of(*payloads: bytes) -> bytes:
+    return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+
+
+def test_frame_decoder_byte_by_byte() -> None:
+    stream = frames_of(b"abc", b"", b"x" * 1000)
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    for index in range(len(stream)):
+        out += decoder.feed(stream[index : index + 1])
+    assert out == [b"abc", b"", b"x" * 1000]
+    assert decoder.buffered == 0
+    assert decoder.bytes_needed == 4
+
+
+def test_frame_decoder_many_frames_at_once_and_partial_tail() -> None:
+    stream = frames_of(b"one", b"two", b"three")
+    decoder = FrameDecoder()
+    assert decoder.feed(stream[:-2]) == [b"one", b"two"]
+    assert decoder.bytes_needed == 2
+    assert decoder.feed(memoryview(stream[-2:])) == [b"three"]
+
+
+def test_frame_decoder_rejects_oversized_frame_on_its_prefix() -> None:
+    decoder = FrameDecoder(max_frame_size=10)
+    assert decoder.feed(frames_of(b"0123456789")) == [b"0123456789"]
+    with pytest.raises(FrameTooLargeError) as info:
+        decoder.feed(struct.pack(">i", 11))
+    assert (info.value.size, info.value.max_size) == (11, 10)
+    with pytest.raises(FrameTooLargeError):  # stays failed
+        decoder.feed(b"")
+
+
+def test_frame_decoder_rejects_negative_size() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(InvalidFrameError):
+        decoder.feed(b"\xff\xff\xff\xfe")
+    with pytest.raises(InvalidFrameError):
+        decoder.feed(b"")
+
+
+@given(
+    payloads=st.lists(st.binary(max_size=300), max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=3000), max_size=10),
+)
+def test_frame_decoder_any_chunking(payloads: list[bytes], cuts: list[int]) -> None:
+    stream = frames_of(*payloads)
+    points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    for start, end in itertools.pairwise(points):
+        out += decoder.feed(stream[start:end])
+    assert out == payloads
+
+
+# -- Garbage in, typed errors out -----------------------------------------------------------------
+
+RESPONSE_TYPES = [
+    apis.response_type(api, version)
+    for api, supported in apis.CLIENT_VERSIONS.items()
+    for version in sorted({supported.min, supported.max, (supported.min + supported.max) // 2})
+]
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=200), index=st.integers(min_value=0))
+def test_random_bytes_raise_only_protocol_errors(data: bytes, index: int) -> None:
+    response_type = RESPONSE_TYPES[index % len(RESPONSE_TYPES)]
+    try:
+        decode_response(data, response_type, strict=True)
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=200))
+def test_random_request_bytes_raise_only_protocol_errors(data: bytes) -> None:
+    try:
+        decode_request(data, apis.request_type)
+    except ProtocolError:
+        pass
+    except Exception as exc:  # UnsupportedVersionError etc. from the version lookup
+        from kafka_actors.errors import KafkaError
+
+        assert isinstance(exc, KafkaError), repr(exc)
+
+
+def _valid_frames() -> list[tuple[bytes, type[Any]]]:
+    frames: list[tuple[bytes, type[Any]]] = []
+    response = api_versions_v3_response()
+    frames.append((encode_response(response, correlation_id=1)[4:], ApiVersionsResponseV3))
+    v0 = ApiVersionsResponseV0(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=(
+            __import__("kio.schema.api_versions.v0.response", fromlist=["ApiVersion"]).ApiVersion(
+                api_key=i16(18), min_version=i16(0), max_version=i16(2)
+            ),
+        ),
+    )
+    frames.append((encode_response(v0, correlation_id=2)[4:], ApiVersionsResponseV0))
+    return frames
+
+
+@given(cut=st.integers(min_value=0, max_value=200), which=st.integers(0, 1))
+def test_truncations_raise_truncated_frame(cut: int, which: int) -> None:
+    frame, response_type = _valid_frames()[which]
+    if cut >= len(frame):
+        decode_response(frame, response_type, strict=True)
+        return
+    with pytest.raises(ProtocolError):
+        decode_response(frame[:cut], response_type, strict=True)
+
+
+@given(
+    position=st.integers(min_value=0, max_value=200),
+    value=st.integers(0, 255),
+    which=st.integers(0, 1),
+)
+def test_corrupted_bytes_never_leak_other_exceptions(position: int, value: int, which: int) -> None:
+    frame, response_type = _valid_frames()[which]
+    data = bytearray(frame)
+    data[position % len(data)] = value
+    try:
+        decode_response(bytes(data), response_type, strict=True)
+    except ProtocolError:
+        pass
+
+
+def test_unknown_error_code_in_body_is_protocol_error() -> None:
+    frame = struct.pack(">ihi", 1, 200, 0)  # error code 200 is not one kio knows
+    with pytest.raises(InvalidFrameError):
+        decode_response(frame, ApiVersionsResponseV0)
