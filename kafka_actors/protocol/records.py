@@ -31,6 +31,8 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
+from itertools import repeat
 from typing import NamedTuple, Protocol
 
 import cramjam
@@ -158,29 +160,29 @@ class DecodedRecords:
         return len(self.offsets)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        topic = self.topic
-        partition = self.partition
-        offsets = self.offsets
-        timestamps = self.timestamps
-        keys = self.keys
-        values = self.values
-        headers = self.headers
+        # Built with C-level iterators only (zip, repeat, map over tuple.__new__): no Python
+        # frame per record.
+        make = partial(tuple.__new__, ConsumerRecord)
+        topic = repeat(self.topic)
+        partition = repeat(self.partition)
         start = 0
         for end, ts_type, epoch in zip(
             self.batch_ends, self.batch_timestamp_types, self.batch_leader_epochs, strict=True
         ):
-            for i in range(start, end):
-                yield ConsumerRecord(
+            yield from map(
+                make,
+                zip(
                     topic,
                     partition,
-                    offsets[i],
-                    timestamps[i],
-                    ts_type,
-                    keys[i],
-                    values[i],
-                    headers[i],
-                    epoch,
-                )
+                    self.offsets[start:end],
+                    self.timestamps[start:end],
+                    repeat(ts_type),
+                    self.keys[start:end],
+                    self.values[start:end],
+                    self.headers[start:end],
+                    repeat(epoch),
+                ),
+            )
             start = end
 
     def records(self) -> list[ConsumerRecord]:
@@ -273,11 +275,13 @@ def _decode_batch_records(
     count: int,
     base_offset: int,
     base_timestamp: int,
-    log_append_time: int | None,
-    min_offset: int,
     out: DecodedRecords,
 ) -> None:
-    """Append the ``count`` records in ``buf[pos:end]`` that are at or past ``min_offset``."""
+    """Append the ``count`` records in ``buf[pos:end]`` to the columns of ``out``.
+
+    The caller trims records below the fetch offset and applies LogAppendTime afterwards, so
+    that the per-record loop has no branch for either.
+    """
     zz = _ZIGZAG_14
     slow = _read_varint_slow
     offsets_append = out.offsets.append
@@ -290,121 +294,124 @@ def _decode_batch_records(
         # record length
         b = buf[pos]
         if b < 0x80:
-            length = zz[b]
-            pos += 1
+            record_end = pos + 1 + zz[b]
         else:
             b1 = buf[pos + 1]
             if b1 < 0x80:
-                length = zz[(b & 0x7F) | (b1 << 7)]
-                pos += 2
+                record_end = pos + 2 + zz[(b & 0x7F) | (b1 << 7)]
             else:
                 length, pos = slow(buf, pos)
-        record_end = pos + length
-        if length <= 0 or record_end > end:
-            raise _Corrupt(f"bad record length {length}")
-        pos += 1  # record attributes (unused)
+                record_end = pos + length
+                pos -= 2  # undo the two-byte step below
+            pos += 1
+        pos += 2  # one-byte length + attributes (unused)
         # timestamp delta (varlong)
         b = buf[pos]
         if b < 0x80:
-            ts_delta = zz[b]
+            timestamps_append(base_timestamp + zz[b])
             pos += 1
         else:
             b1 = buf[pos + 1]
             if b1 < 0x80:
-                ts_delta = zz[(b & 0x7F) | (b1 << 7)]
+                timestamps_append(base_timestamp + zz[(b & 0x7F) | (b1 << 7)])
                 pos += 2
             else:
-                ts_delta, pos = slow(buf, pos)
+                n, pos = slow(buf, pos)
+                timestamps_append(base_timestamp + n)
         # offset delta
         b = buf[pos]
         if b < 0x80:
-            offset_delta = zz[b]
+            offsets_append(base_offset + zz[b])
             pos += 1
         else:
             b1 = buf[pos + 1]
             if b1 < 0x80:
-                offset_delta = zz[(b & 0x7F) | (b1 << 7)]
+                offsets_append(base_offset + zz[(b & 0x7F) | (b1 << 7)])
                 pos += 2
             else:
-                offset_delta, pos = slow(buf, pos)
+                n, pos = slow(buf, pos)
+                offsets_append(base_offset + n)
         # key
         b = buf[pos]
-        if b < 0x80:
-            n = zz[b]
-            pos += 1
-        else:
-            b1 = buf[pos + 1]
-            if b1 < 0x80:
-                n = zz[(b & 0x7F) | (b1 << 7)]
-                pos += 2
-            else:
-                n, pos = slow(buf, pos)
-        if n < 0:
-            if n != -1:
-                raise _Corrupt(f"bad key length {n}")
-            key = None
-        else:
-            key = buf[pos : pos + n]
-            pos += n
-        # value
-        b = buf[pos]
-        if b < 0x80:
-            n = zz[b]
-            pos += 1
-        else:
-            b1 = buf[pos + 1]
-            if b1 < 0x80:
-                n = zz[(b & 0x7F) | (b1 << 7)]
-                pos += 2
-            else:
-                n, pos = slow(buf, pos)
-        if n < 0:
-            if n != -1:
-                raise _Corrupt(f"bad value length {n}")
-            value = None
-        else:
-            value = buf[pos : pos + n]
-            pos += n
-        # headers
-        b = buf[pos]
-        if b == 0:
-            headers = no_headers
+        if b == 1:  # -1: null
+            keys_append(None)
             pos += 1
         else:
             if b < 0x80:
                 n = zz[b]
                 pos += 1
             else:
-                n, pos = slow(buf, pos)
+                b1 = buf[pos + 1]
+                if b1 < 0x80:
+                    n = zz[(b & 0x7F) | (b1 << 7)]
+                    pos += 2
+                else:
+                    n, pos = slow(buf, pos)
+            if n < 0:
+                raise _Corrupt(f"bad key length {n}")
+            keys_append(buf[pos : pos + n])
+            pos += n
+        # value
+        b = buf[pos]
+        if b == 1:  # -1: null
+            values_append(None)
+            pos += 1
+        else:
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                b1 = buf[pos + 1]
+                if b1 < 0x80:
+                    n = zz[(b & 0x7F) | (b1 << 7)]
+                    pos += 2
+                else:
+                    n, pos = slow(buf, pos)
+            if n < 0:
+                raise _Corrupt(f"bad value length {n}")
+            values_append(buf[pos : pos + n])
+            pos += n
+        # headers
+        b = buf[pos]
+        pos += 1
+        if b == 0:
+            headers_append(no_headers)
+        else:
+            if b < 0x80:
+                n = zz[b]
+            else:
+                n, pos = slow(buf, pos - 1)
             if n < 0 or n > record_end - pos:
                 raise _Corrupt(f"bad header count {n}")
             hl: list[Header] = []
             for _h in range(n):
-                hk, pos = slow(buf, pos)
+                b = buf[pos]
+                if b < 0x80:
+                    hk = zz[b]
+                    pos += 1
+                else:
+                    hk, pos = slow(buf, pos)
                 if hk < 0 or pos + hk > record_end:
                     raise _Corrupt(f"bad header key length {hk}")
                 hkey = buf[pos : pos + hk].decode("utf-8", "replace")
                 pos += hk
-                hv, pos = slow(buf, pos)
-                if hv < 0:
-                    if hv != -1:
-                        raise _Corrupt(f"bad header value length {hv}")
+                b = buf[pos]
+                if b == 1:
                     hl.append((hkey, None))
+                    pos += 1
                 else:
+                    if b < 0x80:
+                        hv = zz[b]
+                        pos += 1
+                    else:
+                        hv, pos = slow(buf, pos)
+                    if hv < 0:
+                        raise _Corrupt(f"bad header value length {hv}")
                     hl.append((hkey, buf[pos : pos + hv]))
                     pos += hv
-            headers = tuple(hl)
+            headers_append(tuple(hl))
         if pos != record_end:
-            raise _Corrupt(f"record size {length} does not match its fields")
-        offset = base_offset + offset_delta
-        if offset >= min_offset:
-            offsets_append(offset)
-            timestamps_append(
-                base_timestamp + ts_delta if log_append_time is None else log_append_time
-            )
-            keys_append(key)
-            values_append(value)
-            headers_append(headers)
+            raise _Corrupt(f"record size does not match its fields (at byte {record_end})")
     if pos != end:
         raise _Corrupt(f"{end - pos} bytes left after the last of {count} records")
 
@@ -574,18 +581,13 @@ def _decode_into(
                 else:
                     rbuf, rpos, rend = buf, records_start, end
                 first = len(out.offsets)
-                _decode_batch_records(
-                    rbuf,
-                    rpos,
-                    rend,
-                    count,
-                    base_offset,
-                    base_timestamp,
-                    max_timestamp if attributes & _ATTR_TIMESTAMP_TYPE else None,
-                    fetch_offset,
-                    out,
-                )
+                _decode_batch_records(rbuf, rpos, rend, count, base_offset, base_timestamp, out)
                 n = len(out.offsets)
+                if attributes & _ATTR_TIMESTAMP_TYPE:
+                    out.timestamps[first:] = [max_timestamp] * (n - first)
+                if base_offset < fetch_offset:
+                    _drop_below(out, first, fetch_offset)
+                    n = len(out.offsets)
                 if n > first:
                     batch_ends.append(n)
                     out.batch_timestamp_types.append(
@@ -613,6 +615,18 @@ def _decode_into(
         pos = end
     out.next_fetch_offset = next_fetch_offset
     out.bytes_consumed = pos
+
+
+def _drop_below(out: DecodedRecords, first: int, fetch_offset: int) -> None:
+    """Drop the records from index ``first`` on whose offset is below ``fetch_offset``."""
+    offsets = out.offsets
+    cut = first
+    n = len(offsets)
+    while cut < n and offsets[cut] < fetch_offset:
+        cut += 1
+    if cut > first:
+        del offsets[first:cut], out.timestamps[first:cut], out.keys[first:cut]
+        del out.values[first:cut], out.headers[first:cut]
 
 
 def _rollback(out: DecodedRecords) -> None:
