@@ -1,0 +1,112 @@
+"""Command line of the testkit: ``python -m kafka_actors.testing {fetch,broker,mock}``.
+
+Owns: argument parsing and the foreground lifetime of the clusters it starts (until SIGINT
+or SIGTERM, then a clean stop). May touch: :mod:`kafka_actors.testing` only.
+
+* ``fetch [--kafka-version V]``: resolve the jars of V (default: newest 4.x, and the 3.9.x
+  line with ``--all``), print the cache directory.
+* ``broker [--brokers N] [--kafka-version V]``: start a cluster, print its bootstrap servers
+  as the first line of stdout, run until SIGINT/SIGTERM, stop it.
+* ``mock [--brokers N]``: the same with librdkafka's mock cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from types import FrameType
+
+from kafka_actors.testing import jars as _jars
+
+
+def _wait_for_signal() -> int:
+    stop = threading.Event()
+    got: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        got.append(signum)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+    while not stop.wait(1.0):
+        pass
+    return got[0]
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    versions = [args.kafka_version or _jars.default_version()]
+    if args.all:
+        versions.append(_jars.default_version_39())
+    for v in versions:
+        found = _jars.resolve(v)
+        print(found.directory, flush=True)
+    return 0
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from kafka_actors.testing.broker import KafkaCluster
+
+    # Handlers first, so a signal that arrives during start-up still stops the JVMs.
+    cluster = KafkaCluster(num_brokers=args.brokers, kafka_version=args.kafka_version)
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+    try:
+        cluster.start()
+        print(cluster.bootstrap_servers, flush=True)
+        for node in cluster.nodes:
+            print(
+                f"node {node.node_id} roles={','.join(node.roles)} pid={node.pid} "
+                f"log={node.log_path}",
+                file=sys.stderr,
+                flush=True,
+            )
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        cluster.stop()
+    return 0
+
+
+def _mock(args: argparse.Namespace) -> int:
+    from kafka_actors.testing.mock import MockCluster
+
+    with MockCluster(num_brokers=args.brokers) as mock:
+        print(mock.bootstrap_servers, flush=True)
+        _wait_for_signal()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kafka_actors.testing")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("fetch", help="resolve Kafka's jars from Maven Central into the cache")
+    p.add_argument("--kafka-version", default=None)
+    p.add_argument("--all", action="store_true", help="also the 3.9.x line")
+    p.set_defaults(func=_fetch)
+    p = sub.add_parser("broker", help="run a real Kafka cluster until SIGINT/SIGTERM")
+    p.add_argument("--brokers", type=int, default=1)
+    p.add_argument("--kafka-version", default=None)
+    p.set_defaults(func=_broker)
+    p = sub.add_parser("mock", help="run librdkafka's mock cluster until SIGINT/SIGTERM")
+    p.add_argument("--brokers", type=int, default=3)
+    p.set_defaults(func=_mock)
+    args = parser.parse_args(argv)
+    rc: int = args.func(args)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

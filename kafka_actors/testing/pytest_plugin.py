@@ -1,0 +1,157 @@
+"""pytest plugin of the testkit: Kafka fixtures, broker logs on failure, JVM leak check.
+
+Owns: the session fixtures ``kafka_broker`` (newest Kafka 4.x, one KRaft node),
+``kafka_broker_39`` (Kafka 3.9.x), ``kafka_cluster`` (3 brokers and a controller),
+``mock_cluster`` (librdkafka mock, 3 brokers), the ``kafka_topic`` factory, and the hooks that
+restart brokers a test left stopped, attach broker log tails to failure reports and, at
+session end, stop any JVM the tests started that is still alive (by PID).
+May touch: :mod:`kafka_actors.testing.broker` and :mod:`kafka_actors.testing.mock` only.
+
+Registered through the ``pytest11`` entry point, so the fixtures are available wherever the
+package is installed. Fixtures are lazy: a session that uses none starts no broker.
+Versions: ``KAFKA_ACTORS_KAFKA_VERSION`` and ``KAFKA_ACTORS_KAFKA39_VERSION``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, Protocol
+
+import pytest
+
+from kafka_actors.testing import broker as _broker
+from kafka_actors.testing import jars as _jars
+from kafka_actors.testing.broker import KafkaBroker, KafkaCluster
+from kafka_actors.testing.mock import MockCluster
+
+_LOG_TAIL_LINES = 60
+_CLUSTER_FIXTURES = ("kafka_broker", "kafka_broker_39", "kafka_cluster")
+
+
+class _TopicTarget(Protocol):
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = ...,
+        replication_factor: int = ...,
+        config: Any = ...,
+        timeout: float = ...,
+    ) -> None: ...
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in (
+        "broker: needs a real Apache Kafka broker started by the testkit",
+        "cluster: needs a real 3-broker Apache Kafka cluster",
+        "mock: uses the embedded librdkafka mock cluster",
+    ):
+        config.addinivalue_line("markers", line)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[KafkaBroker]:
+    """One combined broker+controller KRaft node of the newest Kafka 4.x (session)."""
+    with KafkaBroker(kafka_version=_jars.default_version()) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def kafka_broker_39() -> Iterator[KafkaBroker]:
+    """One combined KRaft node of Kafka 3.9.x (session)."""
+    with KafkaBroker(kafka_version=_jars.default_version_39()) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[KafkaCluster]:
+    """Three brokers beside one dedicated KRaft controller (session).
+
+    A test may stop or kill brokers; any broker left stopped is restarted (and waited for)
+    after that test, before the next one runs.
+    """
+    with KafkaCluster(num_brokers=3, kafka_version=_jars.default_version()) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def mock_cluster() -> Iterator[MockCluster]:
+    """librdkafka's mock cluster with 3 brokers (session)."""
+    with MockCluster(num_brokers=3) as m:
+        yield m
+
+
+@pytest.fixture
+def kafka_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Factory: ``kafka_topic(cluster, partitions=1, replication_factor=1, config=None)``
+    creates a topic with a name unique to this test on ``cluster`` (a KafkaCluster or a
+    MockCluster) and returns the name. Topics are left in place (the clusters are
+    throw-away)."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:120]
+
+    def make(
+        cluster: _TopicTarget,
+        partitions: int = 1,
+        replication_factor: int | None = None,
+        config: dict[str, str] | None = None,
+        *,
+        prefix: str | None = None,
+    ) -> str:
+        name = f"{prefix or base}-{uuid.uuid4().hex[:10]}"
+        if isinstance(cluster, MockCluster):
+            cluster.create_topic(name, partitions, replication_factor, config)
+        else:
+            cluster.create_topic(name, partitions, replication_factor or 1, config)
+        return name
+
+    return make
+
+
+def _clusters_of(item: pytest.Item) -> list[tuple[str, KafkaCluster]]:
+    funcargs: dict[str, Any] = getattr(item, "funcargs", {}) or {}
+    found = [(k, v) for k, v in funcargs.items() if isinstance(v, KafkaCluster)]
+    return found
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed:
+        for name, cluster in _clusters_of(item):
+            try:
+                text = cluster.logs_tail(_LOG_TAIL_LINES)
+            except Exception as exc:  # a report must never fail
+                text = f"(could not read logs: {exc!r})"
+            report.sections.append((f"{name} logs (last {_LOG_TAIL_LINES} lines)", text))
+    return report
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Restart any broker of a session cluster that this test left stopped."""
+    for name, cluster in _clusters_of(item):
+        if name in _CLUSTER_FIXTURES and cluster.nodes:
+            cluster.ensure_running()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop, by PID, any JVM the tests started that is still alive; a leak fails the run."""
+    leaked = _broker.kill_all(timeout=15.0)
+    if leaked:
+        msg = f"kafka-actors testkit: JVMs still alive at session end, killed: {leaked}"
+        session.config.stash[_LEAKS] = msg
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_LEAKS = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    msg = config.stash.get(_LEAKS, None)
+    if msg:
+        terminalreporter.write_line(msg, red=True)

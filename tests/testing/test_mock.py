@@ -1,0 +1,79 @@
+"""The embedded mock cluster: bootstrap, topic creation, round trip, broker control."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafka_actors.testing.mock import MockCluster
+
+pytestmark = pytest.mark.mock
+
+
+def _consume(
+    bootstrap: str, topic: str, partition: int, n: int, timeout: float = 30
+) -> list[bytes]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}",
+            "enable.auto.commit": False,
+            "log_level": 3,
+        }
+    )
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        out: list[bytes] = []
+        import time
+
+        deadline = time.monotonic() + timeout
+        while len(out) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append(m.value())
+        return out
+    finally:
+        c.close()
+
+
+def test_mock_cluster_bootstrap_lists_all_brokers(mock_cluster: MockCluster) -> None:
+    hosts = mock_cluster.bootstrap_servers.split(",")
+    assert len(hosts) == 3
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "log_level": 3})
+    md = p.list_topics(timeout=10)
+    assert sorted(f"{b.host}:{b.port}" for b in md.brokers.values()) == sorted(hosts)
+
+
+def test_mock_topic_round_trip(mock_cluster: MockCluster, kafka_topic: Callable[..., str]) -> None:
+    topic = kafka_topic(mock_cluster, partitions=5)
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "log_level": 3})
+    md = p.list_topics(topic, timeout=10)
+    assert len(md.topics[topic].partitions) == 5
+    for i in range(10):
+        p.produce(topic, f"v{i}".encode(), partition=3)
+    assert p.flush(30) == 0
+    assert _consume(mock_cluster.bootstrap_servers, topic, 3, 10) == [
+        f"v{i}".encode() for i in range(10)
+    ]
+
+
+def test_mock_cluster_stops_listening_when_stopped() -> None:
+    import socket
+
+    m = MockCluster(num_brokers=1)
+    with m:
+        host, port = m.bootstrap_servers.split(":")
+        socket.create_connection((host, int(port)), timeout=5).close()
+    assert not m.running
+    with pytest.raises(OSError):
+        socket.create_connection((host, int(port)), timeout=5).close()
+
+
+def test_client_backend_gives_a_bootstrap() -> None:
+    with MockCluster(num_brokers=2, backend="client") as m:
+        assert m.backend == "client"
+        assert len(m.bootstrap_servers.split(",")) == 2
+        p = Producer({"bootstrap.servers": m.bootstrap_servers, "log_level": 3})
+        assert len(p.list_topics(timeout=10).brokers) == 2
