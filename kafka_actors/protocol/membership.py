@@ -1,0 +1,1488 @@
+"""KIP-848 consumer group membership and heartbeat: the pure state machine.
+
+Owns: the member's state (:class:`MemberState`), member id and epoch, the heartbeat schedule
+(interval from each response, backoff after failures, one request in flight at most), the
+fields of ``ConsumerGroupHeartbeat`` requests (only what changed since the last one), the
+reconciliation of target assignments (topic ids resolved to names, revoke then assign), the
+rebalance-callback protocol with the application, leaving the group, and the poll timer
+(``max.poll.interval.ms``). It is the pure core of the membership actor; it follows the Java
+client's ``ConsumerMembershipManager`` / ``ConsumerHeartbeatRequestManager`` (Kafka 4.x).
+
+May touch: nothing outside itself. No threads, sockets or clocks: the current time is always a
+parameter (``now_ms``, monotonic milliseconds) and randomness (backoff jitter) is injected.
+It builds kio ``ConsumerGroupHeartbeat`` request payloads (v0/v1) and reads their responses;
+errors are :mod:`kafka_actors.errors` classes.
+
+How it is driven (the request-manager contract of :mod:`kafka_actors.protocol.messages`):
+
+* inputs: :meth:`~ConsumerMembershipManager.subscribe`,
+  :meth:`~ConsumerMembershipManager.on_poll` (each application poll),
+  :meth:`~ConsumerMembershipManager.leave_group` (unsubscribe/close),
+  :meth:`~ConsumerMembershipManager.on_coordinator_discovered` /
+  :meth:`~ConsumerMembershipManager.on_coordinator_unknown`,
+  :meth:`~ConsumerMembershipManager.on_topic_names`,
+  :meth:`~ConsumerMembershipManager.on_commit_done`,
+  :meth:`~ConsumerMembershipManager.on_callback_completed`, and the outcome of requests it
+  asked for (:meth:`~ConsumerMembershipManager.on_response` /
+  :meth:`~ConsumerMembershipManager.on_failure`). Inputs return nothing;
+* outputs: :meth:`~ConsumerMembershipManager.poll` returns a :class:`PollResult` with the
+  heartbeat to send (if one is due) and every event published since the last poll, in order.
+  The actor calls ``poll`` after each input and when ``time_until_next_poll_ms`` has passed.
+
+Choices where Java leaves room (or where this design differs), in one place:
+
+* **Never two heartbeats in flight**, not even the leave heartbeat: Java sends the leave at once
+  even when a heartbeat is in flight; here it goes out as soon as that one completes.
+* **Backoff applies to "heartbeat now" states after a failure** (JOINING, ACKNOWLEDGING): Java
+  bypasses the backoff for them; here a JOINING member that got COORDINATOR_LOAD_IN_PROGRESS
+  waits the backoff. LEAVING never waits for backoff.
+* **Rebalance callbacks are events with replies** and are serialized: at most one
+  ``Invoke*`` event is outstanding; later ones (a lost callback after a fence that happened while
+  a revocation callback ran) wait in order, as on Java's application thread. There is no
+  client-side timer on a callback, as in Java: the broker enforces the rebalance timeout by
+  fencing the member (heartbeats continue while a callback runs), and a callback that keeps the
+  application from polling lets the poll timer expire (leave heartbeat, STALE, rejoin on the
+  next poll).
+* **A failed callback** leaves the member RECONCILING without acknowledging (as Java); the
+  reconciliation is retried on the next application poll (:meth:`on_poll`), never from the
+  background :meth:`poll`, so a failing callback cannot spin.
+* With auto-commit on, a reconciliation starts only from an application poll (Java's
+  ``maybeReconcile(canCommit=true)``, the KAFKA-18641 fix) and always first asks for a commit
+  (:class:`CommitBeforeRevocation`, deadline now + rebalance timeout) even when nothing is
+  revoked, as Java commits the consumed positions before every reconciliation.
+* Unexpected heartbeat error codes are fatal (as Java) unless the code is retriable, which is
+  retried with backoff. TOPIC_AUTHORIZATION_FAILED is reported (non-fatal) and retried, as Java.
+* Leaving (:meth:`leave_group`) releases the assignment with onPartitionsRevoked (member epoch
+  > 0) or onPartitionsLost, then sends one heartbeat with epoch -1 (-2 for a static member);
+  it never commits (the facade commits on close). An optional deadline bounds the whole leave.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import math
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from kio.schema.consumer_group_heartbeat.v0 import request as _hb_v0
+from kio.schema.consumer_group_heartbeat.v1 import request as _hb_v1
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i32Timedelta
+
+from kafka_actors.errors import (
+    ConfigError,
+    FatalConsumerError,
+    GroupAuthorizationFailedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+    error_class_for_code,
+    error_for_code,
+)
+from kafka_actors.log import get_logger
+from kafka_actors.protocol.messages import (
+    COORDINATOR_NODE,
+    PollResult,
+    TopicPartition,
+    UnsentRequest,
+)
+
+if TYPE_CHECKING:
+    from kafka_actors.config import ConsumerConfig
+
+__all__ = [
+    "CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG",
+    "JOIN_GROUP_MEMBER_EPOCH",
+    "LEAVE_GROUP_MEMBER_EPOCH",
+    "LEAVE_GROUP_STATIC_MEMBER_EPOCH",
+    "AssignmentChanged",
+    "CommitBeforeRevocation",
+    "ConsumerMembershipManager",
+    "CoordinatorUnknown",
+    "ErrorEvent",
+    "ExponentialBackoff",
+    "IllegalStateTransitionError",
+    "InvokeAssigned",
+    "InvokeLost",
+    "InvokeRevoked",
+    "LeaveCompleted",
+    "LocalAssignment",
+    "MemberEpochChanged",
+    "MemberState",
+    "MembershipConfig",
+    "NeedTopicNames",
+    "PauseFetching",
+    "RebalanceCallback",
+]
+
+JOIN_GROUP_MEMBER_EPOCH: Final = 0
+LEAVE_GROUP_MEMBER_EPOCH: Final = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
+
+CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG: Final = (
+    "The broker does not support the consumer group protocol (KIP-848). "
+    "Set group.protocol=classic to use the classic protocol until the cluster is upgraded."
+)
+_REGEX_NOT_SUPPORTED_MSG: Final = (
+    "Subscribing to a regular expression needs ConsumerGroupHeartbeat version 1 or newer; "
+    "the broker only supports version 0. Upgrade the cluster or subscribe to topic names."
+)
+
+# Heartbeat error codes (Kafka's Errors), by the reaction they get.
+_NOT_COORDINATOR: Final = 16
+_COORDINATOR_NOT_AVAILABLE: Final = 15
+_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
+_UNKNOWN_MEMBER_ID: Final = 25
+_FENCED_MEMBER_EPOCH: Final = 110
+_TOPIC_AUTHORIZATION_FAILED: Final = 29
+_GROUP_AUTHORIZATION_FAILED: Final = 30
+_UNSUPPORTED_VERSION: Final = 35
+_FATAL_CODES: Final = frozenset(
+    {
+        _GROUP_AUTHORIZATION_FAILED,
+        42,  # INVALID_REQUEST
+        81,  # GROUP_MAX_SIZE_REACHED
+        112,  # UNSUPPORTED_ASSIGNOR
+        111,  # UNRELEASED_INSTANCE_ID
+        82,  # FENCED_INSTANCE_ID
+        128,  # INVALID_REGULAR_EXPRESSION
+        _UNSUPPORTED_VERSION,
+    }
+)
+
+
+class IllegalStateTransitionError(RuntimeError):
+    """A transition the member state machine does not allow: a bug (Java IllegalStateException)."""
+
+
+class MemberState(enum.Enum):
+    """The member's state in its consumer group (Java's ``MemberState``)."""
+
+    UNSUBSCRIBED = "UNSUBSCRIBED"
+    JOINING = "JOINING"
+    RECONCILING = "RECONCILING"
+    ACKNOWLEDGING = "ACKNOWLEDGING"
+    STABLE = "STABLE"
+    FENCED = "FENCED"
+    PREPARE_LEAVING = "PREPARE_LEAVING"
+    LEAVING = "LEAVING"
+    FATAL = "FATAL"
+    STALE = "STALE"
+
+    @property
+    def previous_valid_states(self) -> frozenset[MemberState]:
+        return _PREVIOUS_VALID_STATES[self]
+
+    def can_transition_to(self, next_state: MemberState) -> bool:
+        return next_state is self or self in next_state.previous_valid_states
+
+    @property
+    def can_handle_new_assignment(self) -> bool:
+        """True in the states where a member intends to stay in the group and reconcile."""
+        return self in _PREVIOUS_VALID_STATES[MemberState.RECONCILING]
+
+
+_S = MemberState
+_PREVIOUS_VALID_STATES: Final[Mapping[MemberState, frozenset[MemberState]]] = {
+    _S.UNSUBSCRIBED: frozenset({_S.PREPARE_LEAVING, _S.LEAVING, _S.FENCED}),
+    _S.JOINING: frozenset({_S.FENCED, _S.UNSUBSCRIBED, _S.STALE}),
+    _S.RECONCILING: frozenset({_S.STABLE, _S.JOINING, _S.ACKNOWLEDGING, _S.RECONCILING}),
+    _S.ACKNOWLEDGING: frozenset({_S.RECONCILING}),
+    _S.STABLE: frozenset({_S.JOINING, _S.ACKNOWLEDGING, _S.RECONCILING}),
+    _S.FENCED: frozenset(
+        {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.ACKNOWLEDGING, _S.PREPARE_LEAVING, _S.LEAVING}
+    ),
+    _S.PREPARE_LEAVING: frozenset(
+        {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.ACKNOWLEDGING, _S.UNSUBSCRIBED}
+    ),
+    _S.LEAVING: frozenset({_S.PREPARE_LEAVING}),
+    _S.FATAL: frozenset(
+        {
+            _S.JOINING,
+            _S.STABLE,
+            _S.RECONCILING,
+            _S.ACKNOWLEDGING,
+            _S.PREPARE_LEAVING,
+            _S.LEAVING,
+            _S.UNSUBSCRIBED,
+        }
+    ),
+    _S.STALE: frozenset({_S.LEAVING}),
+}
+
+# States in which no heartbeat is sent (Java shouldSkipHeartbeat).
+_SKIP_HEARTBEAT_STATES: Final = frozenset({_S.UNSUBSCRIBED, _S.FATAL, _S.STALE, _S.FENCED})
+# States in which the member is not part of the group (Java isNotInGroup).
+_NOT_IN_GROUP_STATES: Final = _SKIP_HEARTBEAT_STATES
+# States that heartbeat without waiting for the interval (Java shouldHeartbeatNow).
+_HEARTBEAT_NOW_STATES: Final = frozenset({_S.JOINING, _S.ACKNOWLEDGING, _S.LEAVING})
+
+
+class RebalanceCallback(enum.Enum):
+    """The ConsumerRebalanceListener method an ``Invoke*`` event stands for."""
+
+    ON_PARTITIONS_REVOKED = "onPartitionsRevoked"
+    ON_PARTITIONS_ASSIGNED = "onPartitionsAssigned"
+    ON_PARTITIONS_LOST = "onPartitionsLost"
+
+
+# -- Events published through PollResult.events ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemberEpochChanged:
+    """The member epoch changed; ``member_epoch`` is None when the member is not in the group.
+
+    The commit manager uses it for OffsetCommit/OffsetFetch (Java's MemberStateListener).
+    """
+
+    member_id: str
+    member_epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentChanged:
+    """The partitions the member owns changed (the subscription state's assignment)."""
+
+    assignment: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class NeedTopicNames:
+    """Resolve these topic ids to names (reply with ``on_topic_names``)."""
+
+    topic_ids: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class PauseFetching:
+    """Stop fetching and returning records of these partitions now: they are being revoked."""
+
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitBeforeRevocation:
+    """Auto-commit the consumed positions before reconciling (reply with ``on_commit_done``).
+
+    ``partitions`` are the ones about to be revoked (possibly none); the commit is retried
+    until ``deadline_ms`` (now + rebalance timeout), as Java's maybeAutoCommitSyncBeforeRebalance.
+    """
+
+    partitions: frozenset[TopicPartition]
+    deadline_ms: int
+    commit_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class InvokeRevoked:
+    """Run onPartitionsRevoked(partitions); reply with ``on_callback_completed(callback_id)``."""
+
+    partitions: frozenset[TopicPartition]
+    callback_id: int
+    method: RebalanceCallback = RebalanceCallback.ON_PARTITIONS_REVOKED
+
+
+@dataclass(frozen=True, slots=True)
+class InvokeAssigned:
+    """Run onPartitionsAssigned(partitions) (the added ones; ``assignment`` is the full one).
+
+    Published even when nothing was added, as Java. Added partitions are not fetchable until
+    the reply arrives.
+    """
+
+    partitions: frozenset[TopicPartition]
+    assignment: frozenset[TopicPartition]
+    callback_id: int
+    method: RebalanceCallback = RebalanceCallback.ON_PARTITIONS_ASSIGNED
+
+
+@dataclass(frozen=True, slots=True)
+class InvokeLost:
+    """Run onPartitionsLost(partitions); reply with ``on_callback_completed(callback_id)``."""
+
+    partitions: frozenset[TopicPartition]
+    callback_id: int
+    method: RebalanceCallback = RebalanceCallback.ON_PARTITIONS_LOST
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorUnknown:
+    """The coordinator moved or went away: rediscover it (FindCoordinator)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent:
+    """An error for the user's next call. ``fatal``: the member is FATAL and will not recover.
+
+    ``consumer_protocol_unsupported`` is set when the broker does not support the consumer
+    group protocol (the consumer should say: use group.protocol=classic).
+    """
+
+    error: KafkaError
+    fatal: bool
+    consumer_protocol_unsupported: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveCompleted:
+    """The leave started by ``leave_group`` is over (response, failure, skipped or deadline)."""
+
+    timed_out: bool = False
+
+
+# -- Configuration and helpers ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MembershipConfig:
+    """What the membership manager needs from the consumer configuration (Java names)."""
+
+    group_id: str
+    group_instance_id: str | None = None  # group.instance.id: static membership
+    rack_id: str | None = None  # client.rack
+    rebalance_timeout_ms: int = 300_000  # max.poll.interval.ms
+    server_assignor: str | None = None  # group.remote.assignor
+    auto_commit_enabled: bool = True  # enable.auto.commit
+    retry_backoff_ms: int = 100  # retry.backoff.ms
+    retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
+    heartbeat_api_version: int = 1  # negotiated ConsumerGroupHeartbeat version (0 or 1)
+
+    @classmethod
+    def from_consumer_config(
+        cls, config: ConsumerConfig, *, heartbeat_api_version: int = 1
+    ) -> MembershipConfig:
+        if config.group_id is None:
+            raise ConfigError("group.id is required to join a consumer group", key="group.id")
+        return cls(
+            group_id=config.group_id,
+            group_instance_id=config.group_instance_id,
+            rack_id=config.client_rack or None,
+            rebalance_timeout_ms=config.max_poll_interval_ms,
+            server_assignor=config.group_remote_assignor,
+            auto_commit_enabled=config.enable_auto_commit,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            heartbeat_api_version=heartbeat_api_version,
+        )
+
+
+class ExponentialBackoff:
+    """Java's ExponentialBackoff: ``min(max, initial * multiplier**n * U(1-jitter, 1+jitter))``.
+
+    ``n`` is capped where the term reaches ``max_ms``; when ``max_ms <= initial_ms`` the backoff
+    is ``initial_ms`` without jitter (as Java). ``random`` returns a float in [0, 1).
+    """
+
+    def __init__(
+        self,
+        initial_ms: int,
+        multiplier: float,
+        max_ms: int,
+        jitter: float,
+        random: Callable[[], float],
+    ) -> None:
+        self.initial_ms = initial_ms
+        self.multiplier = multiplier
+        self.max_ms = max_ms
+        self.jitter = jitter
+        self._random = random
+        if max_ms > initial_ms:
+            self._exp_max = math.log(max_ms / max(initial_ms, 1)) / math.log(multiplier)
+        else:
+            self._exp_max = 0.0
+
+    def backoff(self, attempts: int) -> int:
+        if self._exp_max == 0.0:
+            return self.initial_ms
+        exp = min(float(attempts), self._exp_max)
+        term = self.initial_ms * self.multiplier**exp
+        factor = 1.0
+        if self.jitter > 1e-9:
+            factor = (1.0 - self.jitter) + 2.0 * self.jitter * self._random()
+        return min(int(factor * term), self.max_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalAssignment:
+    """An assignment as topic ids and partitions, with a local epoch bumped on every change.
+
+    Two assignments with the same partitions but different local epochs differ (Java's
+    ``LocalAssignment``): a re-sent owned-partitions list is forced by bumping the epoch.
+    """
+
+    local_epoch: int
+    partitions: frozenset[tuple[str, int]]  # (topic id, partition)
+
+    @property
+    def is_none(self) -> bool:
+        return self.local_epoch == -1
+
+    def update_with(self, partitions: frozenset[tuple[str, int]]) -> LocalAssignment | None:
+        """The next target assignment, or None when ``partitions`` are the current ones."""
+        if not self.is_none and partitions == self.partitions:
+            return None
+        return LocalAssignment(self.local_epoch + 1, partitions)
+
+    def by_topic(self) -> dict[str, tuple[int, ...]]:
+        grouped: dict[str, list[int]] = {}
+        for topic_id, partition in self.partitions:
+            grouped.setdefault(topic_id, []).append(partition)
+        return {topic_id: tuple(sorted(parts)) for topic_id, parts in sorted(grouped.items())}
+
+
+NONE_ASSIGNMENT: Final = LocalAssignment(-1, frozenset())
+
+
+class _CallbackPurpose(enum.Enum):
+    RECONCILE_REVOKE = "reconcile-revoke"
+    RECONCILE_ASSIGN = "reconcile-assign"
+    RELEASE_ON_LEAVE = "release-on-leave"
+    LOST_ON_FENCE = "lost-on-fence"
+    LOST_ON_STALE = "lost-on-stale"
+    LOST_ON_FATAL = "lost-on-fatal"
+
+
+class _RequestKind(enum.Enum):
+    HEARTBEAT = "heartbeat"
+    LEAVE = "leave"  # the leave of leave_group: its outcome completes the leave
+    LEAVE_IGNORED = "leave-ignored"  # poll-timer leave or after the leave deadline
+
+
+@dataclass(slots=True)
+class _Reconciliation:
+    resolved: LocalAssignment
+    assigned: frozenset[TopicPartition]
+    revoked: frozenset[TopicPartition]
+    rejoined: bool = False
+    commit_id: int | None = None
+
+
+@dataclass(slots=True)
+class _PendingCallback:
+    callback_id: int
+    method: RebalanceCallback
+    partitions: frozenset[TopicPartition]
+    purpose: _CallbackPurpose
+    reconciliation: _Reconciliation | None = None
+    assignment: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(slots=True)
+class _InFlight:
+    request_id: int
+    kind: _RequestKind
+    sent_ms: int
+
+
+@dataclass(slots=True)
+class _SentFields:
+    """Fields of the last heartbeat sent (Java HeartbeatState.SentFields); None = not sent."""
+
+    rebalance_timeout_ms: int | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    local_assignment: LocalAssignment | None = None
+
+
+def _millis(delta: datetime.timedelta) -> int:
+    return delta // datetime.timedelta(milliseconds=1)
+
+
+def _default_member_id() -> str:
+    return str(uuid.uuid4())
+
+
+class ConsumerMembershipManager:
+    """The KIP-848 member: state, heartbeats and reconciliation (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: MembershipConfig,
+        *,
+        random: Callable[[], float],
+        member_id_factory: Callable[[], str] = _default_member_id,
+        client_id: str | None = None,
+    ) -> None:
+        if config.heartbeat_api_version not in (0, 1):
+            raise ValueError(
+                f"unsupported ConsumerGroupHeartbeat version {config.heartbeat_api_version}"
+            )
+        self._config = config
+        self._member_id = member_id_factory()
+        self._member_epoch = JOIN_GROUP_MEMBER_EPOCH
+        self._state = MemberState.UNSUBSCRIBED
+        self._log = get_logger(
+            "membership", client_id=client_id, group_id=config.group_id, member_id=self._member_id
+        )
+        self._backoff = ExponentialBackoff(
+            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
+        )
+        self._events: list[Any] = []
+        self._next_id = 1
+
+        # Subscription.
+        self._subscribed_topics: tuple[str, ...] = ()
+        self._subscribed_regex: str | None = None
+        self._subscription_updated = False
+
+        # Coordinator as the coordinator manager last told us.
+        self._coordinator_known = False
+
+        # Assignment: what the member owns (by name), what it reported (by id), the target.
+        self._assignment: frozenset[TopicPartition] = frozenset()
+        self._awaiting_callback: frozenset[TopicPartition] = frozenset()
+        self._pending_revocation: frozenset[TopicPartition] = frozenset()
+        self._current_assignment = NONE_ASSIGNMENT
+        self._target_assignment = NONE_ASSIGNMENT
+        self._topic_names: dict[str, str] = {}
+        self._names_requested: frozenset[str] | None = None
+        self._reconciliation: _Reconciliation | None = None
+        self._retry_reconcile_on_app_poll = False
+
+        # Rebalance callbacks: one outstanding, the rest in order.
+        self._callback_outstanding: _PendingCallback | None = None
+        self._callback_queue: deque[_PendingCallback] = deque()
+
+        # Heartbeat request state (Java HeartbeatRequestState + HeartbeatState).
+        self._in_flight: _InFlight | None = None
+        self._heartbeat_interval_ms = 0
+        self._next_heartbeat_ms = 0
+        self._attempts = 0
+        self._backoff_until_ms: int | None = None
+        self._sent = _SentFields()
+
+        # Poll timer (max.poll.interval.ms) and the stale member it can produce.
+        self._poll_deadline_ms: int | None = None
+        self._leaving_due_to_poll_timer = False
+        self._stale_released = False
+        self._stale_rejoin_requested = False
+
+        # Leave in progress.
+        self._leave_in_progress = False
+        self._leave_deadline_ms: int | None = None
+
+    # -- Observability ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> MemberState:
+        return self._state
+
+    @property
+    def member_id(self) -> str:
+        return self._member_id
+
+    @property
+    def member_epoch(self) -> int:
+        return self._member_epoch
+
+    @property
+    def group_id(self) -> str:
+        return self._config.group_id
+
+    @property
+    def group_instance_id(self) -> str | None:
+        return self._config.group_instance_id
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions the member owns now (including ones awaiting onPartitionsAssigned)."""
+        return self._assignment
+
+    @property
+    def partitions_awaiting_callback(self) -> frozenset[TopicPartition]:
+        """Owned partitions not fetchable yet: their onPartitionsAssigned has not completed."""
+        return self._awaiting_callback
+
+    @property
+    def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
+        """Owned partitions being revoked: no records of them may be returned."""
+        return self._pending_revocation
+
+    @property
+    def current_assignment(self) -> LocalAssignment:
+        """The last reconciled assignment by topic id (what the heartbeat reports as owned)."""
+        return self._current_assignment
+
+    @property
+    def target_assignment(self) -> LocalAssignment:
+        return self._target_assignment
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return self._heartbeat_interval_ms
+
+    @property
+    def request_in_flight(self) -> bool:
+        return self._in_flight is not None
+
+    @property
+    def reconciliation_in_progress(self) -> bool:
+        return self._reconciliation is not None
+
+    @property
+    def subscription(self) -> tuple[str, ...]:
+        return self._subscribed_topics
+
+    @property
+    def subscribed_regex(self) -> str | None:
+        return self._subscribed_regex
+
+    @property
+    def coordinator_known(self) -> bool:
+        return self._coordinator_known
+
+    @property
+    def leave_in_progress(self) -> bool:
+        return self._leave_in_progress
+
+    # -- Application events -------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] = (), *, regex: str | None = None) -> None:
+        """Subscribe to topic names or to one regular expression (RE2J, resolved by the broker).
+
+        The member joins on the next :meth:`on_poll` when it is not in the group; otherwise the
+        next heartbeat carries the new subscription.
+        """
+        names = tuple(sorted(set(topics)))
+        if regex is not None and names:
+            raise ValueError("subscribe to topic names or to a regular expression, not both")
+        if regex is None and not names:
+            raise ValueError("an empty subscription is an unsubscribe: call leave_group")
+        if regex is not None and not regex:
+            raise ValueError("the subscription regular expression must not be empty")
+        self._subscribed_topics = names
+        self._subscribed_regex = regex
+        self._subscription_updated = True
+        self._log.debug("subscription_updated", topics=names, regex=regex)
+
+    def on_poll(self, now_ms: int) -> None:
+        """The application polled: reset the poll timer, join if subscribed, reconcile."""
+        expired = self._poll_deadline_ms is not None and now_ms >= self._poll_deadline_ms
+        if expired:
+            assert self._poll_deadline_ms is not None
+            self._log.warning(
+                "poll_interval_exceeded",
+                exceeded_by_ms=now_ms - self._poll_deadline_ms,
+                state=self._state.value,
+            )
+            if self._state is MemberState.STALE or self._leaving_due_to_poll_timer:
+                self._stale_rejoin_requested = True
+        self._poll_deadline_ms = now_ms + self._config.rebalance_timeout_ms
+        self._maybe_rejoin_stale_member()
+        if self._subscription_updated and self._state is MemberState.UNSUBSCRIBED:
+            self._subscription_updated = False
+            self._transition_to_joining()
+        self._maybe_reconcile(now_ms, can_commit=True)
+
+    def leave_group(
+        self, now_ms: int, *, deadline_ms: int | None = None, run_callbacks: bool = True
+    ) -> None:
+        """Unsubscribe / close: release the assignment, then send the leave heartbeat.
+
+        :class:`LeaveCompleted` is published when the leave is over: on the leave heartbeat's
+        response or failure, when it cannot be sent (no coordinator, fenced, fatal), at once when
+        the member is not in the group, or at ``deadline_ms`` (``timed_out=True``).
+        """
+        self._subscribed_topics = ()
+        self._subscribed_regex = None
+        self._subscription_updated = False
+        state = self._state
+        if state in _NOT_IN_GROUP_STATES:
+            if state is MemberState.FENCED:
+                # The pending onPartitionsLost clears the assignment when it completes (Java
+                # clears at once); it will not rejoin once the member is UNSUBSCRIBED.
+                self._transition_to(MemberState.UNSUBSCRIBED)
+            if not self._leave_in_progress:
+                self._events.append(LeaveCompleted())
+            return
+        if state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING):
+            self._log.debug("leave_already_in_progress")
+            if deadline_ms is not None:
+                current = self._leave_deadline_ms
+                self._leave_deadline_ms = (
+                    deadline_ms if current is None else min(current, deadline_ms)
+                )
+            return
+        self._transition_to(MemberState.PREPARE_LEAVING)
+        self._leave_in_progress = True
+        self._leave_deadline_ms = deadline_ms
+        owned = self._assignment
+        if not run_callbacks:
+            self._on_release_on_leave_done(None)
+        elif self._member_epoch > 0:
+            self._pause_fetching(owned)
+            self._request_callback(
+                RebalanceCallback.ON_PARTITIONS_REVOKED, owned, _CallbackPurpose.RELEASE_ON_LEAVE
+            )
+        else:
+            self._request_callback(
+                RebalanceCallback.ON_PARTITIONS_LOST, owned, _CallbackPurpose.RELEASE_ON_LEAVE
+            )
+
+    def on_coordinator_discovered(self, now_ms: int) -> None:
+        self._coordinator_known = True
+
+    def on_coordinator_unknown(self, now_ms: int) -> None:
+        self._coordinator_known = False
+
+    def on_topic_names(self, mapping: Mapping[str, str]) -> None:
+        """Topic id -> name, as the metadata manager knows them (ids never change names)."""
+        self._topic_names.update(mapping)
+        self._names_requested = None
+
+    def on_commit_done(self, commit_id: int, error: BaseException | None = None) -> None:
+        rec = self._reconciliation
+        if rec is None or rec.commit_id != commit_id:
+            self._log.debug("commit_done_ignored", commit_id=commit_id)
+            return
+        rec.commit_id = None
+        if error is not None:
+            self._log.error(
+                "auto_commit_before_reconciliation_failed", error=repr(error), proceeding=True
+            )
+        if self._maybe_abort_reconciliation(rec):
+            return
+        self._revoke_then_assign(rec)
+
+    def on_callback_completed(self, callback_id: int, error: BaseException | None = None) -> None:
+        callback = self._callback_outstanding
+        if callback is None or callback.callback_id != callback_id:
+            self._log.warning("callback_completion_ignored", callback_id=callback_id)
+            return
+        self._callback_outstanding = None
+        if error is not None:
+            self._log.error(
+                "rebalance_callback_failed",
+                method=callback.method.value,
+                partitions=sorted(str(tp) for tp in callback.partitions),
+                error=repr(error),
+            )
+        self._run_callback_continuation(callback, error)
+        if self._callback_outstanding is None and self._callback_queue:
+            self._emit_callback(self._callback_queue.popleft())
+
+    # -- Request-manager contract -------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        """Send the heartbeat if one is due; return it with the events published so far."""
+        self._check_leave_deadline(now_ms)
+        self._maybe_reconcile(now_ms, can_commit=False)
+        requests = self._poll_heartbeat(now_ms)
+        self._maybe_reconcile(now_ms, can_commit=False)
+        events = tuple(self._events)
+        self._events.clear()
+        return PollResult(
+            requests=requests,
+            time_until_next_poll_ms=self._time_until_next_poll(now_ms),
+            events=events,
+        )
+
+    def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+        in_flight = self._take_in_flight(request_id)
+        if in_flight is None:
+            return
+        code = int(response.error_code)
+        message: str | None = response.error_message
+        if in_flight.kind is _RequestKind.LEAVE_IGNORED:
+            self._log.debug("leave_heartbeat_response_ignored", error_code=code)
+            return
+        if in_flight.kind is _RequestKind.LEAVE:
+            self._log.info("leave_heartbeat_completed", error_code=code)
+            self._complete_leave()
+            if code != 0:
+                self._on_leave_error(code, message)
+            return
+        if code == 0:
+            interval = _millis(response.heartbeat_interval)
+            if interval != self._heartbeat_interval_ms:
+                self._heartbeat_interval_ms = interval
+                self._next_heartbeat_ms = now_ms + interval
+            self._reset_request_state()
+            self._on_heartbeat_success(response)
+        else:
+            self._on_error_response(code, message, now_ms)
+
+    def on_failure(self, request_id: int, error: BaseException, now_ms: int) -> None:
+        in_flight = self._take_in_flight(request_id)
+        if in_flight is None:
+            return
+        retriable = isinstance(error, KafkaError) and error.retriable
+        if in_flight.kind is not _RequestKind.HEARTBEAT:
+            self._log.info("leave_heartbeat_failed", error=repr(error))
+            if in_flight.kind is _RequestKind.LEAVE:
+                self._complete_leave()
+            if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+                self._mark_coordinator_unknown(f"leave heartbeat failed: {error}")
+            return
+        self._on_failed_attempt(now_ms)
+        self._reset_heartbeat_state()
+        if retriable:
+            if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+                self._mark_coordinator_unknown(f"heartbeat failed: {error}")
+            self._log.debug(
+                "heartbeat_failed_retriable",
+                error=repr(error),
+                backoff_ms=self._remaining_backoff_ms(now_ms),
+            )
+            return
+        kafka_error = (
+            error
+            if isinstance(error, KafkaError)
+            else FatalConsumerError(f"heartbeat failed: {error!r}")
+        )
+        if kafka_error is not error:
+            kafka_error.__cause__ = error
+        self._transition_to_fatal(
+            kafka_error, consumer_protocol_unsupported=isinstance(error, UnsupportedVersionError)
+        )
+
+    # -- Heartbeats ---------------------------------------------------------------------------
+
+    def _poll_heartbeat(self, now_ms: int) -> tuple[UnsentRequest, ...]:
+        if not self._coordinator_known or self._state in _SKIP_HEARTBEAT_STATES:
+            self._on_heartbeat_request_skipped()
+            return ()
+        if (
+            self._poll_deadline_ms is not None
+            and now_ms >= self._poll_deadline_ms
+            and self._state not in (MemberState.PREPARE_LEAVING, MemberState.LEAVING)
+        ):
+            self._log.warning(
+                "poll_timer_expired",
+                max_poll_interval_ms=self._config.rebalance_timeout_ms,
+                hint="the poll loop spends too long processing records: increase "
+                "max.poll.interval.ms or reduce max.poll.records",
+            )
+            self._transition_to_sending_leave_group(due_to_expired_poll_timer=True)
+        if self._in_flight is not None:
+            return ()
+        if self._state is MemberState.LEAVING:
+            return (self._send_heartbeat(now_ms),)
+        backoff_over = self._backoff_until_ms is None or now_ms >= self._backoff_until_ms
+        if not backoff_over:
+            return ()
+        if self._state in _HEARTBEAT_NOW_STATES or now_ms >= self._next_heartbeat_ms:
+            if self._subscribed_regex is not None and self._config.heartbeat_api_version < 1:
+                self._transition_to_fatal(UnsupportedVersionError(_REGEX_NOT_SUPPORTED_MSG))
+                return ()
+            return (self._send_heartbeat(now_ms),)
+        return ()
+
+    def _send_heartbeat(self, now_ms: int) -> UnsentRequest:
+        leaving = self._state is MemberState.LEAVING
+        request = self._build_leave_request() if leaving else self._build_request()
+        request_id = self._new_id()
+        if not leaving:
+            kind = _RequestKind.HEARTBEAT
+        elif self._leaving_due_to_poll_timer or not self._leave_in_progress:
+            kind = _RequestKind.LEAVE_IGNORED
+        else:
+            kind = _RequestKind.LEAVE
+        self._in_flight = _InFlight(request_id, kind, now_ms)
+        self._next_heartbeat_ms = now_ms + self._heartbeat_interval_ms
+        self._log.debug(
+            "heartbeat_sent",
+            request_id=request_id,
+            member_epoch=self._member_epoch,
+            state=self._state.value,
+            kind=kind.value,
+        )
+        self._on_heartbeat_request_generated()
+        if leaving:
+            self._reset_request_state()
+            self._reset_heartbeat_state()
+        return UnsentRequest(node=COORDINATOR_NODE, request=request, request_id=request_id)
+
+    def _build_request(self) -> Any:
+        config = self._config
+        sent = self._sent
+        send_all = self._state is MemberState.JOINING
+        fields: dict[str, Any] = {
+            "group_id": GroupId(config.group_id),
+            "member_id": self._member_id,
+            "member_epoch": i32(self._member_epoch),
+            "instance_id": config.group_instance_id,
+        }
+        if send_all and config.rack_id is not None:
+            fields["rack_id"] = config.rack_id
+        if send_all or sent.rebalance_timeout_ms != config.rebalance_timeout_ms:
+            fields["rebalance_timeout"] = i32Timedelta.parse(
+                datetime.timedelta(milliseconds=config.rebalance_timeout_ms)
+            )
+            sent.rebalance_timeout_ms = config.rebalance_timeout_ms
+        names = self._subscribed_topics
+        if send_all or names != sent.subscribed_topic_names:
+            fields["subscribed_topic_names"] = tuple(TopicName(name) for name in names)
+            sent.subscribed_topic_names = names
+        regex = self._subscribed_regex
+        if config.heartbeat_api_version >= 1 and (
+            (send_all and regex is not None) or regex != sent.subscribed_topic_regex
+        ):
+            # An empty string tells the broker the regex subscription is gone.
+            fields["subscribed_topic_regex"] = regex if regex is not None else ""
+            sent.subscribed_topic_regex = regex
+        assignor = config.server_assignor
+        if assignor is not None and (send_all or assignor != sent.server_assignor):
+            fields["server_assignor"] = assignor
+            sent.server_assignor = assignor
+        local = self._current_assignment
+        if send_all or local != sent.local_assignment:
+            fields["topic_partitions"] = self._topic_partitions_field(local)
+            sent.local_assignment = local
+        else:
+            fields["topic_partitions"] = None
+        module = _hb_v1 if config.heartbeat_api_version >= 1 else _hb_v0
+        return module.ConsumerGroupHeartbeatRequest(**fields)
+
+    def _build_leave_request(self) -> Any:
+        module = _hb_v1 if self._config.heartbeat_api_version >= 1 else _hb_v0
+        return module.ConsumerGroupHeartbeatRequest(
+            group_id=GroupId(self._config.group_id),
+            member_id=self._member_id,
+            member_epoch=i32(self._member_epoch),
+            instance_id=self._config.group_instance_id,
+            topic_partitions=None,
+        )
+
+    def _topic_partitions_field(self, local: LocalAssignment) -> tuple[Any, ...]:
+        module = _hb_v1 if self._config.heartbeat_api_version >= 1 else _hb_v0
+        return tuple(
+            module.TopicPartitions(
+                topic_id=uuid.UUID(topic_id), partitions=tuple(i32(p) for p in partitions)
+            )
+            for topic_id, partitions in local.by_topic().items()
+        )
+
+    def _take_in_flight(self, request_id: int) -> _InFlight | None:
+        in_flight = self._in_flight
+        if in_flight is None or in_flight.request_id != request_id:
+            self._log.warning("heartbeat_outcome_for_unknown_request", request_id=request_id)
+            return None
+        self._in_flight = None
+        return in_flight
+
+    def _on_heartbeat_request_generated(self) -> None:
+        state = self._state
+        if state is MemberState.ACKNOWLEDGING:
+            if self._target_assignment_reconciled():
+                self._transition_to(MemberState.STABLE)
+            else:
+                self._transition_to(MemberState.RECONCILING)
+        elif state is MemberState.LEAVING:
+            if self._leaving_due_to_poll_timer:
+                self._transition_to_stale()
+            else:
+                self._transition_to(MemberState.UNSUBSCRIBED)
+
+    def _on_heartbeat_request_skipped(self) -> None:
+        if self._state is not MemberState.LEAVING:
+            return
+        self._log.warning(
+            "leave_heartbeat_not_sent",
+            reason="coordinator unknown",
+            member_epoch=self._member_epoch,
+        )
+        if self._leaving_due_to_poll_timer:
+            self._transition_to_stale()
+        else:
+            self._transition_to(MemberState.UNSUBSCRIBED)
+            self._complete_leave()
+
+    def _on_heartbeat_success(self, response: Any) -> None:
+        state = self._state
+        epoch = int(response.member_epoch)
+        if state is MemberState.LEAVING or state in _NOT_IN_GROUP_STATES:
+            self._log.debug("heartbeat_response_ignored", state=state.value)
+            return
+        if epoch < 0:
+            self._log.debug("heartbeat_response_ignored", reason="negative epoch", epoch=epoch)
+            return
+        member_id = response.member_id
+        if member_id and member_id != self._member_id:
+            # ConsumerGroupHeartbeat v0: the coordinator may have chosen the member id.
+            self._log.info("member_id_from_coordinator", new_member_id=member_id)
+            self._member_id = member_id
+            self._log = self._log.bind(member_id=member_id)
+        self._update_member_epoch(epoch)
+        assignment = response.assignment
+        if assignment is None:
+            return
+        if not state.can_handle_new_assignment:
+            self._log.debug("assignment_ignored", state=state.value)
+            return
+        partitions = frozenset(
+            (str(tp.topic_id), int(p)) for tp in assignment.topic_partitions for p in tp.partitions
+        )
+        self._process_assignment_received(partitions)
+
+    def _on_error_response(self, code: int, message: str | None, now_ms: int) -> None:
+        if self._state in (MemberState.FENCED, MemberState.STALE, MemberState.FATAL):
+            self._log.debug("heartbeat_error_ignored", error_code=code, state=self._state.value)
+            return
+        self._reset_heartbeat_state()
+        self._on_failed_attempt(now_ms)
+        self._log.info(
+            "heartbeat_error",
+            error_code=code,
+            error_message=message,
+            state=self._state.value,
+            member_epoch=self._member_epoch,
+        )
+        if code in (_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE):
+            self._mark_coordinator_unknown(message or f"heartbeat error code {code}")
+            # Skip the backoff: heartbeat as soon as the new coordinator is known.
+            self._reset_request_state()
+        elif code == _COORDINATOR_LOAD_IN_PROGRESS:
+            pass  # back off and retry
+        elif code in (_FENCED_MEMBER_EPOCH, _UNKNOWN_MEMBER_ID):
+            self._transition_to_fenced()
+            # Skip the backoff: rejoin as soon as the assignment is released.
+            self._reset_request_state()
+        elif code == _TOPIC_AUTHORIZATION_FAILED:
+            # Reported on the next call; the member stays so it recovers when ACLs are fixed.
+            self._events.append(ErrorEvent(error_for_code(code, message), fatal=False))
+        elif code in _FATAL_CODES:
+            self._fail_for_code(code, message)
+        else:
+            cls = error_class_for_code(code)
+            if cls is not None and cls.retriable:
+                pass  # back off and retry
+            else:
+                self._fail_for_code(code, message)
+
+    def _on_leave_error(self, code: int, message: str | None) -> None:
+        if code in (_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE):
+            self._mark_coordinator_unknown(message or f"leave heartbeat error code {code}")
+        elif code in _FATAL_CODES and self._state not in (
+            MemberState.FENCED,
+            MemberState.STALE,
+            MemberState.FATAL,
+        ):
+            self._fail_for_code(code, message)
+        else:
+            self._log.info("leave_heartbeat_error_ignored", error_code=code, error_message=message)
+
+    def _fail_for_code(self, code: int, message: str | None) -> None:
+        if code == _GROUP_AUTHORIZATION_FAILED:
+            error: KafkaError = GroupAuthorizationFailedError(
+                f"Not authorized to access group: {self._config.group_id}"
+            )
+        elif code == _UNSUPPORTED_VERSION:
+            error = UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
+        else:
+            error = error_for_code(code, message)
+        self._log.error("heartbeat_fatal_error", error_code=code, error_message=message)
+        self._transition_to_fatal(error, consumer_protocol_unsupported=code == _UNSUPPORTED_VERSION)
+
+    def _mark_coordinator_unknown(self, reason: str) -> None:
+        self._coordinator_known = False
+        self._events.append(CoordinatorUnknown(reason))
+
+    def _on_failed_attempt(self, now_ms: int) -> None:
+        # Java onFailedAttempt: heartbeat timer reset to 0, then exponential backoff.
+        self._next_heartbeat_ms = now_ms
+        self._backoff_until_ms = now_ms + self._backoff.backoff(self._attempts)
+        self._attempts += 1
+
+    def _reset_request_state(self) -> None:
+        self._attempts = 0
+        self._backoff_until_ms = None
+
+    def _reset_heartbeat_state(self) -> None:
+        self._sent = _SentFields()
+
+    def _remaining_backoff_ms(self, now_ms: int) -> int:
+        if self._backoff_until_ms is None:
+            return 0
+        return max(0, self._backoff_until_ms - now_ms)
+
+    def _time_until_next_poll(self, now_ms: int) -> int | None:
+        candidates: list[int] = []
+        if self._leave_in_progress and self._leave_deadline_ms is not None:
+            candidates.append(max(0, self._leave_deadline_ms - now_ms))
+        if self._coordinator_known and self._state not in _SKIP_HEARTBEAT_STATES:
+            if self._in_flight is None:
+                if self._state is MemberState.LEAVING:
+                    candidates.append(0)
+                else:
+                    backoff = self._remaining_backoff_ms(now_ms)
+                    if self._state in _HEARTBEAT_NOW_STATES:
+                        candidates.append(backoff)
+                    else:
+                        candidates.append(max(backoff, self._next_heartbeat_ms - now_ms, 0))
+            leaving = self._state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING)
+            if self._poll_deadline_ms is not None and not leaving:
+                candidates.append(max(0, self._poll_deadline_ms - now_ms))
+        return min(candidates) if candidates else None
+
+    # -- Transitions --------------------------------------------------------------------------
+
+    def _transition_to(self, next_state: MemberState) -> None:
+        current = self._state
+        if not current.can_transition_to(next_state):
+            raise IllegalStateTransitionError(
+                f"Invalid state transition from {current.value} to {next_state.value}"
+            )
+        if current is not next_state:
+            self._log.info(
+                "member_state_transition",
+                from_state=current.value,
+                to_state=next_state.value,
+                member_epoch=self._member_epoch,
+            )
+        self._state = next_state
+
+    def _update_member_epoch(self, epoch: int) -> None:
+        if epoch == self._member_epoch:
+            return
+        self._member_epoch = epoch
+        self._events.append(MemberEpochChanged(self._member_id, epoch if epoch > 0 else None))
+
+    def _leave_group_epoch(self) -> int:
+        if self._config.group_instance_id is not None:
+            return LEAVE_GROUP_STATIC_MEMBER_EPOCH
+        return LEAVE_GROUP_MEMBER_EPOCH
+
+    def _transition_to_joining(self) -> None:
+        if self._state is MemberState.FATAL:
+            self._log.warning("join_ignored", reason="member is FATAL")
+            return
+        if self._reconciliation is not None:
+            self._reconciliation.rejoined = True
+        self._update_member_epoch(JOIN_GROUP_MEMBER_EPOCH)
+        self._transition_to(MemberState.JOINING)
+        self._target_assignment = NONE_ASSIGNMENT
+        self._names_requested = None
+        self._retry_reconcile_on_app_poll = False
+        self._reset_heartbeat_state()
+
+    def _transition_to_fenced(self) -> None:
+        state = self._state
+        if state is MemberState.PREPARE_LEAVING:
+            # Already leaving: stop heartbeating, do not send the leave, do not rejoin.
+            self._transition_to_sending_leave_group(due_to_expired_poll_timer=False)
+            self._transition_to(MemberState.UNSUBSCRIBED)
+            self._complete_leave()
+            return
+        if state is MemberState.LEAVING:
+            if self._leaving_due_to_poll_timer:
+                self._transition_to_stale()
+            else:
+                self._transition_to(MemberState.UNSUBSCRIBED)
+                self._complete_leave()
+            return
+        if state in _NOT_IN_GROUP_STATES:
+            return
+        self._transition_to(MemberState.FENCED)
+        self._update_member_epoch(JOIN_GROUP_MEMBER_EPOCH)
+        self._request_callback(
+            RebalanceCallback.ON_PARTITIONS_LOST, self._assignment, _CallbackPurpose.LOST_ON_FENCE
+        )
+
+    def _transition_to_fatal(
+        self, error: KafkaError, *, consumer_protocol_unsupported: bool = False
+    ) -> None:
+        self._events.append(
+            ErrorEvent(
+                error, fatal=True, consumer_protocol_unsupported=consumer_protocol_unsupported
+            )
+        )
+        previous = self._state
+        if previous is MemberState.FATAL:
+            return
+        self._transition_to(MemberState.FATAL)
+        self._log.error("member_fatal", error=str(error))
+        self._events.append(MemberEpochChanged(self._member_id, None))
+        if previous in (MemberState.UNSUBSCRIBED, MemberState.LEAVING, MemberState.PREPARE_LEAVING):
+            # Already left or leaving: no lost callback (a running release callback clears).
+            self._complete_leave()
+            return
+        self._request_callback(
+            RebalanceCallback.ON_PARTITIONS_LOST, self._assignment, _CallbackPurpose.LOST_ON_FATAL
+        )
+
+    def _transition_to_sending_leave_group(self, *, due_to_expired_poll_timer: bool) -> None:
+        if self._state in (MemberState.FATAL, MemberState.UNSUBSCRIBED):
+            return
+        if due_to_expired_poll_timer:
+            self._leaving_due_to_poll_timer = True
+            # Briefly through PREPARE_LEAVING: a stale member releases (as lost) after leaving.
+            self._transition_to(MemberState.PREPARE_LEAVING)
+        self._update_member_epoch(self._leave_group_epoch())
+        self._current_assignment = NONE_ASSIGNMENT
+        self._transition_to(MemberState.LEAVING)
+
+    def _transition_to_stale(self) -> None:
+        self._leaving_due_to_poll_timer = False
+        self._transition_to(MemberState.STALE)
+        self._stale_released = False
+        self._request_callback(
+            RebalanceCallback.ON_PARTITIONS_LOST, self._assignment, _CallbackPurpose.LOST_ON_STALE
+        )
+
+    def _maybe_rejoin_stale_member(self) -> None:
+        if (
+            self._state is MemberState.STALE
+            and self._stale_released
+            and self._stale_rejoin_requested
+            and (self._subscribed_topics or self._subscribed_regex is not None)
+        ):
+            self._stale_rejoin_requested = False
+            self._log.info("stale_member_rejoining")
+            self._transition_to_joining()
+
+    def _complete_leave(self, *, timed_out: bool = False) -> None:
+        if self._leave_in_progress:
+            self._leave_in_progress = False
+            self._leave_deadline_ms = None
+            self._events.append(LeaveCompleted(timed_out=timed_out))
+
+    def _check_leave_deadline(self, now_ms: int) -> None:
+        deadline = self._leave_deadline_ms
+        if not self._leave_in_progress or deadline is None or now_ms < deadline:
+            return
+        self._log.warning("leave_deadline_passed", state=self._state.value)
+        if self._state is MemberState.PREPARE_LEAVING:
+            # Stop waiting for the release callback; its late completion only clears again.
+            self._clear_assignment()
+            self._transition_to_sending_leave_group(due_to_expired_poll_timer=False)
+        # Best effort, response ignored: the leave is over for the caller now.
+        self._leave_in_progress = False
+        self._leave_deadline_ms = None
+        if self._state is MemberState.LEAVING and self._in_flight is not None:
+            # Never two in flight: give up the leave heartbeat (the session timeout removes us).
+            self._transition_to(MemberState.UNSUBSCRIBED)
+        # Otherwise a LEAVING member sends its leave (response ignored) in this poll.
+        self._events.append(LeaveCompleted(timed_out=True))
+
+    # -- Reconciliation -----------------------------------------------------------------------
+
+    def _target_assignment_reconciled(self) -> bool:
+        return self._current_assignment == self._target_assignment
+
+    def _process_assignment_received(self, partitions: frozenset[tuple[str, int]]) -> None:
+        updated = self._target_assignment.update_with(partitions)
+        if updated is not None:
+            self._log.debug(
+                "target_assignment_updated",
+                local_epoch=updated.local_epoch,
+                partitions=len(partitions),
+            )
+            self._target_assignment = updated
+        if not self._target_assignment_reconciled():
+            self._transition_to(MemberState.RECONCILING)
+        elif self._state in (MemberState.RECONCILING, MemberState.JOINING):
+            self._transition_to(MemberState.STABLE)
+
+    def _maybe_reconcile(self, now_ms: int, *, can_commit: bool) -> None:
+        if self._state is not MemberState.RECONCILING:
+            return
+        if self._target_assignment_reconciled() or self._reconciliation is not None:
+            return
+        if self._retry_reconcile_on_app_poll and not can_commit:
+            return
+        target = self._target_assignment
+        resolved_ids: set[tuple[str, int]] = set()
+        resolved_names: set[TopicPartition] = set()
+        unresolved: set[str] = set()
+        for topic_id, partition in target.partitions:
+            name = self._topic_names.get(topic_id)
+            if name is None:
+                unresolved.add(topic_id)
+            else:
+                resolved_ids.add((topic_id, partition))
+                resolved_names.add(TopicPartition(name, partition))
+        if unresolved:
+            missing = frozenset(unresolved)
+            if self._names_requested != missing:
+                self._names_requested = missing
+                self._events.append(NeedTopicNames(missing))
+        resolved = LocalAssignment(target.local_epoch, frozenset(resolved_ids))
+        current = self._current_assignment
+        if not current.is_none and resolved.partitions == current.partitions:
+            # Only unresolved topics differ. A new target whose resolvable part is what we own:
+            # acknowledge it (Java bumps the local epoch). Already acknowledged at this local
+            # epoch: wait for the names (Java would acknowledge again after every response).
+            if resolved.local_epoch != current.local_epoch:
+                self._current_assignment = resolved
+                self._transition_to(MemberState.ACKNOWLEDGING)
+            return
+        if self._config.auto_commit_enabled and not can_commit:
+            return
+        self._retry_reconcile_on_app_poll = False
+        assigned = frozenset(resolved_names)
+        owned = self._assignment
+        revoked = owned - assigned
+        self._log.info(
+            "reconciling",
+            local_epoch=resolved.local_epoch,
+            assigned=sorted(str(tp) for tp in assigned),
+            owned=sorted(str(tp) for tp in owned),
+            added=sorted(str(tp) for tp in assigned - owned),
+            revoked=sorted(str(tp) for tp in revoked),
+            unresolved_topic_ids=sorted(unresolved),
+        )
+        rec = _Reconciliation(resolved=resolved, assigned=assigned, revoked=revoked)
+        self._reconciliation = rec
+        self._pause_fetching(revoked)
+        if self._config.auto_commit_enabled:
+            rec.commit_id = self._new_id()
+            self._events.append(
+                CommitBeforeRevocation(
+                    revoked, now_ms + self._config.rebalance_timeout_ms, rec.commit_id
+                )
+            )
+            return
+        self._revoke_then_assign(rec)
+
+    def _revoke_then_assign(self, rec: _Reconciliation) -> None:
+        revoked = rec.revoked & self._assignment  # only what is still owned
+        if revoked:
+            self._pause_fetching(revoked)
+            self._request_callback(
+                RebalanceCallback.ON_PARTITIONS_REVOKED,
+                revoked,
+                _CallbackPurpose.RECONCILE_REVOKE,
+                reconciliation=rec,
+            )
+        else:
+            self._assign(rec)
+
+    def _assign(self, rec: _Reconciliation) -> None:
+        added = rec.assigned - self._assignment
+        self._set_assignment(rec.assigned)
+        self._awaiting_callback = self._awaiting_callback | added
+        self._request_callback(
+            RebalanceCallback.ON_PARTITIONS_ASSIGNED,
+            added,
+            _CallbackPurpose.RECONCILE_ASSIGN,
+            reconciliation=rec,
+            assignment=rec.assigned,
+            always=True,
+        )
+
+    def _maybe_abort_reconciliation(self, rec: _Reconciliation) -> bool:
+        if self._state is MemberState.RECONCILING and not rec.rejoined:
+            return False
+        self._log.info(
+            "reconciliation_interrupted",
+            reason="member rejoined" if rec.rejoined else f"member is {self._state.value}",
+        )
+        if self._reconciliation is rec:
+            self._reconciliation = None
+        return True
+
+    def _reconciliation_failed(self, rec: _Reconciliation) -> None:
+        # Stay RECONCILING without acknowledging; retry on the next application poll. If the
+        # broker's rebalance timeout passes first, it fences the member.
+        if self._reconciliation is rec:
+            self._reconciliation = None
+        self._retry_reconcile_on_app_poll = True
+
+    def _pause_fetching(self, partitions: frozenset[TopicPartition]) -> None:
+        if partitions:
+            self._pending_revocation = self._pending_revocation | partitions
+            self._events.append(PauseFetching(partitions))
+
+    def _set_assignment(self, assignment: frozenset[TopicPartition]) -> None:
+        if assignment == self._assignment:
+            return
+        self._assignment = assignment
+        self._pending_revocation = self._pending_revocation & assignment
+        self._awaiting_callback = self._awaiting_callback & assignment
+        self._events.append(AssignmentChanged(assignment))
+
+    def _clear_assignment(self) -> None:
+        self._set_assignment(frozenset())
+        self._current_assignment = NONE_ASSIGNMENT
+        self._target_assignment = NONE_ASSIGNMENT
+        self._names_requested = None
+
+    # -- Rebalance callbacks ------------------------------------------------------------------
+
+    def _request_callback(
+        self,
+        method: RebalanceCallback,
+        partitions: frozenset[TopicPartition],
+        purpose: _CallbackPurpose,
+        *,
+        reconciliation: _Reconciliation | None = None,
+        assignment: frozenset[TopicPartition] = frozenset(),
+        always: bool = False,
+    ) -> None:
+        callback = _PendingCallback(
+            self._new_id(), method, partitions, purpose, reconciliation, assignment
+        )
+        if not partitions and not always:
+            # Nothing to release: Java does not invoke the listener; continue at once.
+            self._run_callback_continuation(callback, None)
+            return
+        if self._callback_outstanding is None and not self._callback_queue:
+            self._emit_callback(callback)
+        else:
+            self._callback_queue.append(callback)
+
+    def _emit_callback(self, callback: _PendingCallback) -> None:
+        self._callback_outstanding = callback
+        event: Any
+        if callback.method is RebalanceCallback.ON_PARTITIONS_REVOKED:
+            event = InvokeRevoked(callback.partitions, callback.callback_id)
+        elif callback.method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
+            event = InvokeAssigned(callback.partitions, callback.assignment, callback.callback_id)
+        else:
+            event = InvokeLost(callback.partitions, callback.callback_id)
+        self._events.append(event)
+
+    def _run_callback_continuation(
+        self, callback: _PendingCallback, error: BaseException | None
+    ) -> None:
+        purpose = callback.purpose
+        rec = callback.reconciliation
+        if purpose is _CallbackPurpose.RECONCILE_REVOKE:
+            assert rec is not None
+            if error is not None:
+                self._reconciliation_failed(rec)
+            elif not self._maybe_abort_reconciliation(rec):
+                self._assign(rec)
+        elif purpose is _CallbackPurpose.RECONCILE_ASSIGN:
+            assert rec is not None
+            if error is not None:
+                # Added partitions stay non-fetchable until a later reconciliation succeeds.
+                self._reconciliation_failed(rec)
+                return
+            self._awaiting_callback = self._awaiting_callback - rec.assigned
+            if not self._maybe_abort_reconciliation(rec):
+                self._current_assignment = rec.resolved
+                self._reconciliation = None
+                self._transition_to(MemberState.ACKNOWLEDGING)
+        elif purpose is _CallbackPurpose.RELEASE_ON_LEAVE:
+            self._on_release_on_leave_done(error)
+        elif purpose is _CallbackPurpose.LOST_ON_FENCE:
+            self._clear_assignment()
+            if self._state is MemberState.FENCED:
+                self._transition_to_joining()
+        elif purpose is _CallbackPurpose.LOST_ON_STALE:
+            self._clear_assignment()
+            self._stale_released = True
+            self._maybe_rejoin_stale_member()
+        else:  # LOST_ON_FATAL
+            self._clear_assignment()
+
+    def _on_release_on_leave_done(self, error: BaseException | None) -> None:
+        self._clear_assignment()
+        if self._state is MemberState.PREPARE_LEAVING:
+            self._transition_to_sending_leave_group(due_to_expired_poll_timer=False)
+
+    def _new_id(self) -> int:
+        value = self._next_id
+        self._next_id += 1
+        return value
