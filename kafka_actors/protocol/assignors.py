@@ -470,6 +470,8 @@ class _AbstractSticky:
         self, partitions_per_topic: PartitionsPerTopic, subscriptions: Mapping[str, Subscription]
     ) -> _StickyResult:
         order = _member_order(subscriptions)
+        if not order:
+            return _StickyResult({}, {})
         topics_of = {
             m: {t for t in subscriptions[m].topics if t in partitions_per_topic} for m in order
         }
@@ -614,17 +616,22 @@ class _AbstractSticky:
         # Rebalance: from the least loaded member, search (BFS) the members it can take a
         # partition from, directly or along a chain; shift one partition along the shortest
         # chain ending at a member with at least two more partitions. Each shift lowers the
-        # sum of squared loads, so this ends.
+        # sum of squared loads, so this ends. A member reached by a fruitless search from a
+        # member with no more partitions cannot start a fruitful one (it reaches a subset),
+        # so it is skipped.
         while True:
             moved = False
+            cleared: set[str] = set()
             for start in sorted(order, key=lambda m: (len(assignment[m]), rank[m])):
-                path = self._find_chain(start, assignment, eligible, topics_of, originally, rank)
+                if start in cleared:
+                    continue
+                path, reached = self._find_chain(start, assignment, topics_of, originally)
                 if path is None:
+                    cleared |= reached
                     continue
                 for receiver, tp, giver in path:
                     assignment[giver].remove(tp)
                     assignment[receiver].append(tp)
-                    holder[tp] = receiver
                 moved = True
                 break
             if not moved:
@@ -635,41 +642,40 @@ class _AbstractSticky:
     def _find_chain(
         start: str,
         assignment: Mapping[str, list[TopicPartition]],
-        eligible: Mapping[TopicPartition, list[str]],
         topics_of: Mapping[str, set[str]],
         originally: Mapping[TopicPartition, str],
-        rank: Mapping[str, int],
-    ) -> list[tuple[str, TopicPartition, str]] | None:
+    ) -> tuple[list[tuple[str, TopicPartition, str]] | None, set[str]]:
         target = len(assignment[start]) + 2
         parent: dict[str, tuple[str, TopicPartition] | None] = {start: None}
         queue = deque([start])
         while queue:
             receiver = queue.popleft()
-            # Partitions the receiver could take, held by others; prefer ones their holder
-            # did not own before (cheaper for stickiness), then by holder order.
-            options: list[tuple[bool, int, TopicPartition, str]] = []
-            for giver, partitions in assignment.items():
+            wanted = topics_of[receiver]
+            for giver in assignment:  # in member order
                 if giver in parent:
                     continue
-                for tp in partitions:
-                    if tp.topic in topics_of[receiver]:
-                        options.append((originally.get(tp) == giver, rank[giver], tp, giver))
-            options.sort()
-            for _sticky, _rank, tp, giver in options:
-                if giver in parent:
+                # The partition to take: one the giver did not own before if possible
+                # (cheaper for stickiness), else its first eligible one.
+                best: TopicPartition | None = None
+                for tp in assignment[giver]:
+                    if tp.topic in wanted:
+                        if originally.get(tp) != giver:
+                            best = tp
+                            break
+                        if best is None:
+                            best = tp
+                if best is None:
                     continue
-                parent[giver] = (receiver, tp)
+                parent[giver] = (receiver, best)
                 if len(assignment[giver]) >= target:
                     path: list[tuple[str, TopicPartition, str]] = []
                     node = giver
-                    while parent[node] is not None:
-                        step = parent[node]
-                        assert step is not None
+                    while (step := parent[node]) is not None:
                         path.append((step[0], step[1], node))
                         node = step[0]
-                    return path
+                    return path, set(parent)
                 queue.append(giver)
-        return None
+        return None, set(parent)
 
 
 class StickyAssignor(_AbstractSticky):
