@@ -148,6 +148,8 @@ def _parse_address(entry: str, key: str = "bootstrap.servers") -> BrokerAddress:
 
 def parse_bootstrap_servers(value: object) -> tuple[BrokerAddress, ...]:
     """Parse ``bootstrap.servers`` (a list, or a comma-separated string) as Java does."""
+    if isinstance(value, (list, tuple)):
+        value = [str(v) if isinstance(v, BrokerAddress) else v for v in value]
     entries = _as_list("bootstrap.servers", value)
     if not entries:
         raise _error("bootstrap.servers", "bootstrap.servers must contain at least one address")
@@ -755,8 +757,10 @@ class ConsumerConfig:
 
 
 def _format_duration(duration: timedelta) -> str:
-    seconds = duration.seconds + duration.microseconds / 1_000_000
-    return f"P{duration.days}DT{seconds:g}S"
+    text = f"P{duration.days}DT{duration.seconds}"
+    if duration.microseconds:
+        text += f".{duration.microseconds:06d}".rstrip("0")
+    return text + "S"
 
 
 def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[str, object]:
