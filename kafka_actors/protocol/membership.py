@@ -1389,9 +1389,10 @@ class ConsumerMembershipManager:
         self._retry_reconcile_on_app_poll = True
 
     def _pause_fetching(self, partitions: frozenset[TopicPartition]) -> None:
-        if partitions:
-            self._pending_revocation = self._pending_revocation | partitions
-            self._events.append(PauseFetching(partitions))
+        new = partitions - self._pending_revocation
+        if new:
+            self._pending_revocation = self._pending_revocation | new
+            self._events.append(PauseFetching(new))
 
     def _set_assignment(self, assignment: frozenset[TopicPartition]) -> None:
         if assignment == self._assignment:
