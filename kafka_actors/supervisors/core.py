@@ -481,9 +481,7 @@ class SupervisorCore:
                 self._stop_queue.append(c.spec.name)
         actions: list[Action] = []
         if delay > 0:
-            group = tuple(
-                c.spec.name for c in self._ordered() if c.spec.name in plan.members
-            )
+            group = tuple(c.spec.name for c in self._ordered() if c.spec.name in plan.members)
             actions.append(ScheduleRestart(failed.spec.name, delay, token, group, attempt))
         else:
             plan.timer_done = True

@@ -259,8 +259,11 @@ class ChildTable:
         fatal = self.tree.fatal_error
         if fatal is not None:
             return fatal
-        detail = status.value if status is not None else "down"
-        return ChildRestartingError(name, detail)
+        if status is ChildStatus.STOPPED:
+            return ChildRestartingError(name, "stopped, no restart planned")
+        if status is ChildStatus.STOPPING:
+            return ChildRestartingError(name, "stopping")
+        return ChildRestartingError(name)
 
     def tell(self, name: str, message: Any) -> None:
         ref, _generation = self.current(name)
@@ -279,9 +282,7 @@ class ChildTable:
         future: pykka.Future[Any] = ref.ask(message, block=False)
         with self._lock:
             entry = self._entries.get(name)
-            registered = entry is not None and entry.generation == generation and (
-                entry.ref is ref
-            )
+            registered = entry is not None and entry.generation == generation and (entry.ref is ref)
             if registered and entry is not None:
                 entry.waiters.add(future)
         if not registered:
@@ -484,16 +485,16 @@ class Supervision:
         self.name = owner.supervised_name
         context = owner.context
         self.parent = context.parent if context is not None else None
-        self.tree = context.tree if context is not None else (
-            table.tree if table is not None else TreeStatus()
+        self.tree = (
+            context.tree
+            if context is not None
+            else (table.tree if table is not None else TreeStatus())
         )
         self.path = (context.path + "/" if context is not None and context.path else "") + self.name
         self.clock: Clock = clock or SystemClock()
         self.scheduler: Scheduler = scheduler or default_scheduler()
         self.table = table or ChildTable(self.name, self.tree)
-        self.core = SupervisorCore(
-            self.name, spec, children, random or _random.Random().random
-        )
+        self.core = SupervisorCore(self.name, spec, children, random or _random.Random().random)
         self._on_give_up = on_give_up
         self._on_shutdown = on_shutdown
         self._shutdown_replies: list[pykka.Future[ShutdownResult]] = []
@@ -501,6 +502,8 @@ class Supervision:
         self._specs: dict[str, ChildSpec] = {}
         self.result: ShutdownResult | None = None
         self._log = get_logger("supervisor", supervisor=self.path)
+        for child in children:  # known (and "restarting" for callers) until started
+            self.table._set_status(child.name, ChildStatus.RESTARTING)
 
     # -- owner entry points --
 
@@ -601,8 +604,9 @@ class Supervision:
                     attempt=action.attempt,
                     group=list(action.group),
                 )
-                tell_later(self.scheduler, action.delay, self.owner.actor_ref,
-                           RestartDue(action.token))
+                tell_later(
+                    self.scheduler, action.delay, self.owner.actor_ref, RestartDue(action.token)
+                )
             elif isinstance(action, Escalate):
                 escalation = action.cause
                 self._finish(ShutdownResult(action.not_stopped, completed=True))
@@ -672,7 +676,9 @@ class Supervision:
                 )
         except Exception as exc:
             self._log.warning(
-                "child_start_failed", child=action.name, generation=action.generation,
+                "child_start_failed",
+                child=action.name,
+                generation=action.generation,
                 error=repr(exc),
             )
             return self.core.child_start_failed(
