@@ -65,6 +65,7 @@ from kafka_actors.supervisors.core import (
 )
 from kafka_actors.supervisors.errors import (
     ChildRestartingError,
+    ChildTimeoutError,
     InjectedFault,
     SupervisionError,
     SupervisorEscalation,
@@ -136,16 +137,6 @@ class ShutdownResult:
 
     not_stopped: tuple[str, ...] = ()
     completed: bool = True
-
-
-class ChildTimeoutError(SupervisionError, TimeoutError):
-    """A child did not answer within the caller's timeout (it may be slow or hung): retriable."""
-
-    retriable = True
-
-    def __init__(self, child: str, timeout: float | None) -> None:
-        self.child = child
-        super().__init__(f"actor {child!r} did not answer within {timeout}s")
 
 
 # -- tree-wide state and child lookup -----------------------------------------------------
@@ -260,10 +251,10 @@ class ChildTable:
         if fatal is not None:
             return fatal
         if status is ChildStatus.STOPPED:
-            return ChildRestartingError(name, "stopped, no restart planned")
+            return ChildRestartingError(f"actor {name!r} is stopped (no restart)", child=name)
         if status is ChildStatus.STOPPING:
-            return ChildRestartingError(name, "stopping")
-        return ChildRestartingError(name)
+            return ChildRestartingError(f"actor {name!r} is stopping", child=name)
+        return ChildRestartingError(child=name)
 
     def tell(self, name: str, message: Any) -> None:
         ref, _generation = self.current(name)
@@ -293,7 +284,7 @@ class ChildTable:
         try:
             return future.get(timeout=timeout)
         except pykka.Timeout:
-            raise ChildTimeoutError(name, timeout) from None
+            raise ChildTimeoutError(child=name, timeout=timeout) from None
         except pykka.ActorDeadError:
             raise self._down_error(name) from None
         except SupervisionError:
@@ -619,7 +610,7 @@ class Supervision:
         cause = self.core.give_up_cause
         if cause is not None and self.parent is None and self._on_give_up is None:
             # The root's decision is final: callers get the fatal error from now on.
-            self.tree.set_fatal(SupervisorFatalError(self.path, cause))
+            self.tree.set_fatal(SupervisorFatalError(supervisor=self.path, cause=cause))
         if escalation is not None:
             self._give_up(escalation)
 
@@ -631,9 +622,9 @@ class Supervision:
             return
         if self.parent is not None:
             log.error("supervisor_escalating", cause=cause.describe())
-            raise SupervisorEscalation(self.path, cause)
+            raise SupervisorEscalation(supervisor=self.path, cause=cause)
         log.error("supervisor_gave_up", cause=cause.describe(), fatal=True)
-        self.tree.set_fatal(SupervisorFatalError(self.path, cause))
+        self.tree.set_fatal(SupervisorFatalError(supervisor=self.path, cause=cause))
         self.owner.actor_ref.stop(block=False)
 
     def _finish(self, result: ShutdownResult) -> None:

@@ -25,6 +25,7 @@ from kafka_actors.supervisors.core import (
 )
 from kafka_actors.supervisors.errors import (
     ChildRestartingError,
+    ChildTimeoutError,
     InjectedFault,
     SupervisorEscalation,
     SupervisorFatalError,
@@ -33,7 +34,6 @@ from kafka_actors.supervisors.faults import FaultInjector
 from kafka_actors.supervisors.supervisor import (
     ChildContext,
     ChildExited,
-    ChildTimeoutError,
     SupervisedActor,
     Supervision,
     Supervisor,
