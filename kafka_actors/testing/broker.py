@@ -237,8 +237,11 @@ def _pdeathsig_prefix() -> list[str]:
     The kernel delivers the parent-death signal when the *thread* that forked exits, so it
     is used only from the main thread, whose end is the process's end. It makes a JVM die
     even when this interpreter is SIGKILLed and no cleanup code can run.
+    ``KAFKA_ACTORS_PDEATHSIG=0`` turns it off.
     """
     if threading.current_thread() is not threading.main_thread():
+        return []
+    if os.environ.get("KAFKA_ACTORS_PDEATHSIG", "1") == "0":
         return []
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "KILL"] if setpriv else []
