@@ -6,6 +6,8 @@ import datetime
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.api_versions.v0 import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
 from kio.schema.api_versions.v2 import ApiVersionsRequest as ApiVersionsRequestV2
@@ -22,6 +24,7 @@ from kio.static.primitive import i16, i32Timedelta
 
 from kafka_actors.errors import (
     ClusterAuthorizationFailedError,
+    KafkaError,
     ProtocolError,
     UnknownApiError,
     UnsupportedVersionError,
@@ -233,3 +236,17 @@ def test_garbage_answers_raise_protocol_errors() -> None:
     )
     with pytest.raises(ProtocolError):
         ApiVersionsHandshake().handle_response_bytes(frame(wrong)[:7])
+
+
+@settings(max_examples=300)
+@given(data=st.binary(max_size=120), start=st.integers(min_value=0, max_value=4))
+def test_handshake_on_garbage_raises_only_kafka_errors(data: bytes, start: int) -> None:
+    handshake = ApiVersionsHandshake(max_version=start)
+    try:
+        step = handshake.handle_response_bytes(data)
+    except KafkaError:
+        return
+    if isinstance(step, Retry):
+        assert step.version < start
+    else:
+        assert isinstance(step, Done)
