@@ -211,6 +211,8 @@ _XERIAL_HEADER_SIZE = 16  # magic (8) + version int32 + compatible version int32
 _ZIGZAG_14 = [(v >> 1) ^ -(v & 1) for v in range(1 << 14)]
 
 _NO_HEADERS: Headers = ()
+# Misses after which a batch whose header blocks are mostly distinct stops caching them.
+_HEADER_CACHE_PROBATION = 32
 
 
 class _Corrupt(Exception):
@@ -290,6 +292,12 @@ def _decode_batch_records(
     values_append = out.values.append
     headers_append = out.headers.append
     no_headers = _NO_HEADERS
+    parse_headers = _parse_headers
+    header_cache: dict[bytes, Headers] = {}
+    header_cache_get = header_cache.get
+    caching = True
+    misses = 0
+    n_headed = 0
     for _ in range(count):
         # record length
         b = buf[pos]
@@ -371,49 +379,71 @@ def _decode_batch_records(
                 raise _Corrupt(f"bad value length {n}")
             values_append(buf[pos : pos + n])
             pos += n
-        # headers
-        b = buf[pos]
-        pos += 1
-        if b == 0:
+        # headers: the last field, so the header block is buf[pos:record_end]. Producers
+        # often repeat the same headers on every record: parse each distinct block once.
+        if buf[pos] == 0:
             headers_append(no_headers)
+            pos += 1
+            if pos != record_end:
+                raise _Corrupt(f"record size does not match its fields (at byte {record_end})")
+        elif caching:
+            block = buf[pos:record_end]
+            headers = header_cache_get(block)
+            if headers is None:
+                headers = header_cache[block] = parse_headers(buf, pos, record_end)
+                misses += 1
+                if misses == _HEADER_CACHE_PROBATION and len(header_cache) * 2 > n_headed:
+                    caching = False  # mostly distinct header blocks: stop paying for the cache
+            headers_append(headers)
+            n_headed += 1
+            pos = record_end
         else:
-            if b < 0x80:
-                n = zz[b]
-            else:
-                n, pos = slow(buf, pos - 1)
-            if n < 0 or n > record_end - pos:
-                raise _Corrupt(f"bad header count {n}")
-            hl: list[Header] = []
-            for _h in range(n):
-                b = buf[pos]
-                if b < 0x80:
-                    hk = zz[b]
-                    pos += 1
-                else:
-                    hk, pos = slow(buf, pos)
-                if hk < 0 or pos + hk > record_end:
-                    raise _Corrupt(f"bad header key length {hk}")
-                hkey = buf[pos : pos + hk].decode("utf-8", "replace")
-                pos += hk
-                b = buf[pos]
-                if b == 1:
-                    hl.append((hkey, None))
-                    pos += 1
-                else:
-                    if b < 0x80:
-                        hv = zz[b]
-                        pos += 1
-                    else:
-                        hv, pos = slow(buf, pos)
-                    if hv < 0:
-                        raise _Corrupt(f"bad header value length {hv}")
-                    hl.append((hkey, buf[pos : pos + hv]))
-                    pos += hv
-            headers_append(tuple(hl))
-        if pos != record_end:
-            raise _Corrupt(f"record size does not match its fields (at byte {record_end})")
+            headers_append(parse_headers(buf, pos, record_end))
+            pos = record_end
     if pos != end:
         raise _Corrupt(f"{end - pos} bytes left after the last of {count} records")
+
+
+def _parse_headers(buf: bytes, pos: int, end: int) -> Headers:
+    """Parse the header block ``buf[pos:end]`` (count, then key/value pairs) exactly."""
+    zz = _ZIGZAG_14
+    b = buf[pos]
+    if b < 0x80:
+        n = zz[b]
+        pos += 1
+    else:
+        n, pos = _read_varint_slow(buf, pos)
+    if n < 0 or n > end - pos:
+        raise _Corrupt(f"bad header count {n}")
+    out: list[Header] = []
+    for _ in range(n):
+        b = buf[pos]
+        if b < 0x80:
+            size = zz[b]
+            pos += 1
+        else:
+            size, pos = _read_varint_slow(buf, pos)
+        if size < 0 or pos + size > end:
+            raise _Corrupt(f"bad header key length {size}")
+        key = buf[pos : pos + size].decode("utf-8", "replace")
+        pos += size
+        b = buf[pos]
+        if b == 1:
+            out.append((key, None))
+            pos += 1
+            continue
+        if b < 0x80:
+            size = zz[b]
+            pos += 1
+        else:
+            size, pos = _read_varint_slow(buf, pos)
+        if size < 0:
+            raise _Corrupt(f"bad header value length {size}")
+        out.append((key, buf[pos : pos + size]))
+        pos += size
+    if pos != end:
+        raise _Corrupt(f"record size does not match its fields (at byte {end})")
+    return tuple(out)
 
 
 def _control_type(buf: bytes, pos: int, end: int) -> int | None:

@@ -332,3 +332,13 @@ def test_large_varints_take_the_slow_path() -> None:
     decoded = decode_records(data, "t", 0)
     assert decoded.keys == [big] * 3
     assert decoded.timestamps == [s.timestamp for s in specs]
+
+
+def test_repeated_and_distinct_header_blocks() -> None:
+    # Distinct blocks first (the per-batch header cache gives up), then repeated ones, and
+    # the reverse order: every record keeps its own headers either way.
+    distinct = [RecordSpec(value=b"d", headers=(("id", b"%d" % i),)) for i in range(100)]
+    same = [RecordSpec(value=b"s", headers=(("type", b"json"), ("v", None))) for _ in range(100)]
+    for specs in (distinct + same, same + distinct, [*distinct[:40], *same, *distinct[40:]]):
+        decoded = decode_records(build_batch(specs), "t", 0)
+        assert decoded.headers == [s.headers for s in specs]
