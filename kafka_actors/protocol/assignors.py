@@ -17,9 +17,19 @@ Compatibility with Java members of the same group:
 * ``cooperative-sticky`` puts the member's generation in the user data as a 4-byte int (as
   Java's CooperativeStickyAssignor, for leaders that read v0/v1 subscriptions); ``sticky``
   puts its previous assignment and generation there (Java's StickyAssignor user data v1).
-* Assignors sort members as Java's ``MemberInfo``: static members (group.instance.id) first by
-  instance id, then dynamic members by member id. Where Java breaks ties by HashMap iteration
-  order, we break them by that same member order, so results are deterministic.
+* ``range`` and ``roundrobin`` sort members as Java's ``MemberInfo``: static members
+  (group.instance.id) first by instance id, then dynamic members by member id; their results
+  equal Java's. The sticky assignors order members by member id, as Java's do.
+* ``sticky`` / ``cooperative-sticky`` with identical subscriptions follow Java's constrained
+  algorithm step by step (claim resolution by generation, quotas, which owned partitions are
+  kept, round-robin filling, partitions transferring ownership); the one freedom left is where
+  Java iterates a HashMap (which members take the ceiling quota first): we use member-id
+  order. tests/consumer_units/test_java_judge.py compares with kafka-clients directly.
+* With differing subscriptions the sticky assignors use our own algorithm (keep valid owned
+  partitions, place the rest on the least loaded eligible member, then shift partitions along
+  chains of eligible members until no member can gain from one with two more). It has the
+  properties of Java's general algorithm (valid, balanced as far as subscriptions allow,
+  sticky, two-phase moves for cooperative) but not always the same partition choices.
 * Not implemented: rack-aware assignment (KIP-881); ``client.rack`` is still sent (rack_id).
 """
 
@@ -155,11 +165,12 @@ def encode_subscription(
     """Bytes for JoinGroup's protocol metadata: int16 version + ConsumerProtocolSubscription.
 
     Fields the version lacks are dropped (owned partitions before v1, generation before v2,
-    rack before v3), as Java does.
+    rack before v3), and topics and owned partitions are sorted, as Java does, so the bytes are
+    the ones a Java member would send.
     """
     _check_version(version, "subscription")
     entity: object
-    common = {"topics": tuple(subscription.topics), "user_data": subscription.user_data}
+    common = {"topics": tuple(sorted(subscription.topics)), "user_data": subscription.user_data}
     if version == 0:
         entity = SubscriptionV0(**common)  # type: ignore[arg-type]
     else:
@@ -167,7 +178,7 @@ def encode_subscription(
         assert topic_type is not None
         owned = tuple(
             topic_type(topic=topic, partitions=tuple(i32(p) for p in partitions))  # type: ignore[arg-type]
-            for topic, partitions in _group_by_topic(subscription.owned_partitions).items()
+            for topic, partitions in _group_by_topic(sorted(subscription.owned_partitions)).items()
         )
         extra: dict[str, object] = {"owned_partitions": owned}
         if version >= 2:
@@ -448,9 +459,10 @@ class _StickyResult:
 class _AbstractSticky:
     """Balanced and sticky assignment shared by ``sticky`` and ``cooperative-sticky``.
 
-    1. Resolve ownership claims: a partition claimed by several members goes to the claim
-       with the highest generation; equal generations invalidate the partition for all of
-       them (Java logs this as an error and treats it as moving).
+    1. Resolve ownership claims (members in id order): a partition claimed by several members
+       goes to the claim with the highest generation; a claim with the same generation as the
+       previous claim invalidates the partition for everybody (Java logs this as an error and
+       treats the partition as moving).
     2. Identical subscriptions: keep owned partitions up to the quota (floor or ceil of
        partitions/members, with exactly ``partitions % members`` members at the ceiling),
        then deal unassigned partitions to members under the floor, then to members at the
@@ -469,7 +481,7 @@ class _AbstractSticky:
     def _sticky_assign(
         self, partitions_per_topic: PartitionsPerTopic, subscriptions: Mapping[str, Subscription]
     ) -> _StickyResult:
-        order = _member_order(subscriptions)
+        order = sorted(subscriptions)  # sticky assignors order by member id only
         if not order:
             return _StickyResult({}, {})
         topics_of = {
@@ -501,11 +513,14 @@ class _AbstractSticky:
         topics_of: Mapping[str, set[str]],
     ) -> _Claims:
         owned: dict[str, list[TopicPartition]] = {m: [] for m in order}
-        owner: dict[TopicPartition, tuple[str, int]] = {}
-        contested: dict[TopicPartition, int] = {}  # partition -> generation of the tie
+        # The last member to claim each partition and its generation (as Java's
+        # allPreviousPartitionsToOwner: on a tie the later claimant is recorded).
+        last_claim: dict[TopicPartition, tuple[str, int]] = {}
+        contested: set[TopicPartition] = set()
         claimants: dict[TopicPartition, set[str]] = defaultdict(set)
         for member in order:
             data = self._member_data(subscriptions[member])
+            generation = data.generation
             seen: set[TopicPartition] = set()
             for tp in data.owned:
                 # Every claim counts for "who must revoke first", valid or not.
@@ -515,27 +530,29 @@ class _AbstractSticky:
                 if not 0 <= tp.partition < partitions_per_topic[tp.topic]:
                     continue
                 seen.add(tp)
-                generation = data.generation
-                if tp in contested:
-                    if generation <= contested[tp]:
-                        continue
-                    del contested[tp]
-                    owner[tp] = (member, generation)
-                    owned[member].append(tp)
-                    continue
-                previous = owner.get(tp)
+                previous = last_claim.get(tp)
+                if previous is not None:
+                    # Java compares with the previous claimant's generation *field* (v2+),
+                    # not its user-data generation; the two differ only for old members.
+                    previous = (previous[0], subscriptions[previous[0]].generation_id)
                 if previous is None:
-                    owner[tp] = (member, generation)
                     owned[member].append(tp)
-                elif generation > previous[1]:
-                    owned[previous[0]].remove(tp)
-                    owner[tp] = (member, generation)
-                    owned[member].append(tp)
+                    last_claim[tp] = (member, generation)
                 elif generation == previous[1]:
-                    owned[previous[0]].remove(tp)
-                    del owner[tp]
-                    contested[tp] = generation
-        return owned, set(contested), dict(claimants)
+                    # Two members of one generation claim it: nobody keeps it (Java logs an
+                    # error); it stays invalid even if a later, newer member claims it.
+                    contested.add(tp)
+                    if tp in owned[previous[0]]:
+                        owned[previous[0]].remove(tp)
+                    last_claim[tp] = (member, generation)
+                elif generation > previous[1]:
+                    if tp in owned[previous[0]]:
+                        owned[previous[0]].remove(tp)
+                    owned[member].append(tp)
+                    last_claim[tp] = (member, generation)
+        for member in order:
+            owned[member] = [tp for tp in owned[member] if tp not in contested]
+        return owned, contested, dict(claimants)
 
     def _constrained(
         self,
@@ -555,7 +572,8 @@ class _AbstractSticky:
         # Keep owned partitions up to the quota; members owning at least max_quota keep
         # max_quota while ceiling slots remain.
         for member in order:
-            mine = owned[member]
+            # Java keeps the owned partitions with the lowest partition ids first.
+            mine = sorted(owned[member], key=lambda tp: (tp.partition, tp.topic))
             if len(mine) < min_quota:
                 assignment[member].extend(mine)
                 under_min.append(member)

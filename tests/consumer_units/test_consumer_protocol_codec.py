@@ -101,7 +101,7 @@ def test_subscription_bytes_match_kafka_schema(version: int) -> None:
         version,
         ["orders", "payments"],
         b"\x00\x01",
-        [("orders", [2, 0]), ("payments", [5])],
+        [("orders", [0, 2]), ("payments", [5])],  # sorted, as Java writes them
         7,
         "rack-a",
     )
@@ -109,7 +109,7 @@ def test_subscription_bytes_match_kafka_schema(version: int) -> None:
     decoded = decode_subscription(expected)
     assert decoded.topics == SUB.topics
     assert decoded.user_data == SUB.user_data
-    assert decoded.owned_partitions == (SUB.owned_partitions if version >= 1 else ())
+    assert decoded.owned_partitions == (tuple(sorted(SUB.owned_partitions)) if version >= 1 else ())
     assert decoded.generation_id == (7 if version >= 2 else -1)
     assert decoded.rack_id == ("rack-a" if version >= 3 else None)
 
@@ -149,7 +149,7 @@ def test_newer_versions_are_read_with_the_highest_known_schema() -> None:
 
 def test_trailing_bytes_after_a_known_version_are_ignored() -> None:
     raw = encode_subscription(SUB, 1) + b"junk"
-    assert decode_subscription(raw).owned_partitions == SUB.owned_partitions
+    assert decode_subscription(raw).owned_partitions == tuple(sorted(SUB.owned_partitions))
 
 
 @pytest.mark.parametrize(
@@ -181,7 +181,7 @@ def test_encoding_an_unknown_version_is_refused() -> None:
 
 # -- property: round trip at every version ------------------------------------------------------
 
-names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12)
 
 
 @st.composite
@@ -206,9 +206,9 @@ def subscriptions(draw: st.DrawFn) -> Subscription:
 def test_subscription_round_trip(sub: Subscription, version: int) -> None:
     decoded = decode_subscription(encode_subscription(sub, version))
     expected = Subscription(
-        topics=sub.topics,
+        topics=tuple(sorted(sub.topics)),
         user_data=sub.user_data,
-        owned_partitions=sub.owned_partitions if version >= 1 else (),
+        owned_partitions=tuple(sorted(sub.owned_partitions)) if version >= 1 else (),
         generation_id=sub.generation_id if version >= 2 else -1,
         rack_id=sub.rack_id if version >= 3 else None,
     )
@@ -240,7 +240,7 @@ def test_kafka_python_reads_ours_and_we_read_theirs(version: int) -> None:
     assert theirs.user_data == SUB.user_data
     if version >= 1:
         owned = [(t.topic, list(t.partitions)) for t in theirs.owned_partitions]
-        assert owned == [("orders", [2, 0]), ("payments", [5])]
+        assert owned == [("orders", [0, 2]), ("payments", [5])]
     if version >= 2:
         assert theirs.generation_id == 7
     if version >= 3:
