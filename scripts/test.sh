@@ -11,7 +11,7 @@ $PY -m ruff check kafka_actors tests bench examples
 echo "== types: mypy"
 $PY -m mypy
 echo "== Kafka jars"
-$PY -m kafka_actors.testing fetch
+$PY -m kafka_actors.testing fetch --all
 echo "== pytest"
 set +e
 $PY -m pytest "$@"
