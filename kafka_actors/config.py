@@ -31,6 +31,7 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
 from __future__ import annotations
 
 import difflib
+import hmac
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -76,7 +77,9 @@ class Password:
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Password) and other._value == self._value
+        if not isinstance(other, Password):
+            return NotImplemented
+        return hmac.compare_digest(other._value.encode(), self._value.encode())
 
     def __hash__(self) -> int:
         return hash(self._value)

@@ -29,7 +29,10 @@ Compatibility with Java members of the same group:
   partitions, place the rest on the least loaded eligible member, then shift partitions along
   chains of eligible members until no member can gain from one with two more). It has the
   properties of Java's general algorithm (valid, balanced as far as subscriptions allow,
-  sticky, two-phase moves for cooperative) but not always the same partition choices.
+  sticky, two-phase moves for cooperative) but not always the same partition choices. Our
+  cooperative round withholds every partition another member still claims (Java: those
+  another member claims and loses), so it never hands out a partition before its owner
+  revoked it.
 * Not implemented: rack-aware assignment (KIP-881); ``client.rack`` is still sent (rack_id).
 """
 

@@ -463,3 +463,11 @@ def test_cooperative_rounds_converge_to_a_complete_assignment(
     )
     assert rounds <= 3
     check_valid(topics, subscriptions, final)
+
+
+def test_config_names_every_assignor_we_have() -> None:
+    from kafka_actors.config import ASSIGNOR_CLASS_NAMES
+
+    assert set(ASSIGNOR_CLASS_NAMES.values()) == set(ASSIGNORS)
+    for name in ASSIGNORS:
+        assert get_assignor(name).name == name

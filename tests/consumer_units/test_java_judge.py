@@ -5,13 +5,12 @@ ConsumerProtocol and assignors. Java members of a classic group read our JoinGro
 bytes with exactly that ConsumerProtocol, and a Java leader assigns with exactly those
 assignors, so agreement here is agreement with Java members in the same group.
 
-Needs a JDK and a kafka-clients jar (the testkit caches Kafka's jars under
-~/.cache/kafka-actors); skipped otherwise.
+Needs a JDK and Kafka's jars already in the testkit's cache (kafka_actors.testing.jars;
+the broker fixtures resolve them); skipped otherwise.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 import struct
 import subprocess
@@ -37,18 +36,27 @@ from kafka_actors.protocol.messages import TopicPartition as TP
 SOURCE = Path(__file__).parent / "java" / "ConsumerProtocolJudge.java"
 
 
-def _version_key(path: Path) -> tuple[int, ...]:
-    found = re.search(r"(\d+)\.(\d+)\.(\d+)", path.name)
-    return tuple(int(x) for x in found.groups()) if found else (0,)
-
-
 def _find_jars() -> list[Path] | None:
-    root = Path.home() / ".cache" / "kafka-actors"
-    clients = sorted(root.glob("**/kafka-clients-*.jar"), key=_version_key)
-    slf4j = sorted(root.glob("**/slf4j-api-*.jar"), key=_version_key)
-    if not clients or not slf4j:
+    """kafka-clients and slf4j-api from the testkit's cache, if Kafka is already resolved there.
+
+    Never downloads: this is a unit test; the broker tests resolve the jars.
+    """
+    try:
+        from kafka_actors.testing import jars
+    except ImportError:
         return None
-    return [clients[-1], slf4j[-1]]
+    stamp = jars.cache_root() / f"kafka-{jars.default_version()}" / "resolved.json"
+    if not stamp.exists():
+        return None
+    try:
+        classpath = jars.resolve().broker_classpath
+    except Exception:  # a broken cache: skip rather than fail a unit test
+        return None
+    wanted = [
+        next((p for p in classpath if p.name.startswith(prefix)), None)
+        for prefix in ("kafka-clients-", "slf4j-api-")
+    ]
+    return None if None in wanted else [p for p in wanted if p is not None]
 
 
 class Judge:
@@ -70,7 +78,7 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
     jars = _find_jars()
     javac, java = shutil.which("javac"), shutil.which("java")
     if jars is None or javac is None or java is None:
-        pytest.skip("needs a JDK and kafka-clients/slf4j-api jars under ~/.cache/kafka-actors")
+        pytest.skip("needs a JDK and Kafka's jars in the testkit cache (run a broker test first)")
     classes = tmp_path_factory.mktemp("judge")
     classpath = ":".join(str(j) for j in jars)
     subprocess.run(
