@@ -16,7 +16,7 @@ Shape::
         ├── GroupError              group membership answers (the membership manager rejoins)
         ├── OffsetError             offsets out of range, too large, moved ...
         ├── AuthorizationError      ACLs deny the operation
-        ├── AuthenticationError     SASL failed
+        ├── AuthenticationError     SASL failed (SslAuthenticationError: TLS handshake failed)
         ├── ProtocolError           bad frames, undecodable responses
         ├── CorruptRecordError, UnsupportedRecordFormatError   record decoding
         └── ConfigError, ConsumerClosedError, WakeupError, CommitFailedError, ...
@@ -61,6 +61,7 @@ __all__ = [
     "OffsetError",
     "ProtocolError",
     "RetriableError",
+    "SslAuthenticationError",
     "TruncatedFrameError",
     "UnknownApiError",
     "UnknownErrorCodeError",
@@ -202,6 +203,11 @@ class AuthorizationError(FatalError):
 
 class AuthenticationError(FatalError):
     """Authentication with the broker failed (SASL)."""
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed: the broker's certificate did not verify (untrusted, expired,
+    wrong host name) or the broker refused ours (Java SslAuthenticationException)."""
 
 
 # -- Broker error codes ----------------------------------------------------------------------
