@@ -124,11 +124,24 @@ def kill_all(timeout: float = 10.0) -> list[int]:
     return [p.pid for p in alive]
 
 
+# Temporary directories of started clusters, removed at exit if their owner did not.
+_dirs: set[Path] = set()
+
+
+def _exit_cleanup() -> None:
+    kill_all(timeout=10.0)
+    with _registry_lock:
+        dirs = list(_dirs)
+        _dirs.clear()
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 _handlers_installed = False
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    kill_all(timeout=10.0)
+    _exit_cleanup()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
@@ -139,7 +152,7 @@ def _install_exit_handlers() -> None:
     if _handlers_installed:
         return
     _handlers_installed = True
-    atexit.register(kill_all)
+    atexit.register(_exit_cleanup)
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) in (signal.SIG_DFL, None):
@@ -476,6 +489,9 @@ class KafkaCluster:
             _install_exit_handlers()
             jars = self.jars
             self.directory = Path(tempfile.mkdtemp(prefix=f"kafka-actors-{jars.version}-"))
+            if not self.keep_dir:
+                with _registry_lock:
+                    _dirs.add(self.directory)
             self.cluster_id = _random_cluster_id()
             if any(s.uses_ssl for s in self.listeners):
                 self.certificates = make_certificates(self.directory / "tls")
@@ -528,6 +544,8 @@ class KafkaCluster:
     def _cleanup_dir(self) -> None:
         if self.directory is not None and not self.keep_dir:
             shutil.rmtree(self.directory, ignore_errors=True)
+            with _registry_lock:
+                _dirs.discard(self.directory)
 
     # ----- single broker control ----------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 Owns: the session fixtures ``kafka_broker`` (newest Kafka 4.x, one KRaft node),
 ``kafka_broker_39`` (Kafka 3.9.x), ``kafka_cluster`` (3 brokers and a controller),
+``kafka_broker_secured`` (4.x with SASL_PLAINTEXT, SSL and SASL_SSL listeners),
 ``mock_cluster`` (librdkafka mock, 3 brokers), the ``kafka_topic`` factory, and the hooks that
 restart brokers a test left stopped, attach broker log tails to failure reports and, at
 session end, stop any JVM the tests started that is still alive (by PID).
@@ -25,9 +26,10 @@ from kafka_actors.testing import broker as _broker
 from kafka_actors.testing import jars as _jars
 from kafka_actors.testing.broker import KafkaBroker, KafkaCluster
 from kafka_actors.testing.mock import MockCluster
+from kafka_actors.testing.security import ALL_SECURE_LISTENERS
 
 _LOG_TAIL_LINES = 60
-_CLUSTER_FIXTURES = ("kafka_broker", "kafka_broker_39", "kafka_cluster")
+_CLUSTER_FIXTURES = ("kafka_broker", "kafka_broker_39", "kafka_cluster", "kafka_broker_secured")
 
 
 class _TopicTarget(Protocol):
@@ -73,6 +75,16 @@ def kafka_cluster() -> Iterator[KafkaCluster]:
     """
     with KafkaCluster(num_brokers=3, kafka_version=_jars.default_version()) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def kafka_broker_secured() -> Iterator[KafkaBroker]:
+    """One Kafka 4.x node with the PLAINTEXT listener plus ``SASL_PLAINTEXT``, ``SSL`` and
+    ``SASL_SSL`` listeners (SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; users from
+    ``DEFAULT_USERS``; a test CA at ``.ca_path``). ``.client_config(listener, mechanism=...)``
+    gives librdkafka settings (session)."""
+    with KafkaBroker(kafka_version=_jars.default_version(), listeners=ALL_SECURE_LISTENERS) as b:
+        yield b
 
 
 @pytest.fixture(scope="session")

@@ -69,6 +69,14 @@ class TestCertificates:
     broker_keystore: Path  # unencrypted PKCS#8 key followed by the certificate chain
 
 
+# Every security protocol and SASL mechanism the testkit supports, one listener each.
+ALL_SECURE_LISTENERS: tuple[ListenerSpec, ...] = (
+    ListenerSpec("SASL_PLAINTEXT", "SASL_PLAINTEXT", SASL_MECHANISMS),
+    ListenerSpec("SSL", "SSL"),
+    ListenerSpec("SASL_SSL", "SASL_SSL", SASL_MECHANISMS),
+)
+
+
 def _openssl(*args: str, cwd: Path) -> None:
     exe = shutil.which("openssl")
     if exe is None:

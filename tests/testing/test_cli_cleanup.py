@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,7 +113,7 @@ _LEAKY_SCRIPT = textwrap.dedent(
     from kafka_actors.testing.broker import KafkaCluster
     c = KafkaCluster(num_brokers=int(sys.argv[1]))
     c.start()  # never stopped by this script
-    print(" ".join(str(n.pid) for n in c.nodes), flush=True)
+    print(" ".join(str(n.pid) for n in c.nodes), c.directory, flush=True)
     time.sleep(600)
     """
 )
@@ -133,14 +134,21 @@ def test_launcher_stops_its_jvms_when_its_process_is_killed(
     sig: signal.Signals, env: dict[str, str]
 ) -> None:
     proc = _spawn(["-c", _LEAKY_SCRIPT, "1"], env)
+    directory = ""
     try:
-        pids = [int(p) for p in _first_line(proc).split()]
+        *words, directory = _first_line(proc).split()
+        pids = [int(p) for p in words]
         assert pids and all(pid_alive(p) for p in pids)
         assert sorted(_java_children(proc.pid)) == sorted(pids)
         proc.send_signal(sig)
         proc.wait(120)
         assert _wait_gone(pids) == []
+        if sig == signal.SIGTERM:
+            # The handler also removed the cluster's temporary directory.
+            assert not Path(directory).exists()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if directory:
+            shutil.rmtree(directory, ignore_errors=True)
