@@ -7,18 +7,27 @@ decodes the same bytes with each decoder, best of N, and prints records/s and ra
 
 Every decoder verifies CRCs and touches offset, timestamp, key, value and headers of each
 record. Ours is measured twice: reading the columns, and materializing ConsumerRecord tuples.
+``--mypyc`` also compiles kafka_actors/protocol/records.py unchanged with mypyc (into a
+temporary directory; needs a C compiler) and measures that build: what an optional compiled
+wheel of the same source would give.
 
-    .venv/bin/python bench/decode.py [--records 100000] [--repeat 5] [--headers]
+    .venv/bin/python bench/decode.py [--records 100000] [--repeat 9] [--headers] [--mypyc]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import random
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 from kafka_actors.protocol.record_builder import RecordSpec, build_batch
 from kafka_actors.protocol.records import CompressionType, decode_records
@@ -72,6 +81,38 @@ def ours_columns(data: bytes) -> int:
     ):
         n += 1
     return n
+
+
+def compile_with_mypyc(workdir: Path) -> ModuleType:
+    """Build records.py with mypyc as a top-level module ``records_mypyc`` in ``workdir``."""
+    root = Path(__file__).resolve().parents[1]
+    shutil.copy(root / "kafka_actors" / "protocol" / "records.py", workdir / "records_mypyc.py")
+    mypyc = Path(sys.executable).with_name("mypyc")
+    subprocess.run(
+        [str(mypyc), "records_mypyc.py"],
+        cwd=workdir,
+        env={**os.environ, "MYPYPATH": str(root)},
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    sys.path.insert(0, str(workdir))
+    module = importlib.import_module("records_mypyc")
+    if not str(module.__file__).endswith(".so"):
+        raise RuntimeError("mypyc build not picked up")
+    return module
+
+
+def columns_with(module: ModuleType) -> Callable[[bytes], int]:
+    def decode(data: bytes) -> int:
+        d = module.decode_records(data, "bench", 0, fetch_offset=0)
+        n = 0
+        for _o, _t, _k, _v, _h in zip(
+            d.offsets, d.timestamps, d.keys, d.values, d.headers, strict=True
+        ):
+            n += 1
+        return n
+
+    return decode
 
 
 def ours_records(data: bytes) -> int:
@@ -136,6 +177,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--headers", action="store_true", help="two headers per record")
+    parser.add_argument("--mypyc", action="store_true", help="also measure a mypyc build of ours")
     args = parser.parse_args()
 
     import aiokafka.record.memory_records as amr
@@ -150,6 +192,11 @@ def main() -> int:
         ("aiokafka (C)", aiokafka_c),
         ("kafka-python", kafka_python),
     ]
+    if args.mypyc:
+        workdir = Path(tempfile.mkdtemp(prefix="records-mypyc-"))
+        decoders.insert(
+            2, ("kafka-actors mypyc (columns)", columns_with(compile_with_mypyc(workdir)))
+        )
     print(
         f"{args.records} records, ~100 B values, {BATCH_RECORDS}/batch, headers={args.headers}, "
         f"best of {args.repeat}, CRC checked"

@@ -485,7 +485,7 @@ def decode_records(
     out = DecodedRecords(topic, partition, next_fetch_offset=max(fetch_offset, 0))
     try:
         _decode_into(
-            data if type(data) is bytes else bytes(data),
+            data if isinstance(data, bytes) else bytes(data),
             out,
             fetch_offset,
             check_crcs,

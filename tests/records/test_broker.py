@@ -23,7 +23,7 @@ from kafka_actors.protocol.requests import FetchPartition
 from kafka_actors.testing.client import BlockingKafkaConnection
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # noqa: E402
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 

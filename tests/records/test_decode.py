@@ -64,7 +64,7 @@ def test_round_trip_each_codec(codec: CompressionType, xerial: bool) -> None:
     assert decoded.bytes_consumed == len(data)
     records = decoded.records()
     assert records[0] == ConsumerRecord(
-        "t", 3, 1000, specs[0].timestamp, TimestampType.CREATE_TIME, None, specs[0].value,
+        "t", 3, 1000, 1_700_000_000_123, TimestampType.CREATE_TIME, None, specs[0].value,
         specs[0].headers, 7,
     )  # fmt: skip
 
