@@ -47,7 +47,14 @@ from typing import Any
 import pykka
 from pykka import messages as _pykka_messages
 
-from kafka_actors.clock import Clock, Scheduler, SystemClock, default_scheduler, tell_later
+from kafka_actors.clock import (
+    Clock,
+    ManualClock,
+    Scheduler,
+    SystemClock,
+    default_scheduler,
+    tell_later,
+)
 from kafka_actors.log import get_logger
 from kafka_actors.supervisors.core import (
     Action,
@@ -449,9 +456,13 @@ class Supervision:
     """Makes ``owner`` (any :class:`SupervisedActor`) the supervisor of ``children``.
 
     The owner calls :meth:`start` from ``on_start``, passes every message to :meth:`handle`
-    first in ``on_receive`` (True means "consumed"), and calls :meth:`stop_children_now` from
-    ``on_stop`` and ``on_failure`` (a fallback: after an orderly :meth:`request_shutdown` it
-    has nothing left to do).
+    first in ``on_receive`` (True means "consumed"; let exceptions from it propagate), calls
+    :meth:`stop_children_now` from ``on_stop`` and :meth:`owner_failed` from ``on_failure``
+    (fallbacks: after an orderly :meth:`request_shutdown` they have nothing left to do).
+
+    ``table`` may be shared by successive incarnations of a supervisor that is itself
+    restarted (pass the same :class:`ChildTable` from its factory), so callers outside keep one
+    handle on its children across restarts.
 
     When the core gives up: a supervisor with a parent raises :class:`SupervisorEscalation`
     out of :meth:`handle` (so the owner fails and its parent sees a failed child); the root
@@ -476,14 +487,18 @@ class Supervision:
         self.name = owner.supervised_name
         context = owner.context
         self.parent = context.parent if context is not None else None
-        self.tree = (
-            context.tree
-            if context is not None
-            else (table.tree if table is not None else TreeStatus())
-        )
+        if context is not None:
+            self.tree = context.tree
+        else:
+            self.tree = table.tree if table is not None else TreeStatus()
+        if table is not None:
+            table.tree = self.tree  # a shared table follows the tree it now lives in
         self.path = (context.path + "/" if context is not None and context.path else "") + self.name
         self.clock: Clock = clock or SystemClock()
-        self.scheduler: Scheduler = scheduler or default_scheduler()
+        if scheduler is None:
+            # Timers must run on the same clock the core reads.
+            scheduler = clock.scheduler() if isinstance(clock, ManualClock) else default_scheduler()
+        self.scheduler: Scheduler = scheduler
         self.table = table or ChildTable(self.name, self.tree)
         self.core = SupervisorCore(self.name, spec, children, random or _random.Random().random)
         self._on_give_up = on_give_up
@@ -521,7 +536,15 @@ class Supervision:
         elif isinstance(message, ShutdownRequest):
             self.request_shutdown(message.reply)
         elif isinstance(message, AddChild):
-            self._run(self.core.add_child(message.spec, now))
+            try:
+                actions = self.core.add_child(message.spec, now)
+            except (ValueError, RuntimeError) as exc:
+                self._log.warning("add_child_refused", child=message.spec.name, error=str(exc))
+                if self.core.child_status(message.spec.name) is None:
+                    self.table._set_status(message.spec.name, None)
+                return True
+            self.table._set_status(message.spec.name, ChildStatus.RESTARTING)
+            self._run(actions)
         else:
             return False
         return True
@@ -536,6 +559,23 @@ class Supervision:
             self._shutdown_replies.append(reply)
         self._log.info("supervisor_shutting_down")
         self._run(self.core.shutdown(self.clock.monotonic()))
+
+    def owner_failed(self, exception: BaseException | None) -> tuple[str, ...]:
+        """For the owner's ``on_failure`` (and a failed ``on_start``): the owner itself crashed.
+
+        Stops the children (:meth:`stop_children_now`). At the root nobody will restart the
+        tree, so the crash is recorded as the fatal error callers will see.
+        """
+        not_stopped = self.stop_children_now()
+        if self.parent is None and self._on_give_up is None and self.core.give_up_cause is None:
+            self._log.error("supervisor_crashed", error=repr(exception), fatal=True)
+            self.tree.set_fatal(
+                SupervisorFatalError(
+                    f"fatal: supervisor {self.path!r} crashed: {exception!r}",
+                    supervisor=self.path,
+                )
+            )
+        return not_stopped
 
     def stop_children_now(self) -> tuple[str, ...]:
         """Synchronously stop the children still running, in reverse start order.
@@ -734,8 +774,8 @@ class Supervisor(SupervisedActor):
     def on_start(self) -> None:
         try:
             self.supervision.start()
-        except BaseException:
-            self.supervision.stop_children_now()  # pykka runs no other hook after this
+        except Exception as exc:
+            self.supervision.owner_failed(exc)  # pykka runs no other hook after this
             raise
 
     def on_receive(self, message: Any) -> Any:
@@ -752,7 +792,10 @@ class Supervisor(SupervisedActor):
         exception_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.supervision.stop_children_now()
+        if isinstance(exception_value, SupervisorEscalation):
+            self.supervision.stop_children_now()  # already stopped; the parent takes over
+        else:
+            self.supervision.owner_failed(exception_value)
 
 
 @dataclass
@@ -780,6 +823,9 @@ class SupervisorTree:
         return self.children.ref(name)
 
     def add_child(self, spec: ChildSpec) -> None:
+        """Add and start a child (asynchronously); callers see it as restarting until then."""
+        if self.children.status(spec.name) is None:
+            self.children._set_status(spec.name, ChildStatus.RESTARTING)
         self.ref.tell(AddChild(spec))
 
     def shutdown(self, timeout: float = 30.0) -> ShutdownResult:

@@ -109,13 +109,16 @@ def test_thread_scheduler_runs_callbacks_in_deadline_order_on_one_thread() -> No
                 if len(seen) == 3:
                     done.set()
 
-        sched.call_later(0.06, lambda: record("c"))
-        sched.call_later(0.02, lambda: record("a"))
-        sched.call_later(0.04, lambda: record("b"))
+        handles = {
+            "c": sched.call_later(0.06, lambda: record("c")),
+            "a": sched.call_later(0.02, lambda: record("a")),
+            "b": sched.call_later(0.04, lambda: record("b")),
+        }
         cancelled = sched.call_later(0.03, lambda: record("x"))
         assert cancelled.cancel()
         assert done.wait(10.0)
-        assert [t for t, _ in seen] == ["a", "b", "c"]
+        # Fired in deadline order (deadlines are "now + delay" at each call).
+        assert [t for t, _ in seen] == sorted(handles, key=lambda t: handles[t].deadline)
         assert {n for _, n in seen} == {"test-timer"}
         # An earlier timer added while the thread sleeps on a later one wakes it.
         late = threading.Event()

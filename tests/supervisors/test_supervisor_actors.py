@@ -34,6 +34,7 @@ from kafka_actors.supervisors.faults import FaultInjector
 from kafka_actors.supervisors.supervisor import (
     ChildContext,
     ChildExited,
+    ChildTable,
     SupervisedActor,
     Supervision,
     Supervisor,
@@ -280,6 +281,19 @@ def test_injected_crash_kills_the_child_even_through_ask() -> None:
     assert exit_.reason is ExitReason.EXCEPTION and isinstance(exit_.exception, InjectedFault)
     assert ("failure", "w", 7) in events.items  # on_failure ran for the ask path too
     assert not ref.is_alive()
+
+
+def test_injected_crash_through_tell_runs_on_failure_once() -> None:
+    events = Events()
+    parent = Collector.start(events)
+    faults = FaultInjector()
+    faults.crash("w")
+    ref = start_child(events, parent, faults)
+    ref.tell("anything")
+    events.wait_for(lambda items: any(i[0] == "msg" for i in items))
+    (exit_,) = exits(events)
+    assert isinstance(exit_.exception, InjectedFault) and exit_.exception.message == "anything"
+    assert events.of("failure") == [("failure", "w", 7)]
 
 
 # -- restarts -----------------------------------------------------------------------------
@@ -666,3 +680,68 @@ def test_supervision_helper_in_a_custom_actor(clock: ManualClock) -> None:
     assert table.ask("m1", "ping", WAIT) == ("m1", 2)
     hub.stop()
     assert [i[1] for i in events.of("stop")] == ["m2", "m1"]
+
+
+# -- the root itself failing, dynamic children, a table shared across restarts --------------
+
+
+def test_root_crash_stops_children_and_is_fatal(clock: ManualClock) -> None:
+    events = Events()
+    faults = FaultInjector()
+    tree = tree_of([worker("a", events), worker("b", events)], clock, faults=faults)
+    wait_until(running(tree, "b", 1), "b")
+    faults.crash("root", when=lambda m: m == "poke")
+    tree.ref.tell("poke")
+    wait_until(lambda: tree.fatal_error is not None, "fatal")
+    assert "crashed" in str(tree.fatal_error) and "InjectedFault" in str(tree.fatal_error)
+    events.wait_for(lambda items: len([i for i in items if i[0] == "stop"]) == 2)
+    assert [i[1] for i in events.of("stop")] == ["b", "a"]
+    with pytest.raises(SupervisorFatalError):
+        tree.ask("a", "ping", WAIT)
+
+
+def test_add_child_at_run_time(clock: ManualClock) -> None:
+    events = Events()
+    tree = tree_of([worker("a", events)], clock)
+    wait_until(running(tree, "a", 1), "a")
+    tree.add_child(worker("late", events))
+    wait_until(running(tree, "late", 1), "late")
+    tree.add_child(worker("late", events))  # duplicate: refused, supervisor unharmed
+    tree.add_child(worker("b", events))
+    wait_until(running(tree, "b", 1), "b")
+    result = tree.shutdown(WAIT)
+    assert result.completed
+    assert [i[1] for i in events.of("stop")] == ["b", "late", "a"]
+
+
+def test_table_shared_across_restarts_of_a_nested_supervisor(clock: ManualClock) -> None:
+    events = Events()
+    shared = ChildTable("sub", TreeStatus())
+    spec = SupervisorSpec(max_restarts=0, period=60.0)
+    scheduler = clock.scheduler()
+    sub = ChildSpec(
+        "sub",
+        lambda ctx: Supervisor.start(
+            spec,
+            [worker("m", events)],
+            context=ctx,
+            clock=clock,
+            scheduler=scheduler,
+            table=shared,
+        ),
+        min_backoff=1.0,
+        random_factor=0.0,
+    )
+    tree = tree_of([sub], clock, max_restarts=3)
+    wait_until(lambda: tree.children.status("sub") is ChildStatus.RUNNING, "sub")
+    assert shared.tree is tree.tree  # rebound to the tree it lives in
+    wait_until(lambda: shared.status("m") is ChildStatus.RUNNING, "m")
+    first_ref, _ = shared.current("m")
+    shared.tell("m", "crash")  # sub gives up at once; root restarts sub after 1 s
+    wait_until(lambda: tree.children.status("sub") is ChildStatus.RESTARTING, "sub restarting")
+    with pytest.raises(ChildRestartingError):
+        shared.ask("m", "ping", WAIT)
+    advance_when_timer_set(tree, clock, 1.0)
+    wait_until(lambda: shared.status("m") is ChildStatus.RUNNING, "m back")
+    assert shared.ask("m", "ping", WAIT) == ("m", 1)
+    assert shared.current("m")[0] is not first_ref
