@@ -13,6 +13,10 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
 
 * ``group.protocol`` defaults to ``consumer`` (KIP-848); Java 4.x defaults to ``classic``.
 * An unknown key is an error naming the key (Java only logs "supplied but not used").
+* What the Java consumer refuses only when it is constructed (a bootstrap address without a
+  port, heartbeat.interval.ms >= session.timeout.ms, duplicate assignors, group.instance.id
+  without group.id) is refused here when the config is built. Duplicate bootstrap addresses
+  are accepted and kept once, as Java 4.x accepts them.
 * ``ssl.truststore.type`` / ``ssl.keystore.type`` accept only ``PEM`` and default to ``PEM``
   (Java: JKS); ``sasl.mechanism`` accepts PLAIN and SCRAM-SHA-256/512 (Java's default GSSAPI
   is kept as the default value and rejected once a SASL security protocol is chosen).
@@ -156,12 +160,12 @@ def parse_bootstrap_servers(value: object) -> tuple[BrokerAddress, ...]:
     entries = _as_list("bootstrap.servers", value)
     if not entries:
         raise _error("bootstrap.servers", "bootstrap.servers must contain at least one address")
-    seen: set[str] = set()
+    addresses: list[BrokerAddress] = []
     for entry in entries:
-        if entry in seen:
-            raise _error("bootstrap.servers", f"bootstrap.servers has duplicate value {entry!r}")
-        seen.add(entry)
-    return tuple(_parse_address(e) for e in entries)
+        address = _parse_address(entry)
+        if address not in addresses:  # Java 4.x accepts duplicates; one connection is enough
+            addresses.append(address)
+    return tuple(addresses)
 
 
 # --------------------------------------------------------------------------------------------

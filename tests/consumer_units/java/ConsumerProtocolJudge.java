@@ -10,6 +10,9 @@
 //   encasg <version> <parts> <ud>                          -> <hex>
 //   assign <assignor> <topic:count,...> <member>=<subscription hex> ...
 //                                  -> <member>=<parts> ... (members sorted)
+//   default <config key>           -> the consumer config's default, as a string
+//   config <key>=<hex of UTF-8 value> ...
+//                                  -> OK, or the exception Java's ConsumerConfig raises
 import java.nio.ByteBuffer;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -34,6 +37,10 @@ import org.apache.kafka.common.Cluster;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.common.config.ConfigDef;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
 
 public class ConsumerProtocolJudge {
     static String hex(ByteBuffer b) {
@@ -138,6 +145,29 @@ public class ConsumerProtocolJudge {
                     out.add(e.getKey() + "=" + parts(tps));
                 }
                 return String.join(" ", out);
+            }
+            case "default": {
+                ConfigDef.ConfigKey key = ConsumerConfig.configDef().configKeys().get(w[1]);
+                if (key == null) return "UNKNOWN";
+                if (key.defaultValue == ConfigDef.NO_DEFAULT_VALUE) return "NO_DEFAULT";
+                if (key.defaultValue == null) return "NULL";
+                return "=" + ConfigDef.convertToString(key.defaultValue, key.type);
+            }
+            case "config": {
+                Map<String, Object> props = new HashMap<>();
+                props.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+                props.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+                for (int i = 1; i < w.length; i++) {
+                    int eq = w[i].indexOf('=');
+                    ByteBuffer value = unhex(w[i].substring(eq + 1));
+                    props.put(w[i].substring(0, eq), new String(value.array(), StandardCharsets.UTF_8));
+                }
+                try {
+                    new ConsumerConfig(props);
+                    return "OK";
+                } catch (Exception e) {
+                    return "REJECTED " + e.getClass().getSimpleName() + ": " + e.getMessage();
+                }
             }
             default:
                 throw new IllegalArgumentException(w[0]);
