@@ -480,10 +480,11 @@ def test_nested_escalation_reaches_the_root_which_records_the_fatal_cause(
     sub_table.tell("x", "crash")  # second within the period: sub gives up
     wait_until(lambda: tree.fatal_error is not None, "fatal")
     error = tree.fatal_error
-    assert error is not None
+    assert error is not None and error.cause is not None
     assert error.cause.child == "sub"
-    assert isinstance(error.cause.exception, SupervisorEscalation)
-    assert error.cause.exception.cause.child == "x"
+    escalation = error.cause.exception
+    assert isinstance(escalation, SupervisorEscalation) and escalation.cause is not None
+    assert escalation.cause.child == "x"
     assert "'sub'" in str(error) and "'x'" in str(error)
     assert fatal_seen == [error]
     # Everything stopped: the sub's y before the sub died, then root's last before first.
