@@ -51,7 +51,6 @@ __all__ = [
     "IsolationLevel",
     "TimestampType",
     "decode_records",
-    "decompress",
 ]
 
 
@@ -232,7 +231,7 @@ def _read_varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
     raise _Corrupt("varint longer than 10 bytes")
 
 
-def _unxerial(data: bytes) -> bytes:
+def _unxerial(data: bytes | memoryview) -> bytes:
     """Decompress snappy in the xerial (snappy-java stream) framing."""
     out = []
     pos = _XERIAL_HEADER_SIZE
@@ -250,7 +249,7 @@ def _unxerial(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def decompress(codec: int, payload: bytes) -> bytes:
+def _decompress(codec: int, payload: bytes | memoryview) -> bytes:
     """Decompress a batch's records section; raises the internal corrupt error."""
     try:
         if codec == CompressionType.LZ4:
@@ -596,7 +595,7 @@ def _decode_into(
                     aborted_producers.add(heapq.heappop(aborted_heap)[1])
                 if is_control:
                     if codec:
-                        cbuf = decompress(codec, buf[records_start:end])
+                        cbuf = _decompress(codec, memoryview(buf)[records_start:end])
                         ctype = _control_type(cbuf, 0, len(cbuf))
                     else:
                         ctype = _control_type(buf, records_start, end)
@@ -606,7 +605,7 @@ def _decode_into(
                     is_control = 1  # skip like a control batch: aborted data
             if not is_control and last_offset >= fetch_offset and count:
                 if codec:
-                    rbuf = decompress(codec, buf[records_start:end])
+                    rbuf = _decompress(codec, memoryview(buf)[records_start:end])
                     rpos, rend = 0, len(rbuf)
                 else:
                     rbuf, rpos, rend = buf, records_start, end
