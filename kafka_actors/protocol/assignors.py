@@ -78,7 +78,7 @@ from kio.schema.consumer_protocol_subscription.v3.data import (
 )
 from kio.schema.consumer_protocol_subscription.v3.data import TopicPartition as OwnedTopicV3
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import BufferUnderflow
+from kio.serial.errors import SerialError
 from kio.static.primitive import i32
 
 from kafka_actors.errors import InconsistentGroupProtocolError, ProtocolError
@@ -98,8 +98,10 @@ __all__ = [
     "StickyAssignor",
     "Subscription",
     "decode_assignment",
+    "decode_sticky_user_data",
     "decode_subscription",
     "encode_assignment",
+    "encode_sticky_user_data",
     "encode_subscription",
     "get_assignor",
     "rebalance_protocol",
@@ -211,7 +213,7 @@ def decode_subscription(data: bytes) -> Subscription:
     entity: Any
     try:
         entity, _size = entity_reader(schema)(data, 2)
-    except (BufferUnderflow, ValueError, UnicodeDecodeError) as exc:
+    except (SerialError, ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"Malformed consumer protocol subscription v{version}: {exc}") from exc
     owned: tuple[TopicPartition, ...] = ()
     if hasattr(entity, "owned_partitions"):
@@ -254,7 +256,7 @@ def decode_assignment(data: bytes) -> Assignment:
     entity: Any
     try:
         entity, _size = entity_reader(schema)(data, 2)
-    except (BufferUnderflow, ValueError, UnicodeDecodeError) as exc:
+    except (SerialError, ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"Malformed consumer protocol assignment v{version}: {exc}") from exc
     return Assignment(
         partitions=tuple(
@@ -782,29 +784,36 @@ def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: in
 
 def decode_sticky_user_data(data: bytes) -> tuple[tuple[TopicPartition, ...], int]:
     """Read StickyAssignor user data v0 (no generation) or v1."""
-    try:
-        pos = 0
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        partitions: list[TopicPartition] = []
-        for _ in range(count):
-            (length,) = struct.unpack_from(">h", data, pos)
-            pos += 2
+
+    def take(fmt: str, pos: int) -> tuple[int, int]:
+        size = struct.calcsize(fmt)
+        if len(data) < pos + size:
+            raise ProtocolError("Malformed sticky assignor user data: truncated")
+        return int(struct.unpack_from(fmt, data, pos)[0]), pos + size
+
+    count, pos = take(">i", 0)
+    if count < 0:
+        raise ProtocolError("Malformed sticky assignor user data: negative topic count")
+    partitions: list[TopicPartition] = []
+    for _ in range(count):
+        length, pos = take(">h", pos)
+        if length < 0 or len(data) < pos + length:
+            raise ProtocolError("Malformed sticky assignor user data: bad topic name")
+        try:
             topic = data[pos : pos + length].decode()
-            if len(data) < pos + length:
-                raise struct.error("short topic")
-            pos += length
-            (n,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            ids = struct.unpack_from(f">{n}i", data, pos)
-            pos += 4 * n
-            partitions.extend(TopicPartition(topic, p) for p in ids)
-        generation = DEFAULT_GENERATION
-        if len(data) >= pos + 4:
-            (generation,) = struct.unpack_from(">i", data, pos)
-        return tuple(partitions), generation
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"Malformed sticky assignor user data: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"Malformed sticky assignor user data: {exc}") from exc
+        pos += length
+        n, pos = take(">i", pos)
+        if n < 0:
+            raise ProtocolError("Malformed sticky assignor user data: negative partition count")
+        for _ in range(n):
+            partition, pos = take(">i", pos)
+            partitions.append(TopicPartition(topic, partition))
+    generation = DEFAULT_GENERATION
+    if len(data) >= pos + 4:
+        generation, pos = take(">i", pos)
+    return tuple(partitions), generation
 
 
 ASSIGNORS: Mapping[str, type[PartitionAssignor]] = {

@@ -566,3 +566,30 @@ def test_replace_revalidates() -> None:
     c = make(group__id="g")
     with pytest.raises(ConfigError):
         dataclasses.replace(c, group_id=None, enable_auto_commit=True)
+
+
+# -- fuzz: any input gives a config or a ConfigError, never another exception ----------------------
+
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.lists(st.text(max_size=10), max_size=3),
+    st.sampled_from(
+        ["true", "false", "10", "-1", "", " ", "PLAIN", "SASL_SSL", "classic", "localhost:1"]
+    ),
+)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(sorted(config_keys())) | st.text(max_size=20), values, max_size=8
+    )
+)
+def test_fuzz_only_config_errors(mapping: dict[str, object]) -> None:
+    try:
+        ConsumerConfig.from_dict(mapping)
+    except ConfigError as err:
+        assert err.key is None or isinstance(err.key, str)

@@ -301,3 +301,26 @@ def test_sticky_user_data_layout_v1_and_v0() -> None:
     assert StickyAssignor().subscription_user_data(["t"], [TP("t", 0)], 3) == encode_sticky(
         [TP("t", 0)], 3
     )
+
+
+@given(st.binary(max_size=64))
+def test_fuzz_decoders_raise_only_protocol_errors(data: bytes) -> None:
+    for decode in (decode_subscription, decode_assignment):
+        try:
+            decode(data)
+        except ProtocolError:
+            pass
+    try:
+        decode_sticky(data)
+    except ProtocolError:
+        pass
+
+
+@given(st.binary(max_size=64))
+def test_fuzz_prefixed_valid_versions(data: bytes) -> None:
+    for version in range(5):
+        for decode in (decode_subscription, decode_assignment):
+            try:
+                decode(struct.pack(">h", version) + data)
+            except ProtocolError:
+                pass
