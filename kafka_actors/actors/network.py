@@ -1,0 +1,1113 @@
+"""The NetworkActor: every broker connection of a consumer, and the request managers' supervisor.
+
+Owns: the sockets (the only code in kafka-actors that touches them), one
+:class:`~kafka_actors.actors.connection.NodeConnection` per node (bootstrap servers as pseudo
+nodes), the map node id → address learned from Metadata responses, the requests other actors
+send (:class:`Send`) and their replies (:class:`Response` / :class:`RequestFailed`), fault
+injection at the network level, and the supervision of its child actors. May touch: sockets,
+``selectors``, ``ssl`` (through the TLS channel), the protocol package, the supervisors
+package, structlog.
+
+How it wakes up (no busy polling, no sleep loops)
+-------------------------------------------------
+The actor is an ordinary pykka ``ThreadingActor`` whose *mailbox* is a
+:class:`SelectorInbox`: a ``queue.Queue`` that also owns a ``selectors`` selector and a
+socketpair. ``put`` (what ``tell``/``ask`` call, on the sender's thread) enqueues the envelope,
+then writes one byte to the socketpair unless a wake-up is already pending. ``get`` (what
+pykka's actor loop calls, on the actor's thread) returns a queued envelope at once if there is
+one; otherwise it blocks in ``selector.select(timeout)`` on the broker sockets *and* the
+socketpair, with ``timeout`` the time to the actor's next deadline (a request timeout, a
+connection setup timeout, the end of a reconnect backoff, a delayed response), or forever when
+nothing is pending. Socket readiness and expired deadlines are handled right there, on the
+actor thread, before ``get`` looks at the queue again. So pykka's own loop, ``ask``/``tell``,
+``stop`` and the supervision machinery (``SupervisedActor`` overrides of the loop) stay
+untouched, a single thread owns all state (no locks), and the thread sleeps in the kernel
+whenever there is nothing to do. An exception in the I/O code is turned into a message that
+raises it on pykka's normal path, so it fails the actor (and its supervisor sees it) instead
+of killing the thread silently.
+
+Node ids and addresses
+----------------------
+Bootstrap servers are pseudo nodes with ids ``-1001, -1002, ...`` (Java uses -1, -2, ...,
+but here -1 and -2 are ANY_NODE and COORDINATOR_NODE). Real node ids and addresses are learned
+from every Metadata response that passes through the actor (before the response is delivered,
+so a manager may send to a node it has just learned of), or told with :class:`UpdateNodes`.
+A ``Send`` may name a node id, ``ANY_NODE`` (the least loaded ready node, real nodes first;
+if none is ready, a connection is started to the first node, then bootstrap server, not in
+backoff: bootstrap servers are so tried in turn) or ``BOOTSTRAP_NODE`` (the same among the
+bootstrap servers only). Requests for a node whose address is not known yet, or that is
+connecting or backing off, wait until it is ready or their deadline passes.
+
+Replies
+-------
+``Send.reply_to`` is an ``ActorRef`` (told the reply), a pykka ``Future`` (set to the reply)
+or a callable (called with the reply on the actor's thread; keep it short). The reply is a
+:class:`Response` or a :class:`RequestFailed` carrying a typed KafkaError: retriable
+DisconnectedError / KafkaTimeoutError for connection trouble, AuthenticationError (fatal) when
+SASL fails, ConsumerClosedError at shutdown. Replies carry the request's ``trace_id``, and every
+line the actor logs about a request is logged inside ``traced(trace_id)``.
+
+Fault injection (``faults``: a FaultInjector or None; nothing is consulted when None): before
+each I/O round ``faults.take_sever(node)`` for every connected node (the connection is closed as
+if the broker had dropped it); for each decoded response ``faults.on_response(api_key, node)``:
+Delay (delivered later), Drop (never delivered; the caller sees the request's timeout), or
+ErrorCode: the broker's real response with its top-level ``error_code`` replaced when the
+response type has one (FindCoordinator v0-3, OffsetCommit-less APIs, Heartbeat, JoinGroup,
+SyncGroup, LeaveGroup, ConsumerGroupHeartbeat, Fetch v7+, ...); for responses without a
+top-level error code (Metadata, ListOffsets, OffsetCommit ...) a RequestFailed with the typed
+error of that code.
+
+Not done here (yet): closing idle connections (connections.max.idle.ms), re-bootstrapping when
+every known node is unreachable (KIP-899), moving a connected node to a new address.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import heapq
+import itertools
+import os
+import queue
+import random as _random
+import selectors
+import socket
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final, Protocol, cast
+
+import pykka
+from pykka._envelope import Envelope
+
+from kafka_actors.actors.connection import (
+    Broken,
+    Completed,
+    ConnectionSettings,
+    ConnectionState,
+    Event,
+    Failed,
+    NodeConnection,
+    PendingRequest,
+    Ready,
+    SaslAuthenticator,
+)
+from kafka_actors.clock import Clock, Scheduler, SystemClock
+from kafka_actors.config import BrokerAddress, ConsumerConfig
+from kafka_actors.errors import (
+    AuthenticationError,
+    ConsumerClosedError,
+    DisconnectedError,
+    FatalError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SslAuthenticationError,
+    error_for_code,
+)
+from kafka_actors.log import get_logger, traced
+from kafka_actors.protocol.apis import ApiKey, api_name
+from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
+from kafka_actors.supervisors import (
+    ChildContext,
+    ChildSpec,
+    ChildTable,
+    Delay,
+    Drop,
+    ErrorCode,
+    FaultInjector,
+    SupervisedActor,
+    Supervision,
+    SupervisorEscalation,
+    SupervisorSpec,
+)
+
+__all__ = [
+    "ANY_NODE",
+    "BOOTSTRAP_NODE",
+    "ConnectionEvent",
+    "GetConnectionEvents",
+    "GetNodeStates",
+    "NetworkActor",
+    "RequestFailed",
+    "Response",
+    "SelectorInbox",
+    "Send",
+    "TlsChannelLike",
+    "UpdateNodes",
+    "bootstrap_node_id",
+    "request",
+]
+
+#: ``Send.node`` for "any bootstrap server" (tried in turn).
+BOOTSTRAP_NODE: Final = -3
+_BOOTSTRAP_BASE: Final = -1000
+_RECV_SIZE: Final = 256 * 1024
+
+Reply = "Response | RequestFailed"
+
+
+def bootstrap_node_id(index: int) -> int:
+    """The pseudo node id of the ``index``-th bootstrap server (0-based): -1001, -1002, ..."""
+    return _BOOTSTRAP_BASE - 1 - index
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``request`` (a kio request payload at the version the sender chose) to ``node``.
+
+    ``node``: a node id, ANY_NODE, BOOTSTRAP_NODE or a bootstrap pseudo id. ``reply_to``: an
+    ActorRef, a pykka Future or a callable, or None (fire and forget). ``timeout_ms`` bounds
+    the whole request (queued and in flight) from the moment the actor accepts it; default
+    request.timeout.ms. ``request_id`` is the sender's own handle, echoed in the reply.
+    """
+
+    request: Any
+    node: int = ANY_NODE
+    reply_to: Any = None
+    trace_id: str | None = None
+    timeout_ms: int | None = None
+    request_id: int | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Send({type(self.request).__name__}, node={self.node}, "
+            f"request_id={self.request_id}, trace_id={self.trace_id})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """The broker's answer to a :class:`Send`."""
+
+    request_id: int | None
+    correlation_id: int
+    node: int
+    response: Any
+    trace_id: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Response({type(self.response).__name__}, node={self.node}, "
+            f"request_id={self.request_id}, correlation_id={self.correlation_id})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """A :class:`Send` that got no answer: ``error`` says why (``error.retriable``)."""
+
+    request_id: int | None
+    node: int
+    api_key: int
+    error: KafkaError
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateNodes:
+    """Tell the actor node addresses: ``(node_id, host, port)`` triples."""
+
+    nodes: tuple[tuple[int, str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GetConnectionEvents:
+    """Ask: the recorded connection events (tests, diagnostics), oldest first."""
+
+    node: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GetNodeStates:
+    """Ask: ``{node_id: (state, address)}`` of every node the actor knows."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionEvent:
+    """One step of a node's connection life, with the actor clock's time (monotonic s).
+
+    ``kind``: ``connect`` (an attempt starts), ``ready``, ``connect_failed`` (before ready),
+    ``auth_failed``, ``disconnected`` (after ready). ``backoff`` is the reconnect backoff chosen
+    after a failure (seconds).
+    """
+
+    node: int
+    kind: str
+    at: float
+    error: str | None = None
+    backoff: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _IoFailure:
+    error: BaseException
+
+
+# -- helpers for callers ------------------------------------------------------------------------
+
+
+def request(
+    network: pykka.ActorRef[Any],
+    payload: Any,
+    *,
+    node: int = ANY_NODE,
+    timeout: float = 30.0,
+    trace_id: str | None = None,
+) -> Response:
+    """Blocking convenience for code outside the actor system: send and wait for the answer.
+
+    Raises the reply's KafkaError, or KafkaTimeoutError if nothing came within ``timeout`` s.
+    """
+    future: pykka.Future[Any] = pykka.ThreadingFuture()
+    network.tell(
+        Send(
+            payload, node=node, reply_to=future, trace_id=trace_id, timeout_ms=int(timeout * 1000)
+        )
+    )
+    try:
+        reply = future.get(timeout=timeout + 5.0)
+    except pykka.Timeout:
+        raise KafkaTimeoutError(f"No reply from the NetworkActor within {timeout} s") from None
+    if isinstance(reply, RequestFailed):
+        raise reply.error
+    return cast(Response, reply)
+
+
+# -- TLS seam -----------------------------------------------------------------------------------
+
+
+class TlsChannelLike(Protocol):
+    """What the transport needs from a sans-I/O TLS channel (kafka_actors.protocol.tls)."""
+
+    def do_handshake(self) -> bool:
+        """Advance the handshake; True once it is complete."""
+        ...
+
+    def encrypt(self, data: bytes) -> None: ...
+
+    def decrypt(self) -> bytes: ...
+
+    def feed(self, data: bytes) -> None: ...
+
+    def outgoing(self) -> bytes: ...
+
+
+# -- the mailbox ----------------------------------------------------------------------------------
+
+
+class _Driver(Protocol):
+    def io_timeout(self) -> float | None: ...
+
+    def on_io(self, events: list[tuple[selectors.SelectorKey, int]]) -> None: ...
+
+
+_WAKE: Final = object()
+
+
+class SelectorInbox(queue.Queue[Any]):
+    """A pykka inbox whose blocking ``get`` waits on sockets and deadlines too (module doc)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, _WAKE)
+        self._signaled = False
+        self.driver: _Driver | None = None
+        #: Times ``select`` returned (idle-CPU and wake-up accounting in tests/benchmarks).
+        self.wakeups = 0
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        super().put(item, block, timeout)
+        if not self._signaled:
+            self._signaled = True
+            try:
+                self._wake_w.send(b"\0")
+            except OSError:  # full (a wake-up is pending anyway) or closed at shutdown
+                pass
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        driver = self.driver
+        if not block or timeout is not None or driver is None:
+            return super().get(block, timeout)
+        while True:
+            try:
+                return super().get(False)
+            except queue.Empty:
+                pass
+            driver = self.driver
+            if driver is None:
+                return super().get()
+            try:
+                ready = self.selector.select(driver.io_timeout())
+                self.wakeups += 1
+                io: list[tuple[selectors.SelectorKey, int]] = []
+                for key, mask in ready:
+                    if key.data is _WAKE:
+                        self._signaled = False
+                        self._drain()
+                    else:
+                        io.append((key, mask))
+                driver.on_io(io)
+            except Exception as exc:
+                self.driver = None
+                return Envelope(_IoFailure(exc))
+
+    def _drain(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.driver = None
+        try:
+            self.selector.close()
+        finally:
+            self._wake_r.close()
+            self._wake_w.close()
+
+
+# -- the transport --------------------------------------------------------------------------------
+
+
+class _Transport:
+    """One non-blocking socket, optionally under TLS; buffers what could not be written yet."""
+
+    def __init__(self, sock: socket.socket, tls: TlsChannelLike | None) -> None:
+        self.sock = sock
+        self.tls = tls
+        self.tcp_connected = False
+        self.tls_done = tls is None
+        self.out = bytearray()
+        self.registered_mask = 0
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.tls is not None:
+            self.tls.encrypt(data)
+            self.out += self.tls.outgoing()
+        else:
+            self.out += data
+
+    def flush(self) -> None:
+        """Write as much buffered output as the socket takes now."""
+        if self.tls is not None:
+            self.out += self.tls.outgoing()
+        while self.out:
+            try:
+                sent = self.sock.send(self.out)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                raise DisconnectedError(f"Send failed: {exc}") from None
+            del self.out[:sent]
+
+    def read(self) -> bytes | None:
+        """Plain bytes available now (b"" if none), or None at end of stream."""
+        try:
+            data = self.sock.recv(_RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return b""
+        except OSError as exc:
+            raise DisconnectedError(f"Receive failed: {exc}") from None
+        if not data:
+            return None
+        if self.tls is None:
+            return data
+        self.tls.feed(data)
+        return self.tls.decrypt() if self.tls_done else b""
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+@dataclass(eq=False)
+class _Node:
+    node_id: int
+    address: BrokerAddress
+    conn: NodeConnection
+    log: Any
+    transport: _Transport | None = None
+    address_index: int = 0
+    down_announced: bool = False
+
+
+@dataclass(order=True)
+class _Delayed:
+    due: float
+    seq: int
+    node: int = dataclasses.field(compare=False)
+    event: Completed = dataclasses.field(compare=False)
+
+
+# -- the actor ------------------------------------------------------------------------------------
+
+
+class NetworkActor(SupervisedActor):
+    """Owns the connections; supervises ``children`` (see the module docstring).
+
+    ``sasl``: a factory of SASL authenticators, one per connection attempt (None: no SASL);
+    ``tls``: a factory ``(server_hostname) -> TLS channel`` (None: no TLS). By default both
+    are built from ``config`` (security.protocol, sasl.*, ssl.*).
+    """
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        *,
+        children: Sequence[ChildSpec] = (),
+        supervisor_spec: SupervisorSpec | None = None,
+        context: ChildContext | None = None,
+        name: str = "network",
+        faults: FaultInjector | None = None,
+        clock: Clock | None = None,
+        scheduler: Scheduler | None = None,
+        random: Callable[[], float] | None = None,
+        table: ChildTable | None = None,
+        sasl: Callable[[], SaslAuthenticator] | None = None,
+        tls: Callable[[str], TlsChannelLike] | None = None,
+        event_log_size: int = 10_000,
+    ) -> None:
+        super().__init__(context=context, name=name, faults=faults)
+        self.config = config
+        self.settings = ConnectionSettings.from_config(config)
+        self._clock: Clock = clock or SystemClock()
+        self._random = random or _random.Random().random
+        self._log = get_logger("network", client_id=config.client_id)
+        if sasl is None and config.sasl_enabled:
+            sasl = _default_sasl(config)
+        if tls is None and config.ssl_enabled:
+            tls = _default_tls(config)
+        self._sasl = sasl
+        self._tls = tls
+        self._inbox = cast(SelectorInbox, self.actor_inbox)
+        self._nodes: dict[int, _Node] = {}
+        self._bootstrap: list[int] = []
+        for index, address in enumerate(config.bootstrap_servers):
+            node_id = bootstrap_node_id(index)
+            self._bootstrap.append(node_id)
+            self._nodes[node_id] = self._new_node(node_id, address)
+        self._unassigned: deque[PendingRequest] = deque()
+        self._waiting: dict[int, deque[PendingRequest]] = {}
+        self._delayed: list[_Delayed] = []
+        self._dropped: list[PendingRequest] = []
+        self._seq = itertools.count()
+        self._events: deque[ConnectionEvent] = deque(maxlen=event_log_size)
+        self._closed = False
+        self.supervision = Supervision(
+            self,
+            supervisor_spec or SupervisorSpec(),
+            children,
+            scheduler=scheduler,
+            clock=clock,
+            random=random,
+            table=table,
+        )
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        return SelectorInbox()
+
+    # -- pykka hooks -------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self._inbox.driver = self
+        self._log.info(
+            "network_started",
+            bootstrap=[str(a) for a in self.config.bootstrap_servers],
+            security_protocol=self.config.security_protocol,
+        )
+        try:
+            self.supervision.start()
+        except Exception as exc:
+            self._shutdown_io(exc)
+            self.supervision.owner_failed(exc)
+            raise
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, Send):
+            with traced(message.trace_id):
+                self._accept(message)
+                self._pump(self._clock.monotonic())
+            return None
+        if self.supervision.handle(message):
+            return None
+        if isinstance(message, _IoFailure):
+            raise message.error
+        if isinstance(message, UpdateNodes):
+            for node_id, host, port in message.nodes:
+                self._set_address(node_id, BrokerAddress(host, port))
+            self._pump(self._clock.monotonic())
+            return None
+        if isinstance(message, GetConnectionEvents):
+            return tuple(e for e in self._events if message.node is None or e.node == message.node)
+        if isinstance(message, GetNodeStates):
+            return {
+                n.node_id: (n.conn.state.value, str(n.address)) for n in self._nodes.values()
+            }
+        return super().on_receive(message)
+
+    def on_stop(self) -> None:
+        self._shutdown_io(None)
+        self.supervision.stop_children_now()
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._log.error("network_failed", error=repr(exception_value))
+        self._shutdown_io(exception_value)
+        if isinstance(exception_value, SupervisorEscalation):
+            self.supervision.stop_children_now()
+        else:
+            self.supervision.owner_failed(exception_value)
+
+    # -- selector driver (runs inside SelectorInbox.get, on the actor thread) -----------------
+
+    def io_timeout(self) -> float | None:
+        deadline = self._next_deadline()
+        if deadline is None:
+            return None
+        return max(0.0, deadline - self._clock.monotonic())
+
+    def on_io(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
+        for key, mask in events:
+            node = self._nodes.get(cast(int, key.data))
+            if node is None or node.transport is None or node.transport.sock is not key.fileobj:
+                continue
+            try:
+                self._socket_ready(node, mask)
+            except KafkaError as exc:
+                self._close_node(node, exc)
+        self._pump(self._clock.monotonic())
+
+    # -- accepting requests ------------------------------------------------------------------
+
+    def _accept(self, send: Send) -> None:
+        now = self._clock.monotonic()
+        timeout_ms = send.timeout_ms if send.timeout_ms is not None else (
+            self.settings.request_timeout_ms
+        )
+        pending = PendingRequest(send.request, send, now + timeout_ms / 1000.0, send.trace_id)
+        if self._closed:
+            self._fail(pending, ConsumerClosedError("The NetworkActor is closed"), send.node)
+            return
+        if not hasattr(send.request, "__api_key__"):
+            self._fail(pending, FatalError(f"Not a Kafka request: {send.request!r}"), send.node)
+            return
+        node = send.node
+        self._log.debug(
+            "request_accepted",
+            api=api_name(pending.api_key),
+            version=int(send.request.__version__),
+            node=node,
+            request_id=send.request_id,
+        )
+        if node in (ANY_NODE, BOOTSTRAP_NODE):
+            self._unassigned.append(pending)
+        elif node == COORDINATOR_NODE:
+            self._fail(
+                pending,
+                FatalError("COORDINATOR_NODE must be resolved to a node id by the sender"),
+                node,
+            )
+        elif node in self._nodes:
+            self._nodes[node].conn.enqueue(pending)
+        else:
+            self._waiting.setdefault(node, deque()).append(pending)
+
+    # -- the I/O round -----------------------------------------------------------------------
+
+    def _pump(self, now: float) -> None:
+        """Everything that may be due: severs, timeouts, delayed answers, routing, connects,
+        writes; then the selector registrations."""
+        if self._closed:
+            return
+        faults = self.faults
+        if faults is not None:
+            for node in list(self._nodes.values()):
+                if node.transport is not None and faults.take_sever(node.node_id):
+                    self._close_node(
+                        node, DisconnectedError("Connection severed by fault injection")
+                    )
+        self._expire(now)
+        while self._delayed and self._delayed[0].due <= now:
+            item = heapq.heappop(self._delayed)
+            self._deliver_response(item.node, item.event)
+        self._route(now)
+        for node in list(self._nodes.values()):
+            conn = node.conn
+            if conn.queued_count and conn.connect_delay(now) == 0.0:
+                self._connect(node, now)
+            if conn.ready and conn.queued_count:
+                out, failed = conn.flush(now)
+                self._handle(node, failed)
+                if out and node.transport is not None:
+                    node.transport.write(out)
+            transport = node.transport
+            if transport is not None and transport.out and transport.tcp_connected:
+                try:
+                    transport.flush()
+                except KafkaError as exc:
+                    self._close_node(node, exc)
+            self._update_interest(node)
+
+    def _expire(self, now: float) -> None:
+        for node in list(self._nodes.values()):
+            events, broken = node.conn.check_timeouts(now)
+            self._handle(node, events)
+            if broken is not None:
+                self._close_node(node, broken)
+        for kind, waiting in [(ANY_NODE, self._unassigned), *self._waiting.items()]:
+            if waiting and any(p.deadline <= now for p in waiting):
+                keep = deque(p for p in waiting if p.deadline > now)
+                for pending in waiting:
+                    if pending.deadline <= now:
+                        self._fail(pending, self._unsent_timeout(pending, kind), kind)
+                waiting.clear()
+                waiting.extend(keep)
+        if self._dropped:
+            for pending in [p for p in self._dropped if p.deadline <= now]:
+                self._dropped.remove(pending)
+                self._fail(
+                    pending,
+                    KafkaTimeoutError(
+                        f"No response to {type(pending.request).__name__} before its deadline "
+                        "(response dropped by fault injection)"
+                    ),
+                    cast(Send, pending.token).node,
+                )
+
+    def _unsent_timeout(self, pending: PendingRequest, node: int) -> KafkaTimeoutError:
+        if node == ANY_NODE:
+            errors = [n.conn.last_error for n in self._nodes.values() if n.conn.last_error]
+            why = f"; last error: {errors[-1].message}" if errors else ""
+            return KafkaTimeoutError(
+                f"{type(pending.request).__name__} timed out: no node became ready{why}"
+            )
+        return KafkaTimeoutError(
+            f"{type(pending.request).__name__} to node {node} timed out: the node's address is "
+            "unknown (not in any Metadata response yet)",
+            node=node,
+        )
+
+    def _next_deadline(self) -> float | None:
+        times = [t for n in self._nodes.values() if (t := n.conn.next_deadline()) is not None]
+        if self._delayed:
+            times.append(self._delayed[0].due)
+        for pending in self._dropped:
+            times.append(pending.deadline)
+        if self._unassigned:
+            times.extend(p.deadline for p in self._unassigned)
+            waits = [
+                n.conn.backoff_until
+                for n in self._nodes.values()
+                if n.conn.state is ConnectionState.DISCONNECTED
+            ]
+            if waits:
+                times.append(min(waits))
+        for waiting in self._waiting.values():
+            times.extend(p.deadline for p in waiting)
+        return min(times) if times else None
+
+    def _route(self, now: float) -> None:
+        """Give ANY_NODE / BOOTSTRAP_NODE requests to a ready node, or start a connection."""
+        if not self._unassigned:
+            return
+        real = [n for n in self._nodes.values() if n.node_id >= 0]
+        boot = [self._nodes[i] for i in self._bootstrap]
+        keep: deque[PendingRequest] = deque()
+        connect_started = False
+        for pending in self._unassigned:
+            kind = cast(Send, pending.token).node
+            candidates = boot if kind == BOOTSTRAP_NODE else real + boot
+            ready = [n for n in candidates if n.conn.ready]
+            if kind == ANY_NODE and any(n.node_id >= 0 for n in ready):
+                ready = [n for n in ready if n.node_id >= 0]
+            if ready:
+                min(ready, key=lambda n: n.conn.load).conn.enqueue(pending)
+                continue
+            keep.append(pending)
+            if connect_started or any(
+                n.conn.connected and not n.conn.ready for n in candidates
+            ):
+                continue
+            for node in candidates:
+                if node.conn.connect_delay(now) == 0.0:
+                    self._connect(node, now)
+                    connect_started = True
+                    break
+        self._unassigned = keep
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _new_node(self, node_id: int, address: BrokerAddress) -> _Node:
+        conn = NodeConnection(node_id, self.settings, random=self._random, sasl=self._sasl)
+        log = self._log.bind(node=node_id, address=str(address))
+        return _Node(node_id, address, conn, log)
+
+    def _set_address(self, node_id: int, address: BrokerAddress) -> None:
+        node = self._nodes.get(node_id)
+        if node is None:
+            node = self._nodes[node_id] = self._new_node(node_id, address)
+            node.log.debug("node_learned")
+            for pending in self._waiting.pop(node_id, ()):
+                node.conn.enqueue(pending)
+        elif node.address != address:
+            node.log.info("node_address_changed", new_address=str(address))
+            node.address = address
+            node.log = self._log.bind(node=node_id, address=str(address))
+
+    def _record(self, node: _Node, kind: str, error: KafkaError | None = None) -> None:
+        self._events.append(
+            ConnectionEvent(
+                node.node_id,
+                kind,
+                self._clock.monotonic(),
+                None if error is None else str(error),
+                node.conn.last_backoff if kind in ("connect_failed", "auth_failed", "disconnected")
+                else None,
+            )
+        )
+
+    def _connect(self, node: _Node, now: float) -> None:
+        conn = node.conn
+        conn.start_connect(now)
+        self._record(node, "connect")
+        log = node.log.info if not node.down_announced and conn.failed_attempts == 0 else (
+            node.log.debug
+        )
+        log("node_connecting", attempt=conn.failed_attempts + 1)
+        host, port = node.address.host, node.address.port
+        try:
+            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        except OSError as exc:
+            self._close_node(node, KafkaConnectionError(f"Cannot resolve {host!r}: {exc}"))
+            return
+        if not infos:
+            self._close_node(node, KafkaConnectionError(f"Cannot resolve {host!r}"))
+            return
+        family, kind, proto, _name, sockaddr = infos[node.address_index % len(infos)]
+        node.address_index += 1
+        try:
+            sock = socket.socket(family, kind, proto)
+        except OSError as exc:
+            self._close_node(node, KafkaConnectionError(f"Cannot create a socket: {exc}"))
+            return
+        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            code = sock.connect_ex(sockaddr)
+        except OSError as exc:
+            code = exc.errno or errno.EIO
+        if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+            sock.close()
+            self._close_node(
+                node, KafkaConnectionError(f"Cannot connect to {node.address}: {_strerror(code)}")
+            )
+            return
+        tls = self._tls(host) if self._tls is not None else None
+        node.transport = _Transport(sock, tls)
+        self._update_interest(node)
+
+    def _socket_ready(self, node: _Node, mask: int) -> None:
+        transport = node.transport
+        assert transport is not None
+        now = self._clock.monotonic()
+        if not transport.tcp_connected:
+            if not mask & selectors.EVENT_WRITE:
+                return
+            code = transport.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code != 0:
+                raise KafkaConnectionError(f"Cannot connect to {node.address}: {_strerror(code)}")
+            transport.tcp_connected = True
+            if transport.tls is None:
+                transport.write(node.conn.transport_ready(now))
+            else:
+                self._tls_step(node, transport, now)
+        elif not transport.tls_done:
+            if mask & selectors.EVENT_READ:
+                try:
+                    data = transport.sock.recv(_RECV_SIZE)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError as exc:
+                    raise DisconnectedError(f"Receive failed: {exc}") from None
+                if not data:
+                    raise DisconnectedError("Connection closed during the TLS handshake")
+                assert transport.tls is not None
+                transport.tls.feed(data)
+            self._tls_step(node, transport, now)
+        elif mask & selectors.EVENT_READ:
+            plain = transport.read()
+            if plain is None:
+                raise DisconnectedError("Connection closed by the broker")
+            if plain:
+                out, events = node.conn.receive(plain, now)
+                transport.write(out)
+                self._handle(node, events)
+        if node.transport is transport and transport.out:
+            transport.flush()
+
+    def _tls_step(self, node: _Node, transport: _Transport, now: float) -> None:
+        assert transport.tls is not None
+        try:
+            done = transport.tls.do_handshake()
+        except KafkaError:
+            raise
+        except Exception as exc:
+            raise SslAuthenticationError(f"TLS handshake failed: {exc}") from None
+        transport.out += transport.tls.outgoing()
+        if done:
+            transport.tls_done = True
+            transport.write(node.conn.transport_ready(now))
+            leftover = transport.tls.decrypt()
+            if leftover:
+                out, events = node.conn.receive(leftover, now)
+                transport.write(out)
+                self._handle(node, events)
+
+    def _update_interest(self, node: _Node) -> None:
+        transport = node.transport
+        if transport is None:
+            return
+        mask = selectors.EVENT_READ
+        if not transport.tcp_connected or transport.out:
+            mask |= selectors.EVENT_WRITE
+        if not transport.tcp_connected:
+            mask = selectors.EVENT_WRITE
+        if mask == transport.registered_mask:
+            return
+        selector = self._inbox.selector
+        if transport.registered_mask:
+            selector.modify(transport.sock, mask, node.node_id)
+        else:
+            selector.register(transport.sock, mask, node.node_id)
+        transport.registered_mask = mask
+
+    def _close_node(self, node: _Node, error: KafkaError) -> None:
+        """Close ``node``'s transport because of ``error`` and fail what must fail."""
+        if error.node is None:
+            error.node = node.node_id
+        transport, node.transport = node.transport, None
+        if transport is not None:
+            if transport.registered_mask:
+                try:
+                    self._inbox.selector.unregister(transport.sock)
+                except (KeyError, ValueError):
+                    pass
+            transport.close()
+        conn = node.conn
+        was = conn.state
+        events = conn.connection_lost(error, self._clock.monotonic())
+        backoff_ms = round(conn.last_backoff * 1000)
+        if isinstance(error, AuthenticationError):
+            self._record(node, "auth_failed", error)
+            log = node.log.warning if not node.down_announced else node.log.debug
+            log("node_authentication_failed", error=str(error), backoff_ms=backoff_ms)
+            node.down_announced = True
+        elif was is ConnectionState.READY:
+            self._record(node, "disconnected", error)
+            node.log.info("node_disconnected", error=str(error), backoff_ms=backoff_ms)
+            node.down_announced = True
+        else:
+            self._record(node, "connect_failed", error)
+            log = node.log.info if not node.down_announced else node.log.debug
+            log("node_connect_failed", error=str(error), backoff_ms=backoff_ms)
+            node.down_announced = True
+        self._handle(node, events)
+
+    # -- events and replies --------------------------------------------------------------------
+
+    def _handle(self, node: _Node, events: Iterable[Event]) -> None:
+        for event in events:
+            if isinstance(event, Completed):
+                self._completed(node, event)
+            elif isinstance(event, Failed):
+                self._fail(event.request, event.error, node.node_id)
+            elif isinstance(event, Ready):
+                self._record(node, "ready")
+                node.log.info(
+                    "node_ready",
+                    api_versions_version=event.versions.api_versions_version,
+                    authenticated=self._sasl is not None,
+                )
+                node.down_announced = False
+            elif isinstance(event, Broken):
+                self._close_node(node, event.error)
+
+    def _completed(self, node: _Node, event: Completed) -> None:
+        pending = event.request
+        api = pending.api_key
+        if api == ApiKey.METADATA:
+            self._learn(event.response)
+        faults = self.faults
+        if faults is not None:
+            fault = faults.on_response(api, node.node_id)
+            if fault is not None:
+                with traced(pending.trace_id):
+                    node.log.info("fault_injected", api=api_name(api), fault=repr(fault))
+                if isinstance(fault, Delay):
+                    heapq.heappush(
+                        self._delayed,
+                        _Delayed(
+                            self._clock.monotonic() + fault.seconds,
+                            next(self._seq),
+                            node.node_id,
+                            event,
+                        ),
+                    )
+                    return
+                if isinstance(fault, Drop):
+                    self._dropped.append(pending)
+                    return
+                if isinstance(fault, ErrorCode):
+                    response = event.response
+                    if any(f.name == "error_code" for f in dataclasses.fields(response)):
+                        from kio.static.primitive import i16
+
+                        event = Completed(
+                            pending,
+                            event.correlation_id,
+                            dataclasses.replace(response, error_code=i16(fault.code)),
+                        )
+                    else:
+                        self._fail(
+                            pending,
+                            error_for_code(
+                                fault.code,
+                                f"{error_for_code(fault.code).message} (injected)",
+                                node=node.node_id,
+                            ),
+                            node.node_id,
+                        )
+                        return
+        self._deliver_response(node.node_id, event)
+
+    def _deliver_response(self, node_id: int, event: Completed) -> None:
+        pending = event.request
+        send = cast(Send, pending.token)
+        with traced(pending.trace_id):
+            self._log.debug(
+                "response_received",
+                node=node_id,
+                api=api_name(pending.api_key),
+                correlation_id=event.correlation_id,
+                request_id=send.request_id,
+            )
+            _reply(
+                send.reply_to,
+                Response(
+                    send.request_id, event.correlation_id, node_id, event.response, pending.trace_id
+                ),
+                self._log,
+            )
+
+    def _fail(self, pending: PendingRequest, error: KafkaError, node: int) -> None:
+        send = cast(Send, pending.token)
+        with traced(pending.trace_id):
+            self._log.debug(
+                "request_failed",
+                node=node,
+                api=api_name(pending.api_key) if hasattr(pending.request, "__api_key__") else None,
+                error=str(error),
+                retriable=error.retriable,
+                request_id=send.request_id,
+            )
+            api = pending.api_key if hasattr(pending.request, "__api_key__") else -1
+            _reply(
+                send.reply_to,
+                RequestFailed(send.request_id, node, api, error, pending.trace_id),
+                self._log,
+            )
+
+    def _learn(self, response: Any) -> None:
+        brokers = getattr(response, "brokers", None)
+        if not brokers:
+            return
+        for broker in brokers:
+            address = BrokerAddress(str(broker.host), int(broker.port))
+            self._set_address(int(broker.node_id), address)
+
+    # -- shutdown --------------------------------------------------------------------------------
+
+    def _shutdown_io(self, cause: BaseException | None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._inbox.driver = None
+        error = ConsumerClosedError(
+            "The NetworkActor stopped" + (f" after a failure: {cause!r}" if cause else "")
+        )
+        for node in self._nodes.values():
+            for event in node.conn.close(error):
+                if isinstance(event, Failed):
+                    self._fail(event.request, event.error, node.node_id)
+            if node.transport is not None:
+                node.transport.close()
+                node.transport = None
+        for pending in list(self._unassigned):
+            self._fail(pending, error, cast(Send, pending.token).node)
+        self._unassigned.clear()
+        for node_id, waiting in self._waiting.items():
+            for pending in waiting:
+                self._fail(pending, error, node_id)
+        self._waiting.clear()
+        for pending in self._dropped:
+            self._fail(pending, error, cast(Send, pending.token).node)
+        self._dropped.clear()
+        for item in self._delayed:
+            self._fail(item.event.request, error, item.node)
+        self._delayed.clear()
+        self._inbox.close()
+        self._log.info("network_stopped")
+
+
+def _reply(target: Any, reply: Response | RequestFailed, log: Any) -> None:
+    if target is None:
+        return
+    try:
+        if isinstance(target, pykka.ActorRef):
+            target.tell(reply)
+        elif isinstance(target, pykka.Future):
+            target.set(reply)
+        else:
+            target(reply)
+    except pykka.ActorDeadError:
+        log.debug("reply_target_dead", reply=type(reply).__name__)
+    except queue.Full:
+        log.debug("reply_future_already_set", reply=type(reply).__name__)
+    except Exception:
+        log.exception("reply_failed", reply=type(reply).__name__)
+
+
+def _strerror(code: int) -> str:
+    return f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
+
+
+def _default_sasl(config: ConsumerConfig) -> Callable[[], SaslAuthenticator]:
+    raise NotImplementedError("SASL support lands with kafka_actors.protocol.sasl")
+
+
+def _default_tls(config: ConsumerConfig) -> Callable[[str], TlsChannelLike]:
+    raise NotImplementedError("TLS support lands with kafka_actors.protocol.tls")
+
+
+def nodes_from(pairs: Mapping[int, tuple[str, int]]) -> UpdateNodes:
+    """An :class:`UpdateNodes` from ``{node_id: (host, port)}``."""
+    return UpdateNodes(tuple((k, h, p) for k, (h, p) in pairs.items()))

@@ -1,0 +1,37 @@
+"""Shared helpers for the NetworkActor tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pykka
+import pytest
+
+from kafka_actors.actors.network import NetworkActor
+from kafka_actors.config import ConsumerConfig
+
+
+def network_config(bootstrap: str, **overrides: Any) -> ConsumerConfig:
+    values: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": "network-test"}
+    values.update(overrides)
+    return ConsumerConfig.from_dict(values)
+
+
+@pytest.fixture
+def start_network() -> Iterator[Any]:
+    """Factory: ``start_network(config, **kwargs)`` starts a NetworkActor, stopped after the
+    test (never hangs: stop with a timeout)."""
+    refs: list[pykka.ActorRef[Any]] = []
+
+    def start(config: ConsumerConfig, **kwargs: Any) -> pykka.ActorRef[Any]:
+        ref = NetworkActor.start(config, **kwargs)
+        refs.append(ref)
+        return ref
+
+    yield start
+    for ref in reversed(refs):
+        try:
+            ref.stop(block=True, timeout=15)
+        except pykka.ActorDeadError:
+            pass
