@@ -460,6 +460,27 @@ class Supervision:
     :meth:`stop_children_now` from ``on_stop`` and :meth:`owner_failed` from ``on_failure``
     (fallbacks: after an orderly :meth:`request_shutdown` they have nothing left to do).
 
+    The pattern (the NetworkActor supervising the request managers)::
+
+        class NetworkActor(SupervisedActor):
+            def __init__(self, context: ChildContext, managers: list[ChildSpec]) -> None:
+                super().__init__(context=context)
+                self.supervision = Supervision(self, SupervisorSpec(...), managers)
+
+            def on_start(self) -> None:
+                self.supervision.start()
+
+            def on_receive(self, message: Any) -> Any:
+                if self.supervision.handle(message):
+                    return None
+                ...  # the actor's own messages
+
+            def on_stop(self) -> None:
+                self.supervision.stop_children_now()
+
+            def on_failure(self, *exc_info: Any) -> None:
+                self.supervision.owner_failed(exc_info[1])
+
     ``table`` may be shared by successive incarnations of a supervisor that is itself
     restarted (pass the same :class:`ChildTable` from its factory), so callers outside keep one
     handle on its children across restarts.

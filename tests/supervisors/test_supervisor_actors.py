@@ -13,6 +13,7 @@ from typing import Any
 
 import pykka
 import pytest
+import structlog.testing
 
 from kafka_actors.clock import ManualClock, ManualScheduler, ThreadScheduler
 from kafka_actors.supervisors.core import (
@@ -746,3 +747,24 @@ def test_table_shared_across_restarts_of_a_nested_supervisor(clock: ManualClock)
     wait_until(lambda: shared.status("m") is ChildStatus.RUNNING, "m back")
     assert shared.ask("m", "ping", WAIT) == ("m", 1)
     assert shared.current("m")[0] is not first_ref
+
+
+def test_supervisor_events_are_logged_with_bound_names(clock: ManualClock) -> None:
+    events = Events()
+    with structlog.testing.capture_logs() as logs:
+        tree = tree_of([worker("w", events)], clock, max_restarts=1)
+        wait_until(running(tree, "w", 1), "w")
+        tree.child("w").tell("crash")
+        advance_when_timer_set(tree, clock, 1.0)
+        wait_until(running(tree, "w", 2), "w restarted")
+        tree.child("w").tell("crash")
+        wait_until(lambda: tree.fatal_error is not None, "fatal")
+        wait_until(lambda: not tree.ref.is_alive(), "root stopped")
+    by_event = {(e["event"], e.get("child")): e for e in logs}
+    assert by_event[("child_started", "w")]["supervisor"] == "root"
+    exited = by_event[("child_exited", "w")]
+    assert exited["reason"] == "exception" and "crashed" in exited["error"]
+    restarting = by_event[("child_restarting", "w")]
+    assert restarting["delay"] == 1.0 and restarting["attempt"] == 0
+    gave_up = by_event[("supervisor_gave_up", "w")]
+    assert gave_up["log_level"] == "error" and gave_up["fatal"] is True
