@@ -159,12 +159,17 @@ def _default_nonce() -> str:
 
 
 def _parse_attributes(message: str) -> list[tuple[str, str]] | None:
-    """``a=value,b=value`` into ordered pairs (names are single letters); None if malformed."""
+    """``a=value,b=value`` into ordered pairs; None if malformed.
+
+    RFC 5802 attributes are single letters; Kafka's SCRAM extensions (``tokenauth=true``)
+    have longer alphabetic names. Values may contain ``=`` (base64).
+    """
     pairs: list[tuple[str, str]] = []
     for part in message.split(","):
-        if len(part) < 2 or part[1] != "=" or not part[0].isalpha():
+        name, equals, value = part.partition("=")
+        if not equals or not name.isascii() or not name.isalpha():
             return None
-        pairs.append((part[0], part[2:]))
+        pairs.append((name, value))
     return pairs
 
 
