@@ -494,9 +494,8 @@ def test_exchange_requests_encode_and_decode() -> None:
     exchange.on_response(handshake_response(0, ("PLAIN",)))
     authenticate = sent(exchange)
     frame = encode_request(authenticate, correlation_id=2, client_id="c")
-    assert (
-        decode_request(frame[4:], request_type)[1].auth_bytes == f"\x00alice\x00{SECRET}".encode()
-    )
+    decoded: Any = decode_request(frame[4:], request_type)[1]
+    assert decoded.auth_bytes == f"\x00alice\x00{SECRET}".encode()
 
 
 @pytest.mark.parametrize("authenticate_version", [0, 1, 2])
