@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_actors.config import ASSIGNOR_CLASS_NAMES, ConsumerConfig, config_keys
+from kafka_actors.config import ASSIGNOR_CLASS_NAMES, ConsumerConfig, config_keys, parse_jaas_config
 from kafka_actors.errors import ConfigError
 from kafka_actors.protocol.assignors import (
     Assignment,
@@ -397,3 +397,42 @@ def test_stricter_than_javas_consumer_config(judge: Judge, props: dict[str, str]
     assert java == "OK"
     with pytest.raises(ConfigError):
         ConsumerConfig.from_dict(full)
+
+
+# -- sasl.jaas.config: parsed as Java's JaasConfig parses it ---------------------------------------
+
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+JAAS_CASES = [
+    PLAIN + ' required username="alice" password="s3cret";',
+    SCRAM + ' required username=bob password="x y z";',
+    PLAIN + ' required\n  username="a"\n  password="p=;q";',
+    PLAIN + ' required username="u" password="say \\"hi\\"";',
+    PLAIN + ' required username="u" password="back\\\\slash";',
+    SCRAM + ' required username="u" password="p" tokenauth=true;',
+    PLAIN + ' optional username="u" password="p";',
+    PLAIN + ' required username="u" password="pässwörd";',
+]
+JAAS_REJECTED = [
+    PLAIN + ' required username="u" password="p"',
+    PLAIN + ' sometimes username="u" password="p";',
+    PLAIN + ' required username "u";',
+    "",
+]
+
+
+@pytest.mark.parametrize("text", JAAS_CASES)
+def test_jaas_parsing_equals_javas(judge: Judge, text: str) -> None:
+    java = judge.ask(f"jaas {text.encode().hex()}")
+    module = parse_jaas_config(text)
+    options = " ".join(
+        f"{k}={module.options[k].value().encode().hex()}" for k in sorted(module.options)
+    )
+    assert f"module={module.module} flag={module.control_flag} {options}" == java
+
+
+@pytest.mark.parametrize("text", JAAS_REJECTED)
+def test_jaas_rejections_agree_with_java(judge: Judge, text: str) -> None:
+    assert judge.ask(f"jaas {text.encode().hex() or '_'}").startswith("REJECTED")
+    with pytest.raises(ConfigError):
+        parse_jaas_config(text)

@@ -10,6 +10,8 @@
 //   encasg <version> <parts> <ud>                          -> <hex>
 //   assign <assignor> <topic:count,...> <member>=<subscription hex> ...
 //                                  -> <member>=<parts> ... (members sorted)
+//   jaas <hex of UTF-8 sasl.jaas.config>
+//                                  -> module=<name> flag=<flag> <key>=<hex of value> ... (keys sorted)
 //   default <config key>           -> the consumer config's default, as a string
 //   config <key>=<hex of UTF-8 value> ...
 //                                  -> OK, or the exception Java's ConsumerConfig raises
@@ -41,6 +43,9 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.config.ConfigDef;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
+import javax.security.auth.login.AppConfigurationEntry;
+import org.apache.kafka.common.security.JaasContext;
+import org.apache.kafka.common.config.types.Password;
 
 public class ConsumerProtocolJudge {
     static String hex(ByteBuffer b) {
@@ -145,6 +150,25 @@ public class ConsumerProtocolJudge {
                     out.add(e.getKey() + "=" + parts(tps));
                 }
                 return String.join(" ", out);
+            }
+            case "jaas": {
+                String text = new String(unhex(w[1]).array(), StandardCharsets.UTF_8);
+                List<AppConfigurationEntry> entries;
+                try {
+                    entries = JaasContext.loadClientContext(Map.of("sasl.jaas.config", new Password(text)))
+                        .configurationEntries();
+                } catch (Exception e) {
+                    return "REJECTED " + e.getClass().getSimpleName();
+                }
+                if (entries.size() != 1) return "REJECTED " + entries.size() + " modules";
+                AppConfigurationEntry entry = entries.get(0);
+                String flag = entry.getControlFlag().toString().replace("LoginModuleControlFlag: ", "");
+                StringBuilder sb = new StringBuilder("module=" + entry.getLoginModuleName() + " flag=" + flag);
+                for (Map.Entry<String, ?> option : new TreeMap<>(entry.getOptions()).entrySet()) {
+                    byte[] value = String.valueOf(option.getValue()).getBytes(StandardCharsets.UTF_8);
+                    sb.append(" ").append(option.getKey()).append("=").append(hex(ByteBuffer.wrap(value)));
+                }
+                return sb.toString();
             }
             case "default": {
                 ConfigDef.ConfigKey key = ConsumerConfig.configDef().configKeys().get(w[1]);
