@@ -79,6 +79,7 @@ from types import TracebackType
 from typing import Any, Final, Protocol, cast
 
 import pykka
+from kio.schema.errors import ErrorCode as KioErrorCode
 from pykka._envelope import Envelope
 
 from kafka_actors.actors.connection import (
@@ -977,15 +978,9 @@ class NetworkActor(SupervisedActor):
                     self._dropped.append(pending)
                     return
                 if isinstance(fault, ErrorCode):
-                    response = event.response
-                    if any(f.name == "error_code" for f in dataclasses.fields(response)):
-                        from kio.static.primitive import i16
-
-                        event = Completed(
-                            pending,
-                            event.correlation_id,
-                            dataclasses.replace(response, error_code=i16(fault.code)),
-                        )
+                    replaced = _with_error_code(event.response, fault.code)
+                    if replaced is not None:
+                        event = Completed(pending, event.correlation_id, replaced)
                     else:
                         self._fail(
                             pending,
@@ -1094,6 +1089,19 @@ def _reply(target: Any, reply: Response | RequestFailed, log: Any) -> None:
         log.debug("reply_future_already_set", reply=type(reply).__name__)
     except Exception:
         log.exception("reply_failed", reply=type(reply).__name__)
+
+
+def _with_error_code(response: Any, code: int) -> Any | None:
+    """``response`` with its top-level ``error_code`` set to ``code``; None if it has none."""
+    if not dataclasses.is_dataclass(response) or not any(
+        f.name == "error_code" for f in dataclasses.fields(response)
+    ):
+        return None
+    try:
+        value = KioErrorCode(code)
+    except ValueError:
+        return None
+    return dataclasses.replace(cast(Any, response), error_code=value)
 
 
 def _strerror(code: int) -> str:

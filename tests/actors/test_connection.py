@@ -1,0 +1,444 @@
+"""The pure per-node connection state machine, driven by hand with a manual clock.
+
+A tiny fake broker side decodes the frames the connection writes and encodes answers with the
+same kio codecs; nothing here touches a socket or the real clock.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from kio.schema.api_versions.v0 import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
+from kio.schema.api_versions.v4 import ApiVersionsResponse as ApiVersionsResponseV4
+from kio.schema.api_versions.v4.response import ApiVersion as ApiVersionV4
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12 import MetadataResponse as MetadataResponseV12
+from kio.schema.sasl_authenticate.v2 import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1 import SaslHandshakeResponse
+from kio.schema.types import BrokerId
+from kio.static.primitive import i16, i32Timedelta, i64Timedelta
+
+from kafka_actors.actors.connection import (
+    Broken,
+    Completed,
+    ConnectionSettings,
+    ConnectionState,
+    Failed,
+    NodeConnection,
+    PendingRequest,
+    Ready,
+    exponential_backoff,
+)
+from kafka_actors.clock import ManualClock
+from kafka_actors.errors import (
+    AuthenticationError,
+    CorrelationIdMismatchError,
+    DisconnectedError,
+    KafkaTimeoutError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
+)
+from kafka_actors.protocol import requests as rq
+from kafka_actors.protocol.apis import ApiKey, request_type
+from kafka_actors.protocol.wire import FrameDecoder, decode_request, encode_response
+
+ZERO32 = i32Timedelta.parse(datetime.timedelta(0))
+ZERO64 = i64Timedelta.parse(datetime.timedelta(0))
+NODE = 7
+
+
+class FakeBroker:
+    """Decodes what the connection wrote; answers with encoded frames."""
+
+    def __init__(self) -> None:
+        self.decoder = FrameDecoder()
+        self.requests: list[tuple[Any, Any]] = []  # (header, body)
+
+    def take(self, data: bytes) -> list[tuple[Any, Any]]:
+        frames = self.decoder.feed(data)
+        got = [decode_request(f, request_type) for f in frames]
+        self.requests += got
+        return got
+
+    @staticmethod
+    def answer(response: Any, correlation_id: int) -> bytes:
+        return encode_response(response, correlation_id=correlation_id)
+
+
+def api_versions_v4(*extra: tuple[int, int, int]) -> ApiVersionsResponseV4:
+    keys = [(18, 0, 4), (3, 0, 13), (1, 4, 17), (17, 0, 1), (36, 0, 2), *extra]
+    return ApiVersionsResponseV4(
+        error_code=ErrorCode.none,
+        api_keys=tuple(
+            ApiVersionV4(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))
+            for k, lo, hi in keys
+        ),
+        throttle_time=ZERO32,
+    )
+
+
+def metadata_response() -> MetadataResponseV12:
+    return MetadataResponseV12(
+        throttle_time=ZERO32, brokers=(), cluster_id="c", controller_id=BrokerId(1), topics=()
+    )
+
+
+def settings(**kw: Any) -> ConnectionSettings:
+    base: dict[str, Any] = {
+        "client_id": "unit",
+        "reconnect_backoff_ms": 100,
+        "reconnect_backoff_max_ms": 1_600,
+        "setup_timeout_ms": 1_000,
+        "setup_timeout_max_ms": 4_000,
+        "request_timeout_ms": 5_000,
+        "max_in_flight": 5,
+    }
+    base.update(kw)
+    return ConnectionSettings(**base)
+
+
+def pending(clock: ManualClock, timeout: float = 5.0, token: Any = None) -> PendingRequest:
+    return PendingRequest(
+        rq.metadata_request(12, topics=None), token, clock.monotonic() + timeout, "t"
+    )
+
+
+def connect_ready(conn: NodeConnection, clock: ManualClock, broker: FakeBroker) -> None:
+    conn.start_connect(clock.monotonic())
+    assert conn.state is ConnectionState.CONNECTING
+    out = conn.transport_ready(clock.monotonic())
+    assert conn.state is ConnectionState.API_VERSIONS
+    [(header, body)] = broker.take(out)
+    assert body.__api_key__ == ApiKey.API_VERSIONS and body.__version__ == 4
+    out, events = conn.receive(broker.answer(api_versions_v4(), header.correlation_id), 0.0)
+    assert out == b""
+    assert len(events) == 1 and isinstance(events[0], Ready)
+    assert conn.state is ConnectionState.READY
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(100.0)
+
+
+# -- backoff --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attempts", range(8))
+@pytest.mark.parametrize("r", [0.0, 0.25, 0.5, 0.999999])
+def test_backoff_bounds(attempts: int, r: float) -> None:
+    value = exponential_backoff(100, 1_600, attempts, r)
+    nominal = min(1_600, 100 * 2**attempts)
+    assert nominal * 0.8 - 1e-9 <= value <= min(1_600, nominal * 1.2)
+
+
+def test_backoff_without_room_is_flat() -> None:
+    assert exponential_backoff(500, 500, 9, 0.9) == 500
+    assert exponential_backoff(0, 1000, 3, 0.5) == 0
+
+
+# -- connecting ------------------------------------------------------------------------------
+
+
+def test_happy_path_and_request_response(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    assert conn.connect_delay(clock.monotonic()) == 0.0
+    connect_ready(conn, clock, broker)
+    assert conn.versions is not None and conn.versions.version_for(ApiKey.METADATA) == 12 + 1
+    req = pending(clock, token="mine")
+    conn.enqueue(req)
+    out, failed = conn.flush(clock.monotonic())
+    assert failed == []
+    [(header, body)] = broker.take(out)
+    assert header.client_id == "unit" and body.__api_key__ == ApiKey.METADATA
+    assert conn.in_flight_count == 1
+    _, events = conn.receive(broker.answer(metadata_response(), header.correlation_id), 0.0)
+    [done] = events
+    assert isinstance(done, Completed) and done.request is req
+    assert isinstance(done.response, MetadataResponseV12)
+    assert conn.in_flight_count == 0
+
+
+def test_responses_may_arrive_split_anywhere(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    connect_ready(conn, clock, broker)
+    for _ in range(3):
+        conn.enqueue(pending(clock))
+    out, _ = conn.flush(clock.monotonic())
+    got = broker.take(out)
+    data = b"".join(broker.answer(metadata_response(), h.correlation_id) for h, _ in got)
+    completed = []
+    for i in range(len(data)):
+        _, events = conn.receive(data[i : i + 1], 0.0)
+        completed += events
+    assert [type(e) for e in completed] == [Completed] * 3
+
+
+def test_api_versions_v0_fallback(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    conn.start_connect(clock.monotonic())
+    [(header, _)] = broker.take(conn.transport_ready(clock.monotonic()))
+    refused = ApiVersionsResponseV0(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=(ApiVersionV0(api_key=i16(18), min_version=i16(0), max_version=i16(0)),),
+    )
+    out, events = conn.receive(broker.answer(refused, header.correlation_id), 0.0)
+    assert events == []
+    [(header2, body2)] = broker.take(out)
+    assert body2.__api_key__ == ApiKey.API_VERSIONS and body2.__version__ == 0
+    accepted = ApiVersionsResponseV0(
+        error_code=ErrorCode.none,
+        api_keys=(
+            ApiVersionV0(api_key=i16(18), min_version=i16(0), max_version=i16(0)),
+            ApiVersionV0(api_key=i16(3), min_version=i16(0), max_version=i16(5)),
+        ),
+    )
+    _, events = conn.receive(broker.answer(accepted, header2.correlation_id), 0.0)
+    assert isinstance(events[0], Ready)
+    assert conn.versions is not None and conn.versions.version_for(ApiKey.METADATA) == 5
+    # A request at a version the broker lacks fails typed instead of being sent.
+    conn.enqueue(pending(clock))
+    out, failed = conn.flush(clock.monotonic())
+    assert out == b""
+    [f] = failed
+    assert isinstance(f, Failed) and isinstance(f.error, UnsupportedVersionError)
+    assert f.error.node == NODE
+
+
+def test_setup_timeout_breaks_and_grows(clock: ManualClock) -> None:
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    conn.start_connect(clock.monotonic())
+    assert conn.next_deadline() == pytest.approx(clock.monotonic() + 1.0)
+    clock.advance(0.99)
+    assert conn.check_timeouts(clock.monotonic()) == ([], None)
+    clock.advance(0.02)
+    events, broken = conn.check_timeouts(clock.monotonic())
+    assert events == [] and isinstance(broken, KafkaTimeoutError)
+    assert "setup" in str(broken) and broken.node == NODE and broken.retriable
+    conn.connection_lost(broken, clock.monotonic())
+    clock.advance(10)
+    conn.start_connect(clock.monotonic())
+    # One failure: socket.connection.setup.timeout.ms doubles (random 0.5: no jitter).
+    assert conn.next_deadline() == pytest.approx(clock.monotonic() + 2.0)
+
+
+# -- backoff across failures -----------------------------------------------------------------
+
+
+def test_reconnect_backoff_grows_then_resets_on_ready(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    expected = [0.1, 0.2, 0.4, 0.8, 1.6, 1.6]
+    for nominal in expected:
+        conn.start_connect(clock.monotonic())
+        conn.connection_lost(DisconnectedError("refused"), clock.monotonic())
+        assert conn.state is ConnectionState.DISCONNECTED
+        assert conn.last_backoff == pytest.approx(nominal)
+        assert conn.connect_delay(clock.monotonic()) == pytest.approx(nominal)
+        clock.advance(nominal - 0.001)
+        assert conn.connect_delay(clock.monotonic()) > 0
+        clock.advance(0.001)
+        assert conn.connect_delay(clock.monotonic()) == 0.0
+    connect_ready(conn, clock, broker)
+    assert conn.failed_attempts == 0
+    conn.connection_lost(DisconnectedError("gone"), clock.monotonic())
+    assert conn.last_backoff == pytest.approx(0.1)
+
+
+def test_jitter_bounds_with_extreme_random(clock: ManualClock) -> None:
+    for r, factor in ((0.0, 0.8), (0.999999, 1.2)):
+        conn = NodeConnection(NODE, settings(reconnect_backoff_max_ms=100_000), random=lambda r=r: r)
+        for n in range(5):
+            conn.start_connect(clock.monotonic())
+            conn.connection_lost(DisconnectedError("x"), clock.monotonic())
+            assert conn.last_backoff == pytest.approx(0.1 * 2**n * factor, rel=1e-5)
+            clock.advance(100)
+
+
+# -- requests, limits and timeouts ------------------------------------------------------------
+
+
+def test_in_flight_limit_queues_the_rest(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(max_in_flight=2), random=lambda: 0.5)
+    connect_ready(conn, clock, broker)
+    reqs = [pending(clock, token=i) for i in range(5)]
+    for r in reqs:
+        conn.enqueue(r)
+    out, _ = conn.flush(clock.monotonic())
+    sent = broker.take(out)
+    assert len(sent) == 2 and conn.in_flight_count == 2 and conn.queued_count == 3
+    assert conn.flush(clock.monotonic()) == (b"", [])
+    _, events = conn.receive(broker.answer(metadata_response(), sent[0][0].correlation_id), 0)
+    assert [e.request.token for e in events if isinstance(e, Completed)] == [0]
+    out, _ = conn.flush(clock.monotonic())
+    assert len(broker.take(out)) == 1 and conn.in_flight_count == 2
+
+
+def test_requests_queue_while_not_ready(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    conn.enqueue(pending(clock))
+    assert conn.flush(clock.monotonic()) == (b"", [])
+    # Queued work makes the connection wake its owner when the backoff ends.
+    assert conn.next_deadline() is not None
+    connect_ready(conn, clock, broker)
+    out, _ = conn.flush(clock.monotonic())
+    assert len(broker.take(out)) == 1
+
+
+def test_in_flight_timeout_fails_and_breaks_the_connection(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    connect_ready(conn, clock, broker)
+    early = pending(clock, timeout=1.0, token="early")
+    late = pending(clock, timeout=10.0, token="late")
+    conn.enqueue(early)
+    conn.enqueue(late)
+    broker.take(conn.flush(clock.monotonic())[0])
+    assert conn.next_deadline() == pytest.approx(clock.monotonic() + 1.0)
+    clock.advance(1.0)
+    events, broken = conn.check_timeouts(clock.monotonic())
+    [failed] = events
+    assert isinstance(failed, Failed) and failed.request is early
+    assert isinstance(failed.error, KafkaTimeoutError) and failed.error.retriable
+    assert isinstance(broken, KafkaTimeoutError)
+    # The shell closes the connection: the request behind it fails as disconnected.
+    lost = conn.connection_lost(broken, clock.monotonic())
+    [behind] = lost
+    assert isinstance(behind, Failed) and behind.request is late
+    assert isinstance(behind.error, DisconnectedError) and behind.error.retriable
+    assert behind.error.node == NODE and f"node {NODE}" in str(behind.error)
+
+
+def test_queued_timeout_does_not_break(clock: ManualClock) -> None:
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    conn.enqueue(pending(clock, timeout=2.0))
+    conn.start_connect(clock.monotonic())
+    conn.connection_lost(DisconnectedError("refused"), clock.monotonic())
+    assert conn.queued_count == 1  # survives the disconnect
+    clock.advance(2.0)
+    events, broken = conn.check_timeouts(clock.monotonic())
+    assert broken is None
+    [failed] = events
+    assert isinstance(failed, Failed) and isinstance(failed.error, KafkaTimeoutError)
+    assert "refused" in str(failed.error)
+
+
+def test_correlation_mismatch_breaks(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    connect_ready(conn, clock, broker)
+    conn.enqueue(pending(clock))
+    [(header, _)] = broker.take(conn.flush(clock.monotonic())[0])
+    _, events = conn.receive(broker.answer(metadata_response(), header.correlation_id + 5), 0)
+    [broken] = events
+    assert isinstance(broken, Broken) and isinstance(broken.error, CorrelationIdMismatchError)
+
+
+def test_close_fails_everything(clock: ManualClock) -> None:
+    from kafka_actors.errors import ConsumerClosedError
+
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(max_in_flight=1), random=lambda: 0.5)
+    connect_ready(conn, clock, broker)
+    conn.enqueue(pending(clock))
+    conn.enqueue(pending(clock))
+    conn.flush(clock.monotonic())
+    events = conn.close(ConsumerClosedError("bye"))
+    assert len(events) == 2 and all(isinstance(e, Failed) for e in events)
+    assert conn.state is ConnectionState.CLOSED
+
+
+# -- SASL -----------------------------------------------------------------------------------
+
+
+class FakeSasl:
+    mechanism = "PLAIN"
+
+    def __init__(self) -> None:
+        self.rounds: list[bytes] = []
+
+    def initial_response(self) -> bytes:
+        return b"\0user\0pw"
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        self.rounds.append(challenge)
+        return None
+
+
+def _to_sasl_handshake(conn: NodeConnection, clock: ManualClock, broker: FakeBroker) -> Any:
+    conn.start_connect(clock.monotonic())
+    [(header, _)] = broker.take(conn.transport_ready(clock.monotonic()))
+    out, events = conn.receive(broker.answer(api_versions_v4(), header.correlation_id), 0)
+    assert events == [] and conn.state is ConnectionState.AUTHENTICATING
+    [(h, body)] = broker.take(out)
+    assert body.__api_key__ == ApiKey.SASL_HANDSHAKE and body.mechanism == "PLAIN"
+    return h
+
+
+def test_sasl_success(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    sasl = FakeSasl()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=lambda: sasl)
+    h = _to_sasl_handshake(conn, clock, broker)
+    ok = SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=("PLAIN",))
+    out, _ = conn.receive(broker.answer(ok, h.correlation_id), 0)
+    [(h2, body)] = broker.take(out)
+    assert body.__api_key__ == ApiKey.SASL_AUTHENTICATE and body.auth_bytes == b"\0user\0pw"
+    answer = SaslAuthenticateResponse(
+        error_code=ErrorCode.none, error_message=None, auth_bytes=b"", session_lifetime=ZERO64
+    )
+    _, events = conn.receive(broker.answer(answer, h2.correlation_id), 0)
+    assert isinstance(events[0], Ready) and sasl.rounds == [b""]
+
+
+def test_sasl_mechanism_refused(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=FakeSasl)
+    h = _to_sasl_handshake(conn, clock, broker)
+    no = SaslHandshakeResponse(
+        error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("SCRAM-SHA-512",)
+    )
+    _, events = conn.receive(broker.answer(no, h.correlation_id), 0)
+    [broken] = events
+    assert isinstance(broken, Broken) and isinstance(broken.error, UnsupportedSaslMechanismError)
+    assert "SCRAM-SHA-512" in str(broken.error)
+
+
+def test_sasl_failure_fails_queued_and_backs_off_exponentially(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=FakeSasl)
+    backoffs = []
+    for attempt in range(4):
+        waiting = pending(clock, timeout=60.0, token=attempt)
+        conn.enqueue(waiting)
+        h = _to_sasl_handshake(conn, clock, broker)
+        ok = SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=("PLAIN",))
+        out, _ = conn.receive(broker.answer(ok, h.correlation_id), 0)
+        [(h2, _)] = broker.take(out)
+        bad = SaslAuthenticateResponse(
+            error_code=ErrorCode.sasl_authentication_failed,
+            error_message="Authentication failed: Invalid username or password",
+            auth_bytes=b"",
+            session_lifetime=ZERO64,
+        )
+        _, events = conn.receive(broker.answer(bad, h2.correlation_id), 0)
+        [broken] = events
+        assert isinstance(broken, Broken)
+        assert isinstance(broken.error, SaslAuthenticationFailedError)
+        assert isinstance(broken.error, AuthenticationError) and not broken.error.retriable
+        failed = conn.connection_lost(broken.error, clock.monotonic())
+        # The caller waiting on this node gets the typed, non-retriable error.
+        assert [f.request.token for f in failed if isinstance(f, Failed)] == [attempt]
+        assert all(isinstance(f, Failed) and f.error is broken.error for f in failed)
+        backoffs.append(conn.last_backoff)
+        clock.advance(conn.last_backoff)
+    assert backoffs == pytest.approx([0.1, 0.2, 0.4, 0.8])
