@@ -129,9 +129,16 @@ def worker(name: str, events: Events, **kw: Any) -> ChildSpec:
 
 
 @pytest.fixture(autouse=True)
-def _stop_all_actors() -> Iterator[None]:
+def _stop_this_tests_actors() -> Iterator[None]:
+    """Stop the actors a test started (newest first), leaving any others alone."""
+    before = set(pykka.ActorRegistry.get_all())
     yield
-    pykka.ActorRegistry.stop_all(block=True, timeout=WAIT)
+    for ref in reversed(pykka.ActorRegistry.get_all()):
+        if ref not in before:
+            try:
+                ref.stop(block=True, timeout=WAIT)
+            except pykka.Timeout:
+                pass
 
 
 @pytest.fixture
