@@ -1,4 +1,4 @@
-"""Shared helpers for the NetworkActor tests."""
+"""Fixtures for the NetworkActor tests."""
 
 from __future__ import annotations
 
@@ -12,16 +12,10 @@ from kafka_actors.actors.network import NetworkActor
 from kafka_actors.config import ConsumerConfig
 
 
-def network_config(bootstrap: str, **overrides: Any) -> ConsumerConfig:
-    values: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": "network-test"}
-    values.update(overrides)
-    return ConsumerConfig.from_dict(values)
-
-
 @pytest.fixture
 def start_network() -> Iterator[Any]:
     """Factory: ``start_network(config, **kwargs)`` starts a NetworkActor, stopped after the
-    test (never hangs: stop with a timeout)."""
+    test (with a timeout: never hangs)."""
     refs: list[pykka.ActorRef[Any]] = []
 
     def start(config: ConsumerConfig, **kwargs: Any) -> pykka.ActorRef[Any]:

@@ -254,7 +254,9 @@ def test_reconnect_backoff_grows_then_resets_on_ready(clock: ManualClock) -> Non
 
 def test_jitter_bounds_with_extreme_random(clock: ManualClock) -> None:
     for r, factor in ((0.0, 0.8), (0.999999, 1.2)):
-        conn = NodeConnection(NODE, settings(reconnect_backoff_max_ms=100_000), random=lambda r=r: r)
+        conn = NodeConnection(
+            NODE, settings(reconnect_backoff_max_ms=100_000), random=lambda r=r: r
+        )
         for n in range(5):
             conn.start_connect(clock.monotonic())
             conn.connection_lost(DisconnectedError("x"), clock.monotonic())
