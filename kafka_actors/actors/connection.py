@@ -51,7 +51,7 @@ import enum
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from kafka_actors.errors import (
     AuthenticationError,
@@ -61,13 +61,10 @@ from kafka_actors.errors import (
     KafkaError,
     KafkaTimeoutError,
     ProtocolError,
-    SaslAuthenticationFailedError,
-    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
-    error_for_code,
 )
-from kafka_actors.protocol.apis import ApiKey, response_type, response_type_for
-from kafka_actors.protocol.requests import sasl_authenticate_request, sasl_handshake_request
+from kafka_actors.protocol.apis import ApiKey, response_type_for
+from kafka_actors.protocol.sasl import SaslExchange, SaslMechanism
 from kafka_actors.protocol.versions import ApiVersionsHandshake, Done, NegotiatedVersions
 from kafka_actors.protocol.wire import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -85,10 +82,10 @@ __all__ = [
     "ConnectionState",
     "Failed",
     "InFlight",
+    "MechanismFactory",
     "NodeConnection",
     "PendingRequest",
     "Ready",
-    "SaslAuthenticator",
     "exponential_backoff",
 ]
 
@@ -155,21 +152,8 @@ def exponential_backoff(
     return float(min(term * factor, max_ms))
 
 
-class SaslAuthenticator(Protocol):
-    """One SASL client exchange, as the connection drives it over SaslAuthenticate.
-
-    ``initial_response()`` is the first client message; ``evaluate(server_bytes)`` returns the
-    next client message, or None once the exchange is complete (after verifying the server's
-    final message, for SCRAM); it raises an AuthenticationError subclass on a bad answer.
-    ``mechanism`` is the name sent in SaslHandshake.
-    """
-
-    @property
-    def mechanism(self) -> str: ...
-
-    def initial_response(self) -> bytes: ...
-
-    def evaluate(self, challenge: bytes) -> bytes | None: ...
+#: Makes the SASL mechanism (kafka_actors.protocol.sasl) for one connection attempt.
+MechanismFactory = Callable[[], SaslMechanism]
 
 
 @dataclass(eq=False, slots=True)
@@ -233,9 +217,8 @@ class _Setup:
     handshake: ApiVersionsHandshake | None = None
     correlation_id: int | None = None
     expecting: int | None = None  # API key of the handshake request outstanding
-    auth: SaslAuthenticator | None = None
-    handshake_version: int = 1
-    authenticate_version: int = 0
+    sasl: SaslExchange | None = None
+    sasl_request: Any = None
 
 
 class NodeConnection:
@@ -247,7 +230,7 @@ class NodeConnection:
         settings: ConnectionSettings,
         *,
         random: Callable[[], float],
-        sasl: Callable[[], SaslAuthenticator] | None = None,
+        sasl: MechanismFactory | None = None,
         api_versions_max: int | None = None,
     ) -> None:
         self.node_id = node_id
@@ -580,10 +563,8 @@ class NodeConnection:
             if self._sasl is None:
                 return b"", [self._became_ready()]
             return self._start_sasl(step.versions), []
-        if expecting == ApiKey.SASL_HANDSHAKE:
-            return self._sasl_handshake_answer(frame)
-        if expecting == ApiKey.SASL_AUTHENTICATE:
-            return self._sasl_authenticate_answer(frame)
+        if expecting in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            return self._sasl_answer(frame)
         raise ProtocolError(f"Unexpected frame while {self.state.value}")
 
     def _became_ready(self) -> Ready:
@@ -599,67 +580,28 @@ class NodeConnection:
     def _start_sasl(self, versions: NegotiatedVersions) -> bytes:
         assert self._sasl is not None
         self.state = ConnectionState.AUTHENTICATING
-        handshake = versions.range_for(ApiKey.SASL_HANDSHAKE)
-        authenticate = versions.range_for(ApiKey.SASL_AUTHENTICATE)
-        if handshake is None or handshake.max < 1 or authenticate is None:
-            raise IllegalSaslStateError(
-                f"Node {self.node_id} does not offer SaslHandshake v1 and SaslAuthenticate",
-                node=self.node_id,
-            )
-        auth = self._sasl()
-        self._setup.auth = auth
-        self._setup.handshake_version = handshake.max
-        self._setup.authenticate_version = authenticate.max
-        return self._encode_setup(sasl_handshake_request(handshake.max, mechanism=auth.mechanism))
+        exchange = SaslExchange(self._sasl(), versions, node=self.node_id)
+        self._setup.sasl = exchange
+        return self._sasl_next(exchange)
 
-    def _decode_setup(self, frame: bytes, api: int, version: int) -> Any:
-        return decode_response(
-            frame, response_type(api, version), correlation_id=self._setup.correlation_id
-        )
-
-    def _sasl_handshake_answer(self, frame: bytes) -> tuple[bytes, list[Event]]:
-        setup = self._setup
-        assert setup.auth is not None
-        response = self._decode_setup(frame, ApiKey.SASL_HANDSHAKE, setup.handshake_version)
-        code = int(response.error_code)
-        if code != 0:
-            enabled = ", ".join(str(m) for m in response.mechanisms)
-            error = error_for_code(code)
-            raise UnsupportedSaslMechanismError(
-                f"Node {self.node_id} refused SASL mechanism {setup.auth.mechanism} "
-                f"({error.message}); enabled mechanisms: {enabled or 'none'}",
-                node=self.node_id,
-            )
-        first = setup.auth.initial_response()
-        return self._sasl_send(first), []
-
-    def _sasl_send(self, auth_bytes: bytes) -> bytes:
-        request = sasl_authenticate_request(self._setup.authenticate_version, auth_bytes=auth_bytes)
+    def _sasl_next(self, exchange: SaslExchange) -> bytes:
+        request = exchange.next_request()
+        if request is None:  # pragma: no cover - the exchange always has one to send here
+            raise IllegalSaslStateError("SASL exchange stalled", node=self.node_id)
+        self._setup.sasl_request = request
         return self._encode_setup(request)
 
-    def _sasl_authenticate_answer(self, frame: bytes) -> tuple[bytes, list[Event]]:
+    def _sasl_answer(self, frame: bytes) -> tuple[bytes, list[Event]]:
         setup = self._setup
-        assert setup.auth is not None
-        response = self._decode_setup(frame, ApiKey.SASL_AUTHENTICATE, setup.authenticate_version)
-        code = int(response.error_code)
-        if code != 0:
-            error = error_for_code(code)
-            detail = response.error_message or error.message
-            cls = type(error) if isinstance(error, AuthenticationError) else None
-            message = f"Authentication to node {self.node_id} failed: {detail}"
-            raise (cls or SaslAuthenticationFailedError)(message, node=self.node_id)
-        try:
-            following = setup.auth.evaluate(bytes(response.auth_bytes))
-        except AuthenticationError as exc:
-            raise self._tag(exc) from None
-        except Exception as exc:
-            raise SaslAuthenticationFailedError(
-                f"Authentication to node {self.node_id} failed: {type(exc).__name__}: {exc}",
-                node=self.node_id,
-            ) from None
-        if following is None:
+        exchange = setup.sasl
+        assert exchange is not None
+        response = decode_response(
+            frame, response_type_for(setup.sasl_request), correlation_id=setup.correlation_id
+        )
+        exchange.on_response(response)  # AuthenticationError subclasses on refusal
+        if exchange.done:
             return b"", [self._became_ready()]
-        return self._sasl_send(following), []
+        return self._sasl_next(exchange), []
 
 
 def fail_all(requests: Iterable[PendingRequest], error: KafkaError) -> list[Event]:

@@ -89,10 +89,10 @@ from kafka_actors.actors.connection import (
     ConnectionState,
     Event,
     Failed,
+    MechanismFactory,
     NodeConnection,
     PendingRequest,
     Ready,
-    SaslAuthenticator,
 )
 from kafka_actors.clock import Clock, Scheduler, SystemClock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
@@ -104,12 +104,13 @@ from kafka_actors.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    SslAuthenticationError,
     error_for_code,
 )
 from kafka_actors.log import get_logger, traced
 from kafka_actors.protocol.apis import ApiKey, api_name
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
+from kafka_actors.protocol.sasl import SaslMechanism, mechanism_from_config
+from kafka_actors.protocol.tls import TlsChannel, build_ssl_context
 from kafka_actors.supervisors import (
     ChildContext,
     ChildSpec,
@@ -135,7 +136,6 @@ __all__ = [
     "Response",
     "SelectorInbox",
     "Send",
-    "TlsChannelLike",
     "UpdateNodes",
     "bootstrap_node_id",
     "request",
@@ -279,25 +279,6 @@ def request(
     return cast(Response, reply)
 
 
-# -- TLS seam -----------------------------------------------------------------------------------
-
-
-class TlsChannelLike(Protocol):
-    """What the transport needs from a sans-I/O TLS channel (kafka_actors.protocol.tls)."""
-
-    def do_handshake(self) -> bool:
-        """Advance the handshake; True once it is complete."""
-        ...
-
-    def encrypt(self, data: bytes) -> None: ...
-
-    def decrypt(self) -> bytes: ...
-
-    def feed(self, data: bytes) -> None: ...
-
-    def outgoing(self) -> bytes: ...
-
-
 # -- the mailbox ----------------------------------------------------------------------------------
 
 
@@ -383,27 +364,30 @@ class SelectorInbox(queue.Queue[Any]):
 class _Transport:
     """One non-blocking socket, optionally under TLS; buffers what could not be written yet."""
 
-    def __init__(self, sock: socket.socket, tls: TlsChannelLike | None) -> None:
+    def __init__(self, sock: socket.socket, tls: TlsChannel | None) -> None:
         self.sock = sock
         self.tls = tls
         self.tcp_connected = False
-        self.tls_done = tls is None
         self.out = bytearray()
         self.registered_mask = 0
+
+    @property
+    def tls_done(self) -> bool:
+        return self.tls is None or self.tls.handshake_complete
 
     def write(self, data: bytes) -> None:
         if not data:
             return
         if self.tls is not None:
-            self.tls.encrypt(data)
-            self.out += self.tls.outgoing()
+            self.tls.write(data)
+            self.out += self.tls.bytes_to_send()
         else:
             self.out += data
 
     def flush(self) -> None:
         """Write as much buffered output as the socket takes now."""
-        if self.tls is not None:
-            self.out += self.tls.outgoing()
+        if self.tls is not None and self.tls.wants_write:
+            self.out += self.tls.bytes_to_send()
         while self.out:
             try:
                 sent = self.sock.send(self.out)
@@ -413,8 +397,9 @@ class _Transport:
                 raise DisconnectedError(f"Send failed: {exc}") from None
             del self.out[:sent]
 
-    def read(self) -> bytes | None:
-        """Plain bytes available now (b"" if none), or None at end of stream."""
+    def receive(self) -> bytes | None:
+        """Bytes from the socket (b"" if none now), or None at end of stream; under TLS
+        the ciphertext goes into the channel and b"" is returned."""
         try:
             data = self.sock.recv(_RECV_SIZE)
         except (BlockingIOError, InterruptedError):
@@ -422,13 +407,23 @@ class _Transport:
         except OSError as exc:
             raise DisconnectedError(f"Receive failed: {exc}") from None
         if not data:
+            if self.tls is not None:
+                self.tls.receive_eof()
             return None
         if self.tls is None:
             return data
-        self.tls.feed(data)
-        return self.tls.decrypt() if self.tls_done else b""
+        self.tls.receive(data)
+        return b""
 
     def close(self) -> None:
+        if self.tls is not None:
+            try:
+                self.tls.close()
+                self.out += self.tls.bytes_to_send()
+                if self.out:
+                    self.sock.send(self.out)
+            except (OSError, KafkaError):
+                pass
         try:
             self.sock.close()
         except OSError:
@@ -460,9 +455,10 @@ class _Delayed:
 class NetworkActor(SupervisedActor):
     """Owns the connections; supervises ``children`` (see the module docstring).
 
-    ``sasl``: a factory of SASL authenticators, one per connection attempt (None: no SASL);
-    ``tls``: a factory ``(server_hostname) -> TLS channel`` (None: no TLS). By default both
-    are built from ``config`` (security.protocol, sasl.*, ssl.*).
+    ``sasl``: a factory of SASL mechanisms (``kafka_actors.protocol.sasl``), one per
+    connection attempt (None: no SASL); ``tls``: a factory ``(server_hostname, node) ->
+    TlsChannel`` (None: no TLS). By default both are built from ``config`` (security.protocol,
+    sasl.*, ssl.*): a bad setting raises ConfigError when the actor is created.
     """
 
     def __init__(
@@ -478,8 +474,8 @@ class NetworkActor(SupervisedActor):
         scheduler: Scheduler | None = None,
         random: Callable[[], float] | None = None,
         table: ChildTable | None = None,
-        sasl: Callable[[], SaslAuthenticator] | None = None,
-        tls: Callable[[str], TlsChannelLike] | None = None,
+        sasl: MechanismFactory | None = None,
+        tls: Callable[[str, int], TlsChannel] | None = None,
         event_log_size: int = 10_000,
     ) -> None:
         super().__init__(context=context, name=name, faults=faults)
@@ -822,7 +818,12 @@ class NetworkActor(SupervisedActor):
                 node, KafkaConnectionError(f"Cannot connect to {node.address}: {_strerror(code)}")
             )
             return
-        tls = self._tls(host) if self._tls is not None else None
+        try:
+            tls = self._tls(host, node.node_id) if self._tls is not None else None
+        except KafkaError as exc:
+            sock.close()
+            self._close_node(node, exc)
+            return
         node.transport = _Transport(sock, tls)
         self._update_interest(node)
 
@@ -840,48 +841,47 @@ class NetworkActor(SupervisedActor):
             if transport.tls is None:
                 transport.write(node.conn.transport_ready(now))
             else:
-                self._tls_step(node, transport, now)
-        elif not transport.tls_done:
-            if mask & selectors.EVENT_READ:
-                try:
-                    data = transport.sock.recv(_RECV_SIZE)
-                except (BlockingIOError, InterruptedError):
-                    return
-                except OSError as exc:
-                    raise DisconnectedError(f"Receive failed: {exc}") from None
-                if not data:
-                    raise DisconnectedError("Connection closed during the TLS handshake")
-                assert transport.tls is not None
-                transport.tls.feed(data)
-            self._tls_step(node, transport, now)
+                self._tls_handshake(node, transport, now)
         elif mask & selectors.EVENT_READ:
-            plain = transport.read()
-            if plain is None:
+            data = transport.receive()
+            tls = transport.tls
+            if tls is not None:
+                if not tls.handshake_complete:
+                    if data is None:
+                        raise DisconnectedError("Connection closed during the TLS handshake")
+                    self._tls_handshake(node, transport, now)
+                    data = b""
+                else:
+                    plain = tls.read()
+                    if plain:
+                        self._received(node, transport, plain, now)
+                    if data is None or tls.peer_closed:
+                        data = None
+            if data is None:
                 raise DisconnectedError("Connection closed by the broker")
-            if plain:
-                out, events = node.conn.receive(plain, now)
-                transport.write(out)
-                self._handle(node, events)
+            if data:
+                self._received(node, transport, data, now)
         if node.transport is transport and transport.out:
             transport.flush()
 
-    def _tls_step(self, node: _Node, transport: _Transport, now: float) -> None:
-        assert transport.tls is not None
+    def _received(self, node: _Node, transport: _Transport, data: bytes, now: float) -> None:
+        out, events = node.conn.receive(data, now)
+        transport.write(out)
+        self._handle(node, events)
+
+    def _tls_handshake(self, node: _Node, transport: _Transport, now: float) -> None:
+        tls = transport.tls
+        assert tls is not None
         try:
-            done = transport.tls.do_handshake()
-        except KafkaError:
-            raise
-        except Exception as exc:
-            raise SslAuthenticationError(f"TLS handshake failed: {exc}") from None
-        transport.out += transport.tls.outgoing()
+            done = tls.handshake()
+        finally:
+            transport.out += tls.bytes_to_send()  # also the alert telling the broker why
         if done:
-            transport.tls_done = True
+            node.log.debug("tls_established", version=tls.tls_version, cipher=tls.cipher)
             transport.write(node.conn.transport_ready(now))
-            leftover = transport.tls.decrypt()
+            leftover = tls.read()
             if leftover:
-                out, events = node.conn.receive(leftover, now)
-                transport.write(out)
-                self._handle(node, events)
+                self._received(node, transport, leftover, now)
 
     def _update_interest(self, node: _Node) -> None:
         transport = node.transport
@@ -1108,12 +1108,22 @@ def _strerror(code: int) -> str:
     return f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
 
 
-def _default_sasl(config: ConsumerConfig) -> Callable[[], SaslAuthenticator]:
-    raise NotImplementedError("SASL support lands with kafka_actors.protocol.sasl")
+def _default_sasl(config: ConsumerConfig) -> MechanismFactory:
+    mechanism_from_config(config)  # a bad setting fails now, naming its key
+
+    def make() -> SaslMechanism:
+        return mechanism_from_config(config)
+
+    return make
 
 
-def _default_tls(config: ConsumerConfig) -> Callable[[str], TlsChannelLike]:
-    raise NotImplementedError("TLS support lands with kafka_actors.protocol.tls")
+def _default_tls(config: ConsumerConfig) -> Callable[[str, int], TlsChannel]:
+    context = build_ssl_context(config)
+
+    def make(host: str, node: int) -> TlsChannel:
+        return TlsChannel(context, host, node=node)
+
+    return make
 
 
 def nodes_from(pairs: Mapping[int, tuple[str, int]]) -> UpdateNodes:

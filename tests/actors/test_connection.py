@@ -44,6 +44,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.protocol import requests as rq
 from kafka_actors.protocol.apis import ApiKey, request_type
+from kafka_actors.protocol.sasl import PlainMechanism
 from kafka_actors.protocol.wire import FrameDecoder, decode_request, encode_response
 
 ZERO32 = i32Timedelta.parse(datetime.timedelta(0))
@@ -362,18 +363,8 @@ def test_close_fails_everything(clock: ManualClock) -> None:
 # -- SASL -----------------------------------------------------------------------------------
 
 
-class FakeSasl:
-    mechanism = "PLAIN"
-
-    def __init__(self) -> None:
-        self.rounds: list[bytes] = []
-
-    def initial_response(self) -> bytes:
-        return b"\0user\0pw"
-
-    def evaluate(self, challenge: bytes) -> bytes | None:
-        self.rounds.append(challenge)
-        return None
+def plain() -> PlainMechanism:
+    return PlainMechanism("user", "pw")
 
 
 def _to_sasl_handshake(conn: NodeConnection, clock: ManualClock, broker: FakeBroker) -> Any:
@@ -388,8 +379,7 @@ def _to_sasl_handshake(conn: NodeConnection, clock: ManualClock, broker: FakeBro
 
 def test_sasl_success(clock: ManualClock) -> None:
     broker = FakeBroker()
-    sasl = FakeSasl()
-    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=lambda: sasl)
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=plain)
     h = _to_sasl_handshake(conn, clock, broker)
     ok = SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=("PLAIN",))
     out, _ = conn.receive(broker.answer(ok, h.correlation_id), 0)
@@ -399,12 +389,12 @@ def test_sasl_success(clock: ManualClock) -> None:
         error_code=ErrorCode.none, error_message=None, auth_bytes=b"", session_lifetime=ZERO64
     )
     _, events = conn.receive(broker.answer(answer, h2.correlation_id), 0)
-    assert isinstance(events[0], Ready) and sasl.rounds == [b""]
+    assert isinstance(events[0], Ready) and conn.state is ConnectionState.READY
 
 
 def test_sasl_mechanism_refused(clock: ManualClock) -> None:
     broker = FakeBroker()
-    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=FakeSasl)
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=plain)
     h = _to_sasl_handshake(conn, clock, broker)
     no = SaslHandshakeResponse(
         error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("SCRAM-SHA-512",)
@@ -417,7 +407,7 @@ def test_sasl_mechanism_refused(clock: ManualClock) -> None:
 
 def test_sasl_failure_fails_queued_and_backs_off_exponentially(clock: ManualClock) -> None:
     broker = FakeBroker()
-    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=FakeSasl)
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=plain)
     backoffs = []
     for attempt in range(4):
         waiting = pending(clock, timeout=60.0, token=attempt)
