@@ -241,6 +241,7 @@ class TlsChannel:
         self._handshake_complete = False
         self._closed = False
         self._pending_error: KafkaError | None = None
+        self._app_data_seen = False
         #: True once the peer sent close_notify (or the socket reached EOF).
         self.peer_closed = False
 
@@ -371,20 +372,40 @@ class TlsChannel:
             if not chunk:
                 self.peer_closed = True
                 break
+            self._app_data_seen = True
             chunks.append(chunk)
         return b"".join(chunks)
 
+    @property
+    def post_handshake(self) -> bool:
+        """TLS 1.3 after our side of the handshake, before any application data arrived.
+
+        The broker checks our certificate after our Finished message, so its refusal arrives
+        in this phase (Java's ``POST_HANDSHAKE`` state): a TLS error now is an authentication
+        failure. A connection reset in this phase most likely is one too; the owner may use
+        this flag to report it so (Java reports a plain disconnect).
+        """
+        return (
+            self._handshake_complete and not self._app_data_seen and self.tls_version == "TLSv1.3"
+        )
+
     def _stream_error(self, error: ssl.SSLError) -> KafkaError:
         reason = error.reason or ""
-        if "ALERT" in reason and any(word in reason for word in _AUTH_ALERT_WORDS):
-            return SslAuthenticationError(
-                f"SSL connection to {self.server_hostname} refused: {_describe(error)}",
-                node=self.node,
-            )
         if isinstance(error, ssl.SSLEOFError):
             self.peer_closed = True
             return DisconnectedError(
                 f"Connection to {self.server_hostname} closed without TLS close_notify",
+                node=self.node,
+            )
+        if self.post_handshake:
+            return SslAuthenticationError(
+                f"Failed to process post-handshake messages from {self.server_hostname}: "
+                f"{_describe(error)}",
+                node=self.node,
+            )
+        if "ALERT" in reason and any(word in reason for word in _AUTH_ALERT_WORDS):
+            return SslAuthenticationError(
+                f"SSL connection to {self.server_hostname} refused: {_describe(error)}",
                 node=self.node,
             )
         return KafkaConnectionError(
