@@ -3,8 +3,8 @@
 Owns: argument parsing and the foreground lifetime of the clusters it starts (until SIGINT
 or SIGTERM, then a clean stop). May touch: :mod:`kafka_actors.testing` only.
 
-* ``fetch [--kafka-version V]``: resolve the jars of V (default: newest 4.x, and the 3.9.x
-  line with ``--all``), print the cache directory.
+* ``fetch [--kafka-version V ...]``: resolve the jars of each V (default: the 4.x and 3.9.x
+  versions the fixtures use), print each version's cache directory, one per line.
 * ``broker [--brokers N] [--kafka-version V]``: start a cluster, print its bootstrap servers
   as the first line of stdout, run until SIGINT/SIGTERM, stop it.
 * ``mock [--brokers N]``: the same with librdkafka's mock cluster.
@@ -37,9 +37,10 @@ def _wait_for_signal() -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    versions = [args.kafka_version or _jars.default_version()]
-    if args.all:
-        versions.append(_jars.default_version_39())
+    if args.kafka_version:
+        versions = list(args.kafka_version)
+    else:
+        versions = [_jars.default_version(), _jars.default_version_39()]
     for v in versions:
         found = _jars.resolve(v)
         print(found.directory, flush=True)
@@ -93,8 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kafka_actors.testing")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("fetch", help="resolve Kafka's jars from Maven Central into the cache")
-    p.add_argument("--kafka-version", default=None)
-    p.add_argument("--all", action="store_true", help="also the 3.9.x line")
+    p.add_argument(
+        "--kafka-version",
+        action="append",
+        default=None,
+        help="a version to resolve (repeatable); default: the newest 4.x and 3.9.x the "
+        "fixtures use ($KAFKA_ACTORS_KAFKA_VERSION, $KAFKA_ACTORS_KAFKA39_VERSION)",
+    )
     p.set_defaults(func=_fetch)
     p = sub.add_parser("broker", help="run a real Kafka cluster until SIGINT/SIGTERM")
     p.add_argument("--brokers", type=int, default=1)

@@ -206,6 +206,7 @@ _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
   <Loggers>
     <Root level="{level}"><AppenderRef ref="OUT"/></Root>
     <Logger name="kafka.request.logger" level="WARN"/>
+    <Logger name="org.apache.kafka.common.config.AbstractConfig" level="WARN"/>
     <Logger name="org.apache.kafka.metadata.migration" level="WARN"/>
   </Loggers>
 </Configuration>
@@ -217,20 +218,29 @@ log4j.appender.out.Target={target_j1}
 log4j.appender.out.layout=org.apache.log4j.PatternLayout
 log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.kafka.request.logger=WARN
+log4j.logger.org.apache.kafka.common.config.AbstractConfig=WARN
 """
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that concurrent readers never see a partial file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def _write_log_config(directory: Path, major: int, level: str, to_stderr: bool) -> list[str]:
     """Write a console logging configuration; return the JVM flags that select it."""
     directory.mkdir(parents=True, exist_ok=True)
+    stream = "err" if to_stderr else "out"
     if major >= 4:
-        path = directory / f"log4j2-{level.lower()}.xml"
+        path = directory / f"log4j2-{level.lower()}-{stream}.xml"
         target = "SYSTEM_ERR" if to_stderr else "SYSTEM_OUT"
-        path.write_text(_LOG4J2_XML.format(target=target, level=level))
+        _write_atomically(path, _LOG4J2_XML.format(target=target, level=level))
         return [f"-Dlog4j2.configurationFile={path}"]
-    path = directory / f"log4j-{level.lower()}.properties"
+    path = directory / f"log4j-{level.lower()}-{stream}.properties"
     target_j1 = "System.err" if to_stderr else "System.out"
-    path.write_text(_LOG4J1_PROPS.format(target_j1=target_j1, level=level))
+    _write_atomically(path, _LOG4J1_PROPS.format(target_j1=target_j1, level=level))
     return [f"-Dlog4j.configuration=file:{path}"]
 
 
@@ -501,7 +511,7 @@ class KafkaCluster:
                 try:
                     for node in self._nodes:
                         self._write_config(node)
-                        self._format(node)
+                    self._format_all(self._nodes)
                     # The dedicated controller first: brokers register with it.
                     for node in sorted(self._nodes, key=lambda n: n.is_broker):
                         self._spawn(node)
@@ -569,7 +579,7 @@ class KafkaCluster:
         if node.running:
             return
         self._spawn(node)
-        self._wait_ready(timeout or self.start_timeout)
+        self._wait_ready(timeout or self.start_timeout, [node])
 
     def restart_broker(self, i: int, *, kill: bool = False, timeout: float | None = None) -> None:
         if kill:
@@ -580,11 +590,11 @@ class KafkaCluster:
 
     def ensure_running(self, timeout: float | None = None) -> None:
         """Restart every broker that is not running; wait until all are registered."""
-        stopped = [i for i, n in enumerate(self.brokers) if not n.running]
-        for i in stopped:
-            self._spawn(self.brokers[i])
+        stopped = [n for n in self.brokers if not n.running]
+        for node in stopped:
+            self._spawn(node)
         if stopped:
-            self._wait_ready(timeout or self.start_timeout)
+            self._wait_ready(timeout or self.start_timeout, stopped)
 
     def logs_tail(self, n: int = 50) -> str:
         """The last ``n`` lines of every node's log, each under a header."""
@@ -868,32 +878,53 @@ class KafkaCluster:
             props[prefix + "ssl.client.auth"] = "none"
         return props
 
-    def _format(self, node: KafkaNode) -> None:
+    def _format_all(self, nodes: Sequence[KafkaNode]) -> None:
+        """Format every node's storage (``kafka-storage format``), all at once."""
         jars = self.jars
-        log_flags = _write_log_config(node.directory, jars.major, "WARN", to_stderr=True)
-        cmd = [
-            _java(),
-            "-Xmx256m",
-            *log_flags,
-            "-cp",
-            jars.broker_cp,
-            "kafka.tools.StorageTool",
-            "format",
-            "-t",
-            self.cluster_id,
-            "-c",
-            str(node.config_path),
-        ]
         scram = [m for s in self.listeners for m in s.sasl_mechanisms if m in SCRAM_MECHANISMS]
-        for mech in dict.fromkeys(scram):
-            for user, password in self.users.items():
-                cmd += ["--add-scram", f"{mech}=[name={user},password={password}]"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-        if proc.returncode != 0:
-            raise KafkaLaunchError(
-                f"formatting node {node.node_id} failed (exit {proc.returncode}):\n"
-                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        running: list[tuple[KafkaNode, subprocess.Popen[str]]] = []
+        for node in nodes:
+            log_flags = _write_log_config(node.directory, jars.major, "WARN", to_stderr=True)
+            cmd = [
+                *_pdeathsig_prefix(),
+                _java(),
+                "-Xmx256m",
+                *log_flags,
+                "-cp",
+                jars.broker_cp,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(node.config_path),
+            ]
+            # SCRAM credentials live in the metadata log: bootstrap records written here.
+            for mech in dict.fromkeys(scram):
+                for user, password in self.users.items():
+                    cmd += ["--add-scram", f"{mech}=[name={user},password={password}]"]
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
+            running.append((node, proc))
+        failures = []
+        for node, proc in running:
+            try:
+                out, err = proc.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            if proc.returncode != 0:
+                failures.append(
+                    f"formatting node {node.node_id} failed (exit {proc.returncode}):\n"
+                    f"{out[-3000:]}\n{err[-3000:]}"
+                )
+        if failures:
+            raise KafkaLaunchError("\n".join(failures))
 
     def _spawn(self, node: KafkaNode) -> None:
         jars = self.jars
@@ -928,22 +959,24 @@ class KafkaCluster:
         node.process = proc
         _register(proc)
 
-    def _wait_ready(self, timeout: float) -> None:
-        """Wait until every node's port accepts and the metadata lists every broker."""
+    def _wait_ready(self, timeout: float, nodes: Sequence[KafkaNode] | None = None) -> None:
+        """Wait until ``nodes`` (default: all) are up: each node's port accepts, each of
+        those brokers answers a Metadata request itself, and that answer lists every
+        running broker (so all are registered and unfenced)."""
         from confluent_kafka.admin import AdminClient
 
+        waiting = list(nodes) if nodes is not None else list(self._nodes)
         deadline = time.monotonic() + timeout
-        want = {n.node_id for n in self.brokers}
 
         def check_alive() -> None:
-            for n in self._nodes:
-                if n.process is not None and n.process.poll() is not None:
+            for n in waiting:
+                if n.process is None or n.process.poll() is not None:
+                    code = n.process.returncode if n.process is not None else None
                     raise KafkaLaunchError(
-                        f"Kafka node {n.node_id} exited with {n.process.returncode}:\n"
-                        f"{n.logs_tail(60)}"
+                        f"Kafka node {n.node_id} exited with {code}:\n{n.logs_tail(60)}"
                     )
 
-        for n in self._nodes:
+        for n in waiting:
             while not _port_open(n.port):
                 check_alive()
                 if time.monotonic() > deadline:
@@ -952,24 +985,31 @@ class KafkaCluster:
                         f"{n.logs_tail(60)}"
                     )
                 time.sleep(0.1)
-        admin = AdminClient(
-            {
-                "bootstrap.servers": self.bootstrap_servers,
-                "socket.connection.setup.timeout.ms": 5000,
-            }
-        )
+        want = {n.node_id for n in self.brokers if n.running}
         seen: set[int] = set()
-        while time.monotonic() < deadline:
-            check_alive()
-            with contextlib.suppress(Exception):
-                seen = set(admin.list_topics(timeout=5).brokers)
-                if seen >= want:
-                    return
-            time.sleep(0.2)
-        raise KafkaLaunchError(
-            f"brokers registered {sorted(seen)}, want {sorted(want)} after {timeout}s:\n"
-            f"{self.logs_tail(40)}"
-        )
+        for n in waiting:
+            if not n.is_broker:
+                continue
+            # Bootstrapping from this node alone: the first answer comes from it.
+            admin = AdminClient(
+                {
+                    "bootstrap.servers": f"{n.host}:{n.port}",
+                    "socket.connection.setup.timeout.ms": 5000,
+                    "log_level": 0,
+                }
+            )
+            while True:
+                check_alive()
+                with contextlib.suppress(Exception):
+                    seen = set(admin.list_topics(timeout=5).brokers)
+                    if seen >= want:
+                        break
+                if time.monotonic() > deadline:
+                    raise KafkaLaunchError(
+                        f"broker {n.node_id} sees brokers {sorted(seen)}, want {sorted(want)} "
+                        f"after {timeout}s:\n{self.logs_tail(40)}"
+                    )
+                time.sleep(0.2)
 
 
 class KafkaBroker(KafkaCluster):

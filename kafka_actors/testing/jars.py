@@ -4,7 +4,8 @@ Owns: the cache directory ``${KAFKA_ACTORS_CACHE:-~/.cache/kafka-actors}/kafka-<
 the generated Maven pom in it, the inter-process lock that serialises resolution, and the
 choice of logging backend per Kafka line (log4j2 for 4.x, reload4j for 3.x).
 May touch: the cache directory, Maven's local repository inside it (``<cache>/m2``), and the
-network through ``mvn`` only. It never touches the project tree.
+network through ``mvn`` only (and HTTPS HEAD/GET of Maven Central metadata). It never
+touches the project tree.
 
 Layout of one resolved version::
 
@@ -80,6 +81,12 @@ def cache_root() -> Path:
     """The cache root: ``$KAFKA_ACTORS_CACHE`` or ``~/.cache/kafka-actors``."""
     env = os.environ.get("KAFKA_ACTORS_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "kafka-actors"
+
+
+def maven_repo() -> Path:
+    """Maven's local repository: ``$KAFKA_ACTORS_MAVEN_REPO`` or ``<cache root>/m2``."""
+    env = os.environ.get("KAFKA_ACTORS_MAVEN_REPO")
+    return Path(env).expanduser() if env else cache_root() / "m2"
 
 
 def default_version() -> str:
@@ -258,7 +265,7 @@ def resolve(version: str | None = None) -> KafkaJars:
         tools_version = _tools_version_for(version)
         major = int(version.split(".", 1)[0])
         directory.mkdir(parents=True, exist_ok=True)
-        m2 = root / "m2"
+        m2 = maven_repo()
         broker_pom = directory / "broker-pom.xml"
         broker_excl: tuple[str, ...] = _LOG_EXCLUSIONS
         extra: list[str] = []
