@@ -918,6 +918,14 @@ class NetworkActor(SupervisedActor):
         events = conn.connection_lost(error, self._clock.monotonic())
         backoff_ms = round(conn.last_backoff * 1000)
         if isinstance(error, AuthenticationError):
+            # Callers waiting for any node were waiting on this attempt: they get the typed
+            # error too, rather than a timeout (Java fails such requests with it).
+            waiting, self._unassigned = self._unassigned, deque()
+            for pending in waiting:
+                if cast(Send, pending.token).node == ANY_NODE or node.node_id < 0:
+                    self._fail(pending, error, node.node_id)
+                else:
+                    self._unassigned.append(pending)
             self._record(node, "auth_failed", error)
             log = node.log.warning if not node.down_announced else node.log.debug
             log("node_authentication_failed", error=str(error), backoff_ms=backoff_ms)

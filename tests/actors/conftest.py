@@ -29,3 +29,22 @@ def start_network() -> Iterator[Any]:
             ref.stop(block=True, timeout=15)
         except pykka.ActorDeadError:
             pass
+
+
+@pytest.fixture
+def captured_logs() -> Iterator[Any]:
+    """structlog configured for JSON lines at DEBUG into a StringIO (restored afterwards).
+    Start the actors after requesting this fixture: loggers bind at actor creation."""
+    import io
+
+    import structlog
+
+    from kafka_actors import log
+
+    old = structlog.get_config()
+    stream = io.StringIO()
+    log.configure(json=True, level="DEBUG", stream=stream)
+    try:
+        yield stream
+    finally:
+        structlog.configure(**old)
