@@ -545,6 +545,20 @@ class SaslExchange:
                 node=self._node,
             )
 
+    def reauthentication_delay_ms(self, random_fraction: float) -> int | None:
+        """When to re-authenticate, in ms after this exchange completed (KIP-368), or None.
+
+        As Kafka's SaslClientAuthenticator: 85% of the session lifetime plus up to 10% jitter
+        (``random_fraction`` in [0, 1), injected) so that many connections do not
+        re-authenticate at once. Re-authenticate with a fresh exchange and mechanism (or
+        reconnect) before the broker closes the connection at the end of the session.
+        """
+        if self._state is not SaslState.COMPLETE or self.session_lifetime_ms <= 0:
+            return None
+        if not 0.0 <= random_fraction < 1.0:
+            raise ValueError("random_fraction must be in [0, 1)")
+        return int(self.session_lifetime_ms * (0.85 + 0.10 * random_fraction))
+
     def _redact(self, message: str | None) -> str | None:
         """The broker's message, with the password masked should a broker ever echo it."""
         if not message:

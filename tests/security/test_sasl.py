@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.static.primitive import i64Timedelta
@@ -482,6 +484,48 @@ def test_exchange_scram_sha512_with_authenticate_v2_and_session_lifetime() -> No
     assert exchange.session_lifetime_ms == 3_600_000
     assert exchange.round_trips == 2
     assert exchange.next_request() is None
+
+
+def test_reauthentication_delay_follows_kafka_window() -> None:
+    exchange = SaslExchange(PlainMechanism("alice", SECRET), versions())
+    assert exchange.reauthentication_delay_ms(0.5) is None  # not authenticated yet
+    sent(exchange)
+    exchange.on_response(handshake_response(0, ("PLAIN",)))
+    sent(exchange)
+    exchange.on_response(authenticate_response(2, session_lifetime_ms=100_000))
+    assert exchange.reauthentication_delay_ms(0.0) == 85_000
+    assert exchange.reauthentication_delay_ms(0.5) == 90_000
+    assert exchange.reauthentication_delay_ms(0.999999) == 94_999
+    with pytest.raises(ValueError):
+        exchange.reauthentication_delay_ms(1.0)
+    no_limit = SaslExchange(PlainMechanism("alice", SECRET), versions())
+    sent(no_limit)
+    no_limit.on_response(handshake_response(0, ("PLAIN",)))
+    sent(no_limit)
+    no_limit.on_response(authenticate_response(2, session_lifetime_ms=0))
+    assert no_limit.done and no_limit.reauthentication_delay_ms(0.5) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_server_first_bytes_fail_only_with_authentication_errors(data: bytes) -> None:
+    mech = ScramMechanism("SCRAM-SHA-256", "alice", SECRET, nonce_factory=nonce("cn"))
+    mech.initial_response()
+    try:
+        reply = mech.evaluate(data)
+    except AuthenticationError as error:
+        assert SECRET not in str(error)
+    else:  # only a well-formed message that extends our nonce gets an answer
+        assert data.startswith(b"r=cn") and reply is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=120))
+def test_arbitrary_server_final_bytes_never_complete(data: bytes) -> None:
+    mech, _ = _at_server_final()
+    with pytest.raises(AuthenticationError):
+        mech.evaluate(data)
+    assert not mech.complete
 
 
 def test_exchange_requests_encode_and_decode() -> None:
