@@ -158,14 +158,15 @@ def kafka_python(data: bytes) -> int:
 def best_of(
     decoders: list[tuple[str, Callable[[bytes], int]]], data: bytes, expected: int, repeat: int
 ) -> dict[str, float]:
-    """Best time per decoder; the decoders take turns in each round, so that load from
-    other processes on the machine spreads over all of them alike."""
+    """Best CPU time per decoder (process time: every decoder is single-threaded, and CPU
+    time is steadier than wall time on a shared machine); the decoders take turns in each
+    round, so that load from other processes spreads over all of them alike."""
     best = {label: float("inf") for label, _ in decoders}
     for _ in range(repeat):
         for label, fn in decoders:
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             n = fn(data)
-            elapsed = time.perf_counter() - t0
+            elapsed = time.process_time() - t0
             if n != expected:
                 raise RuntimeError(f"{label} decoded {n} records, expected {expected}")
             best[label] = min(best[label], elapsed)

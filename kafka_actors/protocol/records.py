@@ -396,9 +396,48 @@ def _decode_batch_records(
             headers_append(headers)
             n_headed += 1
             pos = record_end
-        else:
-            headers_append(parse_headers(buf, pos, record_end))
-            pos = record_end
+        else:  # distinct header blocks: parse inline (as _parse_headers does)
+            b = buf[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                n, pos = slow(buf, pos)
+            if n < 0 or n > record_end - pos:
+                raise _Corrupt(f"bad header count {n}")
+            hl: list[Header] = []
+            for _h in range(n):
+                b = buf[pos]
+                if b < 0x80:
+                    size = zz[b]
+                    pos += 1
+                else:
+                    size, pos = slow(buf, pos)
+                key_end = pos + size
+                if size < 0 or key_end > record_end:
+                    raise _Corrupt(f"bad header key length {size}")
+                b = buf[key_end]
+                if b == 1:
+                    hl.append((buf[pos:key_end].decode("utf-8", "replace"), None))
+                    pos = key_end + 1
+                    continue
+                if b < 0x80:
+                    size = zz[b]
+                    value_start = key_end + 1
+                else:
+                    size, value_start = slow(buf, key_end)
+                if size < 0:
+                    raise _Corrupt(f"bad header value length {size}")
+                hl.append(
+                    (
+                        buf[pos:key_end].decode("utf-8", "replace"),
+                        buf[value_start : value_start + size],
+                    )
+                )
+                pos = value_start + size
+            headers_append(tuple(hl))
+            if pos != record_end:
+                raise _Corrupt(f"record size does not match its fields (at byte {record_end})")
     if pos != end:
         raise _Corrupt(f"{end - pos} bytes left after the last of {count} records")
 
