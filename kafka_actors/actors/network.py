@@ -558,7 +558,7 @@ class NetworkActor(SupervisedActor):
         return super().on_receive(message)
 
     def on_stop(self) -> None:
-        self._shutdown_io(None)
+        self._shutdown_io(self.supervision.tree.fatal_error)
         self.supervision.stop_children_now()
 
     def on_failure(
@@ -1055,7 +1055,7 @@ class NetworkActor(SupervisedActor):
         self._closed = True
         self._inbox.driver = None
         error = ConsumerClosedError(
-            "The NetworkActor stopped" + (f" after a failure: {cause!r}" if cause else "")
+            "The NetworkActor stopped" + (f" because of: {cause}" if cause else "")
         )
         for node in self._nodes.values():
             for event in node.conn.close(error):
