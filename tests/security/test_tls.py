@@ -7,12 +7,15 @@ Certificates come from the testkit's ``make_certificates`` (a CA and a certifica
 
 from __future__ import annotations
 
+import errno
 import os
+import selectors
 import socket
 import ssl
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,6 +297,54 @@ def test_unclean_eof_is_a_disconnect(
     with pytest.raises(DisconnectedError) as info:
         channel.read()
     assert info.value.retriable
+    sock.close()
+    server.join()
+
+
+def test_non_blocking_selector_pump(
+    certs: TestCertificates, server_factory: list[EchoServer]
+) -> None:
+    """The network actor's way: a non-blocking socket, a selector, partial sends kept."""
+    server = start(server_factory, server_context(certs))
+    channel = TlsChannel(
+        build_ssl_context(config(**{"ssl.truststore.location": str(certs.ca_cert)})), "localhost"
+    )
+    sock = socket.socket()
+    sock.setblocking(False)
+    assert sock.connect_ex(("127.0.0.1", server.port)) in (0, errno.EINPROGRESS)
+    payload = os.urandom(3_000_000)
+    outgoing = bytearray()
+    received = bytearray()
+    sent_payload = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        deadline = time.monotonic() + TIMEOUT
+        while len(received) < len(payload):
+            assert time.monotonic() < deadline, "pump stalled"
+            if channel.handshake() and not sent_payload:
+                channel.write(payload)
+                sent_payload = True
+            outgoing += channel.bytes_to_send()
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if outgoing else 0)
+            selector.modify(sock, events)
+            for _key, ready in selector.select(timeout=1.0):
+                if ready & selectors.EVENT_WRITE and outgoing:
+                    try:
+                        sent = sock.send(outgoing)
+                    except BlockingIOError:
+                        sent = 0
+                    del outgoing[:sent]
+                if ready & selectors.EVENT_READ:
+                    try:
+                        data = sock.recv(65536)
+                    except BlockingIOError:
+                        continue
+                    if data:
+                        channel.receive(data)
+                    else:
+                        channel.receive_eof()
+                    received += channel.read()
+    assert bytes(received) == payload
     sock.close()
     server.join()
 
