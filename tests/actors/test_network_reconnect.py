@@ -1,0 +1,68 @@
+"""A broker killed under the NetworkActor (a dedicated one-node Kafka 4.x, so the session
+brokers other tests share are not disturbed): reconnect attempts back off exponentially with
+jitter, and requests succeed again once the broker is back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pykka
+import pytest
+
+from kafka_actors.actors.network import Response
+from kafka_actors.protocol import requests as rq
+from kafka_actors.testing import KafkaBroker
+from tests.actors.network_helpers import events, metadata, network_config, send
+
+StartNetwork = Callable[..., pykka.ActorRef[Any]]
+
+
+@pytest.fixture(scope="module")
+def own_broker() -> Iterator[KafkaBroker]:
+    with KafkaBroker() as broker:
+        yield broker
+
+
+@pytest.mark.broker
+def test_broker_killed_backoff_then_recovery(
+    own_broker: KafkaBroker, start_network: StartNetwork
+) -> None:
+    base_ms, max_ms = 100, 1_600
+    config = network_config(
+        own_broker.bootstrap_servers,
+        **{"reconnect.backoff.ms": base_ms, "reconnect.backoff.max.ms": max_ms},
+    )
+    ref = start_network(config)
+    node = int(metadata(ref).response.brokers[0].node_id)
+    metadata(ref, node=node)
+    own_broker.kill_broker(0)
+    deadline = time.monotonic() + 30
+    while not any(e.kind == "disconnected" for e in events(ref, node)):
+        assert time.monotonic() < deadline, "the actor did not notice the dead broker"
+        time.sleep(0.05)
+    # A request for the dead node waits (queued) while the actor keeps trying.
+    waiting = send(ref, rq.metadata_request(12, topics=None), node=node, timeout_ms=180_000)
+    deadline = time.monotonic() + 60
+    while sum(e.kind == "connect_failed" for e in events(ref, node)) < 7:
+        assert time.monotonic() < deadline, "too few reconnect attempts"
+        time.sleep(0.1)
+    recorded = [e for e in events(ref, node) if e.kind != "ready"][1:]  # from the disconnect on
+    failures = [e for e in recorded if e.kind in ("disconnected", "connect_failed")]
+    attempts = [e for e in recorded if e.kind == "connect"]
+    assert failures[0].kind == "disconnected"
+    for n, failure in enumerate(failures[:7]):
+        nominal = min(max_ms, base_ms * 2**n) / 1000
+        assert failure.backoff is not None
+        assert nominal * 0.8 - 1e-6 <= failure.backoff <= min(max_ms / 1000, nominal * 1.2)
+    # Attempt n+1 starts when backoff n has passed (not before; a little after at most).
+    for failure, attempt in zip(failures[1:7], attempts[1:7], strict=True):
+        gap = attempt.at - failure.at
+        assert failure.backoff is not None
+        assert failure.backoff - 0.005 <= gap <= failure.backoff + 1.0
+    own_broker.start_broker(0)
+    reply = waiting.get(timeout=200)
+    assert isinstance(reply, Response) and reply.node == node
+    assert isinstance(metadata(ref, node=node), Response)
+    assert events(ref, node)[-1].kind == "ready"
