@@ -266,6 +266,17 @@ def test_write_before_handshake_is_refused(certs: TestCertificates) -> None:
     assert channel.wants_write and channel.bytes_to_send().startswith(b"\x16\x03")  # ClientHello
 
 
+def test_eof_during_handshake_is_a_retriable_disconnect(certs: TestCertificates) -> None:
+    context = build_ssl_context(config(**{"ssl.truststore.location": str(certs.ca_cert)}))
+    channel = TlsChannel(context, "localhost", node=2)
+    assert not channel.handshake()
+    channel.bytes_to_send()
+    channel.receive_eof()  # the broker closed before answering the ClientHello
+    with pytest.raises(DisconnectedError) as info:
+        channel.handshake()
+    assert info.value.retriable and info.value.node == 2
+
+
 def test_peer_close_notify_is_seen(
     certs: TestCertificates, server_factory: list[EchoServer]
 ) -> None:
