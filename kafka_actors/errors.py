@@ -52,6 +52,7 @@ __all__ = [
     "FetchSessionError",
     "FrameTooLargeError",
     "GroupError",
+    "IllegalStateError",
     "InvalidFrameError",
     "InvalidMetadataError",
     "KafkaConnectionError",
@@ -1023,6 +1024,11 @@ class FatalConsumerError(FatalError):
 
 class ConsumerClosedError(FatalError):
     """The consumer is closed (or closing) and cannot serve the call."""
+
+
+class IllegalStateError(FatalError):
+    """A call that the client's current state does not allow (Java IllegalStateException):
+    mixing subscription types, asking the position of an unassigned partition, ..."""
 
 
 class WakeupError(KafkaError):
