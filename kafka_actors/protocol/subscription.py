@@ -1,0 +1,822 @@
+"""The consumer's subscription state: what it subscribed to, what it owns, where it stands.
+
+Owns: :class:`SubscriptionState` — the subscription type (topics, pattern, user assignment), the
+subscribed topics / pattern, the assigned partitions in assignment order, and per assigned
+partition a :class:`TopicPartitionState`: fetch state (initializing, fetching, awaiting reset,
+awaiting validation), position (:class:`FetchPosition`: offset, the leader epoch of the record
+before it, the current leader), paused, pending revocation (cooperative / KIP-848), pending the
+onPartitionsAssigned callback (KIP-848), the reset strategy awaited, retry backoff of resets and
+validations, high watermark, last stable offset, log start offset, preferred read replica with
+its expiry (KIP-392), and "end of partition" tracking. An ``assignment_id`` grows on every
+assignment change so data fetched for an older assignment can be recognised.
+
+Modelled on the Java client's ``SubscriptionState`` (facts only). It is the one mutable object
+shared by reference between the facade and the fetch, commit, offsets and membership actors:
+one lock guards it and every public method is atomic. Values handed out are immutable snapshots.
+Time is always a parameter (``now_ms``); nothing here reads a clock, does I/O or logs.
+
+May touch: :mod:`kafka_actors.errors` and :mod:`kafka_actors.protocol.messages` only.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from kafka_actors.errors import IllegalStateError
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+
+__all__ = [
+    "FetchPosition",
+    "FetchState",
+    "IsolationLevel",
+    "LeaderAndEpoch",
+    "OffsetResetStrategy",
+    "ResetKind",
+    "SubscriptionState",
+    "SubscriptionType",
+    "TopicPartitionState",
+]
+
+
+class SubscriptionType(enum.Enum):
+    NONE = "NONE"
+    AUTO_TOPICS = "AUTO_TOPICS"
+    AUTO_PATTERN = "AUTO_PATTERN"
+    USER_ASSIGNED = "USER_ASSIGNED"
+
+
+class IsolationLevel(enum.Enum):
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+    @classmethod
+    def parse(cls, value: str | IsolationLevel) -> IsolationLevel:
+        if isinstance(value, IsolationLevel):
+            return value
+        return cls(value.lower())
+
+    @property
+    def wire_value(self) -> int:
+        """The value of the Fetch / ListOffsets ``isolation_level`` field."""
+        return 1 if self is IsolationLevel.READ_COMMITTED else 0
+
+
+class ResetKind(enum.Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    NONE = "none"
+    BY_DURATION = "by_duration"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetResetStrategy:
+    """``auto.offset.reset`` (KIP-1106 adds ``by_duration:<ISO-8601 duration>``)."""
+
+    kind: ResetKind
+    duration: timedelta | None = None
+
+    @classmethod
+    def of(cls, name: str, duration: timedelta | None = None) -> OffsetResetStrategy:
+        """From the values :class:`kafka_actors.config.ConsumerConfig` holds."""
+        kind = ResetKind(name.lower())
+        if kind is ResetKind.BY_DURATION and duration is None:
+            raise ValueError("by_duration needs a duration")
+        return cls(kind, duration if kind is ResetKind.BY_DURATION else None)
+
+    def timestamp_ms(self, now_epoch_ms: int) -> int:
+        """The ListOffsets timestamp this strategy asks for: -2 earliest, -1 latest, or the
+        wall-clock time ``duration`` ago for by_duration. NONE has no timestamp."""
+        if self.kind is ResetKind.EARLIEST:
+            return -2
+        if self.kind is ResetKind.LATEST:
+            return -1
+        if self.kind is ResetKind.BY_DURATION:
+            assert self.duration is not None
+            return now_epoch_ms - int(self.duration.total_seconds() * 1000)
+        raise IllegalStateError("auto.offset.reset=none has no reset timestamp")
+
+
+EARLIEST = OffsetResetStrategy(ResetKind.EARLIEST)
+LATEST = OffsetResetStrategy(ResetKind.LATEST)
+NO_RESET = OffsetResetStrategy(ResetKind.NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndEpoch:
+    """The leader of a partition as the client's metadata knows it (None: unknown)."""
+
+    leader: int | None = None
+    epoch: int | None = None
+
+
+NO_LEADER = LeaderAndEpoch()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPosition:
+    """Where the next fetch of a partition starts.
+
+    ``offset_epoch`` is the leader epoch of the record before ``offset`` (from the last record
+    consumed, or the committed offset's epoch), used for commits and truncation detection;
+    ``current_leader`` is the leader (and its epoch) the position is fetched from, its epoch
+    is sent as the Fetch's ``current_leader_epoch``.
+    """
+
+    offset: int
+    offset_epoch: int | None = None
+    current_leader: LeaderAndEpoch = NO_LEADER
+
+
+class FetchState(enum.Enum):
+    INITIALIZING = "INITIALIZING"
+    FETCHING = "FETCHING"
+    AWAIT_RESET = "AWAIT_RESET"
+    AWAIT_VALIDATION = "AWAIT_VALIDATION"
+
+    @property
+    def has_position(self) -> bool:
+        return self in (FetchState.FETCHING, FetchState.AWAIT_VALIDATION)
+
+    @property
+    def has_valid_position(self) -> bool:
+        return self is FetchState.FETCHING
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionState:
+    """An immutable snapshot of one assigned partition's state."""
+
+    fetch_state: FetchState = FetchState.INITIALIZING
+    position: FetchPosition | None = None
+    high_watermark: int | None = None
+    last_stable_offset: int | None = None
+    log_start_offset: int | None = None
+    paused: bool = False
+    pending_revocation: bool = False
+    pending_on_assigned_callback: bool = False
+    reset_strategy: OffsetResetStrategy | None = None
+    next_retry_time_ms: int | None = None
+    preferred_read_replica: int | None = None
+    preferred_read_replica_expire_ms: int | None = None
+    end_of_partition_reported: bool = False
+
+    @property
+    def has_position(self) -> bool:
+        return self.fetch_state.has_position
+
+    @property
+    def has_valid_position(self) -> bool:
+        return self.fetch_state.has_valid_position
+
+    @property
+    def awaiting_reset(self) -> bool:
+        return self.fetch_state is FetchState.AWAIT_RESET
+
+    @property
+    def awaiting_validation(self) -> bool:
+        return self.fetch_state is FetchState.AWAIT_VALIDATION
+
+    @property
+    def is_fetchable(self) -> bool:
+        return (
+            self.has_valid_position
+            and not self.paused
+            and not self.pending_revocation
+            and not self.pending_on_assigned_callback
+        )
+
+    def awaiting_retry_backoff(self, now_ms: int) -> bool:
+        return self.next_retry_time_ms is not None and now_ms < self.next_retry_time_ms
+
+    def end_offset(self, isolation: IsolationLevel) -> int | None:
+        if isolation is IsolationLevel.READ_COMMITTED:
+            return self.last_stable_offset
+        return self.high_watermark
+
+
+class SubscriptionState:
+    """The shared, thread-safe subscription and per-partition fetch state (see module doc).
+
+    ``default_reset_strategy`` is ``auto.offset.reset``; partitions whose committed offset turns
+    out to be missing are reset with it (:meth:`reset_initializing_positions`).
+    """
+
+    def __init__(self, default_reset_strategy: OffsetResetStrategy = LATEST) -> None:
+        self._lock = threading.RLock()
+        self._default_reset_strategy = default_reset_strategy
+        self._type = SubscriptionType.NONE
+        self._subscription: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+        # Assignment in assignment order (dicts keep insertion order).
+        self._assignment: dict[TopicPartition, TopicPartitionState] = {}
+        self._assignment_id = 0
+        self._subscription_version = 0
+
+    # -- subscription ----------------------------------------------------------------------
+
+    @property
+    def default_reset_strategy(self) -> OffsetResetStrategy:
+        return self._default_reset_strategy
+
+    @property
+    def subscription_type(self) -> SubscriptionType:
+        with self._lock:
+            return self._type
+
+    @property
+    def assignment_id(self) -> int:
+        """Grows by one on every change of the assigned partitions."""
+        with self._lock:
+            return self._assignment_id
+
+    @property
+    def subscription_version(self) -> int:
+        """Grows by one on every change of the subscribed topics or pattern."""
+        with self._lock:
+            return self._subscription_version
+
+    def _set_type(self, wanted: SubscriptionType) -> None:
+        if self._type is SubscriptionType.NONE:
+            self._type = wanted
+        elif self._type is not wanted:
+            raise IllegalStateError(
+                "Subscription to topics, partitions and pattern are mutually exclusive "
+                f"(current: {self._type.value}, requested: {wanted.value})"
+            )
+
+    def subscribe(self, topics: Iterable[str]) -> bool:
+        """Subscribe to topic names (AUTO_TOPICS); True when the subscription changed."""
+        wanted = frozenset(topics)
+        for topic in wanted:
+            if not topic or not topic.strip():
+                raise ValueError("Topic names in a subscription must be non-empty")
+        with self._lock:
+            self._set_type(SubscriptionType.AUTO_TOPICS)
+            self._pattern = None
+            return self._change_subscription(wanted)
+
+    def subscribe_pattern(self, pattern: str | re.Pattern[str]) -> None:
+        """Subscribe to every topic matching a regular expression (AUTO_PATTERN). The topics
+        matching it are set by the metadata layer with :meth:`subscribe_from_pattern`."""
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        with self._lock:
+            self._set_type(SubscriptionType.AUTO_PATTERN)
+            if self._pattern is None or self._pattern.pattern != compiled.pattern:
+                self._subscription_version += 1
+            self._pattern = compiled
+
+    def subscribe_from_pattern(self, topics: Iterable[str]) -> bool:
+        """The topics currently matching the subscribed pattern; True when they changed."""
+        with self._lock:
+            if self._type is not SubscriptionType.AUTO_PATTERN:
+                raise IllegalStateError("Not subscribed to a pattern")
+            return self._change_subscription(frozenset(topics))
+
+    def _change_subscription(self, topics: frozenset[str]) -> bool:
+        if topics == self._subscription:
+            return False
+        self._subscription = topics
+        self._subscription_version += 1
+        return True
+
+    @property
+    def subscription(self) -> frozenset[str]:
+        """The subscribed topic names (for a pattern: the topics matching it); empty when
+        partitions were assigned by the user."""
+        with self._lock:
+            return self._subscription if self._has_auto() else frozenset()
+
+    @property
+    def subscribed_pattern(self) -> re.Pattern[str] | None:
+        with self._lock:
+            return self._pattern
+
+    def matches_subscribed_pattern(self, topic: str) -> bool:
+        with self._lock:
+            return self._pattern is not None and self._pattern.fullmatch(topic) is not None
+
+    def has_auto_assigned_partitions(self) -> bool:
+        with self._lock:
+            return self._has_auto()
+
+    def _has_auto(self) -> bool:
+        return self._type in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN)
+
+    def has_no_subscription_or_user_assignment(self) -> bool:
+        with self._lock:
+            return self._type is SubscriptionType.NONE
+
+    def metadata_topics(self) -> frozenset[str]:
+        """Topics whose metadata the consumer needs: the subscription plus assigned topics."""
+        with self._lock:
+            topics = {tp.topic for tp in self._assignment}
+            if self._has_auto():
+                topics |= self._subscription
+            return frozenset(topics)
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription and the assignment; the type becomes NONE again."""
+        with self._lock:
+            if self._subscription or self._pattern is not None:
+                self._subscription_version += 1
+            self._subscription = frozenset()
+            self._pattern = None
+            self._type = SubscriptionType.NONE
+            if self._assignment:
+                self._assignment = {}
+                self._assignment_id += 1
+
+    # -- assignment ------------------------------------------------------------------------
+
+    def assign_from_user(self, partitions: Iterable[TopicPartition]) -> bool:
+        """Manual assignment (USER_ASSIGNED). State of partitions kept across the change is
+        kept; True when the assignment changed."""
+        wanted = list(dict.fromkeys(partitions))
+        with self._lock:
+            self._set_type(SubscriptionType.USER_ASSIGNED)
+            return self._set_assignment(wanted)
+
+    def assign_from_subscribed(self, partitions: Iterable[TopicPartition]) -> bool:
+        """The group's assignment for an auto subscription. Every partition must belong to a
+        subscribed topic (or match the pattern); True when the assignment changed."""
+        wanted = list(dict.fromkeys(partitions))
+        with self._lock:
+            if not self._has_auto():
+                raise IllegalStateError(
+                    "Assignment from the group is only allowed with a topic or pattern "
+                    f"subscription (current: {self._type.value})"
+                )
+            for tp in wanted:
+                if tp.topic not in self._subscription and not (
+                    self._pattern is not None and self._pattern.fullmatch(tp.topic)
+                ):
+                    raise ValueError(f"Assigned partition {tp} is not of a subscribed topic")
+            return self._set_assignment(wanted)
+
+    def assign_from_subscribed_awaiting_callback(
+        self, partitions: Iterable[TopicPartition], added: Iterable[TopicPartition]
+    ) -> bool:
+        """As :meth:`assign_from_subscribed`, with the newly ``added`` partitions not fetchable
+        until :meth:`enable_fetching_for_new_partitions` (after onPartitionsAssigned, KIP-848)."""
+        added_set = frozenset(added)
+        with self._lock:
+            changed = self.assign_from_subscribed(partitions)
+            for tp in added_set:
+                state = self._assignment.get(tp)
+                if state is not None:
+                    self._assignment[tp] = replace(state, pending_on_assigned_callback=True)
+            return changed
+
+    def enable_fetching_for_new_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            for tp in partitions:
+                state = self._assignment.get(tp)
+                if state is not None:
+                    self._assignment[tp] = replace(state, pending_on_assigned_callback=False)
+
+    def _set_assignment(self, wanted: list[TopicPartition]) -> bool:
+        if list(self._assignment) == wanted:
+            return False
+        old = self._assignment
+        self._assignment = {tp: old.get(tp, TopicPartitionState()) for tp in wanted}
+        self._assignment_id += 1
+        return True
+
+    def assigned_partitions(self) -> frozenset[TopicPartition]:
+        with self._lock:
+            return frozenset(self._assignment)
+
+    def assigned_partitions_list(self) -> tuple[TopicPartition, ...]:
+        """Assigned partitions in assignment order."""
+        with self._lock:
+            return tuple(self._assignment)
+
+    def num_assigned_partitions(self) -> int:
+        with self._lock:
+            return len(self._assignment)
+
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        with self._lock:
+            return tp in self._assignment
+
+    def partition_state(self, tp: TopicPartition) -> TopicPartitionState | None:
+        """A snapshot of the partition's state, or None when it is not assigned."""
+        with self._lock:
+            return self._assignment.get(tp)
+
+    def _state(self, tp: TopicPartition) -> TopicPartitionState:
+        state = self._assignment.get(tp)
+        if state is None:
+            raise IllegalStateError(f"No current assignment for partition {tp}")
+        return state
+
+    def _update(self, tp: TopicPartition, **changes: object) -> None:
+        self._assignment[tp] = replace(self._state(tp), **changes)  # type: ignore[arg-type]
+
+    # -- positions -------------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, offset: int | FetchPosition) -> None:
+        """Set a validated position: fetching starts there (Java seekValidated)."""
+        position = offset if isinstance(offset, FetchPosition) else FetchPosition(offset)
+        if position.offset < 0:
+            raise ValueError(f"Seek offset must not be negative: {position.offset}")
+        with self._lock:
+            self._update(
+                tp,
+                fetch_state=FetchState.FETCHING,
+                position=position,
+                reset_strategy=None,
+                next_retry_time_ms=None,
+                end_of_partition_reported=False,
+            )
+
+    def seek_unvalidated(self, tp: TopicPartition, position: FetchPosition) -> None:
+        """Set a position that must first be validated against the leader's log (truncation
+        detection, KIP-320) when it carries a leader epoch; without one it is used as is."""
+        if position.offset < 0:
+            raise ValueError(f"Seek offset must not be negative: {position.offset}")
+        with self._lock:
+            state = (
+                FetchState.AWAIT_VALIDATION
+                if position.offset_epoch is not None
+                else FetchState.FETCHING
+            )
+            self._update(
+                tp,
+                fetch_state=state,
+                position=position,
+                reset_strategy=None,
+                next_retry_time_ms=None,
+                end_of_partition_reported=False,
+            )
+
+    def complete_validation(
+        self, tp: TopicPartition, position: FetchPosition | None = None
+    ) -> bool:
+        """Validation of the position succeeded (or moved it to ``position`` after a
+        truncation); True when the partition was still awaiting validation."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or not state.awaiting_validation:
+                return False
+            self._assignment[tp] = replace(
+                state,
+                fetch_state=FetchState.FETCHING,
+                position=position if position is not None else state.position,
+                next_retry_time_ms=None,
+            )
+            return True
+
+    def partitions_needing_validation(self, now_ms: int) -> tuple[TopicPartition, ...]:
+        with self._lock:
+            return tuple(
+                tp
+                for tp, s in self._assignment.items()
+                if s.awaiting_validation and not s.awaiting_retry_backoff(now_ms)
+            )
+
+    def position(self, tp: TopicPartition) -> FetchPosition | None:
+        """The partition's position (validated or not), None when it has none."""
+        with self._lock:
+            state = self._state(tp)
+            return state.position if state.has_position else None
+
+    def valid_position(self, tp: TopicPartition) -> FetchPosition | None:
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or not state.has_valid_position:
+                return None
+            return state.position
+
+    def advance_position(
+        self, tp: TopicPartition, expected_offset: int, new_position: FetchPosition
+    ) -> bool:
+        """Move a fetchable partition from ``expected_offset`` to ``new_position`` in one step;
+        False (nothing changed) when the partition is no longer assigned, not fetchable, or its
+        position is not ``expected_offset`` any more (a seek or reset came first)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if (
+                state is None
+                or not state.is_fetchable
+                or state.position is None
+                or state.position.offset != expected_offset
+            ):
+                return False
+            if new_position.current_leader == NO_LEADER:
+                new_position = replace(new_position, current_leader=state.position.current_leader)
+            self._assignment[tp] = replace(state, position=new_position)
+            return True
+
+    def update_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> None:
+        """The metadata layer's current leader of an assigned partition."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.position is None:
+                return
+            if state.position.current_leader != leader:
+                self._assignment[tp] = replace(
+                    state, position=replace(state.position, current_leader=leader)
+                )
+
+    def has_all_fetch_positions(self) -> bool:
+        with self._lock:
+            return all(s.has_valid_position for s in self._assignment.values())
+
+    def initializing_partitions(self) -> tuple[TopicPartition, ...]:
+        """Partitions with no position yet whose committed offset must be fetched."""
+        with self._lock:
+            return tuple(
+                tp for tp, s in self._assignment.items() if s.fetch_state is FetchState.INITIALIZING
+            )
+
+    partitions_needing_position = initializing_partitions
+
+    def reset_initializing_positions(
+        self, only: Callable[[TopicPartition], bool] | None = None
+    ) -> tuple[TopicPartition, ...]:
+        """Initializing partitions (no committed offset) are put awaiting reset with the
+        default strategy; returns those left without a position because that strategy is
+        ``none`` (the caller raises NoOffsetForPartitionError for them)."""
+        without: list[TopicPartition] = []
+        with self._lock:
+            for tp, s in list(self._assignment.items()):
+                if s.fetch_state is not FetchState.INITIALIZING:
+                    continue
+                if only is not None and not only(tp):
+                    continue
+                if self._default_reset_strategy.kind is ResetKind.NONE:
+                    without.append(tp)
+                else:
+                    self._request_reset(tp, self._default_reset_strategy)
+        return tuple(without)
+
+    # -- reset -----------------------------------------------------------------------------
+
+    def request_offset_reset(
+        self,
+        partitions: Iterable[TopicPartition] | TopicPartition,
+        strategy: OffsetResetStrategy | None = None,
+    ) -> None:
+        """Put partitions awaiting a reset with ``strategy`` (default: auto.offset.reset)."""
+        tps = [partitions] if isinstance(partitions, TopicPartition) else list(partitions)
+        with self._lock:
+            chosen = strategy if strategy is not None else self._default_reset_strategy
+            for tp in tps:
+                self._request_reset(tp, chosen)
+
+    def _request_reset(self, tp: TopicPartition, strategy: OffsetResetStrategy) -> None:
+        self._update(
+            tp,
+            fetch_state=FetchState.AWAIT_RESET,
+            reset_strategy=strategy,
+            position=None,
+            next_retry_time_ms=None,
+            end_of_partition_reported=False,
+        )
+
+    def maybe_seek_unvalidated(
+        self,
+        tp: TopicPartition,
+        position: FetchPosition,
+        strategy: OffsetResetStrategy,
+    ) -> bool:
+        """Apply a reset result only if the partition still awaits a reset with ``strategy``
+        (a seek by the user in between wins); True when applied."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or not state.awaiting_reset or state.reset_strategy != strategy:
+                return False
+            self.seek_unvalidated(tp, position)
+            return True
+
+    def reset_strategy(self, tp: TopicPartition) -> OffsetResetStrategy | None:
+        with self._lock:
+            return self._state(tp).reset_strategy
+
+    def is_offset_reset_needed(self, tp: TopicPartition) -> bool:
+        with self._lock:
+            return self._state(tp).awaiting_reset
+
+    def partitions_needing_reset(self, now_ms: int) -> tuple[TopicPartition, ...]:
+        """Partitions awaiting a reset whose retry backoff (if any) has passed."""
+        with self._lock:
+            return tuple(
+                tp
+                for tp, s in self._assignment.items()
+                if s.awaiting_reset and not s.awaiting_retry_backoff(now_ms)
+            )
+
+    def request_failed(self, partitions: Iterable[TopicPartition], next_retry_ms: int) -> None:
+        """A reset or validation request failed: do not retry before ``next_retry_ms``."""
+        with self._lock:
+            for tp in partitions:
+                if tp in self._assignment:
+                    self._update(tp, next_retry_time_ms=next_retry_ms)
+
+    def set_next_allowed_retry(
+        self, partitions: Iterable[TopicPartition], next_retry_ms: int
+    ) -> None:
+        self.request_failed(partitions, next_retry_ms)
+
+    # -- pause / revocation ----------------------------------------------------------------
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            for tp in partitions:
+                self._update(tp, paused=True)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            for tp in partitions:
+                self._update(tp, paused=False)
+
+    def is_paused(self, tp: TopicPartition) -> bool:
+        with self._lock:
+            state = self._assignment.get(tp)
+            return state is not None and state.paused
+
+    def paused_partitions(self) -> frozenset[TopicPartition]:
+        with self._lock:
+            return frozenset(tp for tp, s in self._assignment.items() if s.paused)
+
+    def mark_pending_revocation(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions about to be revoked: no longer fetched nor returned (their position is
+        still committed)."""
+        with self._lock:
+            for tp in partitions:
+                if tp in self._assignment:
+                    self._update(tp, pending_revocation=True)
+
+    def is_pending_revocation(self, tp: TopicPartition) -> bool:
+        with self._lock:
+            state = self._assignment.get(tp)
+            return state is not None and state.pending_revocation
+
+    # -- fetchability ----------------------------------------------------------------------
+
+    def is_fetchable(self, tp: TopicPartition) -> bool:
+        """Assigned, with a valid position, not paused, not pending revocation, not waiting
+        for onPartitionsAssigned."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            return state is not None and state.is_fetchable
+
+    def fetchable_partitions(
+        self, predicate: Callable[[TopicPartition], bool] | None = None
+    ) -> tuple[TopicPartition, ...]:
+        """Fetchable partitions in assignment order (optionally filtered)."""
+        with self._lock:
+            return tuple(
+                tp
+                for tp, s in self._assignment.items()
+                if s.is_fetchable and (predicate is None or predicate(tp))
+            )
+
+    def fetchable_positions(self) -> dict[TopicPartition, FetchPosition]:
+        """Positions of the fetchable partitions, in assignment order, in one atomic read."""
+        with self._lock:
+            return {
+                tp: s.position
+                for tp, s in self._assignment.items()
+                if s.is_fetchable and s.position is not None
+            }
+
+    # -- commits ---------------------------------------------------------------------------
+
+    def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Positions of partitions with a valid position, as offsets to commit."""
+        with self._lock:
+            return {
+                tp: OffsetAndMetadata(s.position.offset, "", s.position.offset_epoch)
+                for tp, s in self._assignment.items()
+                if s.has_valid_position and s.position is not None
+            }
+
+    # -- broker-reported offsets, lag ------------------------------------------------------
+
+    def update_high_watermark(self, tp: TopicPartition, offset: int) -> None:
+        with self._lock:
+            if tp in self._assignment:
+                self._update(tp, high_watermark=offset)
+
+    def update_last_stable_offset(self, tp: TopicPartition, offset: int) -> None:
+        with self._lock:
+            if tp in self._assignment:
+                self._update(tp, last_stable_offset=offset)
+
+    def update_log_start_offset(self, tp: TopicPartition, offset: int) -> None:
+        with self._lock:
+            if tp in self._assignment:
+                self._update(tp, log_start_offset=offset)
+
+    def update_partition_offsets(
+        self,
+        tp: TopicPartition,
+        *,
+        high_watermark: int | None = None,
+        last_stable_offset: int | None = None,
+        log_start_offset: int | None = None,
+    ) -> None:
+        """Record what a Fetch response reported (values < 0 mean unknown and are skipped)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None:
+                return
+            self._assignment[tp] = replace(
+                state,
+                high_watermark=(
+                    high_watermark
+                    if high_watermark is not None and high_watermark >= 0
+                    else state.high_watermark
+                ),
+                last_stable_offset=(
+                    last_stable_offset
+                    if last_stable_offset is not None and last_stable_offset >= 0
+                    else state.last_stable_offset
+                ),
+                log_start_offset=(
+                    log_start_offset
+                    if log_start_offset is not None and log_start_offset >= 0
+                    else state.log_start_offset
+                ),
+            )
+
+    def partition_lag(
+        self, tp: TopicPartition, isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+    ) -> int | None:
+        """High watermark (read_uncommitted) or last stable offset (read_committed) minus the
+        position; None when either is unknown or the partition is not assigned."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.position is None or not state.has_position:
+                return None
+            end = state.end_offset(isolation)
+            return None if end is None else end - state.position.offset
+
+    def partition_lead(self, tp: TopicPartition) -> int | None:
+        """Position minus the log start offset (Java records-lead)."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.position is None or state.log_start_offset is None:
+                return None
+            return state.position.offset - state.log_start_offset
+
+    def check_end_of_partition(
+        self, tp: TopicPartition, isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+    ) -> bool:
+        """True exactly once each time the position reaches the end offset (high watermark or
+        last stable offset); re-armed when the partition falls behind again or is sought."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.position is None or not state.has_valid_position:
+                return False
+            end = state.end_offset(isolation)
+            at_end = end is not None and state.position.offset >= end
+            if at_end and not state.end_of_partition_reported:
+                self._assignment[tp] = replace(state, end_of_partition_reported=True)
+                return True
+            if not at_end and state.end_of_partition_reported:
+                self._assignment[tp] = replace(state, end_of_partition_reported=False)
+            return False
+
+    # -- preferred read replica (KIP-392) --------------------------------------------------
+
+    def update_preferred_read_replica(
+        self, tp: TopicPartition, replica: int, expire_ms: int
+    ) -> None:
+        with self._lock:
+            if tp in self._assignment:
+                self._update(
+                    tp, preferred_read_replica=replica, preferred_read_replica_expire_ms=expire_ms
+                )
+
+    def preferred_read_replica(self, tp: TopicPartition, now_ms: int) -> int | None:
+        """The preferred read replica while it has not expired; an expired one is cleared."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.preferred_read_replica is None:
+                return None
+            expire = state.preferred_read_replica_expire_ms
+            if expire is not None and now_ms >= expire:
+                self._assignment[tp] = replace(
+                    state, preferred_read_replica=None, preferred_read_replica_expire_ms=None
+                )
+                return None
+            return state.preferred_read_replica
+
+    def clear_preferred_read_replica(self, tp: TopicPartition) -> int | None:
+        """Forget the preferred read replica; returns the one forgotten."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.preferred_read_replica is None:
+                return None
+            self._assignment[tp] = replace(
+                state, preferred_read_replica=None, preferred_read_replica_expire_ms=None
+            )
+            return state.preferred_read_replica
