@@ -15,7 +15,8 @@ shared by reference between the facade and the fetch, commit, offsets and member
 one lock guards it and every public method is atomic. Values handed out are immutable snapshots.
 Time is always a parameter (``now_ms``); nothing here reads a clock, does I/O or logs.
 
-May touch: :mod:`kafka_actors.errors` and :mod:`kafka_actors.protocol.messages` only.
+May touch: :mod:`kafka_actors.errors`, :mod:`kafka_actors.protocol.messages` and the
+``IsolationLevel`` of :mod:`kafka_actors.protocol.records` (re-exported here) only.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datetime import timedelta
 
 from kafka_actors.errors import IllegalStateError
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.records import IsolationLevel
 
 __all__ = [
     "FetchPosition",
@@ -48,22 +50,6 @@ class SubscriptionType(enum.Enum):
     AUTO_TOPICS = "AUTO_TOPICS"
     AUTO_PATTERN = "AUTO_PATTERN"
     USER_ASSIGNED = "USER_ASSIGNED"
-
-
-class IsolationLevel(enum.Enum):
-    READ_UNCOMMITTED = "read_uncommitted"
-    READ_COMMITTED = "read_committed"
-
-    @classmethod
-    def parse(cls, value: str | IsolationLevel) -> IsolationLevel:
-        if isinstance(value, IsolationLevel):
-            return value
-        return cls(value.lower())
-
-    @property
-    def wire_value(self) -> int:
-        """The value of the Fetch / ListOffsets ``isolation_level`` field."""
-        return 1 if self is IsolationLevel.READ_COMMITTED else 0
 
 
 class ResetKind(enum.Enum):
