@@ -373,6 +373,14 @@ class SubscriptionState:
         self._assignment_id += 1
         return True
 
+    def move_partition_to_end(self, tp: TopicPartition) -> None:
+        """Put ``tp`` last in assignment order, so the next fetch lists it last (fairness
+        between partitions when a response is bounded by fetch.max.bytes, as Java)."""
+        with self._lock:
+            state = self._assignment.pop(tp, None)
+            if state is not None:
+                self._assignment[tp] = state
+
     def assigned_partitions(self) -> frozenset[TopicPartition]:
         with self._lock:
             return frozenset(self._assignment)
