@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -63,7 +64,7 @@ def test_new_state_has_no_subscription() -> None:
 )
 def test_mixing_subscription_types_raises(first: str, second: str) -> None:
     s = SubscriptionState()
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "topics": lambda: s.subscribe(["t"]),
         "pattern": lambda: s.subscribe_pattern("t.*"),
         "assign": lambda: s.assign_from_user([T0]),
@@ -82,7 +83,7 @@ def test_same_type_again_is_allowed_and_unsubscribe_resets_type() -> None:
     s.unsubscribe()
     assert s.subscription_type is SubscriptionType.NONE
     s.assign_from_user([T0])
-    assert s.subscription_type is SubscriptionType.USER_ASSIGNED
+    assert s.subscription_type.value == "USER_ASSIGNED"
     assert s.subscription == frozenset()  # user assignment has no subscription
 
 
