@@ -450,6 +450,16 @@ class _CallbackPurpose(enum.Enum):
     LOST_ON_FATAL = "lost-on-fatal"
 
 
+_RELEASE_PURPOSES: Final = frozenset(
+    {
+        _CallbackPurpose.RELEASE_ON_LEAVE,
+        _CallbackPurpose.LOST_ON_FENCE,
+        _CallbackPurpose.LOST_ON_STALE,
+        _CallbackPurpose.LOST_ON_FATAL,
+    }
+)
+
+
 class _RequestKind(enum.Enum):
     HEARTBEAT = "heartbeat"
     LEAVE = "leave"  # the leave of leave_group: its outcome completes the leave
@@ -678,7 +688,13 @@ class ConsumerMembershipManager:
                 self._stale_rejoin_requested = True
         self._poll_deadline_ms = now_ms + self._config.rebalance_timeout_ms
         self._maybe_rejoin_stale_member()
-        if self._subscription_updated and self._state is MemberState.UNSUBSCRIBED:
+        if (
+            self._subscription_updated
+            and self._state is MemberState.UNSUBSCRIBED
+            and not self._release_pending()
+        ):
+            # Join only once a previous assignment is released (Java's unsubscribe blocks
+            # until then), so a late release never clears partitions of the new membership.
             self._subscription_updated = False
             self._transition_to_joining()
         self._maybe_reconcile(now_ms, can_commit=True)
@@ -1431,6 +1447,13 @@ class ConsumerMembershipManager:
             self._emit_callback(callback)
         else:
             self._callback_queue.append(callback)
+
+    def _release_pending(self) -> bool:
+        """True while an onPartitionsRevoked/Lost releasing the whole assignment is pending."""
+        pending = list(self._callback_queue)
+        if self._callback_outstanding is not None:
+            pending.append(self._callback_outstanding)
+        return any(callback.purpose in _RELEASE_PURPOSES for callback in pending)
 
     def _emit_callback(self, callback: _PendingCallback) -> None:
         self._callback_outstanding = callback

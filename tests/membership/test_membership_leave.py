@@ -269,3 +269,24 @@ def test_poll_timer_time_until_next_poll() -> None:
     h.stable_with({"a": [0]})
     h.m.on_poll(h.now)
     assert h.poll().time_until_next_poll_ms == 4_000  # before the 5000 ms heartbeat
+
+
+def test_rejoin_waits_for_the_release_of_the_previous_assignment() -> None:
+    # Found by the state-machine test: a late release must not clear a new assignment.
+    h = Harness()
+    h.stable_with({"a": [0]})
+    h.advance(5_000)
+    in_flight = h.heartbeat()
+    events = leave_and_release(h)
+    (revoked,) = h.of(InvokeRevoked, events)
+    h.respond(in_flight, error=25)  # UNKNOWN_MEMBER_ID while preparing to leave
+    assert h.m.state is S.UNSUBSCRIBED
+    h.m.subscribe(["a"])
+    h.m.on_poll(h.now)
+    assert h.m.state is S.UNSUBSCRIBED  # onPartitionsRevoked(a-0) has not completed
+    h.no_heartbeat()
+    h.m.on_callback_completed(revoked.callback_id)
+    assert h.m.assignment == frozenset()
+    h.m.on_poll(h.now)
+    assert h.m.state is S.JOINING
+    assert h.heartbeat().request.member_epoch == 0

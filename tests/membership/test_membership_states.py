@@ -107,3 +107,37 @@ def test_subscribe_validates() -> None:
         m.subscribe(("a",), regex="a.*")
     with pytest.raises(ValueError):
         m.subscribe(regex="")
+
+
+def test_config_from_consumer_config() -> None:
+    from kafka_actors.config import ConsumerConfig
+    from kafka_actors.errors import ConfigError
+
+    consumer = ConsumerConfig.from_dict(
+        {
+            "bootstrap.servers": "localhost:9092",
+            "group.id": "orders",
+            "group.instance.id": "host-1",
+            "client.rack": "eu-1a",
+            "max.poll.interval.ms": 45_000,
+            "group.remote.assignor": "range",
+            "enable.auto.commit": False,
+            "retry.backoff.ms": 50,
+            "retry.backoff.max.ms": 800,
+        }
+    )
+    config = MembershipConfig.from_consumer_config(consumer, heartbeat_api_version=0)
+    assert config == MembershipConfig(
+        group_id="orders",
+        group_instance_id="host-1",
+        rack_id="eu-1a",
+        rebalance_timeout_ms=45_000,
+        server_assignor="range",
+        auto_commit_enabled=False,
+        retry_backoff_ms=50,
+        retry_backoff_max_ms=800,
+        heartbeat_api_version=0,
+    )
+    no_group = ConsumerConfig.from_dict({"bootstrap.servers": "localhost:9092"})
+    with pytest.raises(ConfigError):
+        MembershipConfig.from_consumer_config(no_group)
