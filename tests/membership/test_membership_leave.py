@@ -290,3 +290,40 @@ def test_rejoin_waits_for_the_release_of_the_previous_assignment() -> None:
     h.m.on_poll(h.now)
     assert h.m.state is S.JOINING
     assert h.heartbeat().request.member_epoch == 0
+
+
+def test_leave_deadline_with_heartbeat_in_flight_gives_up_the_leave_heartbeat() -> None:
+    h = Harness()
+    h.stable_with({"a": [0]})
+    h.advance(5_000)
+    in_flight = h.heartbeat()
+    h.m.leave_group(h.now, deadline_ms=h.now + 1_000, run_callbacks=False)
+    assert h.m.state is S.LEAVING
+    h.advance(1_000)
+    result = h.poll()
+    assert result.requests == ()  # never two in flight, even at the deadline
+    assert LeaveCompleted(timed_out=True) in result.events
+    assert h.m.state is S.UNSUBSCRIBED
+    h.respond(in_flight, epoch=1)
+    assert h.no_heartbeat().time_until_next_poll_ms is None
+
+
+def test_state_transitions_are_logged() -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        h = Harness()
+        h.join("a")
+    transitions = [entry for entry in logs if entry["event"] == "member_state_transition"]
+    assert transitions == [
+        {
+            "event": "member_state_transition",
+            "log_level": "info",
+            "from_state": "UNSUBSCRIBED",
+            "to_state": "JOINING",
+            "member_epoch": 0,
+            "client_id": None,
+            "group_id": "group-1",
+            "member_id": MEMBER_ID,
+        }
+    ]
