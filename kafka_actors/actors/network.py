@@ -333,8 +333,12 @@ class SelectorInbox(queue.Queue[Any]):
                 io: list[tuple[selectors.SelectorKey, int]] = []
                 for key, mask in ready:
                     if key.data is _WAKE:
-                        self._signaled = False
+                        # Drain first, then clear: a put in between finds the flag still set
+                        # and sends nothing, but its envelope is already queued and the loop
+                        # reads the queue again before it next blocks. (Clearing first would
+                        # let a put's byte be drained while the flag stays set: a lost wake-up.)
                         self._drain()
+                        self._signaled = False
                     else:
                         io.append((key, mask))
                 driver.on_io(io)
