@@ -1,0 +1,1501 @@
+"""Classic consumer group membership (JoinGroup / SyncGroup / Heartbeat / LeaveGroup): pure.
+
+Owns: the classic member's state (:class:`ClassicMemberState`), its generation (generation id,
+member id, protocol name), leadership and the leader's assignment (run with the assignors of
+:mod:`kafka_actors.protocol.assignors` over every member's subscription), the eager and the
+cooperative rebalance protocols, static membership (``group.instance.id``), the heartbeat
+schedule Java runs on its heartbeat thread (here: requests returned by :meth:`poll`), the session
+timer and the poll timer (``max.poll.interval.ms``), and leaving the group. It follows the Java
+client's ``AbstractCoordinator`` / ``ConsumerCoordinator`` (Kafka 3.x/4.x) and publishes the same
+events as the KIP-848 manager (:mod:`kafka_actors.protocol.membership`, whose event classes it
+reuses), so the consumer's membership actor can drive either one.
+
+May touch: nothing outside itself. No threads, sockets or clocks: the current time is always a
+parameter (``now_ms``) and randomness (backoff jitter) is injected. It builds kio requests with
+:mod:`kafka_actors.protocol.requests` and reads kio responses; errors are
+:mod:`kafka_actors.errors` classes.
+
+How it is driven (the request-manager contract of :mod:`kafka_actors.protocol.messages`):
+
+* inputs: :meth:`~ClassicMembershipManager.subscribe`, :meth:`~ClassicMembershipManager.on_poll`
+  (each application poll), :meth:`~ClassicMembershipManager.leave_group` (unsubscribe/close),
+  :meth:`~ClassicMembershipManager.on_coordinator_discovered` /
+  :meth:`~ClassicMembershipManager.on_coordinator_unknown`,
+  :meth:`~ClassicMembershipManager.on_partition_counts` (the answer to
+  :class:`NeedPartitionCounts`, or a cluster update),
+  :meth:`~ClassicMembershipManager.on_commit_done`,
+  :meth:`~ClassicMembershipManager.on_callback_completed`, and the outcome of requests
+  (:meth:`~ClassicMembershipManager.on_response` / :meth:`~ClassicMembershipManager.on_failure`);
+* outputs: :meth:`~ClassicMembershipManager.poll` returns the requests to send now and every
+  event published since the last poll, in order. The actor calls ``poll`` after each input and
+  when ``time_until_next_poll_ms`` has passed.
+
+The rebalance, step by step (as Java's ``joinGroupIfNeeded``):
+
+1. A rejoin is needed (first subscription, REBALANCE_IN_PROGRESS in a heartbeat, a reset
+   generation, a changed subscription, a leader's metadata change). As Java, the rebalance starts
+   from an application poll (:meth:`on_poll`); once started it runs to its end without further
+   polls (retries, the cooperative second round).
+2. Join prepare (Java ``onJoinPrepare``): with auto-commit and a valid generation,
+   :class:`CommitBeforeRevocation` first (eager: :class:`PauseFetching` of everything before);
+   then, if the generation was reset, onPartitionsLost for everything owned; else eager:
+   onPartitionsRevoked for everything owned (even nothing, as Java), cooperative:
+   onPartitionsRevoked only for partitions of topics no longer subscribed. The JoinGroup waits
+   for the callback's reply.
+3. JoinGroup (one protocol per configured assignor: subscription with owned partitions,
+   generation and rack). MEMBER_ID_REQUIRED: join again at once with the given member id.
+4. The leader asks for partition counts of every member's topics (:class:`NeedPartitionCounts`),
+   runs the broker-chosen assignor and sends every assignment in SyncGroup; followers send none.
+5. SyncGroup succeeded: STABLE. Cooperative: onPartitionsRevoked for owned partitions not in the
+   new assignment (then a rejoin is requested: the second round starts as soon as this one ends),
+   then onPartitionsAssigned with the added partitions (always, even none, as Java).
+
+Choices where Java leaves room (or where this design differs), in one place:
+
+* Rebalance callbacks are events with replies (one outstanding at a time); a callback's error is
+  logged and the rebalance continues, as Java continues and rethrows at the end of the poll (the
+  facade, which ran the listener, reports it to the user).
+* The onJoinComplete sequence (revoke, assign) is never cut short by a heartbeat error (in Java it
+  runs atomically on the application thread); the next join prepare then sees the reset
+  generation and releases the partitions as lost. A leave or a fatal error does cut it short.
+* The leader's metadata: Java waits for a fresh metadata response; here the leader publishes
+  :class:`NeedPartitionCounts` and waits for :meth:`on_partition_counts` with its request id.
+  A later cluster update (``request_id=None``) that changes the partition count of a group topic
+  makes the leader rejoin (Java's assignment snapshot check) at the next application poll.
+* Unexpected heartbeat error codes are logged and retried after backoff (Java's heartbeat
+  thread), except GROUP_AUTHORIZATION_FAILED, FENCED_INSTANCE_ID and UNSUPPORTED_VERSION, which
+  are fatal. Unexpected non-retriable JoinGroup/SyncGroup codes are fatal (Java throws them from
+  poll); retriable ones are retried after backoff.
+* The cooperative assignment is not re-validated by the leader (Java's
+  validateCooperativeAssignment): the assignors of this package never move an owned partition
+  directly.
+* Subscribing to a pattern is the caller's business: it resolves the pattern against metadata
+  and calls :meth:`subscribe` with the matching names (as Java's classic consumer does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from kafka_actors.errors import (
+    ConfigError,
+    FatalConsumerError,
+    FencedInstanceIdError,
+    GroupAuthorizationFailedError,
+    GroupMaxSizeReachedError,
+    InconsistentGroupProtocolError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProtocolError,
+    error_class_for_code,
+    error_for_code,
+)
+from kafka_actors.log import get_logger
+from kafka_actors.protocol.assignors import (
+    ASSIGNORS,
+    CONSUMER_PROTOCOL_TYPE,
+    Assignment,
+    RebalanceProtocol,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+    get_assignor,
+    rebalance_protocol,
+)
+from kafka_actors.protocol.membership import (
+    AssignmentChanged,
+    CommitBeforeRevocation,
+    CoordinatorUnknown,
+    ErrorEvent,
+    ExponentialBackoff,
+    InvokeAssigned,
+    InvokeLost,
+    InvokeRevoked,
+    LeaveCompleted,
+    MemberEpochChanged,
+    PauseFetching,
+    RebalanceCallback,
+)
+from kafka_actors.protocol.messages import (
+    COORDINATOR_NODE,
+    PollResult,
+    TopicPartition,
+    UnsentRequest,
+)
+from kafka_actors.protocol.requests import (
+    heartbeat_request,
+    join_group_request,
+    leave_group_request,
+    sync_group_request,
+)
+
+if TYPE_CHECKING:
+    from kafka_actors.config import ConsumerConfig
+
+__all__ = [
+    "JOIN_GROUP_TIMEOUT_LAPSE_MS",
+    "NO_GENERATION_ID",
+    "ClassicMemberState",
+    "ClassicMembershipConfig",
+    "ClassicMembershipManager",
+    "NeedPartitionCounts",
+]
+
+NO_GENERATION_ID: Final = -1
+NO_MEMBER_ID: Final = ""
+#: JoinGroup may be held by the broker for the whole rebalance timeout: its request timeout is
+#: max(request.timeout.ms, rebalance timeout + this lapse), as Java.
+JOIN_GROUP_TIMEOUT_LAPSE_MS: Final = 5_000
+_MAX_REASON_LENGTH: Final = 255
+
+# Error codes (Kafka's Errors) this manager reacts to by name.
+_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
+_COORDINATOR_NOT_AVAILABLE: Final = 15
+_NOT_COORDINATOR: Final = 16
+_ILLEGAL_GENERATION: Final = 22
+_INCONSISTENT_GROUP_PROTOCOL: Final = 23
+_INVALID_GROUP_ID: Final = 24
+_UNKNOWN_MEMBER_ID: Final = 25
+_INVALID_SESSION_TIMEOUT: Final = 26
+_REBALANCE_IN_PROGRESS: Final = 27
+_GROUP_AUTHORIZATION_FAILED: Final = 30
+_UNSUPPORTED_VERSION: Final = 35
+_MEMBER_ID_REQUIRED: Final = 79
+_GROUP_MAX_SIZE_REACHED: Final = 81
+_FENCED_INSTANCE_ID: Final = 82
+_JOIN_FATAL_CODES: Final = frozenset(
+    {
+        _INCONSISTENT_GROUP_PROTOCOL,
+        _INVALID_SESSION_TIMEOUT,
+        _INVALID_GROUP_ID,
+        _GROUP_AUTHORIZATION_FAILED,
+        _GROUP_MAX_SIZE_REACHED,
+        _FENCED_INSTANCE_ID,
+        _UNSUPPORTED_VERSION,
+    }
+)
+_COORDINATOR_CODES: Final = frozenset({_COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR})
+
+
+class ClassicMemberState(enum.Enum):
+    """Java's ``AbstractCoordinator.MemberState``, plus FATAL (the member will not recover)."""
+
+    UNJOINED = "UNJOINED"  # not in the group (never joined, left, or generation reset)
+    PREPARING_REBALANCE = "PREPARING_REBALANCE"  # JoinGroup sent, waiting for its response
+    COMPLETING_REBALANCE = "COMPLETING_REBALANCE"  # joined, waiting for the SyncGroup response
+    STABLE = "STABLE"  # synced: owns its assignment, heartbeats
+    FATAL = "FATAL"
+
+
+_HEARTBEAT_STATES: Final = frozenset(
+    {ClassicMemberState.COMPLETING_REBALANCE, ClassicMemberState.STABLE}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NeedPartitionCounts:
+    """The leader needs the partition count of these topics (reply with ``on_partition_counts``
+    and this ``request_id``). Ask the cluster fresh: the assignment is computed from the answer;
+    topics missing from the answer are left out of the assignment (as Java)."""
+
+    topics: frozenset[str]
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassicMembershipConfig:
+    """What the classic membership manager needs from the consumer configuration (Java names)."""
+
+    group_id: str
+    group_instance_id: str | None = None  # group.instance.id: static membership
+    rack_id: str | None = None  # client.rack
+    session_timeout_ms: int = 45_000  # session.timeout.ms
+    heartbeat_interval_ms: int = 3_000  # heartbeat.interval.ms
+    rebalance_timeout_ms: int = 300_000  # max.poll.interval.ms
+    assignors: tuple[str, ...] = ("range", "cooperative-sticky")  # partition.assignment.strategy
+    auto_commit_enabled: bool = True  # enable.auto.commit
+    retry_backoff_ms: int = 100  # retry.backoff.ms
+    retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
+    request_timeout_ms: int = 30_000  # request.timeout.ms
+    # Negotiated API versions (the actor passes the coordinator's).
+    join_group_version: int = 9
+    sync_group_version: int = 5
+    heartbeat_version: int = 4
+    leave_group_version: int = 5
+
+    def __post_init__(self) -> None:
+        if not self.assignors:
+            raise ConfigError(
+                "partition.assignment.strategy needs at least one assignor",
+                key="partition.assignment.strategy",
+            )
+        unknown = [name for name in self.assignors if name not in ASSIGNORS]
+        if unknown:
+            raise ConfigError(
+                f"unknown assignors {unknown}; known: {', '.join(ASSIGNORS)}",
+                key="partition.assignment.strategy",
+            )
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                "heartbeat.interval.ms must be lower than session.timeout.ms",
+                key="heartbeat.interval.ms",
+            )
+
+    @classmethod
+    def from_consumer_config(
+        cls, config: ConsumerConfig, **versions: int
+    ) -> ClassicMembershipConfig:
+        """From the consumer's configuration; ``versions`` sets the ``*_version`` fields."""
+        if config.group_id is None:
+            raise ConfigError("group.id is required to join a consumer group", key="group.id")
+        return cls(
+            group_id=config.group_id,
+            group_instance_id=config.group_instance_id,
+            rack_id=config.client_rack or None,
+            session_timeout_ms=config.session_timeout_ms,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
+            rebalance_timeout_ms=config.max_poll_interval_ms,
+            assignors=tuple(config.partition_assignment_strategy),
+            auto_commit_enabled=config.enable_auto_commit,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            **versions,
+        )
+
+
+class _Kind(enum.Enum):
+    JOIN = "join"
+    SYNC = "sync"
+    HEARTBEAT = "heartbeat"
+    LEAVE = "leave"  # the leave of leave_group: its outcome completes the leave
+    LEAVE_IGNORED = "leave-ignored"  # poll-timer leave, or after the leave deadline
+
+
+class _Purpose(enum.Enum):
+    PREPARE = "join-prepare"
+    COMPLETE_REVOKE = "complete-revoke"
+    COMPLETE_ASSIGN = "complete-assign"
+    LEAVE_RELEASE = "leave-release"
+    LOST_ON_FATAL = "lost-on-fatal"
+
+
+@dataclass(slots=True)
+class _InFlight:
+    kind: _Kind
+    flow: int  # the join flow it belongs to (join/sync); stale flows are ignored
+    generation_id: int
+    member_id: str
+
+
+@dataclass(slots=True)
+class _Prepare:
+    """Java's onJoinPrepare in progress."""
+
+    lost: bool
+    revoked: frozenset[TopicPartition]
+    commit_id: int | None = None
+    commit_started: bool = False
+    callback_started: bool = False
+    done: bool = False
+
+
+@dataclass(slots=True)
+class _LeaderPending:
+    """A leader waiting for partition counts before it can assign."""
+
+    request_id: int
+    flow: int
+    protocol: str
+    subscriptions: dict[str, Subscription]
+    topics: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Completion:
+    """Java's onJoinComplete in progress (after a successful SyncGroup)."""
+
+    assigned: frozenset[TopicPartition]
+    generation_id: int
+    step: str = "start"  # start -> revoking -> assign -> assigning -> done
+    revoked: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(slots=True)
+class _Leave:
+    deadline_ms: int | None
+    run_callbacks: bool
+    reason: str
+    released: bool = False
+    sent: bool = False
+    request_id: int | None = None
+
+
+@dataclass(slots=True)
+class _Callback:
+    callback_id: int
+    method: RebalanceCallback
+    partitions: frozenset[TopicPartition]
+    purpose: _Purpose
+    owner: object | None
+
+
+class ClassicMembershipManager:
+    """A classic consumer group member (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: ClassicMembershipConfig,
+        *,
+        random: Callable[[], float],
+        client_id: str | None = None,
+    ) -> None:
+        self._config = config
+        self._protocol = rebalance_protocol(config.assignors)
+        self._log = get_logger(
+            "classic_membership",
+            client_id=client_id,
+            group_id=config.group_id,
+            group_instance_id=config.group_instance_id,
+        )
+        self._backoff = ExponentialBackoff(
+            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
+        )
+        self._events: list[Any] = []
+        self._outgoing: list[UnsentRequest] = []
+        self._next_id = 1
+
+        self._state = ClassicMemberState.UNJOINED
+        self._generation_id = NO_GENERATION_ID
+        self._member_id = NO_MEMBER_ID
+        self._protocol_name: str | None = None
+        self._leader_id: str | None = None
+        self._is_leader = False
+        self._published_identity: tuple[str, int | None] = (NO_MEMBER_ID, None)
+
+        self._subscription: tuple[str, ...] = ()
+        self._joined_subscription: tuple[str, ...] | None = None
+        self._coordinator_known = False
+
+        # Assignment.
+        self._assignment: frozenset[TopicPartition] = frozenset()
+        self._pending_revocation: frozenset[TopicPartition] = frozenset()
+        self._awaiting_callback: frozenset[TopicPartition] = frozenset()
+        self._last_assigned: frozenset[TopicPartition] = frozenset()
+        self._last_assignment_generation = NO_GENERATION_ID
+
+        # Rebalance (Java: rejoinNeeded, needsJoinPrepare, the join future).
+        self._rejoin_needed = True
+        self._rejoin_reason = "initialized"
+        self._needs_join_prepare = True
+        self._join_allowed = False  # an application poll started the rebalance
+        self._flow = 0
+        self._join_phase: _Kind | None = None  # JOIN / SYNC in flight, or None
+        self._join_backoff_until_ms: int | None = None
+        self._join_attempts = 0
+        self._prepare: _Prepare | None = None
+        self._leader_pending: _LeaderPending | None = None
+        self._completion: _Completion | None = None
+        self._assignment_snapshot: dict[str, int] | None = None
+
+        # Callbacks: at most one outstanding.
+        self._callback: _Callback | None = None
+
+        # Requests in flight by request id.
+        self._in_flight: dict[int, _InFlight] = {}
+
+        # Heartbeat (Java's Heartbeat: heartbeat timer, session timer, poll timer).
+        self._heartbeat_request_id: int | None = None
+        self._next_heartbeat_ms = 0
+        self._heartbeat_attempts = 0
+        self._session_deadline_ms: int | None = None
+        self._poll_deadline_ms: int | None = None
+
+        # Leave.
+        self._leave: _Leave | None = None
+
+    # -- Observability ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ClassicMemberState:
+        return self._state
+
+    @property
+    def member_id(self) -> str:
+        return self._member_id
+
+    @property
+    def generation_id(self) -> int:
+        return self._generation_id
+
+    @property
+    def member_epoch(self) -> int:
+        """The generation id (the classic protocol's epoch), for symmetry with KIP-848."""
+        return self._generation_id
+
+    @property
+    def is_leader(self) -> bool:
+        return self._is_leader
+
+    @property
+    def leader_id(self) -> str | None:
+        return self._leader_id
+
+    @property
+    def protocol_name(self) -> str | None:
+        """The assignor the group chose in the current generation."""
+        return self._protocol_name
+
+    @property
+    def rebalance_protocol(self) -> RebalanceProtocol:
+        return self._protocol
+
+    @property
+    def group_id(self) -> str:
+        return self._config.group_id
+
+    @property
+    def group_instance_id(self) -> str | None:
+        return self._config.group_instance_id
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions the member owns now (including ones awaiting onPartitionsAssigned)."""
+        return self._assignment
+
+    @property
+    def partitions_awaiting_callback(self) -> frozenset[TopicPartition]:
+        return self._awaiting_callback
+
+    @property
+    def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
+        return self._pending_revocation
+
+    @property
+    def subscription(self) -> tuple[str, ...]:
+        return self._subscription
+
+    @property
+    def coordinator_known(self) -> bool:
+        return self._coordinator_known
+
+    @property
+    def rejoin_needed(self) -> bool:
+        return self._rejoin_needed
+
+    @property
+    def rebalance_in_progress(self) -> bool:
+        return self._state in (
+            ClassicMemberState.PREPARING_REBALANCE,
+            ClassicMemberState.COMPLETING_REBALANCE,
+        )
+
+    @property
+    def leave_in_progress(self) -> bool:
+        return self._leave is not None
+
+    @property
+    def heartbeat_in_flight(self) -> bool:
+        return self._heartbeat_request_id is not None
+
+    # -- Application events -------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Subscribe to topic names; joins (or rejoins, if they changed) on the next poll."""
+        names = tuple(sorted(set(topics)))
+        if not names:
+            raise ValueError("an empty subscription is an unsubscribe: call leave_group")
+        self._subscription = names
+        if self._joined_subscription is not None and self._joined_subscription != names:
+            self._request_rejoin("subscription changed")
+        elif self._state is ClassicMemberState.UNJOINED and self._completion is None:
+            self._request_rejoin("subscribed")
+        self._log.debug("subscription_updated", topics=names)
+
+    def on_poll(self, now_ms: int) -> None:
+        """The application polled: reset the poll timer; start a rebalance if one is needed."""
+        self._poll_deadline_ms = now_ms + self._config.rebalance_timeout_ms
+        if self._state is ClassicMemberState.FATAL or not self._subscription:
+            return
+        if self._leave is not None:
+            return
+        if self._rejoin_needed and not self._join_allowed:
+            self._log.info("rebalance_started", reason=self._rejoin_reason)
+            self._join_allowed = True
+
+    def leave_group(
+        self, now_ms: int, *, deadline_ms: int | None = None, run_callbacks: bool = True
+    ) -> None:
+        """Unsubscribe / close: release the assignment, then LeaveGroup (dynamic members only).
+
+        :class:`LeaveCompleted` is published when the leave is over: on the LeaveGroup outcome,
+        at once when no LeaveGroup is sent (static member, not in the group, coordinator
+        unknown), or at ``deadline_ms`` (``timed_out=True``).
+        """
+        self._subscription = ()
+        self._joined_subscription = None
+        self._join_allowed = False
+        if self._leave is not None:
+            if deadline_ms is not None:
+                current = self._leave.deadline_ms
+                self._leave.deadline_ms = (
+                    deadline_ms if current is None else min(current, deadline_ms)
+                )
+            return
+        if self._state is ClassicMemberState.FATAL:
+            self._events.append(LeaveCompleted())
+            return
+        self._log.info("leave_requested", state=self._state.value)
+        self._leave = _Leave(deadline_ms, run_callbacks, "the consumer unsubscribed or is closing")
+        self._cancel_join_flow()
+        self._prepare = None
+        self._advance(now_ms)
+
+    def on_coordinator_discovered(self, now_ms: int) -> None:
+        self._coordinator_known = True
+        # Java resets the session timer when it finds the coordinator.
+        self._session_deadline_ms = now_ms + self._config.session_timeout_ms
+
+    def on_coordinator_unknown(self, now_ms: int) -> None:
+        self._coordinator_known = False
+
+    def on_partition_counts(self, request_id: int | None, counts: Mapping[str, int]) -> None:
+        """Partition counts per topic: the answer to :class:`NeedPartitionCounts` (its id), or a
+        cluster update (``None``) that makes the leader rejoin when a group topic changed."""
+        pending = self._leader_pending
+        if request_id is not None:
+            if pending is None or pending.request_id != request_id:
+                self._log.debug("partition_counts_ignored", request_id=request_id)
+                return
+            self._leader_pending = None
+            if pending.flow != self._flow:
+                return
+            self._assign_as_leader(pending, counts)
+            return
+        snapshot = self._assignment_snapshot
+        if snapshot is None or not self._is_leader or self._state is not ClassicMemberState.STABLE:
+            return
+        current = {topic: counts[topic] for topic in snapshot if topic in counts}
+        if current != snapshot:
+            self._log.info("leader_metadata_changed", before=snapshot, after=current)
+            self._request_rejoin("cached metadata has changed")
+
+    def on_commit_done(self, commit_id: int, error: BaseException | None = None) -> None:
+        prepare = self._prepare
+        if prepare is None or prepare.commit_id != commit_id:
+            self._log.debug("commit_done_ignored", commit_id=commit_id)
+            return
+        prepare.commit_id = None
+        if error is not None:
+            self._log.error("auto_commit_before_rebalance_failed", error=repr(error))
+
+    def on_callback_completed(self, callback_id: int, error: BaseException | None = None) -> None:
+        callback = self._callback
+        if callback is None or callback.callback_id != callback_id:
+            self._log.warning("callback_completion_ignored", callback_id=callback_id)
+            return
+        self._callback = None
+        if error is not None:
+            self._log.error(
+                "rebalance_callback_failed",
+                method=callback.method.value,
+                partitions=sorted(str(tp) for tp in callback.partitions),
+                error=repr(error),
+            )
+        self._run_continuation(callback)
+
+    # -- Request-manager contract -------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        """Requests due now (join, sync, heartbeat, leave) and the events published so far."""
+        self._check_leave_deadline(now_ms)
+        self._advance(now_ms)
+        self._poll_heartbeat(now_ms)
+        self._advance(now_ms)
+        requests = tuple(self._outgoing)
+        self._outgoing.clear()
+        self._publish_identity()
+        events = tuple(self._events)
+        self._events.clear()
+        return PollResult(
+            requests=requests,
+            time_until_next_poll_ms=self._time_until_next_poll(now_ms),
+            events=events,
+        )
+
+    def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+        in_flight = self._in_flight.pop(request_id, None)
+        if in_flight is None:
+            self._log.warning("response_for_unknown_request", request_id=request_id)
+            return
+        kind = in_flight.kind
+        if kind is _Kind.HEARTBEAT:
+            self._heartbeat_request_id = None
+            self._on_heartbeat_response(in_flight, response, now_ms)
+        elif kind is _Kind.JOIN:
+            self._on_join_response(in_flight, response, now_ms)
+        elif kind is _Kind.SYNC:
+            self._on_sync_response(in_flight, response, now_ms)
+        else:
+            self._on_leave_response(in_flight, response, request_id)
+
+    def on_failure(self, request_id: int, error: BaseException, now_ms: int) -> None:
+        in_flight = self._in_flight.pop(request_id, None)
+        if in_flight is None:
+            self._log.warning("failure_for_unknown_request", request_id=request_id)
+            return
+        disconnected = isinstance(error, (KafkaConnectionError, KafkaTimeoutError))
+        kind = in_flight.kind
+        self._log.info("request_failed", kind=kind.value, error=repr(error))
+        if disconnected:
+            self._mark_coordinator_unknown(f"{kind.value} request failed: {error}")
+        if kind is _Kind.HEARTBEAT:
+            self._heartbeat_request_id = None
+            self._fail_heartbeat(now_ms)
+        elif kind in (_Kind.JOIN, _Kind.SYNC):
+            if in_flight.flow != self._flow:
+                return
+            self._join_phase = None
+            if isinstance(error, KafkaError) and error.retriable:
+                self._join_backoff(now_ms)
+            else:
+                kafka_error = (
+                    error
+                    if isinstance(error, KafkaError)
+                    else FatalConsumerError(f"{kind.value} request failed: {error!r}")
+                )
+                self._transition_to_fatal(kafka_error)
+        elif kind is _Kind.LEAVE:
+            self._complete_leave(request_id)
+
+    # -- The rebalance, step by step ----------------------------------------------------------
+
+    def _advance(self, now_ms: int) -> None:
+        for _ in range(100):
+            if not self._step(now_ms):
+                return
+        raise AssertionError("classic membership: no fixed point after 100 steps")
+
+    def _step(self, now_ms: int) -> bool:
+        """One step of whatever is in progress; False when nothing more can happen now."""
+        if self._callback is not None:
+            return False
+        if self._state is ClassicMemberState.FATAL:
+            if self._assignment:
+                self._emit_callback(
+                    RebalanceCallback.ON_PARTITIONS_LOST,
+                    self._assignment,
+                    _Purpose.LOST_ON_FATAL,
+                    None,
+                )
+                return True
+            return False
+        completion = self._completion
+        if completion is not None:
+            return self._step_completion(completion)
+        if self._leave is not None:
+            return self._step_leave(self._leave, now_ms)
+        if not self._subscription or not self._rejoin_needed or not self._join_allowed:
+            return False
+        if self._prepare is not None or self._needs_join_prepare:
+            return self._step_prepare(now_ms)
+        if self._join_phase is not None or self._leader_pending is not None:
+            return False
+        if not self._coordinator_known:
+            return False
+        if self._join_backoff_until_ms is not None and now_ms < self._join_backoff_until_ms:
+            return False
+        self._send_join_group(now_ms)
+        return True
+
+    def _step_prepare(self, now_ms: int) -> bool:
+        prepare = self._prepare
+        if prepare is None:
+            self._needs_join_prepare = False
+            owned = self._assignment
+            lost = self._generation_id == NO_GENERATION_ID or self._member_id == NO_MEMBER_ID
+            if lost or self._protocol is RebalanceProtocol.EAGER:
+                revoked = owned
+            else:
+                subscribed = set(self._subscription)
+                revoked = frozenset(tp for tp in owned if tp.topic not in subscribed)
+            prepare = _Prepare(lost=lost, revoked=revoked)
+            self._prepare = prepare
+            self._log.info(
+                "join_prepare",
+                generation_id=self._generation_id,
+                lost=lost,
+                protocol=self._protocol.name,
+                revoking=sorted(str(tp) for tp in revoked),
+            )
+        if not prepare.commit_started:
+            prepare.commit_started = True
+            if self._config.auto_commit_enabled and not prepare.lost:
+                if self._protocol is RebalanceProtocol.EAGER:
+                    self._pause_fetching(self._assignment)
+                prepare.commit_id = self._new_id()
+                self._events.append(
+                    CommitBeforeRevocation(
+                        prepare.revoked,
+                        now_ms + self._config.rebalance_timeout_ms,
+                        prepare.commit_id,
+                    )
+                )
+            return True
+        if prepare.commit_id is not None:
+            return False  # waiting for the commit
+        if not prepare.callback_started:
+            prepare.callback_started = True
+            if prepare.lost:
+                if prepare.revoked:
+                    self._emit_callback(
+                        RebalanceCallback.ON_PARTITIONS_LOST,
+                        prepare.revoked,
+                        _Purpose.PREPARE,
+                        prepare,
+                    )
+                    return True
+            elif prepare.revoked or self._protocol is RebalanceProtocol.EAGER:
+                # Eager invokes onPartitionsRevoked at every rebalance, even with nothing.
+                self._pause_fetching(prepare.revoked)
+                self._emit_callback(
+                    RebalanceCallback.ON_PARTITIONS_REVOKED,
+                    prepare.revoked,
+                    _Purpose.PREPARE,
+                    prepare,
+                )
+                return True
+            self._finish_prepare(prepare)
+            return True
+        return False
+
+    def _finish_prepare(self, prepare: _Prepare) -> None:
+        if not prepare.done:
+            prepare.done = True
+            self._set_assignment(self._assignment - prepare.revoked)
+        if self._prepare is prepare:
+            self._prepare = None
+            self._is_leader = False
+            self._assignment_snapshot = None
+
+    def _step_completion(self, completion: _Completion) -> bool:
+        if self._leave is not None:
+            # Leaving: stop here; the leave releases whatever is owned.
+            self._completion = None
+            self._finish_completion()
+            return True
+        if completion.step == "start":
+            assigned = completion.assigned
+            subscribed = set(self._subscription)
+            unmatched = sorted(str(tp) for tp in assigned if tp.topic not in subscribed)
+            if unmatched:
+                self._log.info(
+                    "assignment_does_not_match_subscription",
+                    unmatched=unmatched,
+                    subscription=self._subscription,
+                )
+                self._completion = None
+                self._finish_completion()
+                self._request_rejoin("received assignment does not match the subscription")
+                return True
+            owned = self._assignment
+            self._log.info(
+                "assignment_received",
+                generation_id=completion.generation_id,
+                assigned=sorted(str(tp) for tp in assigned),
+                owned=sorted(str(tp) for tp in owned),
+            )
+            if self._protocol is RebalanceProtocol.COOPERATIVE:
+                revoked = owned - assigned
+                if revoked:
+                    completion.revoked = revoked
+                    completion.step = "revoking"
+                    self._request_rejoin(
+                        f"need to revoke partitions {sorted(str(tp) for tp in revoked)} "
+                        "as indicated by the current assignment and re-join"
+                    )
+                    self._pause_fetching(revoked)
+                    self._emit_callback(
+                        RebalanceCallback.ON_PARTITIONS_REVOKED,
+                        revoked,
+                        _Purpose.COMPLETE_REVOKE,
+                        completion,
+                    )
+                    return True
+            completion.step = "assign"
+        if completion.step == "assign":
+            assigned = completion.assigned
+            added = assigned - self._assignment
+            self._set_assignment(assigned)
+            self._awaiting_callback = self._awaiting_callback | added
+            self._last_assigned = assigned
+            self._last_assignment_generation = completion.generation_id
+            completion.step = "assigning"
+            self._emit_callback(
+                RebalanceCallback.ON_PARTITIONS_ASSIGNED,
+                added,
+                _Purpose.COMPLETE_ASSIGN,
+                completion,
+                assignment=assigned,
+            )
+            return True
+        if completion.step == "done":
+            self._completion = None
+            self._finish_completion()
+            return True
+        return False
+
+    def _finish_completion(self) -> None:
+        self._needs_join_prepare = True
+        if not self._rejoin_needed:
+            self._join_allowed = False
+            self._log.info(
+                "rebalance_completed",
+                generation_id=self._generation_id,
+                assignment=sorted(str(tp) for tp in self._assignment),
+            )
+
+    def _step_leave(self, leave: _Leave, now_ms: int) -> bool:
+        if not leave.released:
+            leave.released = True
+            owned = self._assignment
+            if owned and leave.run_callbacks:
+                lost = (
+                    self._generation_id == NO_GENERATION_ID
+                    or self._member_id == NO_MEMBER_ID
+                    or self.rebalance_in_progress
+                )
+                if lost:
+                    method = RebalanceCallback.ON_PARTITIONS_LOST
+                else:
+                    method = RebalanceCallback.ON_PARTITIONS_REVOKED
+                    self._pause_fetching(owned)
+                self._emit_callback(method, owned, _Purpose.LEAVE_RELEASE, leave)
+                return True
+            self._set_assignment(frozenset())
+            return True
+        if not leave.sent:
+            leave.sent = True
+            request_id = self._maybe_leave_group(leave.reason, _Kind.LEAVE)
+            leave.request_id = request_id
+            if request_id is None:
+                self._complete_leave(None)
+            return True
+        return False
+
+    def _maybe_leave_group(self, reason: str, kind: _Kind) -> int | None:
+        """Java's maybeLeaveGroup: LeaveGroup for a dynamic member in the group, then reset."""
+        request_id: int | None = None
+        if (
+            self._config.group_instance_id is None
+            and self._coordinator_known
+            and self._state is not ClassicMemberState.UNJOINED
+            and self._member_id != NO_MEMBER_ID
+        ):
+            request_id = self._new_id()
+            version = self._config.leave_group_version
+            request = leave_group_request(
+                version,
+                group_id=self._config.group_id,
+                member_id=self._member_id,
+                reason=reason[:_MAX_REASON_LENGTH],
+            )
+            self._in_flight[request_id] = _InFlight(
+                kind, self._flow, self._generation_id, self._member_id
+            )
+            self._outgoing.append(
+                UnsentRequest(node=COORDINATOR_NODE, request=request, request_id=request_id)
+            )
+            self._log.info("leave_group_sent", member_id=self._member_id, reason=reason)
+        else:
+            self._log.info(
+                "leave_group_not_sent",
+                static=self._config.group_instance_id is not None,
+                coordinator_known=self._coordinator_known,
+                state=self._state.value,
+            )
+        self._reset_state_and_rejoin(reason, reset_member_id=True)
+        return request_id
+
+    def _complete_leave(self, request_id: int | None, *, timed_out: bool = False) -> None:
+        leave = self._leave
+        if leave is None or (request_id is not None and leave.request_id != request_id):
+            return
+        self._leave = None
+        self._events.append(LeaveCompleted(timed_out=timed_out))
+        self._log.info("leave_completed", timed_out=timed_out)
+
+    def _check_leave_deadline(self, now_ms: int) -> None:
+        leave = self._leave
+        if leave is None or leave.deadline_ms is None or now_ms < leave.deadline_ms:
+            return
+        self._log.warning("leave_deadline_passed", released=leave.released, sent=leave.sent)
+        if not leave.released or self._callback is not None:
+            # Stop waiting for the release callback (its late reply only clears again).
+            leave.released = True
+            self._set_assignment(frozenset())
+        if not leave.sent:
+            leave.sent = True
+            self._maybe_leave_group(leave.reason, _Kind.LEAVE_IGNORED)
+        elif leave.request_id is not None:
+            in_flight = self._in_flight.get(leave.request_id)
+            if in_flight is not None:
+                in_flight.kind = _Kind.LEAVE_IGNORED
+        self._leave = None
+        self._events.append(LeaveCompleted(timed_out=True))
+
+    # -- JoinGroup / SyncGroup ------------------------------------------------------------------
+
+    def _send_join_group(self, now_ms: int) -> None:
+        config = self._config
+        self._joined_subscription = self._subscription
+        protocols = []
+        for name in config.assignors:
+            assignor = get_assignor(name)
+            if name == "sticky":
+                user_data = assignor.subscription_user_data(
+                    self._subscription,
+                    sorted(self._last_assigned),
+                    self._last_assignment_generation,
+                )
+            else:
+                user_data = assignor.subscription_user_data(
+                    self._subscription, sorted(self._assignment), self._last_assignment_generation
+                )
+            subscription = Subscription(
+                topics=self._subscription,
+                user_data=user_data,
+                owned_partitions=tuple(sorted(self._assignment)),
+                generation_id=self._generation_id,
+                rack_id=config.rack_id,
+            )
+            protocols.append((name, encode_subscription(subscription)))
+        request = join_group_request(
+            config.join_group_version,
+            group_id=config.group_id,
+            session_timeout_ms=config.session_timeout_ms,
+            rebalance_timeout_ms=config.rebalance_timeout_ms,
+            member_id=self._member_id,
+            protocols=protocols,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            group_instance_id=config.group_instance_id,
+            reason=self._rejoin_reason[:_MAX_REASON_LENGTH] or None,
+        )
+        request_id = self._new_id()
+        self._in_flight[request_id] = _InFlight(
+            _Kind.JOIN, self._flow, self._generation_id, self._member_id
+        )
+        self._join_phase = _Kind.JOIN
+        self._transition_to(ClassicMemberState.PREPARING_REBALANCE)
+        self._log.info(
+            "join_group_sent",
+            member_id=self._member_id,
+            generation_id=self._generation_id,
+            owned=len(self._assignment),
+            reason=self._rejoin_reason,
+        )
+        timeout = max(
+            config.request_timeout_ms, config.rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS
+        )
+        self._outgoing.append(
+            UnsentRequest(
+                node=COORDINATOR_NODE, request=request, request_id=request_id, timeout_ms=timeout
+            )
+        )
+
+    def _on_join_response(self, sent: _InFlight, response: Any, now_ms: int) -> None:
+        if sent.flow != self._flow:
+            self._log.debug("stale_join_response_ignored")
+            return
+        self._join_phase = None
+        code = int(response.error_code)
+        if code == 0:
+            protocol_type = getattr(response, "protocol_type", None)
+            if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
+                self._transition_to_fatal(
+                    InconsistentGroupProtocolError(
+                        f"JoinGroup: protocol type {protocol_type!r}, expected "
+                        f"{CONSUMER_PROTOCOL_TYPE!r}"
+                    )
+                )
+                return
+            if self._state is not ClassicMemberState.PREPARING_REBALANCE:
+                self._log.info("join_response_ignored", state=self._state.value)
+                return
+            self._join_attempts = 0
+            self._join_backoff_until_ms = None
+            self._generation_id = int(response.generation_id)
+            self._set_member_id(response.member_id)
+            self._protocol_name = response.protocol_name
+            self._leader_id = response.leader
+            self._is_leader = response.leader == self._member_id
+            self._transition_to(ClassicMemberState.COMPLETING_REBALANCE)
+            self._enable_heartbeat(now_ms)
+            self._log.info(
+                "joined_group",
+                generation_id=self._generation_id,
+                protocol=self._protocol_name,
+                leader=self._is_leader,
+                members=len(response.members),
+            )
+            if self._is_leader:
+                self._on_leader_elected(response)
+            else:
+                self._send_sync_group(())
+            return
+        message = getattr(response, "error_message", None)
+        self._log.info("join_group_failed", error_code=code, generation_id=sent.generation_id)
+        if code == _MEMBER_ID_REQUIRED:
+            self._generation_id = NO_GENERATION_ID
+            self._set_member_id(response.member_id)
+            self._request_rejoin(f"need to re-join with the given member-id: {self._member_id}")
+        elif code == _UNKNOWN_MEMBER_ID:
+            if self._generation_unchanged(sent):
+                self._reset_state_and_rejoin("JoinGroup: unknown member id", reset_member_id=True)
+        elif code == _REBALANCE_IN_PROGRESS:
+            pass  # retry at once
+        elif code in _COORDINATOR_CODES:
+            self._mark_coordinator_unknown(f"JoinGroup error code {code}")
+            self._join_backoff(now_ms)
+        elif code == _COORDINATOR_LOAD_IN_PROGRESS:
+            self._join_backoff(now_ms)
+        elif code in _JOIN_FATAL_CODES:
+            self._fail_for_code(code, message)
+        else:
+            self._retry_or_fail(code, message, now_ms)
+
+    def _on_leader_elected(self, response: Any) -> None:
+        protocol = self._protocol_name
+        if protocol is None or protocol not in self._config.assignors:
+            self._transition_to_fatal(
+                FatalConsumerError(
+                    f"Coordinator selected invalid assignment protocol: {protocol!r}"
+                )
+            )
+            return
+        if getattr(response, "skip_assignment", False):
+            # KIP-814: a static leader rejoining with unchanged metadata keeps the assignment.
+            self._log.info("leader_skips_assignment")
+            self._send_sync_group(())
+            return
+        subscriptions: dict[str, Subscription] = {}
+        try:
+            for member in response.members:
+                decoded = decode_subscription(member.metadata)
+                subscriptions[member.member_id] = dataclasses.replace(
+                    decoded, group_instance_id=member.group_instance_id
+                )
+        except ProtocolError as exc:
+            self._log.error("member_subscription_undecodable", error=str(exc))
+            self._transition_to_fatal(exc)
+            return
+        topics = frozenset(t for s in subscriptions.values() for t in s.topics)
+        request_id = self._new_id()
+        self._leader_pending = _LeaderPending(
+            request_id, self._flow, protocol, subscriptions, topics
+        )
+        self._events.append(NeedPartitionCounts(topics, request_id))
+
+    def _assign_as_leader(self, pending: _LeaderPending, counts: Mapping[str, int]) -> None:
+        known = {topic: int(counts[topic]) for topic in pending.topics if topic in counts}
+        assignor = get_assignor(pending.protocol)
+        assignments = assignor.assign(known, pending.subscriptions)
+        self._assignment_snapshot = known
+        self._log.info(
+            "leader_assigned",
+            protocol=pending.protocol,
+            members=len(pending.subscriptions),
+            assignment={
+                member: sorted(str(tp) for tp in a.partitions) for member, a in assignments.items()
+            },
+        )
+        encoded = [
+            (member, encode_assignment(assignments.get(member, Assignment())))
+            for member in pending.subscriptions
+        ]
+        self._send_sync_group(encoded)
+
+    def _send_sync_group(self, assignments: Iterable[tuple[str, bytes]]) -> None:
+        config = self._config
+        request = sync_group_request(
+            config.sync_group_version,
+            group_id=config.group_id,
+            generation_id=self._generation_id,
+            member_id=self._member_id,
+            assignments=tuple(assignments),
+            group_instance_id=config.group_instance_id,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol_name=self._protocol_name,
+        )
+        request_id = self._new_id()
+        self._in_flight[request_id] = _InFlight(
+            _Kind.SYNC, self._flow, self._generation_id, self._member_id
+        )
+        self._join_phase = _Kind.SYNC
+        self._outgoing.append(
+            UnsentRequest(node=COORDINATOR_NODE, request=request, request_id=request_id)
+        )
+
+    def _on_sync_response(self, sent: _InFlight, response: Any, now_ms: int) -> None:
+        if sent.flow != self._flow:
+            self._log.debug("stale_sync_response_ignored")
+            return
+        self._join_phase = None
+        code = int(response.error_code)
+        if code == 0:
+            protocol_type = getattr(response, "protocol_type", None)
+            protocol_name = getattr(response, "protocol_name", None)
+            if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
+                self._transition_to_fatal(
+                    InconsistentGroupProtocolError(
+                        f"SyncGroup: protocol type {protocol_type!r}, expected "
+                        f"{CONSUMER_PROTOCOL_TYPE!r}"
+                    )
+                )
+                return
+            if protocol_name is not None and protocol_name != self._protocol_name:
+                self._transition_to_fatal(
+                    InconsistentGroupProtocolError(
+                        f"SyncGroup: protocol name {protocol_name!r}, expected "
+                        f"{self._protocol_name!r}"
+                    )
+                )
+                return
+            if self._state is not ClassicMemberState.COMPLETING_REBALANCE:
+                self._log.info("sync_response_ignored", state=self._state.value)
+                return
+            try:
+                assignment = decode_assignment(response.assignment)
+            except ProtocolError as exc:
+                self._transition_to_fatal(exc)
+                return
+            self._transition_to(ClassicMemberState.STABLE)
+            self._rejoin_needed = False
+            self._rejoin_reason = ""
+            self._log.info("synced_group", generation_id=self._generation_id)
+            self._publish_identity()
+            self._completion = _Completion(
+                assigned=frozenset(assignment.partitions), generation_id=self._generation_id
+            )
+            return
+        message = getattr(response, "error_message", None)
+        self._log.info("sync_group_failed", error_code=code, generation_id=sent.generation_id)
+        if code == _REBALANCE_IN_PROGRESS:
+            self._request_rejoin("SyncGroup: the group began another rebalance")
+        elif code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION):
+            if self._generation_unchanged(sent):
+                self._reset_state_and_rejoin(
+                    f"SyncGroup error code {code}", reset_member_id=code == _UNKNOWN_MEMBER_ID
+                )
+        elif code in _COORDINATOR_CODES:
+            self._mark_coordinator_unknown(f"SyncGroup error code {code}")
+            self._join_backoff(now_ms)
+        elif code in (_GROUP_AUTHORIZATION_FAILED, _FENCED_INSTANCE_ID, _UNSUPPORTED_VERSION):
+            self._fail_for_code(code, message)
+        else:
+            self._retry_or_fail(code, message, now_ms)
+
+    def _retry_or_fail(self, code: int, message: str | None, now_ms: int) -> None:
+        cls = error_class_for_code(code)
+        if cls is not None and cls.retriable:
+            self._join_backoff(now_ms)
+        else:
+            self._fail_for_code(code, message)
+
+    def _join_backoff(self, now_ms: int) -> None:
+        self._join_backoff_until_ms = now_ms + self._backoff.backoff(self._join_attempts)
+        self._join_attempts += 1
+
+    def _generation_unchanged(self, sent: _InFlight) -> bool:
+        return sent.generation_id == self._generation_id and sent.member_id == self._member_id
+
+    # -- Heartbeats ---------------------------------------------------------------------------
+
+    def _enable_heartbeat(self, now_ms: int) -> None:
+        # Java's HeartbeatThread.enable: reset the heartbeat, session and poll timers.
+        self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms
+        self._session_deadline_ms = now_ms + self._config.session_timeout_ms
+        self._heartbeat_attempts = 0
+        if self._poll_deadline_ms is not None:
+            self._poll_deadline_ms = now_ms + self._config.rebalance_timeout_ms
+
+    def _heartbeat_enabled(self) -> bool:
+        return self._state in _HEARTBEAT_STATES and self._coordinator_known
+
+    def _poll_heartbeat(self, now_ms: int) -> None:
+        if not self._heartbeat_enabled():
+            return
+        if self._session_deadline_ms is not None and now_ms >= self._session_deadline_ms:
+            self._log.warning(
+                "session_timed_out",
+                session_timeout_ms=self._config.session_timeout_ms,
+            )
+            self._session_deadline_ms = None
+            self._mark_coordinator_unknown(
+                "session timed out without receiving a heartbeat response"
+            )
+            return
+        if self._poll_deadline_ms is not None and now_ms >= self._poll_deadline_ms:
+            self._log.warning(
+                "poll_timer_expired",
+                max_poll_interval_ms=self._config.rebalance_timeout_ms,
+                hint="the poll loop spends too long processing records: increase "
+                "max.poll.interval.ms or reduce max.poll.records",
+            )
+            self._maybe_leave_group("consumer poll timeout has expired.", _Kind.LEAVE_IGNORED)
+            # Rejoin on the next application poll (which releases the partitions as lost).
+            self._join_allowed = False
+            return
+        if self._heartbeat_request_id is not None or now_ms < self._next_heartbeat_ms:
+            return
+        config = self._config
+        request = heartbeat_request(
+            config.heartbeat_version,
+            group_id=config.group_id,
+            generation_id=self._generation_id,
+            member_id=self._member_id,
+            group_instance_id=config.group_instance_id,
+        )
+        request_id = self._new_id()
+        self._in_flight[request_id] = _InFlight(
+            _Kind.HEARTBEAT, self._flow, self._generation_id, self._member_id
+        )
+        self._heartbeat_request_id = request_id
+        self._next_heartbeat_ms = now_ms + config.heartbeat_interval_ms
+        self._log.debug("heartbeat_sent", generation_id=self._generation_id)
+        self._outgoing.append(
+            UnsentRequest(node=COORDINATOR_NODE, request=request, request_id=request_id)
+        )
+
+    def _on_heartbeat_response(self, sent: _InFlight, response: Any, now_ms: int) -> None:
+        code = int(response.error_code)
+        if self._state is ClassicMemberState.FATAL:
+            return
+        if code == 0:
+            self._heartbeat_attempts = 0
+            self._session_deadline_ms = now_ms + self._config.session_timeout_ms
+            return
+        self._log.info(
+            "heartbeat_error",
+            error_code=code,
+            state=self._state.value,
+            generation_id=sent.generation_id,
+        )
+        if code == _REBALANCE_IN_PROGRESS:
+            # Counts as a received heartbeat (the session is alive).
+            self._session_deadline_ms = now_ms + self._config.session_timeout_ms
+            if self._state is ClassicMemberState.STABLE:
+                self._request_rejoin("group is already rebalancing")
+            return
+        self._fail_heartbeat(now_ms)
+        if code in _COORDINATOR_CODES:
+            self._mark_coordinator_unknown(f"heartbeat error code {code}")
+        elif code in (_ILLEGAL_GENERATION, _UNKNOWN_MEMBER_ID, _FENCED_INSTANCE_ID):
+            if not self._generation_unchanged(sent):
+                self._log.info("stale_heartbeat_error_ignored", error_code=code)
+                return
+            self._reset_state_and_rejoin(
+                f"heartbeat error code {code}", reset_member_id=code != _ILLEGAL_GENERATION
+            )
+            if code == _FENCED_INSTANCE_ID:
+                self._fail_for_code(code, None)
+        elif code in (_GROUP_AUTHORIZATION_FAILED, _UNSUPPORTED_VERSION):
+            self._fail_for_code(code, None)
+        else:
+            self._log.warning("unexpected_heartbeat_error", error_code=code)
+
+    def _fail_heartbeat(self, now_ms: int) -> None:
+        self._next_heartbeat_ms = now_ms + self._backoff.backoff(self._heartbeat_attempts)
+        self._heartbeat_attempts += 1
+
+    # -- LeaveGroup ---------------------------------------------------------------------------
+
+    def _on_leave_response(self, sent: _InFlight, response: Any, request_id: int) -> None:
+        code = int(response.error_code)
+        member_codes = [int(m.error_code) for m in getattr(response, "members", ())]
+        self._log.info("leave_group_response", error_code=code, member_error_codes=member_codes)
+        if code in _COORDINATOR_CODES:
+            self._mark_coordinator_unknown(f"LeaveGroup error code {code}")
+        if sent.kind is _Kind.LEAVE:
+            self._complete_leave(request_id)
+
+    # -- Transitions and helpers --------------------------------------------------------------
+
+    def _transition_to(self, state: ClassicMemberState) -> None:
+        if state is self._state:
+            return
+        self._log.info(
+            "member_state_transition",
+            from_state=self._state.value,
+            to_state=state.value,
+            generation_id=self._generation_id,
+            member_id=self._member_id,
+        )
+        self._state = state
+        self._publish_identity()
+
+    def _publish_identity(self) -> None:
+        stable = self._state is ClassicMemberState.STABLE
+        identity = (self._member_id, self._generation_id if stable else None)
+        if identity != self._published_identity:
+            self._published_identity = identity
+            self._events.append(MemberEpochChanged(identity[0], identity[1]))
+
+    def _set_member_id(self, member_id: str) -> None:
+        if member_id != self._member_id:
+            self._member_id = member_id
+            self._log = self._log.bind(member_id=member_id)
+
+    def _request_rejoin(self, reason: str) -> None:
+        if not self._rejoin_needed or self._rejoin_reason != reason:
+            self._log.info("rejoin_requested", reason=reason)
+        self._rejoin_needed = True
+        self._rejoin_reason = reason
+
+    def _reset_state_and_rejoin(self, reason: str, *, reset_member_id: bool) -> None:
+        """Java's resetStateAndRejoin: UNJOINED, generation -1 (member id too), rejoin."""
+        self._log.info("generation_reset", reason=reason, member_id_reset=reset_member_id)
+        self._cancel_join_flow()
+        self._generation_id = NO_GENERATION_ID
+        self._protocol_name = None
+        self._is_leader = False
+        self._leader_id = None
+        self._assignment_snapshot = None
+        if reset_member_id:
+            self._set_member_id(NO_MEMBER_ID)
+        self._transition_to(ClassicMemberState.UNJOINED)
+        self._request_rejoin(reason)
+        self._needs_join_prepare = True
+
+    def _cancel_join_flow(self) -> None:
+        self._flow += 1
+        self._join_phase = None
+        self._leader_pending = None
+        self._join_backoff_until_ms = None
+
+    def _mark_coordinator_unknown(self, reason: str) -> None:
+        if self._coordinator_known:
+            self._log.info("coordinator_unknown", reason=reason)
+        self._coordinator_known = False
+        self._events.append(CoordinatorUnknown(reason))
+
+    def _fail_for_code(self, code: int, message: str | None) -> None:
+        error: KafkaError
+        if code == _GROUP_AUTHORIZATION_FAILED:
+            error = GroupAuthorizationFailedError(
+                f"Not authorized to access group: {self._config.group_id}"
+            )
+        elif code == _GROUP_MAX_SIZE_REACHED:
+            error = GroupMaxSizeReachedError(
+                f"Consumer group {self._config.group_id} already has the configured maximum "
+                "number of members."
+            )
+        elif code == _FENCED_INSTANCE_ID:
+            error = FencedInstanceIdError(
+                f"The group instance id {self._config.group_instance_id} has been fenced by "
+                "another instance"
+            )
+        else:
+            error = error_for_code(code, message)
+        self._transition_to_fatal(error)
+
+    def _transition_to_fatal(self, error: KafkaError) -> None:
+        self._events.append(ErrorEvent(error, fatal=True))
+        if self._state is ClassicMemberState.FATAL:
+            return
+        self._log.error("member_fatal", error=str(error))
+        self._cancel_join_flow()
+        self._prepare = None
+        self._completion = None
+        self._join_allowed = False
+        self._transition_to(ClassicMemberState.FATAL)
+        if self._leave is not None:
+            self._leave = None
+            self._events.append(LeaveCompleted())
+
+    def _pause_fetching(self, partitions: frozenset[TopicPartition]) -> None:
+        new = partitions - self._pending_revocation
+        if new:
+            self._pending_revocation = self._pending_revocation | new
+            self._events.append(PauseFetching(new))
+
+    def _set_assignment(self, assignment: frozenset[TopicPartition]) -> None:
+        if assignment == self._assignment:
+            return
+        self._assignment = assignment
+        self._pending_revocation = self._pending_revocation & assignment
+        self._awaiting_callback = self._awaiting_callback & assignment
+        self._events.append(AssignmentChanged(assignment))
+
+    def _emit_callback(
+        self,
+        method: RebalanceCallback,
+        partitions: frozenset[TopicPartition],
+        purpose: _Purpose,
+        owner: object | None,
+        *,
+        assignment: frozenset[TopicPartition] = frozenset(),
+    ) -> None:
+        callback = _Callback(self._new_id(), method, partitions, purpose, owner)
+        self._callback = callback
+        event: Any
+        if method is RebalanceCallback.ON_PARTITIONS_REVOKED:
+            event = InvokeRevoked(partitions, callback.callback_id)
+        elif method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
+            event = InvokeAssigned(partitions, assignment, callback.callback_id)
+        else:
+            event = InvokeLost(partitions, callback.callback_id)
+        self._events.append(event)
+
+    def _run_continuation(self, callback: _Callback) -> None:
+        purpose = callback.purpose
+        owner = callback.owner
+        if purpose is _Purpose.PREPARE:
+            assert isinstance(owner, _Prepare)
+            self._finish_prepare(owner)
+        elif purpose is _Purpose.COMPLETE_REVOKE:
+            assert isinstance(owner, _Completion)
+            self._set_assignment(self._assignment - owner.revoked)
+            if self._completion is owner:
+                owner.step = "assign"
+        elif purpose is _Purpose.COMPLETE_ASSIGN:
+            assert isinstance(owner, _Completion)
+            self._awaiting_callback = self._awaiting_callback - callback.partitions
+            if self._completion is owner:
+                owner.step = "done"
+        else:  # LEAVE_RELEASE, LOST_ON_FATAL
+            self._set_assignment(frozenset())
+
+    def _time_until_next_poll(self, now_ms: int) -> int | None:
+        candidates: list[int] = []
+        leave = self._leave
+        if leave is not None and leave.deadline_ms is not None:
+            candidates.append(max(0, leave.deadline_ms - now_ms))
+        if self._heartbeat_enabled():
+            if self._heartbeat_request_id is None:
+                candidates.append(max(0, self._next_heartbeat_ms - now_ms))
+            if self._session_deadline_ms is not None:
+                candidates.append(max(0, self._session_deadline_ms - now_ms))
+            if self._poll_deadline_ms is not None:
+                candidates.append(max(0, self._poll_deadline_ms - now_ms))
+        if (
+            self._join_allowed
+            and self._rejoin_needed
+            and self._join_phase is None
+            and self._join_backoff_until_ms is not None
+            and self._coordinator_known
+        ):
+            candidates.append(max(0, self._join_backoff_until_ms - now_ms))
+        return min(candidates) if candidates else None
+
+    def _new_id(self) -> int:
+        value = self._next_id
+        self._next_id += 1
+        return value
