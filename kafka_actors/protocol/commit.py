@@ -1,0 +1,1235 @@
+"""Committed offsets of the consumer's group: the pure ``CommitManager``.
+
+Owns: OffsetCommit and OffsetFetch requests to the group coordinator — who the member is
+(member id + member epoch for the consumer protocol, member id + generation for the classic
+one, neither for a standalone consumer), which node the coordinator is, commit_sync retried
+until its deadline, commit_async never retried, auto-commit every ``auto.commit.interval.ms``,
+the commit of all consumed positions before a revocation (:class:`CommitBeforeRevocation` in,
+:class:`CommitForRevocationDone` out), the commit on close, fetching committed offsets (for
+``committed()`` and for partitions that need a position), and the order in which async
+commits complete. It follows the Java client's ``CommitRequestManager`` (Kafka 4.x) and, for the
+classic protocol's error answers, ``ConsumerCoordinator``.
+
+May touch: the shared :class:`SubscriptionState` (read the consumed positions, seek partitions
+to their committed offsets, ask for an offset reset), nothing else. No threads, sockets or
+clocks: time is ``now_ms`` (monotonic milliseconds) given by the caller; backoff jitter comes
+from an injected ``random``. It builds kio OffsetCommit/OffsetFetch payloads with
+:mod:`kafka_actors.protocol.requests` and reads their responses; errors are
+:mod:`kafka_actors.errors` classes.
+
+How it is driven (the request-manager contract of :mod:`kafka_actors.protocol.messages`):
+
+* inputs: :meth:`CommitManager.on_member_changed` (or :meth:`~CommitManager.on_member_epoch_changed`
+  with the membership manager's event), :meth:`~CommitManager.on_coordinator_changed`,
+  :meth:`~CommitManager.on_topic_ids`, the application's :meth:`~CommitManager.commit_sync`,
+  :meth:`~CommitManager.commit_async`, :meth:`~CommitManager.fetch_committed`,
+  :meth:`~CommitManager.initialize_positions`, :meth:`~CommitManager.maybe_auto_commit_on_poll`
+  (each application poll), :meth:`~CommitManager.on_commit_before_revocation`,
+  :meth:`~CommitManager.commit_on_close` / :meth:`~CommitManager.close`, and the outcome of
+  requests (:meth:`~CommitManager.on_response` / :meth:`~CommitManager.on_failure`);
+* outputs: :meth:`CommitManager.poll` returns the requests to send now (to the coordinator's
+  node id, explicitly) and the events published since the last poll, in order:
+  :class:`CommitCompleted`, :class:`AutoCommitCompleted`, :class:`CommittedOffsetsFetched`,
+  :class:`PositionsInitialized`, :class:`CommitForRevocationDone` and
+  :class:`~kafka_actors.protocol.membership.CoordinatorUnknown`.
+
+Choices (Java's behaviour unless said otherwise), in one place:
+
+* **No coordinator known**: requests wait, unsent, until :meth:`on_coordinator_changed` names a
+  node (Java's ``CommitRequestManager.poll`` returns nothing without a coordinator). A sync
+  commit or an offset fetch then fails at its deadline with :class:`KafkaTimeoutError` (its
+  ``__cause__`` is :class:`CoordinatorNotAvailableError`). An async commit has no deadline,
+  as Java 4.x's ``commitAsync`` (``Long.MAX_VALUE``): it waits for the coordinator, in order,
+  until :meth:`close` bounds it with the close deadline or :meth:`fail_pending` fails it.
+* **Coordinator errors** (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT,
+  a disconnect or a request timeout) make the coordinator unknown here and publish
+  ``CoordinatorUnknown``; requests wait for the next :meth:`on_coordinator_changed`, which the
+  coordinator manager must publish after every rediscovery (even of the same node).
+* **commit_sync** retries every retriable error (COORDINATOR_LOAD_IN_PROGRESS, the coordinator
+  errors above, UNKNOWN_TOPIC_OR_PARTITION, disconnects, any other ``RetriableError``) with
+  exponential backoff (``retry.backoff.ms`` x2 up to ``retry.backoff.max.ms``, jitter 0.2)
+  until its deadline, then fails with :class:`KafkaTimeoutError` whose ``__cause__`` is the
+  last error. The attempt in flight at the deadline is abandoned (its answer is ignored).
+* **Non-retriable commit answers**: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_MEMBER_EPOCH
+  and STALE_MEMBER_EPOCH → :class:`CommitFailedError` (Java 4.x fails a user commit on a stale
+  member epoch with ``CommitFailedException``; only the auto-commit before a revocation retries
+  it, while the member has an epoch, rebuilding the request with the newest epoch);
+  REBALANCE_IN_PROGRESS → :class:`RebalanceInProgressError`; FENCED_INSTANCE_ID →
+  :class:`CommitFailedError` (consumer protocol) / :class:`FencedInstanceIdError` (classic);
+  GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED (all denied topics collected first),
+  OFFSET_METADATA_TOO_LARGE, INVALID_COMMIT_OFFSET_SIZE and any other fatal code → their typed
+  error. Errors of one partition name that partition (and the offset committed).
+* **commit_async** makes one attempt and never retries (a retriable answer completes it with
+  that retriable error; Java wraps it in ``RetriableCommitFailedException``). Async commits
+  are sent in order and their :class:`CommitCompleted` events are published in the order the
+  commits were made, whatever order their answers arrive in.
+* **Auto-commit** (``enable.auto.commit``) is driven by the application's poll
+  (:meth:`maybe_auto_commit_on_poll`, Java's ``updateTimerAndMaybeCommit``): when
+  ``auto.commit.interval.ms`` has passed since the last one and none is in flight, all
+  consumed positions are committed asynchronously. Unlike Java, nothing is sent when every
+  consumed position equals what the last successful commit stored. After a retriable failure
+  the next auto-commit is due after the retry backoff instead of a full interval.
+* **Before a revocation** (:meth:`on_commit_before_revocation`) all consumed positions are
+  committed (as Java, not only the revoked partitions: the partitions being revoked are still
+  owned and so in the snapshot), retried until the event's deadline with a fresh snapshot on
+  each attempt; UNKNOWN_TOPIC_OR_PARTITION is not retried there (the topic was deleted). The
+  outcome goes back to the membership manager as :class:`CommitForRevocationDone`. With
+  auto-commit off the reply is immediate (nothing committed).
+* **"All consumed"** commits use the :class:`SubscriptionState` snapshot taken when the request
+  is made, so a partition no longer owned is never committed by them; explicit offsets may
+  name any partition (as Java).
+* **OffsetFetch** asks for stable offsets (``require_stable``) from v7, retries
+  COORDINATOR_LOAD_IN_PROGRESS, the coordinator errors, UNSTABLE_OFFSET_COMMIT, other
+  retriable errors and (consumer protocol, member still in the group) STALE_MEMBER_EPOCH
+  until the latest deadline of its callers. Identical concurrent fetches (same partitions,
+  same member identity) share one request (Java's ``inflightOffsetFetches``); each caller
+  times out on its own deadline.
+* **Initializing positions** (:meth:`initialize_positions`): partitions without a position
+  get their committed offset (seek with the committed leader epoch) or, without one, are
+  marked for reset with ``auto.offset.reset``; only partitions that still need a position
+  when the answer arrives are touched. An answer arriving after the caller's deadline is still
+  applied (Java keeps the pending fetch for the next poll).
+* **Topic ids** (OffsetCommit/OffsetFetch v10): the request is built by id when every topic's
+  id is known (:meth:`on_topic_ids`), otherwise at v9 by name, as Java.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from kafka_actors.errors import (
+    CommitFailedError,
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    GroupAuthorizationFailedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoOffsetForPartitionError,
+    RebalanceInProgressError,
+    TopicAuthorizationFailedError,
+    error_for_code,
+)
+from kafka_actors.log import get_logger
+from kafka_actors.protocol.membership import (
+    CommitBeforeRevocation,
+    CoordinatorUnknown,
+    ExponentialBackoff,
+    MemberEpochChanged,
+)
+from kafka_actors.protocol.messages import (
+    OffsetAndMetadata,
+    PollResult,
+    TopicPartition,
+    UnsentRequest,
+)
+from kafka_actors.protocol.requests import offset_commit_request, offset_fetch_request
+from kafka_actors.protocol.subscription import FetchPosition, FetchState, SubscriptionState
+
+if TYPE_CHECKING:
+    from kafka_actors.config import ConsumerConfig
+
+__all__ = [
+    "AutoCommitCompleted",
+    "CommitCompleted",
+    "CommitConfig",
+    "CommitForRevocationDone",
+    "CommitManager",
+    "CommittedOffsetsFetched",
+    "PositionsInitialized",
+]
+
+# Error codes (Kafka's Errors) the commit paths treat specially.
+_UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+_REQUEST_TIMED_OUT: Final = 7
+_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
+_COORDINATOR_NOT_AVAILABLE: Final = 15
+_NOT_COORDINATOR: Final = 16
+_ILLEGAL_GENERATION: Final = 22
+_UNKNOWN_MEMBER_ID: Final = 25
+_REBALANCE_IN_PROGRESS: Final = 27
+_TOPIC_AUTHORIZATION_FAILED: Final = 29
+_GROUP_AUTHORIZATION_FAILED: Final = 30
+_FENCED_INSTANCE_ID: Final = 82
+_UNSTABLE_OFFSET_COMMIT: Final = 88
+_FENCED_MEMBER_EPOCH: Final = 110
+_STALE_MEMBER_EPOCH: Final = 113
+
+_COORDINATOR_CODES: Final = frozenset(
+    {_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE, _REQUEST_TIMED_OUT}
+)
+_MEMBER_GONE_CODES: Final = frozenset(
+    {_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _FENCED_MEMBER_EPOCH, _STALE_MEMBER_EPOCH}
+)
+# The versions from which requests name topics by id (KIP-848 / KIP-516).
+_TOPIC_ID_VERSION: Final = 10
+
+
+# -- Events published through PollResult.events ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommitCompleted:
+    """A commit asked for by the application (sync, async or on close) completed.
+
+    ``offsets`` are the offsets the commit carried (empty when nothing needed committing).
+    """
+
+    request_key: Hashable
+    offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    error: KafkaError | None
+
+
+@dataclass(frozen=True, slots=True)
+class AutoCommitCompleted:
+    """An interval auto-commit completed (for the commit callbacks and the logs)."""
+
+    offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    error: KafkaError | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitForRevocationDone:
+    """The commit asked for by :class:`CommitBeforeRevocation` is over: reply to the membership
+    manager with ``on_commit_done(commit_id, error)``."""
+
+    commit_id: int
+    error: KafkaError | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffsetsFetched:
+    """The committed offsets of ``fetch_committed``: None for a partition without one."""
+
+    request_key: Hashable
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | None]
+    error: KafkaError | None
+
+
+@dataclass(frozen=True, slots=True)
+class PositionsInitialized:
+    """``initialize_positions`` is over: ``seeked`` got their committed offset, ``reset`` were
+    marked for ``auto.offset.reset`` (both empty on error or when nothing needed a position)."""
+
+    request_key: Hashable
+    seeked: Mapping[TopicPartition, OffsetAndMetadata]
+    reset: frozenset[TopicPartition]
+    error: KafkaError | None
+
+
+# -- Configuration -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitConfig:
+    """What the commit manager needs from the consumer configuration (Java names)."""
+
+    group_id: str
+    group_protocol: str = "consumer"  # group.protocol: consumer (KIP-848) or classic
+    auto_commit_enabled: bool = True  # enable.auto.commit
+    auto_commit_interval_ms: int = 5_000  # auto.commit.interval.ms
+    retry_backoff_ms: int = 100  # retry.backoff.ms
+    retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
+    request_timeout_ms: int = 30_000  # request.timeout.ms
+    offset_commit_version: int = 9  # negotiated OffsetCommit version (2..10)
+    offset_fetch_version: int = 9  # negotiated OffsetFetch version (1..10)
+
+    def __post_init__(self) -> None:
+        if self.group_protocol not in ("consumer", "classic"):
+            raise ValueError(f"unknown group protocol {self.group_protocol!r}")
+
+    @classmethod
+    def from_consumer_config(
+        cls,
+        config: ConsumerConfig,
+        *,
+        offset_commit_version: int = 9,
+        offset_fetch_version: int = 9,
+    ) -> CommitConfig:
+        if config.group_id is None:
+            raise ValueError("group.id is required to commit or fetch committed offsets")
+        return cls(
+            group_id=config.group_id,
+            group_protocol=config.group_protocol,
+            auto_commit_enabled=config.enable_auto_commit,
+            auto_commit_interval_ms=config.auto_commit_interval_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            offset_commit_version=offset_commit_version,
+            offset_fetch_version=offset_fetch_version,
+        )
+
+
+# -- Internal request states -------------------------------------------------------------------
+
+
+class _CommitKind(enum.Enum):
+    SYNC = "sync"  # commit_sync: retried until the deadline
+    ASYNC = "async"  # commit_async: one attempt
+    AUTO = "auto"  # interval auto-commit: one attempt
+    REVOCATION = "revocation"  # before a revocation: retried, fresh snapshot per attempt
+    CLOSE = "close"  # auto-commit on close: retried until the close deadline
+
+
+_RETRIED_KINDS: Final = frozenset({_CommitKind.SYNC, _CommitKind.REVOCATION, _CommitKind.CLOSE})
+
+
+@dataclass(slots=True)
+class _Commit:
+    kind: _CommitKind
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    deadline_ms: int | None
+    request_key: Hashable = None
+    trace_id: str | None = None
+    commit_id: int | None = None  # REVOCATION: the membership manager's id
+    attempts: int = 0
+    retry_at_ms: int = 0
+    request_id: int | None = None
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)  # of the request in flight
+    last_error: KafkaError | None = None
+    done: bool = False
+    result: KafkaError | None = None
+
+
+@dataclass(slots=True)
+class _Waiter:
+    request_key: Hashable
+    deadline_ms: int
+    trace_id: str | None
+    init_positions: bool
+
+
+@dataclass(slots=True)
+class _Fetch:
+    partitions: frozenset[TopicPartition]
+    member: tuple[str, int | None]
+    waiters: list[_Waiter]
+    deadline_ms: int
+    attempts: int = 0
+    retry_at_ms: int = 0
+    request_id: int | None = None
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
+    last_error: KafkaError | None = None
+    init_positions: bool = False  # apply the answer to the positions, even after the deadline
+
+    @property
+    def trace_id(self) -> str | None:
+        return next((w.trace_id for w in self.waiters if w.trace_id), None)
+
+
+def _trace_of(request_key: Hashable, trace_id: str | None) -> str | None:
+    if trace_id is not None:
+        return trace_id
+    return request_key if isinstance(request_key, str) else None
+
+
+def _describe(offsets: Mapping[TopicPartition, OffsetAndMetadata | None]) -> dict[str, Any]:
+    return {str(tp): (None if o is None else o.offset) for tp, o in sorted(offsets.items())}
+
+
+class _Attempt(enum.Enum):
+    RETRY = "retry"
+    DONE = "done"
+
+
+class CommitManager:
+    """OffsetCommit / OffsetFetch to the group coordinator (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: CommitConfig,
+        subscriptions: SubscriptionState,
+        *,
+        random: Callable[[], float],
+        client_id: str | None = None,
+    ) -> None:
+        self._config = config
+        self._subs = subscriptions
+        self._consumer_protocol = config.group_protocol == "consumer"
+        self._log = get_logger(
+            "commit", client_id=client_id, group_id=config.group_id, protocol=config.group_protocol
+        )
+        self._backoff = ExponentialBackoff(
+            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
+        )
+        self._next_id = 1
+        self._events: list[Any] = []
+
+        # Who the member is. Standalone (no group membership): "" and -1.
+        self._member_id = ""
+        self._member_epoch: int | None = None
+        self._group_instance_id: str | None = None
+        self._coordinator: int | None = None
+        self._topic_ids: dict[str, uuid.UUID] = {}
+
+        # Commits in the order they were made; async ones complete in that order.
+        self._commits: deque[_Commit] = deque()
+        self._async_order: deque[_Commit] = deque()
+        self._in_flight: dict[int, _Commit | _Fetch] = {}
+        self._fetches: list[_Fetch] = []
+
+        # Auto-commit.
+        self._auto_commit_due_ms: int | None = None
+        self._auto_commit_in_flight = False
+        self._auto_commit_attempts = 0
+        self._committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._close_deadline_ms: int | None = None
+
+    # -- Observability ------------------------------------------------------------------------
+
+    @property
+    def coordinator(self) -> int | None:
+        return self._coordinator
+
+    @property
+    def member_id(self) -> str:
+        return self._member_id
+
+    @property
+    def member_epoch(self) -> int | None:
+        return self._member_epoch
+
+    @property
+    def auto_commit_in_flight(self) -> bool:
+        return self._auto_commit_in_flight
+
+    @property
+    def pending_commits(self) -> int:
+        """Commits not yet completed (sent or waiting), of every kind."""
+        return sum(1 for c in self._commits if not c.done)
+
+    @property
+    def pending_fetches(self) -> int:
+        return len(self._fetches)
+
+    @property
+    def last_committed(self) -> Mapping[TopicPartition, OffsetAndMetadata]:
+        """The offsets the successful commits of this manager stored, per partition."""
+        return dict(self._committed)
+
+    # -- Inputs: who, where --------------------------------------------------------------------
+
+    def on_member_changed(
+        self,
+        member_id: str,
+        member_epoch_or_generation: int | None,
+        group_instance_id: str | None = None,
+    ) -> None:
+        """The member's identity: member id and member epoch (consumer protocol) or generation
+        id (classic). ``None`` (or a negative value) means not in the group: commits then carry
+        -1, as Java's standalone commits do, and the consumer-protocol OffsetFetch no member.
+        """
+        epoch = member_epoch_or_generation
+        if epoch is not None and epoch < 0:
+            epoch = None
+        self._member_id = member_id
+        self._member_epoch = epoch
+        self._group_instance_id = group_instance_id
+        self._log = self._log.bind(member_id=member_id, member_epoch=epoch)
+
+    def on_member_epoch_changed(self, event: MemberEpochChanged) -> None:
+        """The membership manager's :class:`MemberEpochChanged` event."""
+        self.on_member_changed(event.member_id, event.member_epoch, self._group_instance_id)
+
+    def set_group_instance_id(self, group_instance_id: str | None) -> None:
+        """``group.instance.id`` (static membership), sent with OffsetCommit v7+."""
+        self._group_instance_id = group_instance_id
+
+    def on_coordinator_changed(self, node_id: int | None) -> None:
+        """The group coordinator's node id, or None when it is not known."""
+        if node_id != self._coordinator:
+            self._log.info("coordinator_changed", coordinator=node_id)
+        self._coordinator = node_id
+
+    def on_topic_ids(self, topic_ids: Mapping[str, uuid.UUID | str]) -> None:
+        """Topic ids known from metadata (merged), for OffsetCommit/OffsetFetch v10."""
+        for name, topic_id in topic_ids.items():
+            self._topic_ids[name] = (
+                topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(topic_id)
+            )
+
+    # -- Inputs: commits -----------------------------------------------------------------------
+
+    def commit_sync(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
+        deadline_ms: int,
+        request_key: Hashable,
+        *,
+        trace_id: str | None = None,
+    ) -> None:
+        """Commit ``offsets`` (None: all consumed positions), retried until ``deadline_ms``;
+        publishes :class:`CommitCompleted`."""
+        self._add_commit(_CommitKind.SYNC, offsets, deadline_ms, request_key, trace_id)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
+        request_key: Hashable,
+        *,
+        trace_id: str | None = None,
+    ) -> None:
+        """Commit ``offsets`` (None: all consumed) with one attempt; publishes
+        :class:`CommitCompleted`, async commits in the order they were made."""
+        self._add_commit(_CommitKind.ASYNC, offsets, self._close_deadline_ms, request_key, trace_id)
+
+    def commit_on_close(
+        self, deadline_ms: int, request_key: Hashable, *, trace_id: str | None = None
+    ) -> None:
+        """With auto-commit on, commit all consumed positions before closing (retried until
+        ``deadline_ms``); with it off, complete at once. Publishes :class:`CommitCompleted`."""
+        if not self._config.auto_commit_enabled:
+            self._events.append(CommitCompleted(request_key, {}, None))
+            return
+        self._add_commit(_CommitKind.CLOSE, None, deadline_ms, request_key, trace_id)
+
+    def close(self, deadline_ms: int) -> None:
+        """The consumer is closing: nothing pending may outlive ``deadline_ms``."""
+        self._close_deadline_ms = deadline_ms
+        for commit in self._commits:
+            if commit.deadline_ms is None or commit.deadline_ms > deadline_ms:
+                commit.deadline_ms = deadline_ms
+        for fetch in self._fetches:
+            fetch.deadline_ms = min(fetch.deadline_ms, deadline_ms)
+            for waiter in fetch.waiters:
+                waiter.deadline_ms = min(waiter.deadline_ms, deadline_ms)
+
+    def fail_pending(self, error: KafkaError) -> None:
+        """Fail every pending commit and fetch with ``error`` (a fatal coordinator error, or
+        the consumer closed); requests in flight are abandoned."""
+        for commit in list(self._commits):
+            if not commit.done:
+                self._complete_commit(commit, error)
+        for fetch in list(self._fetches):
+            self._complete_fetch(fetch, None, error)
+        self._in_flight.clear()
+        self._flush_async()
+
+    def maybe_auto_commit_on_poll(self, now_ms: int) -> None:
+        """The application polled: auto-commit all consumed positions if the interval passed
+        and no auto-commit is in flight (Java's ``updateTimerAndMaybeCommit``)."""
+        if not self._config.auto_commit_enabled:
+            return
+        if self._auto_commit_due_ms is None:
+            self._auto_commit_due_ms = now_ms + self._config.auto_commit_interval_ms
+            return
+        if self._auto_commit_in_flight or now_ms < self._auto_commit_due_ms:
+            return
+        self._auto_commit_due_ms = now_ms + self._config.auto_commit_interval_ms
+        consumed = dict(self._subs.all_consumed())
+        if not consumed:
+            return
+        if all(self._committed.get(tp) == offset for tp, offset in consumed.items()):
+            self._log.debug("auto_commit_skipped_unchanged", offsets=_describe(consumed))
+            return
+        self._auto_commit_in_flight = True
+        self._log.debug("auto_commit", offsets=_describe(consumed))
+        self._commits.append(_Commit(_CommitKind.AUTO, consumed, self._close_deadline_ms))
+
+    def reset_auto_commit_timer(self, now_ms: int) -> None:
+        """Start a new auto-commit interval now (Java's ``resetAutoCommitTimer``)."""
+        if self._config.auto_commit_enabled:
+            self._auto_commit_due_ms = now_ms + self._config.auto_commit_interval_ms
+
+    def on_commit_before_revocation(self, event: CommitBeforeRevocation) -> None:
+        """Commit all consumed positions before the membership manager reconciles; publishes
+        :class:`CommitForRevocationDone` with the event's ``commit_id``."""
+        if not self._config.auto_commit_enabled:
+            self._events.append(CommitForRevocationDone(event.commit_id, None))
+            return
+        commit = _Commit(
+            _CommitKind.REVOCATION,
+            dict(self._subs.all_consumed()),
+            event.deadline_ms,
+            commit_id=event.commit_id,
+        )
+        self._log.info(
+            "commit_before_revocation",
+            commit_id=event.commit_id,
+            revoking=sorted(str(tp) for tp in event.partitions),
+            offsets=_describe(commit.offsets),
+            deadline_ms=event.deadline_ms,
+        )
+        if not commit.offsets:
+            self._events.append(CommitForRevocationDone(event.commit_id, None))
+            return
+        self._commits.append(commit)
+
+    # -- Inputs: committed offsets -------------------------------------------------------------
+
+    def fetch_committed(
+        self,
+        partitions: Iterable[TopicPartition],
+        deadline_ms: int,
+        request_key: Hashable,
+        *,
+        trace_id: str | None = None,
+    ) -> None:
+        """Fetch the committed offsets of ``partitions``; publishes
+        :class:`CommittedOffsetsFetched`."""
+        wanted = frozenset(partitions)
+        waiter = _Waiter(request_key, deadline_ms, _trace_of(request_key, trace_id), False)
+        if not wanted:
+            self._events.append(CommittedOffsetsFetched(request_key, {}, None))
+            return
+        self._add_fetch(wanted, waiter)
+
+    def initialize_positions(
+        self, deadline_ms: int, request_key: Hashable = None, *, trace_id: str | None = None
+    ) -> None:
+        """Give every owned partition without a position its committed offset, or mark it for
+        ``auto.offset.reset``; publishes :class:`PositionsInitialized`."""
+        wanted = frozenset(self._subs.initializing_partitions())
+        if not wanted:
+            self._events.append(PositionsInitialized(request_key, {}, frozenset(), None))
+            return
+        waiter = _Waiter(request_key, deadline_ms, _trace_of(request_key, trace_id), True)
+        self._add_fetch(wanted, waiter)
+
+    # -- Request-manager contract --------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        """Expire what passed its deadline, send what is due; return it with the events."""
+        self._expire(now_ms)
+        requests: list[UnsentRequest] = []
+        if self._coordinator is not None:
+            for commit in self._commits:
+                if commit.done or commit.request_id is not None or commit.retry_at_ms > now_ms:
+                    continue
+                request = self._send_commit(commit, now_ms)
+                if request is not None:
+                    requests.append(request)
+            for fetch in self._fetches:
+                if fetch.request_id is not None or fetch.retry_at_ms > now_ms:
+                    continue
+                if not fetch.waiters:
+                    continue
+                request = self._send_fetch(fetch, now_ms)
+                if request is not None:
+                    requests.append(request)
+        self._flush_async()
+        events = tuple(self._events)
+        self._events.clear()
+        return PollResult(
+            requests=tuple(requests),
+            time_until_next_poll_ms=self._time_until_next_poll(now_ms),
+            events=events,
+        )
+
+    def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+        state = self._in_flight.pop(request_id, None)
+        if state is None:
+            self._log.debug("response_ignored", request_id=request_id)
+            return
+        if isinstance(state, _Commit):
+            state.request_id = None
+            if not state.done:
+                self._on_commit_response(state, response, now_ms)
+        else:
+            state.request_id = None
+            self._on_fetch_response(state, response, now_ms)
+        self._flush_async()
+
+    def on_failure(self, request_id: int, error: BaseException, now_ms: int) -> None:
+        state = self._in_flight.pop(request_id, None)
+        if state is None:
+            return
+        state.request_id = None
+        kafka_error = (
+            error
+            if isinstance(error, KafkaError)
+            else KafkaConnectionError(f"Request failed: {error!r}")
+        )
+        if isinstance(kafka_error, (KafkaConnectionError, KafkaTimeoutError)):
+            self._mark_coordinator_unknown(f"request failed: {kafka_error}")
+        if isinstance(state, _Commit):
+            if not state.done:
+                self._log.info(
+                    "offset_commit_failed",
+                    kind=state.kind.value,
+                    error=repr(kafka_error),
+                    attempts=state.attempts,
+                )
+                self._commit_attempt_failed(state, kafka_error, now_ms)
+        else:
+            self._log.info("offset_fetch_failed", error=repr(kafka_error), attempts=state.attempts)
+            self._fetch_attempt_failed(state, kafka_error, now_ms, retry=kafka_error.retriable)
+        self._flush_async()
+
+    # -- Commits: building and sending ---------------------------------------------------------
+
+    def _add_commit(
+        self,
+        kind: _CommitKind,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
+        deadline_ms: int | None,
+        request_key: Hashable,
+        trace_id: str | None,
+    ) -> None:
+        chosen = dict(self._subs.all_consumed() if offsets is None else offsets)
+        commit = _Commit(
+            kind,
+            chosen,
+            deadline_ms,
+            request_key=request_key,
+            trace_id=_trace_of(request_key, trace_id),
+        )
+        self._log.debug(
+            "commit_requested",
+            kind=kind.value,
+            all_consumed=offsets is None,
+            offsets=_describe(chosen),
+            deadline_ms=deadline_ms,
+            trace_id=commit.trace_id,
+        )
+        if kind is _CommitKind.ASYNC:
+            self._async_order.append(commit)
+        if not chosen:
+            commit.done = True  # nothing to commit: complete at once (as Java)
+            if kind is not _CommitKind.ASYNC:
+                self._events.append(CommitCompleted(request_key, {}, None))
+            return
+        self._commits.append(commit)
+
+    def _send_commit(self, commit: _Commit, now_ms: int) -> UnsentRequest | None:
+        assert self._coordinator is not None
+        if commit.kind is _CommitKind.REVOCATION and commit.attempts > 0:
+            # Retry with the latest consumed positions (Java's auto-commit before revocation).
+            fresh = dict(self._subs.all_consumed())
+            if fresh:
+                commit.offsets = fresh
+        version = self._config.offset_commit_version
+        if version >= _TOPIC_ID_VERSION and not self._all_topic_ids_known(commit.offsets):
+            version = _TOPIC_ID_VERSION - 1
+        group_instance_id = self._group_instance_id if version >= 7 else None
+        try:
+            request = offset_commit_request(
+                version,
+                group_id=self._config.group_id,
+                offsets=commit.offsets,
+                generation_id_or_member_epoch=(
+                    -1 if self._member_epoch is None else self._member_epoch
+                ),
+                member_id=self._member_id,
+                group_instance_id=group_instance_id,
+                topic_ids=self._topic_ids,
+            )
+        except KafkaError as exc:
+            self._complete_commit(commit, exc)
+            return None
+        commit.topic_names = (
+            {self._topic_ids[tp.topic]: tp.topic for tp in commit.offsets}
+            if version >= _TOPIC_ID_VERSION
+            else {}
+        )
+        request_id = self._new_id()
+        commit.request_id = request_id
+        commit.attempts += 1
+        self._in_flight[request_id] = commit
+        self._log.debug(
+            "offset_commit_sent",
+            kind=commit.kind.value,
+            request_id=request_id,
+            version=version,
+            attempt=commit.attempts,
+            coordinator=self._coordinator,
+            generation_id_or_member_epoch=self._member_epoch,
+            offsets=_describe(commit.offsets),
+            trace_id=commit.trace_id,
+        )
+        return UnsentRequest(
+            node=self._coordinator,
+            request=request,
+            request_id=request_id,
+            trace_id=commit.trace_id,
+            timeout_ms=self._request_timeout(commit.deadline_ms, now_ms),
+        )
+
+    def _on_commit_response(self, commit: _Commit, response: Any, now_ms: int) -> None:
+        unauthorized: list[str] = []
+        for topic in response.topics:
+            name = self._topic_name(topic, commit.topic_names)
+            for partition in topic.partitions:
+                code = int(partition.error_code)
+                if code == 0:
+                    continue
+                tp = TopicPartition(name, int(partition.partition_index))
+                if code == _TOPIC_AUTHORIZATION_FAILED:
+                    if name not in unauthorized:
+                        unauthorized.append(name)
+                    continue
+                offset = commit.offsets.get(tp)
+                error = self._commit_error(code, tp, None if offset is None else offset.offset)
+                self._log.info(
+                    "offset_commit_error",
+                    kind=commit.kind.value,
+                    partition=str(tp),
+                    error_code=code,
+                    error=repr(error),
+                )
+                if code in _COORDINATOR_CODES:
+                    self._mark_coordinator_unknown(f"OffsetCommit error {code}")
+                self._commit_attempt_failed(commit, error, now_ms, code)
+                return
+        if unauthorized:
+            error = TopicAuthorizationFailedError(
+                f"Not authorized to commit to topics {sorted(unauthorized)}",
+                topic=unauthorized[0] if len(unauthorized) == 1 else None,
+            )
+            self._complete_commit(commit, error)
+            return
+        self._log.debug(
+            "offset_commit_succeeded", kind=commit.kind.value, offsets=_describe(commit.offsets)
+        )
+        self._committed.update(commit.offsets)
+        self._complete_commit(commit, None)
+
+    def _commit_error(self, code: int, tp: TopicPartition, offset: int | None) -> KafkaError:
+        where: dict[str, Any] = {"topic": tp.topic, "partition": tp.partition, "offset": offset}
+        if code in _MEMBER_GONE_CODES:
+            return CommitFailedError(
+                f"Offset commit cannot be completed: {error_for_code(code).message} "
+                f"(member {self._member_id or '-'}, "
+                f"{'member epoch' if self._consumer_protocol else 'generation'} "
+                f"{-1 if self._member_epoch is None else self._member_epoch}). The member is "
+                "no longer part of the group or its assignment moved on; its partitions may "
+                "belong to another member now",
+                **where,
+            )
+        if code == _FENCED_INSTANCE_ID and self._consumer_protocol:
+            return CommitFailedError(
+                f"Offset commit failed: group instance id {self._group_instance_id} was fenced",
+                **where,
+            )
+        if code == _FENCED_INSTANCE_ID:
+            return FencedInstanceIdError(
+                f"Group instance id {self._group_instance_id} was fenced by another member",
+                **where,
+            )
+        if code == _REBALANCE_IN_PROGRESS:
+            return RebalanceInProgressError(
+                "Offset commit cannot be completed since the consumer group is rebalancing; "
+                "complete the rebalance by calling poll() and then retry the commit",
+                **where,
+            )
+        if code == _GROUP_AUTHORIZATION_FAILED:
+            return GroupAuthorizationFailedError(
+                f"Not authorized to access group: {self._config.group_id}", **where
+            )
+        return error_for_code(code, **where)
+
+    def _commit_attempt_failed(
+        self, commit: _Commit, error: KafkaError, now_ms: int, code: int | None = None
+    ) -> None:
+        commit.last_error = error
+        if not self._should_retry_commit(commit, error, code):
+            self._complete_commit(commit, error)
+            return
+        # Retried after the backoff; a retry due after the deadline never goes out and the
+        # commit fails with a timeout at the deadline (poll expires it).
+        commit.retry_at_ms = now_ms + self._backoff.backoff(commit.attempts - 1)
+        self._log.debug(
+            "offset_commit_retry",
+            kind=commit.kind.value,
+            attempt=commit.attempts,
+            retry_at_ms=commit.retry_at_ms,
+            error=repr(error),
+        )
+
+    def _should_retry_commit(self, commit: _Commit, error: KafkaError, code: int | None) -> bool:
+        if commit.kind not in _RETRIED_KINDS:
+            return False
+        if commit.kind is _CommitKind.REVOCATION:
+            if code == _UNKNOWN_TOPIC_OR_PARTITION:
+                return False  # the topic was deleted: do not hold up the rebalance
+            if code == _STALE_MEMBER_EPOCH:
+                # Retried with the newer epoch the heartbeat brings, while in the group.
+                return self._member_epoch is not None
+        return error.retriable
+
+    def _complete_commit(self, commit: _Commit, error: KafkaError | None) -> None:
+        if commit.done:
+            return
+        commit.done = True
+        commit.result = error
+        if commit.request_id is not None:
+            self._in_flight.pop(commit.request_id, None)
+            commit.request_id = None
+        try:
+            self._commits.remove(commit)
+        except ValueError:
+            pass
+        if error is not None:
+            self._log.warning(
+                "offset_commit_completed_with_error",
+                kind=commit.kind.value,
+                error=repr(error),
+                offsets=_describe(commit.offsets),
+                trace_id=commit.trace_id,
+            )
+        if commit.kind is _CommitKind.AUTO:
+            self._auto_commit_in_flight = False
+            if error is not None and error.retriable and self._auto_commit_due_ms is not None:
+                self._auto_commit_attempts += 1
+                retry_at = self._auto_commit_due_ms - self._config.auto_commit_interval_ms
+                retry_at += self._backoff.backoff(self._auto_commit_attempts - 1)
+                self._auto_commit_due_ms = min(self._auto_commit_due_ms, retry_at)
+            elif error is None:
+                self._auto_commit_attempts = 0
+            self._events.append(AutoCommitCompleted(dict(commit.offsets), error))
+        elif commit.kind is _CommitKind.REVOCATION:
+            assert commit.commit_id is not None
+            self._events.append(CommitForRevocationDone(commit.commit_id, error))
+        elif commit.kind is not _CommitKind.ASYNC:
+            self._events.append(CommitCompleted(commit.request_key, dict(commit.offsets), error))
+
+    def _flush_async(self) -> None:
+        while self._async_order and self._async_order[0].done:
+            commit = self._async_order.popleft()
+            self._events.append(
+                CommitCompleted(commit.request_key, dict(commit.offsets), commit.result)
+            )
+
+    # -- Committed offsets: building, sending, answers -----------------------------------------
+
+    def _member_key(self) -> tuple[str, int | None]:
+        return (self._member_id, self._member_epoch)
+
+    def _add_fetch(self, partitions: frozenset[TopicPartition], waiter: _Waiter) -> None:
+        member = self._member_key()
+        for fetch in self._fetches:
+            if fetch.partitions == partitions and fetch.member == member:
+                self._log.debug(
+                    "offset_fetch_deduplicated",
+                    partitions=sorted(str(tp) for tp in partitions),
+                    in_flight=fetch.request_id is not None,
+                )
+                fetch.waiters.append(waiter)
+                fetch.deadline_ms = max(fetch.deadline_ms, waiter.deadline_ms)
+                fetch.init_positions = fetch.init_positions or waiter.init_positions
+                return
+        self._fetches.append(
+            _Fetch(
+                partitions,
+                member,
+                [waiter],
+                waiter.deadline_ms,
+                init_positions=waiter.init_positions,
+            )
+        )
+
+    def _send_fetch(self, fetch: _Fetch, now_ms: int) -> UnsentRequest | None:
+        assert self._coordinator is not None
+        version = self._config.offset_fetch_version
+        if version >= _TOPIC_ID_VERSION and not self._all_topic_ids_known(fetch.partitions):
+            version = _TOPIC_ID_VERSION - 1
+        member_id: str | None = None
+        member_epoch = -1
+        if self._consumer_protocol and self._member_epoch is not None and version >= 9:
+            member_id, member_epoch = self._member_id, self._member_epoch
+        try:
+            request = offset_fetch_request(
+                version,
+                group_id=self._config.group_id,
+                partitions=sorted(fetch.partitions),
+                require_stable=version >= 7,
+                member_id=member_id,
+                member_epoch=member_epoch,
+                topic_ids=self._topic_ids,
+            )
+        except KafkaError as exc:
+            self._complete_fetch(fetch, None, exc)
+            return None
+        fetch.topic_names = (
+            {self._topic_ids[tp.topic]: tp.topic for tp in fetch.partitions}
+            if version >= _TOPIC_ID_VERSION
+            else {}
+        )
+        request_id = self._new_id()
+        fetch.request_id = request_id
+        fetch.attempts += 1
+        self._in_flight[request_id] = fetch
+        self._log.debug(
+            "offset_fetch_sent",
+            request_id=request_id,
+            version=version,
+            attempt=fetch.attempts,
+            coordinator=self._coordinator,
+            partitions=sorted(str(tp) for tp in fetch.partitions),
+            trace_id=fetch.trace_id,
+        )
+        return UnsentRequest(
+            node=self._coordinator,
+            request=request,
+            request_id=request_id,
+            trace_id=fetch.trace_id,
+            timeout_ms=self._request_timeout(fetch.deadline_ms, now_ms),
+        )
+
+    def _on_fetch_response(self, fetch: _Fetch, response: Any, now_ms: int) -> None:
+        if hasattr(response, "groups"):
+            group = next((g for g in response.groups if g.group_id == self._config.group_id), None)
+            if group is None:
+                error: KafkaError = error_for_code(
+                    42, "OffsetFetch response does not name the group"
+                )  # INVALID_REQUEST
+                self._fetch_attempt_failed(fetch, error, now_ms, retry=False)
+                return
+            group_code = int(group.error_code)
+            topics = group.topics
+        else:
+            group_code = int(getattr(response, "error_code", 0))
+            topics = response.topics
+        if group_code != 0:
+            self._on_fetch_group_error(fetch, group_code, now_ms)
+            return
+        offsets: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        unauthorized: list[str] = []
+        unstable: list[TopicPartition] = []
+        for topic in topics:
+            name = self._topic_name(topic, fetch.topic_names)
+            for partition in topic.partitions:
+                tp = TopicPartition(name, int(partition.partition_index))
+                code = int(partition.error_code)
+                if code == _TOPIC_AUTHORIZATION_FAILED:
+                    if name not in unauthorized:
+                        unauthorized.append(name)
+                elif code == _UNSTABLE_OFFSET_COMMIT:
+                    unstable.append(tp)
+                elif code != 0:
+                    error = error_for_code(code, topic=tp.topic, partition=tp.partition)
+                    self._log.info("offset_fetch_partition_error", partition=str(tp), code=code)
+                    self._fetch_attempt_failed(fetch, error, now_ms, retry=False)
+                    return
+                elif int(partition.committed_offset) >= 0:
+                    epoch = int(getattr(partition, "committed_leader_epoch", -1))
+                    offsets[tp] = OffsetAndMetadata(
+                        int(partition.committed_offset),
+                        partition.metadata or "",
+                        None if epoch < 0 else epoch,
+                    )
+                else:
+                    offsets[tp] = None
+        if unauthorized:
+            error = TopicAuthorizationFailedError(
+                f"Not authorized to fetch committed offsets of topics {sorted(unauthorized)}",
+                topic=unauthorized[0] if len(unauthorized) == 1 else None,
+            )
+            self._fetch_attempt_failed(fetch, error, now_ms, retry=False)
+            return
+        if unstable:
+            self._log.info(
+                "offset_fetch_unstable",
+                partitions=sorted(str(tp) for tp in unstable),
+                note="pending transactional offsets or offsets awaiting replication",
+            )
+            first = unstable[0]
+            error = error_for_code(
+                _UNSTABLE_OFFSET_COMMIT, topic=first.topic, partition=first.partition
+            )
+            self._fetch_attempt_failed(fetch, error, now_ms, retry=True)
+            return
+        for tp in fetch.partitions:
+            offsets.setdefault(tp, None)
+        self._log.debug("offset_fetch_succeeded", offsets=_describe(offsets))
+        self._complete_fetch(fetch, offsets, None)
+
+    def _on_fetch_group_error(self, fetch: _Fetch, code: int, now_ms: int) -> None:
+        self._log.info("offset_fetch_group_error", error_code=code, attempts=fetch.attempts)
+        if code in (_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE):
+            self._mark_coordinator_unknown(f"OffsetFetch error {code}")
+        if code == _GROUP_AUTHORIZATION_FAILED:
+            error: KafkaError = GroupAuthorizationFailedError(
+                f"Not authorized to access group: {self._config.group_id}"
+            )
+            retry = False
+        elif code == _STALE_MEMBER_EPOCH:
+            error = error_for_code(code)
+            retry = self._consumer_protocol and self._member_epoch is not None
+        else:
+            error = error_for_code(code)
+            retry = error.retriable
+        self._fetch_attempt_failed(fetch, error, now_ms, retry=retry)
+
+    def _fetch_attempt_failed(
+        self, fetch: _Fetch, error: KafkaError, now_ms: int, *, retry: bool
+    ) -> None:
+        fetch.last_error = error
+        if not retry or not fetch.waiters:
+            self._complete_fetch(fetch, None, error)
+            return
+        # A retry uses the member identity of its time; one due after every caller's deadline
+        # never goes out (the callers time out at their deadlines).
+        fetch.retry_at_ms = now_ms + self._backoff.backoff(fetch.attempts - 1)
+        fetch.member = self._member_key()
+        self._log.debug("offset_fetch_retry", retry_at_ms=fetch.retry_at_ms, error=repr(error))
+
+    def _complete_fetch(
+        self,
+        fetch: _Fetch,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | None] | None,
+        error: KafkaError | None,
+    ) -> None:
+        if fetch in self._fetches:
+            self._fetches.remove(fetch)
+        if fetch.request_id is not None:
+            self._in_flight.pop(fetch.request_id, None)
+            fetch.request_id = None
+        seeked: dict[TopicPartition, OffsetAndMetadata] = {}
+        reset: set[TopicPartition] = set()
+        init_error: KafkaError | None = None
+        if offsets is not None and fetch.init_positions:
+            seeked, reset, init_error = self._apply_positions(offsets)
+        if error is not None:
+            self._log.warning(
+                "offset_fetch_completed_with_error",
+                error=repr(error),
+                partitions=sorted(str(tp) for tp in fetch.partitions),
+            )
+        for waiter in fetch.waiters:
+            self._emit_fetch_result(
+                waiter,
+                fetch.partitions,
+                offsets,
+                error if error is not None or not waiter.init_positions else init_error,
+                seeked,
+                reset,
+            )
+        fetch.waiters.clear()
+
+    def _emit_fetch_result(
+        self,
+        waiter: _Waiter,
+        partitions: frozenset[TopicPartition],
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | None] | None,
+        error: KafkaError | None,
+        seeked: Mapping[TopicPartition, OffsetAndMetadata],
+        reset: Iterable[TopicPartition],
+    ) -> None:
+        if waiter.init_positions:
+            self._events.append(
+                PositionsInitialized(waiter.request_key, dict(seeked), frozenset(reset), error)
+            )
+        else:
+            result = {} if offsets is None else {tp: offsets.get(tp) for tp in partitions}
+            self._events.append(CommittedOffsetsFetched(waiter.request_key, result, error))
+
+    def _apply_positions(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | None]
+    ) -> tuple[dict[TopicPartition, OffsetAndMetadata], set[TopicPartition], KafkaError | None]:
+        seeked: dict[TopicPartition, OffsetAndMetadata] = {}
+        without: set[TopicPartition] = set()
+        for tp, committed in sorted(offsets.items()):
+            state = self._subs.partition_state(tp)
+            if state is None or state.fetch_state is not FetchState.INITIALIZING:
+                continue  # no longer owned, or positioned meanwhile (a seek by the user wins)
+            if committed is None:
+                without.add(tp)
+                continue
+            self._subs.seek_unvalidated(tp, FetchPosition(committed.offset, committed.leader_epoch))
+            seeked[tp] = committed
+        no_reset_policy = self._subs.reset_initializing_positions(only=without.__contains__)
+        reset = without - set(no_reset_policy)
+        error: KafkaError | None = None
+        if no_reset_policy:
+            error = NoOffsetForPartitionError(
+                partitions=[(tp.topic, tp.partition) for tp in sorted(no_reset_policy)]
+            )
+        if seeked or reset or no_reset_policy:
+            self._log.info(
+                "positions_initialized",
+                committed=_describe(seeked),
+                reset=sorted(str(tp) for tp in reset),
+                no_reset_policy=sorted(str(tp) for tp in no_reset_policy),
+            )
+        return seeked, reset, error
+
+    # -- Deadlines, coordinator, helpers -------------------------------------------------------
+
+    def _expire(self, now_ms: int) -> None:
+        for commit in list(self._commits):
+            if commit.done or commit.deadline_ms is None or now_ms < commit.deadline_ms:
+                continue
+            cause = commit.last_error
+            if cause is None and commit.request_id is None and self._coordinator is None:
+                cause = CoordinatorNotAvailableError("The group coordinator is not known")
+            self._complete_commit(commit, self._timeout(cause, "Offset commit"))
+        for fetch in list(self._fetches):
+            expired = [w for w in fetch.waiters if now_ms >= w.deadline_ms]
+            if not expired:
+                continue
+            cause = fetch.last_error
+            if cause is None and fetch.request_id is None and self._coordinator is None:
+                cause = CoordinatorNotAvailableError("The group coordinator is not known")
+            error = self._timeout(cause, "Offset fetch")
+            for waiter in expired:
+                fetch.waiters.remove(waiter)
+                self._emit_fetch_result(waiter, fetch.partitions, None, error, {}, ())
+            if not fetch.waiters and (not fetch.init_positions or fetch.request_id is None):
+                # Nobody waits any more. A fetch for positions in flight is kept: its answer
+                # is still applied when it arrives.
+                self._fetches.remove(fetch)
+                if fetch.request_id is not None:
+                    self._in_flight.pop(fetch.request_id, None)
+                    fetch.request_id = None
+
+    @staticmethod
+    def _timeout(cause: KafkaError | None, what: str) -> KafkaTimeoutError:
+        if isinstance(cause, KafkaTimeoutError) and cause.code is None:
+            return cause
+        detail = f": last error {cause}" if cause is not None else ""
+        error = KafkaTimeoutError(f"{what} did not complete before its deadline{detail}")
+        error.__cause__ = cause
+        return error
+
+    def _mark_coordinator_unknown(self, reason: str) -> None:
+        if self._coordinator is None:
+            return
+        self._log.info("coordinator_unknown", reason=reason, coordinator=self._coordinator)
+        self._coordinator = None
+        self._events.append(CoordinatorUnknown(reason))
+
+    def _request_timeout(self, deadline_ms: int | None, now_ms: int) -> int:
+        timeout = self._config.request_timeout_ms
+        if deadline_ms is not None:
+            timeout = min(timeout, max(1, deadline_ms - now_ms))
+        return timeout
+
+    def _all_topic_ids_known(self, partitions: Iterable[TopicPartition]) -> bool:
+        return all(tp.topic in self._topic_ids for tp in partitions)
+
+    @staticmethod
+    def _topic_name(topic: Any, names_by_id: Mapping[uuid.UUID, str]) -> str:
+        name = getattr(topic, "name", None)
+        if name is not None:
+            return str(name)
+        topic_id = getattr(topic, "topic_id", None)
+        return names_by_id.get(topic_id, str(topic_id)) if topic_id is not None else ""
+
+    def _time_until_next_poll(self, now_ms: int) -> int | None:
+        candidates: list[int] = []
+        for commit in self._commits:
+            if commit.done:
+                continue
+            if commit.deadline_ms is not None:
+                candidates.append(commit.deadline_ms - now_ms)
+            if commit.request_id is None and self._coordinator is not None:
+                candidates.append(commit.retry_at_ms - now_ms)
+        for fetch in self._fetches:
+            candidates.extend(w.deadline_ms - now_ms for w in fetch.waiters)
+            if fetch.request_id is None and self._coordinator is not None and fetch.waiters:
+                candidates.append(fetch.retry_at_ms - now_ms)
+        if not candidates:
+            return None
+        return max(0, min(candidates))
+
+    def _new_id(self) -> int:
+        request_id = self._next_id
+        self._next_id += 1
+        return request_id
