@@ -335,6 +335,7 @@ class MetadataManager:
         self._next_id = 1
 
         self._cluster = EMPTY_CLUSTER
+        self._cluster_covers_all = False  # the last response listed every topic
         self._last_seen_epochs: dict[TopicPartition, int] = {}
 
         # Wanted topics.
@@ -406,7 +407,7 @@ class MetadataManager:
         self._subscribed = names
         self._pattern = compiled
         self._matched = None
-        if compiled is not None and self._in_flight is None and self._last_success_ms is not None:
+        if compiled is not None and self._cluster_covers_all:
             # Match against what is known now; the update asked for below refines it.
             self._update_pattern_matches(self._cluster, covers_all=True)
         self.request_update("subscription changed")
@@ -572,6 +573,7 @@ class MetadataManager:
             cluster_id=getattr(response, "cluster_id", None),
         )
         self._cluster = cluster
+        self._cluster_covers_all = in_flight.topics is None
         self._last_success_ms = now_ms
         self._last_attempt_ms = now_ms
 
