@@ -181,7 +181,7 @@ def find_coordinator_response(
 
 
 @dataclass
-class O:
+class Off:
     """A fabricated ListOffsets partition answer."""
 
     offset: int = 0
@@ -190,7 +190,7 @@ class O:
     error: int = 0
 
 
-def list_offsets_response(version: int, answers: Mapping[TopicPartition, O]) -> Any:
+def list_offsets_response(version: int, answers: Mapping[TopicPartition, Off]) -> Any:
     m = _module("list_offsets", version)
     by_topic: dict[str, list[Any]] = {}
     for part, o in answers.items():

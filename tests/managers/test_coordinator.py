@@ -45,6 +45,7 @@ def discover(m: CoordinatorManager, now: int, version: int = 6) -> CoordinatorCh
     request = only_request(m.poll(now))
     m.on_response(request.request_id, find_coordinator_response(version), now)
     (event,) = events_of(m.poll(now), CoordinatorChanged)
+    assert isinstance(event, CoordinatorChanged)
     return event
 
 
