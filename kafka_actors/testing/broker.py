@@ -284,6 +284,7 @@ TOOL_ALIASES: Mapping[str, tuple[str, ...]] = {
     "kafka-verifiable-consumer": ("org.apache.kafka.tools.VerifiableConsumer",),
     "kafka-verifiable-producer": ("org.apache.kafka.tools.VerifiableProducer",),
     "kafka-topics": ("org.apache.kafka.tools.TopicCommand", "kafka.admin.TopicCommand"),
+    # 3.x only: the 4.x jars on Maven Central carry no ConfigCommand (use the AdminClient).
     "kafka-configs": ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"),
     "kafka-get-offsets": ("org.apache.kafka.tools.GetOffsetShell",),
     "kafka-transactions": ("org.apache.kafka.tools.TransactionsCommand",),
@@ -293,6 +294,23 @@ TOOL_ALIASES: Mapping[str, tuple[str, ...]] = {
     "kafka-features": ("org.apache.kafka.tools.FeatureCommand",),
     "kafka-storage": ("kafka.tools.StorageTool",),
 }
+
+
+_classes_cache: dict[Path, tuple[frozenset[str], frozenset[str]]] = {}
+
+
+def _classes_of(jars: _jars.KafkaJars) -> tuple[frozenset[str], frozenset[str]]:
+    """Top-level class names in the tools and the broker class paths (cached)."""
+    with _registry_lock:
+        found = _classes_cache.get(jars.directory)
+    if found is None:
+        found = (
+            frozenset(_jar_classes(jars.tools_classpath)),
+            frozenset(_jar_classes(jars.broker_classpath)),
+        )
+        with _registry_lock:
+            _classes_cache[jars.directory] = found
+    return found
 
 
 def _jar_classes(paths: Sequence[Path]) -> set[str]:
@@ -404,7 +422,6 @@ class KafkaCluster:
         self._jars: _jars.KafkaJars | None = None
         self._nodes: list[KafkaNode] = []
         self._controller: KafkaNode | None = None
-        self._tool_classes: set[str] | None = None
         self._lock = threading.RLock()
 
     # ----- properties ---------------------------------------------------------------
@@ -686,18 +703,17 @@ class KafkaCluster:
         """The command line running Kafka tool ``tool`` (alias or main class) with the
         cluster's jars; the tools' own logging goes to stderr at WARN."""
         jars = self.jars
-        if self._tool_classes is None:
-            self._tool_classes = _jar_classes(jars.tools_classpath)
+        tools_classes, broker_classes = _classes_of(jars)
         candidates = TOOL_ALIASES.get(tool, (tool,))
-        main = next((c for c in candidates if c in self._tool_classes), None)
+        main = next((c for c in candidates if c in tools_classes), None)
         if main is not None:
             cp, major = jars.tools_cp, int(jars.tools_version.split(".")[0])
         else:
-            main = candidates[0]
-            for c in candidates:
-                if c in _jar_classes(jars.broker_classpath):
-                    main = c
-                    break
+            main = next((c for c in candidates if c in broker_classes), None)
+            if main is None:
+                raise KafkaLaunchError(
+                    f"Kafka {jars.version} has no main class for {tool!r} (tried {candidates})"
+                )
             cp, major = jars.broker_cp, jars.major
         log_dir = jars.directory / "tool-logging"
         log_flags = _write_log_config(log_dir, major, "WARN", to_stderr=True)

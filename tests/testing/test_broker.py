@@ -100,3 +100,65 @@ def test_restart_broker_keeps_data(kafka_topic: Callable[..., str]) -> None:
         wm.close()
         pids = [n.pid for n in b.nodes]
     assert all(p is not None and not pid_alive(p) for p in pids)
+
+
+def test_run_tool_console_consumer_reads_what_confluent_kafka_wrote(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(kafka_broker)
+    p = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers, "log_level": 3})
+    for i in range(3):
+        p.produce(topic, f"line-{i}".encode())
+    assert p.flush(60) == 0
+    proc = kafka_broker.run_tool(
+        "kafka-console-consumer",
+        ["--bootstrap-server", kafka_broker.bootstrap_servers, "--topic", topic,
+         "--from-beginning", "--max-messages", "3", "--timeout-ms", "60000"],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["line-0", "line-1", "line-2"]
+
+
+def test_run_tool_on_39_lists_groups(
+    kafka_broker_39: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(kafka_broker_39)
+    round_trip({"bootstrap.servers": kafka_broker_39.bootstrap_servers}, topic, n=2)
+    proc = kafka_broker_39.run_tool(
+        "kafka-consumer-groups", ["--bootstrap-server", kafka_broker_39.bootstrap_servers, "--list"]
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"group-{topic}" in proc.stdout.split()
+
+
+def test_unknown_tool_is_a_launch_error(kafka_broker: KafkaBroker) -> None:
+    from kafka_actors.testing.broker import KafkaLaunchError
+
+    with pytest.raises(KafkaLaunchError, match="no main class"):
+        kafka_broker.tool_command("org.example.NoSuchTool")
+
+
+def test_popen_tool_is_tracked_by_pid(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    import subprocess
+
+    from kafka_actors.testing.broker import live_pids, started_pids
+
+    topic = kafka_topic(kafka_broker)
+    proc = kafka_broker.popen_tool(
+        "kafka-verifiable-consumer",
+        ["--bootstrap-server", kafka_broker.bootstrap_servers, "--topic", topic,
+         "--group-id", f"vc-{topic}", "--group-protocol", "consumer"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.pid in started_pids() and proc.pid in live_pids()
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # VerifiableConsumer prints JSON events
+        assert b'"name":"startup_complete"' in first.replace(b" ", b"")
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    assert proc.pid not in live_pids()
