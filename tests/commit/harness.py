@@ -70,7 +70,7 @@ def commit_response(
     body = request.request
     by_id = type(body).__version__ >= 10
     names = {v: k for k, v in TOPIC_IDS.items()}
-    entries = []
+    entries: list[Any] = []
     for topic in body.topics:
         name = names[topic.topic_id] if by_id else str(topic.name)
         parts = [
