@@ -2,6 +2,57 @@
 
 One import root. Sub-packages: ``protocol`` (pure wire code), ``actors`` (pykka actors),
 ``supervisors`` (supervision trees and fault injection), ``testing`` (the testkit).
+
+The public API: :class:`KafkaConsumer`, :class:`ConsumerRebalanceListener`,
+:class:`TopicPartition`, :class:`OffsetAndMetadata`, :class:`ConsumerRecord` (and
+``kafka_actors.errors`` for the typed errors). They are imported lazily, so importing a
+sub-package (the protocol layer, the testkit) does not start anything.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0.dev0"
+
+__all__ = [
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
+    "ConsumerRecords",
+    "KafkaConsumer",
+    "OffsetAndMetadata",
+    "RebalanceReply",
+    "TopicPartition",
+    "__version__",
+]
+
+if TYPE_CHECKING:
+    from kafka_actors.consumer import (
+        ConsumerRebalanceListener,
+        ConsumerRecords,
+        KafkaConsumer,
+        RebalanceReply,
+    )
+    from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+    from kafka_actors.protocol.records import ConsumerRecord
+
+_LAZY = {
+    "KafkaConsumer": "kafka_actors.consumer",
+    "ConsumerRebalanceListener": "kafka_actors.consumer",
+    "ConsumerRecords": "kafka_actors.consumer",
+    "RebalanceReply": "kafka_actors.consumer",
+    "TopicPartition": "kafka_actors.protocol.messages",
+    "OffsetAndMetadata": "kafka_actors.protocol.messages",
+    "ConsumerRecord": "kafka_actors.protocol.records",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kafka_actors' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,301 @@
+"""The thin actor shell every request manager lives in (:class:`ManagerActor`).
+
+Owns: the loop around a pure request manager (the contract of
+:mod:`kafka_actors.protocol.messages`): feed it an input (an application event, an event routed
+from another manager, a network ``Response`` / ``RequestFailed``), call ``poll(now_ms)``, send
+the ``UnsentRequest``s it returns to the NetworkActor as ``Send`` (reply to this actor), route
+the events it published, and ask the scheduler for the next poll (``tell_later``; no sleeps).
+Every message is handled inside ``traced(trace_id)``.
+
+Also owns the negotiation gate: a manager needs the negotiated API versions to build requests,
+so until :attr:`ConsumerContext.versions` is known the shell asks a broker for them itself
+(ApiVersions through the NetworkActor) and stashes its other messages.
+
+Restart: a new incarnation builds a fresh manager from the shared context (:meth:`build`), then
+:meth:`rebuild` replays what it must know again (coordinator, cluster, member id ...).
+Application events whose futures it holds are failed with a retriable
+:class:`~kafka_actors.supervisors.ChildRestartingError` when it stops or crashes, so a caller
+never waits in silence.
+
+May touch: the NetworkActor (``Send``), the shared context, the scheduler.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections import deque
+from typing import Any, ClassVar
+
+import pykka
+
+from kafka_actors.actors.context import ConsumerContext, Routed, fail
+from kafka_actors.actors.network import RequestFailed, Response, Send
+from kafka_actors.clock import Cancellable, tell_later
+from kafka_actors.errors import (
+    CoordinatorNotAvailableError,
+    KafkaError,
+    UnsupportedVersionError,
+)
+from kafka_actors.log import current_trace_id, get_logger, traced
+from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE, PollResult, UnsentRequest
+from kafka_actors.protocol.versions import NegotiatedVersions, api_versions_request
+from kafka_actors.supervisors import ChildContext, ChildRestartingError, SupervisedActor
+
+__all__ = ["ManagerActor", "Tick"]
+
+_VERSIONS_REQUEST_ID = -7001
+_API_VERSIONS_TRIES = (3, 2, 1, 0)
+
+
+class Tick:
+    """Timer → actor: time to poll the manager again (carries nothing)."""
+
+    __slots__ = ()
+    trace_id = None
+
+
+class ManagerActor(SupervisedActor):
+    """Base of the request-manager actors (see the module docstring).
+
+    Subclasses set :attr:`component`, implement :meth:`build` (the pure manager),
+    :meth:`handle` (their application events and routed events) and :meth:`route` (where the
+    manager's events go), and may override :meth:`rebuild`.
+    """
+
+    component: ClassVar[str] = "manager"
+
+    def __init__(self, ctx: ConsumerContext, *, context: ChildContext) -> None:
+        super().__init__(context=context)
+        assert context.parent is not None, "a manager actor is a child of the NetworkActor"
+        self.ctx = ctx
+        self.network: pykka.ActorRef[Any] = context.parent
+        self.log = get_logger(
+            self.component, client_id=ctx.config.client_id, group_id=ctx.config.group_id
+        )
+        self.manager: Any = None
+        self.pending: set[concurrent.futures.Future[Any]] = set()
+        self._stash: deque[Any] = deque()
+        self._timer: Cancellable | None = None
+        self._timer_due: float | None = None
+        self._versions_try = 0
+
+    # -- subclass hooks ----------------------------------------------------------------------
+
+    def build(self) -> Any:
+        """The pure manager (called once versions are known)."""
+        raise NotImplementedError
+
+    def rebuild(self) -> None:
+        """Feed a fresh manager what an earlier incarnation knew (shared context)."""
+
+    def handle(self, message: Any, now_ms: int) -> Any:
+        """An application event or a :class:`Routed` event; returns the ask reply."""
+        self.log.warning("unhandled_message", message=type(message).__name__)
+        return None
+
+    def route(self, event: Any) -> None:
+        """Where a published event goes (``self.ctx.tell(name, Routed(...))``)."""
+        self.log.debug("event_not_routed", event=type(event).__name__)
+
+    def poll_manager(self, now_ms: int) -> PollResult:
+        result: PollResult = self.manager.poll(now_ms)
+        return result
+
+    def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+        self.manager.on_response(request_id, response, now_ms)
+
+    def on_request_failed(self, request_id: int, error: KafkaError, now_ms: int) -> None:
+        self.manager.on_failure(request_id, error, now_ms)
+
+    def resolve_node(self, request: UnsentRequest) -> int | None:
+        """The node id to send to; None fails the request as "coordinator not available"."""
+        if request.node == COORDINATOR_NODE:
+            return self.ctx.coordinator_id
+        return request.node
+
+    # -- helpers for subclasses --------------------------------------------------------------
+
+    def emit(self, target: str, event: Any) -> None:
+        self.ctx.tell(target, Routed(event, self.component, current_trace_id()))
+
+    def hold(self, future: concurrent.futures.Future[Any]) -> None:
+        """Keep ``future`` to fail it if this incarnation ends before completing it."""
+        self.pending.add(future)
+        future.add_done_callback(self.pending.discard)
+
+    def poke(self) -> None:
+        """Poll again soon (after the current message)."""
+        self.actor_ref.tell(Tick())
+
+    # -- pykka hooks -------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self.log.info("manager_started", generation=self.generation)
+        if self.ctx.versions is None:
+            self._ask_versions()
+        else:
+            self._build()
+
+    def _build(self) -> None:
+        self.manager = self.build()
+        self.rebuild()
+        self._drive()
+        while self._stash:
+            self.actor_ref.tell(self._stash.popleft())
+
+    def on_receive(self, message: Any) -> Any:
+        with traced(getattr(message, "trace_id", None)):
+            now = self.ctx.now_ms()
+            if isinstance(message, Response) and message.request_id == _VERSIONS_REQUEST_ID:
+                return self._versions_answered(message)
+            if isinstance(message, RequestFailed) and message.request_id == _VERSIONS_REQUEST_ID:
+                return self._versions_failed(message)
+            if self.manager is None:
+                if isinstance(message, Tick) and self.ctx.versions is not None:
+                    self._build()
+                elif isinstance(message, Tick):
+                    self._ask_versions()
+                elif not isinstance(message, (Response, RequestFailed)):
+                    self._stash.append(message)
+                return None
+            result: Any = None
+            if isinstance(message, Response):
+                if message.request_id is not None:
+                    self.on_response(message.request_id, message.response, now)
+            elif isinstance(message, RequestFailed):
+                if message.request_id is not None:
+                    self.on_request_failed(message.request_id, message.error, now)
+            elif isinstance(message, Tick):
+                self._timer = None
+                self._timer_due = None
+            else:
+                result = self.handle(message, now)
+            self._drive()
+            return result
+
+    def on_stop(self) -> None:
+        self._end(ChildRestartingError(f"actor {self.component!r} stopped", child=self.component))
+
+    def on_failure(self, *exc_info: Any) -> None:
+        cause = exc_info[1]
+        self.log.error("manager_failed", error=repr(cause))
+        self._end(
+            ChildRestartingError(
+                f"actor {self.component!r} failed ({cause!r}); it is restarting",
+                child=self.component,
+            )
+        )
+
+    def _end(self, error: BaseException) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for future in list(self.pending):
+            fail(future, error)
+        self.pending.clear()
+        self.ctx.signal.notify()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _drive(self) -> None:
+        now = self.ctx.now_ms()
+        result = self.poll_manager(now)
+        failed = False
+        for request in result.requests:
+            failed |= not self._send(request, now)
+        for event in result.events:
+            self.route(event)
+        if failed:
+            self.poke()
+        else:
+            self._schedule(result.time_until_next_poll_ms)
+
+    def _send(self, request: UnsentRequest, now_ms: int) -> bool:
+        node = self.resolve_node(request)
+        if node is None:
+            self.on_request_failed(
+                request.request_id,
+                CoordinatorNotAvailableError("The group coordinator is not known"),
+                now_ms,
+            )
+            return False
+        try:
+            self.network.tell(
+                Send(
+                    request.request,
+                    node=node,
+                    reply_to=self.actor_ref,
+                    trace_id=request.trace_id or current_trace_id(),
+                    timeout_ms=request.timeout_ms,
+                    request_id=request.request_id,
+                )
+            )
+        except pykka.ActorDeadError:
+            self.log.debug("network_gone")
+        return True
+
+    def _schedule(self, delay_ms: int | None) -> None:
+        if delay_ms is None:
+            return
+        delay = max(0.0, delay_ms / 1000.0)
+        due = self.ctx.clock.monotonic() + delay
+        if self._timer is not None and self._timer_due is not None and self._timer_due <= due:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        if delay == 0.0:
+            self._timer, self._timer_due = None, None
+            self.poke()
+            return
+        self._timer = tell_later(self.ctx.scheduler, delay, self.actor_ref, Tick())
+        self._timer_due = due
+
+    # -- ApiVersions, once per consumer --------------------------------------------------------
+
+    def _ask_versions(self) -> None:
+        version = _API_VERSIONS_TRIES[min(self._versions_try, len(_API_VERSIONS_TRIES) - 1)]
+        try:
+            self.network.tell(
+                Send(
+                    api_versions_request(version),
+                    node=ANY_NODE,
+                    reply_to=self.actor_ref,
+                    request_id=_VERSIONS_REQUEST_ID,
+                    timeout_ms=self.ctx.config.request_timeout_ms,
+                )
+            )
+        except pykka.ActorDeadError:
+            pass
+
+    def _versions_answered(self, message: Response) -> None:
+        if self.manager is not None:
+            return
+        response = message.response
+        if int(response.error_code) != 0:
+            self._versions_try += 1
+            self._ask_versions()
+            return
+        if self.ctx.versions is None:
+            self.ctx.versions = NegotiatedVersions.from_api_keys(
+                response.api_keys, api_versions_version=int(response.__version__)
+            )
+        self._build()
+
+    def _versions_failed(self, message: RequestFailed) -> None:
+        if self.manager is not None:
+            return
+        if self.ctx.versions is not None:
+            self._build()
+            return
+        if isinstance(message.error, UnsupportedVersionError):
+            self._versions_try += 1
+            self._ask_versions()
+            return
+        # Nothing reachable yet (retriable) or a fatal error: try again after the backoff;
+        # callers meanwhile see their own deadlines.
+        self.log.info("api_versions_failed", error=str(message.error))
+        tell_later(
+            self.ctx.scheduler,
+            self.ctx.config.retry_backoff_ms / 1000.0,
+            self.actor_ref,
+            Tick(),
+        )

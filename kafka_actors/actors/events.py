@@ -1,0 +1,150 @@
+"""Application events: the messages API calls become (facade → request-manager actors).
+
+Owns: one frozen dataclass per kind of application event. Each carries the trace id created at
+the API call and, when the caller waits for an answer, a ``concurrent.futures.Future`` that
+the handling actor completes (result or typed error) and a deadline (monotonic ms), as Java's
+``CompletableApplicationEvent``. Background events (manager → facade) are the managers' own
+event types, wrapped in :class:`~kafka_actors.actors.context.Routed`.
+
+May touch: nothing (plain values).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+
+__all__ = [
+    "AssignmentChangedEvent",
+    "CallbackCompletedEvent",
+    "CommitEvent",
+    "FetchCommittedEvent",
+    "LeaveGroupEvent",
+    "ListOffsetsEvent",
+    "PollEvent",
+    "PositionsChangedEvent",
+    "RefreshMetadataEvent",
+    "ResetPositionsEvent",
+    "SubscriptionChangedEvent",
+    "TopicMetadataEvent",
+]
+
+Future = concurrent.futures.Future
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionChangedEvent:
+    """subscribe()/unsubscribe(): the SubscriptionState changed (topics or pattern)."""
+
+    topics: frozenset[str]
+    pattern: str | None
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentChangedEvent:
+    """assign(): the user's manual assignment changed."""
+
+    partitions: frozenset[TopicPartition]
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PollEvent:
+    """The application polled: reset the poll timer, maybe auto-commit, join if needed."""
+
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PositionsChangedEvent:
+    """seek / pause / resume changed what is fetchable: fetch again."""
+
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitEvent:
+    """commit_sync / commit_async (``offsets`` None: all consumed positions)."""
+
+    offsets: Mapping[TopicPartition, OffsetAndMetadata] | None
+    sync: bool
+    deadline_ms: int
+    future: Future[Any]
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchCommittedEvent:
+    partitions: frozenset[TopicPartition]
+    deadline_ms: int
+    future: Future[Any]
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsEvent:
+    """beginning_offsets / end_offsets (``kind``), offsets_for_times (``timestamps``)."""
+
+    kind: str  # "beginning_offsets" | "end_offsets" | "offsets_for_times"
+    timestamps: Mapping[TopicPartition, int]
+    deadline_ms: int
+    future: Future[Any]
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResetPositionsEvent:
+    """Make sure every assigned partition has a position: committed offsets, then resets."""
+
+    deadline_ms: int
+    future: Future[Any]
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadataEvent:
+    """list_topics / partitions_for (``topics`` None: every topic)."""
+
+    topics: frozenset[str] | None
+    deadline_ms: int
+    future: Future[Any]
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshMetadataEvent:
+    reason: str
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackCompletedEvent:
+    """The listener (or its deferred reply) finished the callback ``callback_id``."""
+
+    callback_id: int
+    error: BaseException | None
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupEvent:
+    """unsubscribe()/close(): leave the group (``future`` completes when the leave is over)."""
+
+    deadline_ms: int | None
+    future: Future[Any]
+    run_callbacks: bool = True
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOnCloseEvent:
+    """close(): with auto-commit, commit the consumed positions before leaving."""
+
+    deadline_ms: int
+    future: Future[Any]
+    trace_id: str | None = None

@@ -1,0 +1,483 @@
+"""The facade: API calls in as application events, background events out to the user.
+
+Owns:
+
+* :class:`FacadeActor`: the actor the request managers send their background events to
+  (rebalance callbacks needed, errors for the user); it queues them in the shared context and
+  wakes the application threads. It holds no state of its own, so a restart loses nothing.
+* :class:`Facade`: the application side, used by :class:`~kafka_actors.consumer.KafkaConsumer`
+  from any thread. It turns calls into events with a ``concurrent.futures.Future`` and a
+  deadline, waits for them (never past the deadline, interrupted by ``wakeup()`` and by a fatal
+  supervision error), runs the rebalance listener on the polling thread, and raises each error
+  at the call that caused it.
+* :class:`RebalanceReply`: the deferred acknowledgement of a rebalance callback.
+
+Rebalance callbacks as replies
+------------------------------
+The membership actor publishes ``InvokeRevoked`` / ``InvokeAssigned`` / ``InvokeLost``; the
+facade runs the listener method on the thread that calls ``poll()`` (or ``unsubscribe()`` /
+``close()``), as Java does. When the method returns, the callback is acknowledged and the
+reconciliation continues. A listener may instead *defer* its acknowledgement:
+
+* call ``consumer.defer_rebalance_ack()`` inside the callback: it returns the
+  :class:`RebalanceReply` of the running callback; return at once, finish the work anywhere
+  (another thread, an event loop), then call ``reply.ack()`` (or ``reply.ack(error)``);
+* or return a ``concurrent.futures.Future`` from the callback: its completion acknowledges
+  (its exception, if any, is the callback's error).
+
+Reconciliation waits for the acknowledgement, bounded by the rebalance timeout
+(``max.poll.interval.ms``): past it the callback counts as failed with KafkaTimeoutError. While
+it waits, every API call from any thread works (it is just another message): committing from
+another thread while a revocation is pending is the point of it (KIP-944). Records of
+partitions being revoked are not returned by ``poll()`` meanwhile.
+
+May touch: the shared context (SubscriptionState, background queue, signal), the actors by name
+through the context, the user's listener and deserializers.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_actors.actors.context import ConsumerContext, Routed, fail
+from kafka_actors.actors.events import CallbackCompletedEvent
+from kafka_actors.errors import (
+    ConsumerClosedError,
+    FatalConsumerError,
+    KafkaError,
+    KafkaTimeoutError,
+    WakeupError,
+)
+from kafka_actors.log import get_logger, traced
+from kafka_actors.protocol import membership as m848
+from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.supervisors import (
+    ChildContext,
+    ChildRestartingError,
+    ChildTimeoutError,
+    SupervisedActor,
+    SupervisorFatalError,
+)
+
+__all__ = [
+    "AsyncCommitDone",
+    "ConsumerRebalanceListener",
+    "ConsumerRecords",
+    "Facade",
+    "FacadeActor",
+    "RebalanceReply",
+]
+
+
+class ConsumerRebalanceListener:
+    """Called on the polling thread when partitions are revoked, assigned or lost.
+
+    Override what you need. ``on_partitions_lost`` defaults to ``on_partitions_revoked``, as in
+    Java. Each method may defer its acknowledgement (see :mod:`kafka_actors.actors.facade`):
+    call ``consumer.defer_rebalance_ack()`` and ``ack()`` the reply later, or return a
+    ``concurrent.futures.Future``.
+    """
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
+        return None
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
+        return None
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
+        return self.on_partitions_revoked(lost)
+
+
+class RebalanceReply:
+    """The acknowledgement of one rebalance callback; ``ack()`` it from any thread, once."""
+
+    def __init__(
+        self,
+        facade: Facade,
+        event: Any,
+        method: str,
+    ) -> None:
+        self._facade = facade
+        self.event = event
+        self.method = method
+        self.partitions: frozenset[TopicPartition] = event.partitions
+        self.deferred = False
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._timer: Any = None
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def ack(self, error: BaseException | None = None) -> None:
+        """Acknowledge the callback (with ``error`` if it failed); later calls are ignored."""
+        with self._lock:
+            if self._done.is_set():
+                return
+            self._done.set()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._facade._callback_done(self, error)
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else ("deferred" if self.deferred else "running")
+        return f"<RebalanceReply {self.method} {sorted(map(str, self.partitions))} {state}>"
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncCommitDone:
+    """A commit_async completed: its callback runs on the next poll / commit_sync."""
+
+    callback: Callable[[Mapping[TopicPartition, Any], BaseException | None], Any]
+    future: concurrent.futures.Future[Any]
+    offsets: Mapping[TopicPartition, Any] | None
+
+
+class ConsumerRecords:
+    """Records of one poll, grouped by partition; iterable (partition order, then offsets)."""
+
+    __slots__ = ("_by_partition", "_count")
+
+    def __init__(self, by_partition: Mapping[TopicPartition, list[ConsumerRecord]]) -> None:
+        self._by_partition = {tp: recs for tp, recs in by_partition.items() if recs}
+        self._count = sum(len(r) for r in self._by_partition.values())
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        for records in self._by_partition.values():
+            yield from records
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def count(self) -> int:
+        return self._count
+
+    def is_empty(self) -> bool:
+        return self._count == 0
+
+    def partitions(self) -> set[TopicPartition]:
+        return set(self._by_partition)
+
+    def records(self, partition: TopicPartition | str) -> list[ConsumerRecord]:
+        """Records of one partition, or of every partition of a topic (a topic name)."""
+        if isinstance(partition, str):
+            return [r for tp, rs in self._by_partition.items() if tp.topic == partition for r in rs]
+        return list(self._by_partition.get(partition, ()))
+
+    def by_partition(self) -> dict[TopicPartition, list[ConsumerRecord]]:
+        return {tp: list(rs) for tp, rs in self._by_partition.items()}
+
+    def __repr__(self) -> str:
+        return f"<ConsumerRecords {self._count} records, {len(self._by_partition)} partitions>"
+
+
+EMPTY_RECORDS = ConsumerRecords({})
+
+
+class FacadeActor(SupervisedActor):
+    """Receives background events and hands them to the application threads."""
+
+    def __init__(self, ctx: ConsumerContext, *, context: ChildContext) -> None:
+        super().__init__(context=context)
+        self.ctx = ctx
+        self.log = get_logger("facade", client_id=ctx.config.client_id)
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, Routed):
+            with traced(message.trace_id):
+                self.log.debug("background_event", event=type(message.event).__name__)
+                self.ctx.background.append(message.event)
+                self.ctx.signal.notify()
+            return None
+        return super().on_receive(message)
+
+
+class Facade:
+    """The application side (see the module docstring). Thread-safe."""
+
+    def __init__(
+        self,
+        ctx: ConsumerContext,
+        fatal: Callable[[], SupervisorFatalError | None],
+    ) -> None:
+        self.ctx = ctx
+        self._fatal = fatal
+        self.log = get_logger("facade", client_id=ctx.config.client_id)
+        self.listener: ConsumerRebalanceListener | None = None
+        self._wakeup = threading.Event()
+        self._closed = False
+        self._errors: list[BaseException] = []
+        self._fatal_error: BaseException | None = None
+        self._callback_lock = threading.RLock()
+        self._current: threading.local = threading.local()
+        self._deferred: dict[int, RebalanceReply] = {}
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def mark_closed(self) -> None:
+        self._closed = True
+        self.ctx.signal.notify()
+
+    def ensure_open(self) -> None:
+        if self._closed:
+            raise ConsumerClosedError("This consumer has already been closed.")
+        self.raise_if_fatal()
+
+    def raise_if_fatal(self) -> None:
+        if self._fatal_error is not None:
+            raise self._fatal_error
+        fatal = self._fatal()
+        if fatal is not None:
+            error = FatalConsumerError(f"The consumer failed and cannot continue: {fatal}")
+            error.__cause__ = fatal
+            self._fatal_error = error
+            raise error
+
+    # -- wakeup ------------------------------------------------------------------------------
+
+    def wakeup(self) -> None:
+        self._wakeup.set()
+        self.ctx.signal.notify()
+
+    def check_wakeup(self) -> None:
+        if self._wakeup.is_set():
+            self._wakeup.clear()
+            raise WakeupError("wakeup() was called")
+
+    # -- sending and waiting -------------------------------------------------------------------
+
+    @staticmethod
+    def deadline(timeout: float | None, default_ms: int) -> float:
+        seconds = default_ms / 1000.0 if timeout is None else max(0.0, float(timeout))
+        return time.monotonic() + seconds
+
+    def deadline_ms(self, deadline: float) -> int:
+        """A monotonic-seconds deadline on the actors' clock, in ms."""
+        return self.ctx.now_ms() + max(0, int((deadline - time.monotonic()) * 1000))
+
+    def tell(self, target: str, event: Any) -> bool:
+        return self.ctx.tell(target, event)
+
+    def call(
+        self,
+        target: str,
+        make: Callable[[concurrent.futures.Future[Any], int], Any],
+        deadline: float,
+        what: str,
+        *,
+        wakeable: bool = True,
+    ) -> Any:
+        """Send ``make(future, deadline_ms)`` to ``target`` and wait for its result.
+
+        A target that is restarting is retried until the deadline (the restarted actor
+        rebuilt its state); a retriable ChildRestartingError reaching the deadline becomes
+        KafkaTimeoutError. Fatal supervision errors and ``wakeup()`` interrupt the wait.
+        """
+        while True:
+            self.raise_if_fatal()
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self.ctx.track(future)
+            event = make(future, self.deadline_ms(deadline))
+            if not self.tell(target, event):
+                fail(future, ChildRestartingError(child=target))
+            try:
+                return self.wait(future, deadline, what, wakeable=wakeable)
+            except ChildRestartingError as exc:
+                if time.monotonic() >= deadline:
+                    raise KafkaTimeoutError(
+                        f"{what} timed out: the {target} actor is restarting"
+                    ) from exc
+                backoff = self.ctx.config.retry_backoff_ms / 1000.0
+                self.ctx.signal.wait_until(
+                    lambda: self._wakeup.is_set(), min(deadline, time.monotonic() + backoff)
+                )
+                if wakeable:
+                    self.check_wakeup()
+                continue
+
+    def wait(
+        self,
+        future: concurrent.futures.Future[Any],
+        deadline: float,
+        what: str,
+        *,
+        wakeable: bool = True,
+    ) -> Any:
+        def ready() -> bool:
+            return (
+                future.done()
+                or (wakeable and self._wakeup.is_set())
+                or self._fatal() is not None
+                or self._closed
+            )
+
+        self.ctx.signal.wait_until(ready, deadline)
+        if future.done():
+            return future.result()
+        self.raise_if_fatal()
+        if wakeable:
+            self.check_wakeup()
+        if self._closed:
+            raise ConsumerClosedError(f"{what}: the consumer was closed")
+        raise KafkaTimeoutError(f"{what} timed out")
+
+    # -- background events ---------------------------------------------------------------------
+
+    def process_background(self, *, run_callbacks: bool = True) -> None:
+        """Run what the background asked for (listener callbacks, async commit callbacks) and
+        raise the first error it reported. Call on the polling thread."""
+        queue = self.ctx.background
+        while True:
+            try:
+                event = queue.popleft()
+            except IndexError:
+                break
+            if isinstance(event, (m848.InvokeRevoked, m848.InvokeAssigned, m848.InvokeLost)):
+                if run_callbacks:
+                    self._invoke(event)
+                else:
+                    queue.appendleft(event)
+                    break
+            elif isinstance(event, AsyncCommitDone):
+                self._run_commit_callback(event)
+            elif isinstance(event, m848.ErrorEvent):
+                if event.fatal:
+                    self._fatal_error = event.error
+                self._errors.append(event.error)
+            elif hasattr(event, "error") and isinstance(event.error, BaseException):
+                self._errors.append(event.error)
+            else:
+                self.log.debug("background_event_ignored", event=type(event).__name__)
+        self.raise_pending_error()
+
+    def raise_pending_error(self) -> None:
+        if self._errors:
+            error = self._errors.pop(0)
+            raise error
+        if self._fatal_error is not None:
+            raise self._fatal_error
+
+    def _run_commit_callback(self, event: AsyncCommitDone) -> None:
+        future = event.future
+        error = future.exception()
+        offsets = future.result() if error is None else (event.offsets or {})
+        try:
+            event.callback(offsets, error)
+        except Exception:
+            self.log.exception("commit_callback_failed")
+
+    # -- rebalance callbacks -------------------------------------------------------------------
+
+    def current_reply(self) -> RebalanceReply | None:
+        return getattr(self._current, "reply", None)
+
+    def defer_current(self) -> RebalanceReply:
+        reply = self.current_reply()
+        if reply is None:
+            from kafka_actors.errors import IllegalStateError
+
+            raise IllegalStateError(
+                "defer_rebalance_ack() is only valid inside a rebalance listener callback"
+            )
+        reply.deferred = True
+        return reply
+
+    def _invoke(self, event: Any) -> None:
+        if isinstance(event, m848.InvokeRevoked):
+            method = "on_partitions_revoked"
+        elif isinstance(event, m848.InvokeAssigned):
+            method = "on_partitions_assigned"
+        else:
+            method = "on_partitions_lost"
+        reply = RebalanceReply(self, event, method)
+        listener = self.listener
+        error: BaseException | None = None
+        result: Any = None
+        partitions = set(event.partitions)
+        self.log.info(
+            "rebalance_callback", method=method, partitions=sorted(str(tp) for tp in partitions)
+        )
+        if listener is not None:
+            previous = self.current_reply()
+            self._current.reply = reply
+            try:
+                result = getattr(listener, method)(partitions)
+            except WakeupError as exc:
+                error = exc
+            except Exception as exc:
+                self.log.error("rebalance_listener_failed", method=method, error=repr(exc))
+                error = exc
+            finally:
+                self._current.reply = previous
+        if error is None and isinstance(result, concurrent.futures.Future):
+            reply.deferred = True
+            self._arm(reply)
+
+            def done(f: concurrent.futures.Future[Any]) -> None:
+                reply.ack(f.exception())
+
+            result.add_done_callback(done)
+            return
+        if error is None and reply.deferred:
+            self._arm(reply)
+            return
+        reply.ack(error)
+        if error is not None:
+            self._errors.append(error)
+
+    def _arm(self, reply: RebalanceReply) -> None:
+        timeout = self.ctx.config.max_poll_interval_ms / 1000.0
+
+        def expire() -> None:
+            reply.ack(
+                KafkaTimeoutError(
+                    f"{reply.method} was not acknowledged within max.poll.interval.ms "
+                    f"({self.ctx.config.max_poll_interval_ms} ms)"
+                )
+            )
+
+        reply._timer = self.ctx.scheduler.call_later(timeout, expire)
+        with self._callback_lock:
+            self._deferred[id(reply)] = reply
+
+    def _callback_done(self, reply: RebalanceReply, error: BaseException | None) -> None:
+        with self._callback_lock:
+            self._deferred.pop(id(reply), None)
+        event = reply.event
+        if isinstance(event, m848.InvokeAssigned) and error is None:
+            self.ctx.subscriptions.enable_fetching_for_new_partitions(event.partitions)
+        if error is not None and reply.deferred:
+            self.log.error("rebalance_callback_failed", method=reply.method, error=repr(error))
+        self.tell("membership", CallbackCompletedEvent(event.callback_id, error))
+        self.tell("fetch", _poke())
+        self.ctx.signal.notify()
+
+    def pending_callbacks(self) -> int:
+        with self._callback_lock:
+            return len(self._deferred)
+
+
+def _poke() -> Any:
+    from kafka_actors.actors.events import PositionsChangedEvent
+
+    return PositionsChangedEvent()
+
+
+def is_retriable_call_error(error: BaseException) -> bool:
+    return isinstance(error, (ChildRestartingError, ChildTimeoutError)) or (
+        isinstance(error, KafkaError) and error.retriable
+    )

@@ -1,0 +1,73 @@
+"""Helpers for the KafkaConsumer tests: unique names, producing with confluent-kafka."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kafka_actors import KafkaConsumer
+from kafka_actors.protocol.records import ConsumerRecord
+
+_seq = itertools.count()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{os.getpid()}-{next(_seq)}-{time.monotonic_ns() % 1_000_000}"
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    partition: int | None = None,
+    start: int = 0,
+    key: Callable[[int], bytes | None] | None = None,
+    timestamp: Callable[[int], int] | None = None,
+    headers: Iterable[tuple[str, bytes]] | None = None,
+) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
+    for i in range(start, start + count):
+        kwargs: dict[str, Any] = {
+            "value": f"value-{i}".encode(),
+            "key": key(i) if key is not None else f"key-{i}".encode(),
+        }
+        if partition is not None:
+            kwargs["partition"] = partition
+        if timestamp is not None:
+            kwargs["timestamp"] = timestamp(i)
+        if headers is not None:
+            kwargs["headers"] = list(headers)
+        producer.produce(topic, **kwargs)
+    assert producer.flush(30) == 0
+
+
+def poll_until(
+    consumer: KafkaConsumer,
+    count: int,
+    *,
+    timeout: float = 60.0,
+    step: float = 0.5,
+) -> list[ConsumerRecord]:
+    """Poll until ``count`` records arrived (or fail at ``timeout``)."""
+    records: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout
+    while len(records) < count:
+        assert time.monotonic() < deadline, f"only {len(records)} of {count} records arrived"
+        records.extend(consumer.poll(step))
+    return records
+
+
+def base_config(bootstrap: str, **extra: object) -> dict[str, object]:
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "auto.offset.reset": "earliest",
+        "fetch.max.wait.ms": 100,
+    }
+    config.update(extra)
+    return config
