@@ -27,13 +27,13 @@ from kio.static.primitive import i32, i32Timedelta
 
 from kafka_actors.protocol.assignors import (
     Assignment,
-    decode_subscription,
     encode_assignment,
     select_group_protocol,
 )
 from kafka_actors.protocol.classic_membership import (
     ClassicMembershipConfig,
     ClassicMembershipManager,
+    ClassicMemberState,
     NeedPartitionCounts,
 )
 from kafka_actors.protocol.membership import (
@@ -166,6 +166,10 @@ class Driver:
 
     def advance(self, delta_ms: int) -> None:
         self.now += delta_ms
+
+    def state(self) -> ClassicMemberState:
+        """The manager's state (a call, so type checkers do not narrow it across inputs)."""
+        return self.m.state
 
     def poll(self) -> PollResult:
         result = self.m.poll(self.now)

@@ -16,8 +16,8 @@ from kafka_actors.protocol.assignors import (
 )
 from kafka_actors.protocol.classic_membership import (
     JOIN_GROUP_TIMEOUT_LAPSE_MS,
-    ClassicMemberState,
     ClassicMembershipConfig,
+    ClassicMemberState,
     NeedPartitionCounts,
 )
 from kafka_actors.protocol.membership import (
@@ -53,7 +53,7 @@ def test_no_join_before_subscription_poll_and_coordinator() -> None:
     d.m.on_coordinator_discovered(d.now)
     join = d.one(join_req.JoinGroupRequest)
     assert join.node == COORDINATOR_NODE
-    assert d.m.state is ClassicMemberState.PREPARING_REBALANCE
+    assert d.state() is ClassicMemberState.PREPARING_REBALANCE
 
 
 def test_join_group_request_fields() -> None:
@@ -86,7 +86,7 @@ def test_follower_path() -> None:
     d = Driver()
     join = d.join_request("a")
     d.respond(join, join_response(generation=3, member_id="m-1", leader="m-0"))
-    assert d.m.state is ClassicMemberState.COMPLETING_REBALANCE
+    assert d.state() is ClassicMemberState.COMPLETING_REBALANCE
     assert d.m.generation_id == 3 and d.m.member_id == "m-1" and not d.m.is_leader
     sync = d.one(sync_req.SyncGroupRequest)
     p = sync.request
@@ -94,7 +94,7 @@ def test_follower_path() -> None:
     assert (p.protocol_type, p.protocol_name) == ("consumer", "range")
     d.respond(sync, sync_response([tp("a", 0), tp("a", 1)]))
     events = d.take()
-    assert d.m.state is ClassicMemberState.STABLE
+    assert d.state() is ClassicMemberState.STABLE
     assert MemberEpochChanged("m-1", 3) in events
     assert AssignmentChanged(tps(("a", 0), ("a", 1))) in events
     assigned = [e for e in events if isinstance(e, InvokeAssigned)]
@@ -136,7 +136,7 @@ def test_leader_path_assigns_with_partition_counts() -> None:
     assert set(assignments["m-2"].partitions) == {tp("a", 2), tp("a", 3), tp("b", 0), tp("b", 1)}
     d.respond(sync, sync_response(assignments["m-1"].partitions))
     d.complete_callbacks()
-    assert d.m.state is ClassicMemberState.STABLE
+    assert d.state() is ClassicMemberState.STABLE
     assert d.m.assignment == tps(("a", 0), ("a", 1))
 
 
@@ -175,7 +175,7 @@ def test_eager_revokes_everything_and_waits_for_commit_and_callback_before_joini
     d.advance(3_000)
     hb = d.one(hb_req.HeartbeatRequest)
     d.respond(hb, heartbeat_response(REBALANCE_IN_PROGRESS))
-    assert d.m.rejoin_needed and d.m.state is ClassicMemberState.STABLE
+    assert d.m.rejoin_needed and d.state() is ClassicMemberState.STABLE
     d.none()  # the rejoin starts from the application poll
     d.m.on_poll(d.now)
     result = d.none()
