@@ -1,0 +1,1201 @@
+"""Fetching records: the pure :class:`FetchManager` and its per-node :class:`FetchSessionHandler`.
+
+Owns: which partitions are fetched from which node (the leader, or the preferred read replica
+of KIP-392 until it expires or fails), one Fetch request in flight per node, incremental fetch
+sessions per node (KIP-227, as Java's ``FetchSessionHandler``), the prefetch buffer of raw
+per-partition data (bounded in bytes), decoding of that data with
+:func:`kafka_actors.protocol.records.decode_records` at hand-out time (so decoding runs in the
+fetch actor, never in the NetworkActor), :meth:`FetchManager.collect` (records handed out only
+for partitions still owned, fetchable and at the position the data continues), the reaction to
+per-partition Fetch errors, and fetch metrics. It follows the Java client's ``AbstractFetch`` /
+``FetchCollector`` / ``FetchBuffer`` (Kafka 4.x) — facts only.
+
+May touch: the shared :class:`~kafka_actors.protocol.subscription.SubscriptionState` (positions,
+high watermark / last stable offset / log start offset, preferred read replicas, offset resets),
+through its atomic methods only. Nothing else: no threads, sockets or clocks; the time is a
+parameter (``now_ms``, monotonic milliseconds). The cluster view comes from the metadata layer
+(anything satisfying :class:`ClusterView`, such as ``kafka_actors.protocol.metadata.Cluster``).
+
+Driving it (the request-manager contract of :mod:`kafka_actors.protocol.messages`):
+
+* inputs: :meth:`~FetchManager.on_cluster_updated`, :meth:`~FetchManager.set_node_versions` /
+  :meth:`~FetchManager.set_default_versions` (negotiated ApiVersions), and the outcome of the
+  requests it asked for (:meth:`~FetchManager.on_response` / :meth:`~FetchManager.on_failure`);
+* outputs: :meth:`~FetchManager.poll` returns the Fetch requests to send now and the events
+  published since the last poll (:class:`MetadataRefreshNeeded`); the actor calls ``poll``
+  after every input, after every :meth:`~FetchManager.collect` (it frees buffer space), and
+  when ``time_until_next_poll_ms`` has passed;
+* :meth:`~FetchManager.collect` hands records to the application (through the facade);
+* :meth:`~FetchManager.close` makes the next poll close every fetch session (epoch -1).
+
+Choices, in one place:
+
+* **Which partitions are fetched** (Java's rule): fetchable partitions (SubscriptionState) with
+  a known leader, no buffered data, whose node has no Fetch in flight and is not backing off.
+  Partitions that got a metadata error wait for the next cluster update.
+* **Sessions**: a partition not in a request is removed from the session (forgotten), as Java:
+  a partition with buffered data therefore leaves the session and comes back when drained, so
+  the broker never returns data for it twice. A session whose node no longer leads any fetchable
+  partition is closed with a request at epoch -1. A topic id that changed under a session
+  partition (topic re-created) starts a new session with a full fetch. Fetch versions below 7
+  have no sessions (every request is a full sessionless fetch).
+* **Topic ids** (v13+) come from the cluster view; when a partition's topic id is not known
+  the request is capped at v12 (topic names) if the node supports it, else the partition
+  waits for a metadata refresh.
+* **Buffer bound**: no new Fetch is sent while the raw bytes buffered reach
+  ``prefetch_buffer_bytes`` (default ``fetch.max.bytes``); a response may take the buffer
+  over the bound by at most one response (``fetch.max.bytes``).
+* **Truncation detection** (KIP-320 ``last_fetched_epoch`` / ``diverging_epoch``) is not done
+  here: requests carry ``last_fetched_epoch = -1``, so brokers never answer with a diverging
+  epoch. The current leader epoch is sent (fencing of stale leaders works).
+* **No progress**: with record format v2 the broker always returns at least one whole batch,
+  even one larger than ``max.partition.fetch.bytes``, so "record too large" cannot happen; data
+  that decodes to no complete batch (``bytes_consumed == 0``) is dropped and the partition is
+  fetched again from the same offset.
+* **Fairness**: the collected partition is moved to the end of the assignment order once its
+  buffered data is drained, so the next requests list other partitions first (a response is
+  filled in request order up to ``fetch.max.bytes``); ``collect`` drains buffered data in
+  arrival order up to ``max.poll.records``.
+* **Errors raised at collect** (to the user at poll, as Java): ``OffsetOutOfRangeError`` when
+  ``auto.offset.reset`` is none, ``TopicAuthorizationFailedError``, ``CorruptRecordError``
+  (records before the bad batch are returned first; the position stays at the bad batch so
+  the user may seek past it), and any unexpected partition error code. An error is raised only
+  while the partition is still fetchable at the offset it concerns.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from kafka_actors.errors import (
+    KafkaError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from kafka_actors.log import get_logger
+from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
+from kafka_actors.protocol.records import ConsumerRecord, DecodedRecords, decode_records
+from kafka_actors.protocol.requests import FetchPartition, ForgottenTopic, fetch_request
+from kafka_actors.protocol.subscription import (
+    FetchPosition,
+    IsolationLevel,
+    LeaderAndEpoch,
+    ResetKind,
+    SubscriptionState,
+)
+from kafka_actors.protocol.versions import NegotiatedVersions
+
+if TYPE_CHECKING:
+    import uuid
+
+    from kafka_actors.config import ConsumerConfig
+
+__all__ = [
+    "FINAL_EPOCH",
+    "INITIAL_EPOCH",
+    "INVALID_SESSION_ID",
+    "ClusterView",
+    "FetchConfig",
+    "FetchManager",
+    "FetchMetrics",
+    "FetchResult",
+    "FetchSessionHandler",
+    "MetadataRefreshNeeded",
+    "SessionRequest",
+]
+
+INVALID_SESSION_ID: Final = 0
+INITIAL_EPOCH: Final = 0
+FINAL_EPOCH: Final = -1
+_MIN_SESSION_VERSION: Final = 7
+_MIN_TOPIC_ID_VERSION: Final = 13
+
+# Fetch error codes, by reaction.
+_NONE: Final = 0
+_UNKNOWN_SERVER_ERROR: Final = -1
+_OFFSET_OUT_OF_RANGE: Final = 1
+_TOPIC_AUTHORIZATION_FAILED: Final = 29
+_FETCH_SESSION_ID_NOT_FOUND: Final = 70
+_INVALID_FETCH_SESSION_EPOCH: Final = 71
+_FETCH_SESSION_TOPIC_ID_ERROR: Final = 106
+_SESSION_ERRORS: Final = frozenset(
+    {_FETCH_SESSION_ID_NOT_FOUND, _INVALID_FETCH_SESSION_EPOCH, _FETCH_SESSION_TOPIC_ID_ERROR}
+)
+#: Partition errors answered by a metadata refresh, then a retry (Java requestMetadataUpdate).
+_REFRESH_METADATA_ERRORS: Final = frozenset(
+    {
+        3,  # UNKNOWN_TOPIC_OR_PARTITION
+        5,  # LEADER_NOT_AVAILABLE
+        6,  # NOT_LEADER_OR_FOLLOWER
+        9,  # REPLICA_NOT_AVAILABLE
+        56,  # KAFKA_STORAGE_ERROR
+        74,  # FENCED_LEADER_EPOCH
+        75,  # UNKNOWN_LEADER_EPOCH
+        78,  # OFFSET_NOT_AVAILABLE
+        100,  # UNKNOWN_TOPIC_ID
+        103,  # INCONSISTENT_TOPIC_ID
+    }
+)
+
+
+class ClusterView(Protocol):
+    """What the fetch manager needs of the metadata layer's cluster snapshot
+    (``kafka_actors.protocol.metadata.Cluster`` satisfies it)."""
+
+    def leader_for(self, tp: TopicPartition) -> tuple[int, int | None] | None:
+        """(leader node id, leader epoch) or None when the leader or its address is unknown."""
+        ...
+
+    def topic_id(self, name: str) -> str | None: ...
+
+    def topic_name(self, topic_id: str | uuid.UUID) -> str | None: ...
+
+    def node(self, node_id: int) -> object | None:
+        """The node when its address is known, else None."""
+        ...
+
+
+class _EmptyCluster:
+    def leader_for(self, tp: TopicPartition) -> tuple[int, int | None] | None:
+        return None
+
+    def topic_id(self, name: str) -> str | None:
+        return None
+
+    def topic_name(self, topic_id: str | uuid.UUID) -> str | None:
+        return None
+
+    def node(self, node_id: int) -> object | None:
+        return None
+
+
+# -- configuration, events, results ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FetchConfig:
+    """The consumer settings fetching uses (Java names, Java defaults)."""
+
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 52_428_800
+    fetch_max_wait_ms: int = 500
+    max_partition_fetch_bytes: int = 1_048_576
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+    client_rack: str = ""
+    check_crcs: bool = True
+    retry_backoff_ms: int = 100
+    metadata_max_age_ms: int = 300_000
+    max_poll_records: int = 500
+    #: Bound of the raw bytes buffered ahead of the application; None: fetch.max.bytes.
+    prefetch_buffer_bytes: int | None = None
+    #: Timeout of each Fetch request; None: the NetworkActor's request.timeout.ms.
+    request_timeout_ms: int | None = None
+
+    @property
+    def buffer_limit(self) -> int:
+        return self.prefetch_buffer_bytes or self.fetch_max_bytes
+
+    @classmethod
+    def from_consumer_config(
+        cls, config: ConsumerConfig, *, prefetch_buffer_bytes: int | None = None
+    ) -> FetchConfig:
+        return cls(
+            fetch_min_bytes=config.fetch_min_bytes,
+            fetch_max_bytes=config.fetch_max_bytes,
+            fetch_max_wait_ms=config.fetch_max_wait_ms,
+            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+            isolation_level=(
+                IsolationLevel.READ_COMMITTED
+                if config.isolation_level.lower() == "read_committed"
+                else IsolationLevel.READ_UNCOMMITTED
+            ),
+            client_rack=config.client_rack,
+            check_crcs=config.check_crcs,
+            retry_backoff_ms=config.retry_backoff_ms,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            max_poll_records=config.max_poll_records,
+            prefetch_buffer_bytes=prefetch_buffer_bytes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRefreshNeeded:
+    """Fetching these partitions needs fresher metadata (leader moved, epoch fenced, topic
+    unknown ...); they are fetched again after the next cluster update."""
+
+    reason: str
+    partitions: tuple[TopicPartition, ...] = ()
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """What :meth:`FetchManager.collect` hands out.
+
+    ``records``: per partition, in offset order; ``positions``: the new position of every
+    partition records were taken from (or that advanced past control / aborted batches);
+    ``error``: a typed error for the application, set only when no record is handed out.
+    """
+
+    records: Mapping[TopicPartition, tuple[ConsumerRecord, ...]] = field(default_factory=dict)
+    positions: Mapping[TopicPartition, FetchPosition] = field(default_factory=dict)
+    error: KafkaError | None = None
+
+    @property
+    def record_count(self) -> int:
+        return sum(len(r) for r in self.records.values())
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+@dataclass(frozen=True, slots=True)
+class FetchMetrics:
+    """Counters and timestamps (``now_ms`` values) so the facade can derive rates."""
+
+    fetch_requests: int = 0
+    fetch_responses: int = 0
+    fetch_failures: int = 0
+    fetch_latency_total_ms: int = 0
+    fetch_latency_max_ms: int = 0
+    last_fetch_latency_ms: int | None = None
+    first_request_ms: int | None = None
+    last_response_ms: int | None = None
+    records_consumed: int = 0
+    bytes_consumed: int = 0
+    bytes_fetched: int = 0
+    buffered_bytes: int = 0
+    records_lag: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+    @property
+    def records_lag_max(self) -> int | None:
+        return max(self.records_lag.values()) if self.records_lag else None
+
+    @property
+    def fetch_latency_avg_ms(self) -> float | None:
+        if not self.fetch_responses:
+            return None
+        return self.fetch_latency_total_ms / self.fetch_responses
+
+
+# -- fetch sessions (KIP-227) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRequest:
+    """What one Fetch request to a node carries (built by :class:`FetchSessionHandler`)."""
+
+    session_id: int
+    epoch: int
+    to_send: tuple[FetchPartition, ...]
+    to_forget: tuple[TopicPartition, ...]
+    #: Every partition in the session once the request is applied (to read the response).
+    session_partitions: Mapping[TopicPartition, FetchPartition]
+
+    @property
+    def is_full(self) -> bool:
+        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+
+
+def _same_fetch(a: FetchPartition, b: FetchPartition) -> bool:
+    return a == b
+
+
+class FetchSessionHandler:
+    """The client side of one node's incremental fetch session (KIP-227).
+
+    ``build(next)`` turns the partitions wanted now into a request: a full one (every
+    partition) at epoch 0 — creating a session, or closing session ``session_id`` and creating
+    a new one — or an incremental one carrying only the partitions added or changed and
+    forgetting those removed. ``handle_response`` / ``handle_error`` move the session on.
+    """
+
+    def __init__(self, node: int) -> None:
+        self.node = node
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self._partitions: dict[TopicPartition, FetchPartition] = {}
+        self._topic_ids: dict[str, str] = {}
+
+    @property
+    def is_full(self) -> bool:
+        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+
+    @property
+    def session_partitions(self) -> Mapping[TopicPartition, FetchPartition]:
+        return dict(self._partitions)
+
+    @property
+    def session_topic_ids(self) -> Mapping[str, str]:
+        return dict(self._topic_ids)
+
+    def build(
+        self,
+        wanted: Mapping[TopicPartition, FetchPartition],
+        topic_ids: Mapping[str, str] | None = None,
+    ) -> SessionRequest:
+        """The request for ``wanted`` (in order). ``topic_ids``: the ids the request names
+        topics by (v13+); a session partition whose topic id changed forces a full fetch."""
+        ids = dict(topic_ids or {})
+        if not self.is_full and any(
+            self._topic_ids.get(tp.topic) not in (None, ids.get(tp.topic))
+            for tp in self._partitions
+        ):
+            self.epoch = INITIAL_EPOCH  # close the existing session, open a new one
+        if self.is_full:
+            self._partitions = dict(wanted)
+            self._topic_ids = {t: i for t, i in ids.items() if any(tp.topic == t for tp in wanted)}
+            return SessionRequest(
+                self.session_id,
+                self.epoch,
+                tuple(wanted.values()),
+                (),
+                dict(self._partitions),
+            )
+        to_send: list[FetchPartition] = []
+        to_forget = [tp for tp in self._partitions if tp not in wanted]
+        for tp in to_forget:
+            del self._partitions[tp]
+        for tp, data in wanted.items():
+            previous = self._partitions.get(tp)
+            if previous is None or not _same_fetch(previous, data):
+                to_send.append(data)
+            self._partitions[tp] = data
+        topics = {tp.topic for tp in self._partitions} | {tp.topic for tp in to_forget}
+        self._topic_ids = {t: i for t, i in {**self._topic_ids, **ids}.items() if t in topics}
+        return SessionRequest(
+            self.session_id,
+            self.epoch,
+            tuple(to_send),
+            tuple(to_forget),
+            dict(self._partitions),
+        )
+
+    def handle_response(
+        self,
+        error_code: int,
+        response_session_id: int,
+        response_partitions: Iterable[TopicPartition],
+        *,
+        throttled: bool = False,
+    ) -> bool:
+        """Move the session on after a response; False when its data must not be used."""
+        if error_code != _NONE:
+            if error_code == _FETCH_SESSION_ID_NOT_FOUND:
+                self._reset()
+            else:
+                self.epoch = INITIAL_EPOCH  # close the existing session, try a new one
+            return False
+        got = set(response_partitions)
+        if self.is_full:
+            if not got and throttled:
+                self._reset()  # KIP-219: an empty full response only says "throttled"
+                return False
+            if got != set(self._partitions):
+                self._reset()
+                return False
+            if response_session_id == INVALID_SESSION_ID:
+                self._reset_keep_partitions()
+            else:
+                self.session_id = response_session_id
+                self.epoch = 1
+            return True
+        if not got <= set(self._partitions):
+            self.epoch = INITIAL_EPOCH
+            return False
+        if response_session_id == INVALID_SESSION_ID:
+            self._reset_keep_partitions()  # the broker closed the session
+        else:
+            self.epoch = _next_epoch(self.epoch)
+        return True
+
+    def handle_error(self) -> None:
+        """The request failed (disconnect, timeout): close the session next time, try anew."""
+        self.epoch = INITIAL_EPOCH
+
+    def close_request(self) -> SessionRequest:
+        """The request closing the session (epoch -1, no partitions); the handler starts
+        over afterwards."""
+        request = SessionRequest(self.session_id, FINAL_EPOCH, (), (), {})
+        self._reset()
+        return request
+
+    def _reset(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self._partitions = {}
+        self._topic_ids = {}
+
+    def _reset_keep_partitions(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+
+
+def _next_epoch(epoch: int) -> int:
+    # Epochs wrap from 2^31-1 to 1 (0 is the initial epoch, never reused).
+    return 1 if epoch >= 2**31 - 1 else epoch + 1
+
+
+# -- buffered data --------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _CompletedFetch:
+    """One partition's data (or error) from one response, waiting in the buffer."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    data: bytes
+    aborted: tuple[Any, ...] | None
+    node: int
+    error: KafkaError | None = None
+    decoded: DecodedRecords | None = None
+    index: int = 0
+    #: The offset the partition's position must be at for this data to continue it.
+    next_offset: int = 0
+    last_epoch: int | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+@dataclass(slots=True)
+class _InFlight:
+    node: int
+    version: int
+    sent_ms: int
+    session: FetchSessionHandler | None
+    partitions: Mapping[TopicPartition, FetchPartition]
+    names_by_id: Mapping[str, str]
+    leaders: Mapping[TopicPartition, int]
+    closing: bool = False
+
+
+# -- the manager ---------------------------------------------------------------------------
+
+
+class FetchManager:
+    """The pure fetch state machine (see the module docstring)."""
+
+    def __init__(
+        self,
+        subscriptions: SubscriptionState,
+        config: FetchConfig | None = None,
+        *,
+        fetch_version: int | None = None,
+        client_id: str = "",
+        group_id: str | None = None,
+    ) -> None:
+        self._subs = subscriptions
+        self._config = config if config is not None else FetchConfig()
+        self._fetch_version = fetch_version
+        self._cluster: ClusterView = _EmptyCluster()
+        self._default_versions: NegotiatedVersions | None = None
+        self._node_versions: dict[int, NegotiatedVersions] = {}
+        self._sessions: dict[int, FetchSessionHandler] = {}
+        self._in_flight: dict[int, _InFlight] = {}  # by request id
+        self._in_flight_nodes: dict[int, int] = {}  # node -> request id
+        self._node_backoff_until: dict[int, int] = {}
+        self._awaiting_metadata: set[TopicPartition] = set()
+        self._completed: deque[_CompletedFetch] = deque()
+        self._buffered_bytes = 0
+        self._events: list[Any] = []
+        self._request_ids = itertools.count(1)
+        self._last_assignment_id = -1
+        self._closing = False
+        self._log = get_logger("fetch", client_id=client_id, group_id=group_id)
+        # metrics
+        self._m_requests = 0
+        self._m_responses = 0
+        self._m_failures = 0
+        self._m_latency_total = 0
+        self._m_latency_max = 0
+        self._m_latency_last: int | None = None
+        self._m_first_request: int | None = None
+        self._m_last_response: int | None = None
+        self._m_records = 0
+        self._m_bytes = 0
+        self._m_bytes_fetched = 0
+        self._m_lag: dict[TopicPartition, int] = {}
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> FetchConfig:
+        return self._config
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._buffered_bytes
+
+    def buffered_partitions(self) -> frozenset[TopicPartition]:
+        return frozenset(cf.tp for cf in self._completed)
+
+    def session(self, node: int) -> FetchSessionHandler | None:
+        return self._sessions.get(node)
+
+    def in_flight_nodes(self) -> frozenset[int]:
+        return frozenset(self._in_flight_nodes)
+
+    def in_flight_request_id(self, node: int) -> int | None:
+        """The request id of the Fetch in flight to ``node``, if any."""
+        return self._in_flight_nodes.get(node)
+
+    def on_cluster_updated(self, cluster: ClusterView) -> None:
+        """A new cluster snapshot: partitions waiting for metadata are fetched again."""
+        self._cluster = cluster
+        self._awaiting_metadata.clear()
+        for tp in self._subs.assigned_partitions_list():
+            found = cluster.leader_for(tp)
+            if found is not None:
+                self._subs.update_current_leader(tp, LeaderAndEpoch(found[0], found[1]))
+
+    def set_default_versions(self, versions: NegotiatedVersions | None) -> None:
+        """Versions to use for nodes with no versions of their own."""
+        self._default_versions = versions
+
+    def set_node_versions(self, node: int, versions: NegotiatedVersions | None) -> None:
+        if versions is None:
+            self._node_versions.pop(node, None)
+        else:
+            self._node_versions[node] = versions
+
+    def close(self) -> None:
+        """Stop fetching; the next poll sends a close (epoch -1) to every open session."""
+        self._closing = True
+
+    # -- poll ------------------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> PollResult:
+        self._drop_stale_buffered()
+        requests: list[UnsentRequest] = []
+        if self._closing:
+            for node, handler in list(self._sessions.items()):
+                if node in self._in_flight_nodes:
+                    continue  # closed once the request in flight completes
+                if handler.session_id != INVALID_SESSION_ID:
+                    request = self._close_session(node, handler, now_ms)
+                    if request is not None:
+                        requests.append(request)
+                del self._sessions[node]
+        else:
+            requests = self._prepare_fetches(now_ms)
+        events = tuple(self._events)
+        self._events.clear()
+        return PollResult(
+            requests=tuple(requests),
+            time_until_next_poll_ms=self._time_until_next_poll(now_ms),
+            events=events,
+        )
+
+    def _time_until_next_poll(self, now_ms: int) -> int | None:
+        waits = [until - now_ms for until in self._node_backoff_until.values() if until > now_ms]
+        return max(0, min(waits)) if waits else None
+
+    def _version_for(self, node: int) -> tuple[int, int] | None:
+        """(lowest, highest) usable Fetch version for ``node``, or None when unknown."""
+        if self._fetch_version is not None:
+            return self._fetch_version, self._fetch_version
+        versions = self._node_versions.get(node, self._default_versions)
+        if versions is None:
+            return None
+        common = versions.range_for(ApiKey.FETCH)
+        return None if common is None else (common.min, common.max)
+
+    def _prepare_fetches(self, now_ms: int) -> list[UnsentRequest]:
+        buffer_full = self._buffered_bytes >= self._config.buffer_limit
+        buffered = self.buffered_partitions()
+        positions = self._subs.fetchable_positions()
+        by_node: dict[int, dict[TopicPartition, FetchPosition]] = {}
+        leaders: dict[TopicPartition, int] = {}
+        leader_epochs: dict[TopicPartition, int] = {}
+        wanted_nodes: set[int] = set()
+        missing_leader: list[TopicPartition] = []
+        for tp, position in positions.items():
+            if tp in self._awaiting_metadata:
+                continue
+            found = self._cluster.leader_for(tp)
+            if found is None:
+                missing_leader.append(tp)
+                continue
+            leader, cluster_epoch = found
+            node = self._select_read_replica(tp, leader, now_ms)
+            wanted_nodes.add(node)
+            if tp in buffered or buffer_full:
+                continue
+            if node in self._in_flight_nodes:
+                continue
+            if self._node_backoff_until.get(node, 0) > now_ms:
+                continue
+            epoch = position.current_leader.epoch
+            if epoch is None:
+                epoch = cluster_epoch
+            leaders[tp] = leader
+            leader_epochs[tp] = -1 if epoch is None else epoch
+            by_node.setdefault(node, {})[tp] = position
+        if missing_leader:
+            self._awaiting_metadata.update(missing_leader)
+            self._events.append(
+                MetadataRefreshNeeded("no known leader", tuple(sorted(missing_leader)))
+            )
+        requests: list[UnsentRequest] = []
+        for node, wanted in by_node.items():
+            request = self._build_fetch(node, wanted, leaders, leader_epochs, now_ms)
+            if request is not None:
+                requests.append(request)
+        # Close the sessions of nodes that no longer lead any fetchable partition.
+        for node, handler in list(self._sessions.items()):
+            if node in wanted_nodes or node in self._in_flight_nodes:
+                continue
+            if handler.session_id != INVALID_SESSION_ID:
+                request = self._close_session(node, handler, now_ms)
+                if request is not None:
+                    requests.append(request)
+            del self._sessions[node]
+        return requests
+
+    def _select_read_replica(self, tp: TopicPartition, leader: int, now_ms: int) -> int:
+        replica = self._subs.preferred_read_replica(tp, now_ms)
+        if replica is None:
+            return leader
+        if self._cluster.node(replica) is None:
+            self._subs.clear_preferred_read_replica(tp)
+            return leader
+        return replica
+
+    def _build_fetch(
+        self,
+        node: int,
+        wanted: Mapping[TopicPartition, FetchPosition],
+        leaders: Mapping[TopicPartition, int],
+        leader_epochs: Mapping[TopicPartition, int],
+        now_ms: int,
+    ) -> UnsentRequest | None:
+        span = self._version_for(node)
+        if span is None:
+            self._log.debug("fetch_versions_unknown", node=node)
+            return None
+        low, version = span
+        topic_ids: dict[str, str] = {}
+        partitions: dict[TopicPartition, FetchPartition] = {}
+        waiting: list[TopicPartition] = []
+        if version >= _MIN_TOPIC_ID_VERSION:
+            missing = set()
+            for tp in wanted:
+                topic_id = self._cluster.topic_id(tp.topic)
+                if topic_id is None:
+                    missing.add(tp)
+                else:
+                    topic_ids[tp.topic] = topic_id
+            if missing:
+                if low < _MIN_TOPIC_ID_VERSION:
+                    version = _MIN_TOPIC_ID_VERSION - 1
+                    topic_ids = {}
+                else:
+                    waiting = sorted(missing)
+        for tp, position in wanted.items():
+            if tp in waiting:
+                continue
+            partitions[tp] = FetchPartition(
+                topic=tp.topic,
+                partition=tp.partition,
+                fetch_offset=position.offset,
+                partition_max_bytes=self._config.max_partition_fetch_bytes,
+                current_leader_epoch=leader_epochs.get(tp, -1),
+            )
+        if waiting:
+            self._awaiting_metadata.update(waiting)
+            self._events.append(MetadataRefreshNeeded("unknown topic id", tuple(waiting)))
+        if not partitions:
+            return None
+        uses_session = version >= _MIN_SESSION_VERSION
+        handler: FetchSessionHandler | None = None
+        if uses_session:
+            handler = self._sessions.get(node)
+            if handler is None:
+                handler = self._sessions[node] = FetchSessionHandler(node)
+            built = handler.build(partitions, topic_ids if version >= 13 else None)
+            session_id, epoch = built.session_id, built.epoch
+            to_send, to_forget = built.to_send, built.to_forget
+            session_partitions = built.session_partitions
+            ids_used = dict(handler.session_topic_ids) if version >= 13 else {}
+        else:
+            session_id, epoch = INVALID_SESSION_ID, FINAL_EPOCH
+            to_send, to_forget = tuple(partitions.values()), ()
+            session_partitions = partitions
+            ids_used = topic_ids
+        request = fetch_request(
+            version,
+            partitions=to_send,
+            max_wait_ms=self._config.fetch_max_wait_ms,
+            min_bytes=self._config.fetch_min_bytes,
+            max_bytes=self._config.fetch_max_bytes,
+            isolation_level=int(self._config.isolation_level),
+            session_id=session_id,
+            session_epoch=epoch,
+            forgotten=_forgotten_topics(to_forget),
+            rack_id=self._config.client_rack,
+            topic_ids=ids_used if version >= _MIN_TOPIC_ID_VERSION else None,
+        )
+        request_id = next(self._request_ids)
+        self._in_flight[request_id] = _InFlight(
+            node=node,
+            version=version,
+            sent_ms=now_ms,
+            session=handler,
+            partitions=session_partitions,
+            names_by_id={i: t for t, i in ids_used.items()},
+            leaders={tp: leaders[tp] for tp in session_partitions if tp in leaders},
+        )
+        self._in_flight_nodes[node] = request_id
+        self._m_requests += 1
+        if self._m_first_request is None:
+            self._m_first_request = now_ms
+        self._log.debug(
+            "fetch_request",
+            node=node,
+            version=version,
+            session_id=session_id,
+            epoch=epoch,
+            sent=len(to_send),
+            forgotten=len(to_forget),
+        )
+        return UnsentRequest(
+            node=node,
+            request=request,
+            request_id=request_id,
+            timeout_ms=self._config.request_timeout_ms,
+        )
+
+    def _close_session(
+        self, node: int, handler: FetchSessionHandler, now_ms: int
+    ) -> UnsentRequest | None:
+        span = self._version_for(node)
+        if span is None or span[1] < _MIN_SESSION_VERSION:
+            handler.close_request()
+            return None
+        version = span[1]
+        built = handler.close_request()
+        request = fetch_request(
+            version,
+            partitions=(),
+            max_wait_ms=0,
+            min_bytes=self._config.fetch_min_bytes,
+            max_bytes=self._config.fetch_max_bytes,
+            isolation_level=int(self._config.isolation_level),
+            session_id=built.session_id,
+            session_epoch=FINAL_EPOCH,
+            rack_id=self._config.client_rack,
+            topic_ids={},
+        )
+        request_id = next(self._request_ids)
+        self._in_flight[request_id] = _InFlight(
+            node=node,
+            version=version,
+            sent_ms=now_ms,
+            session=None,
+            partitions={},
+            names_by_id={},
+            leaders={},
+            closing=True,
+        )
+        self._in_flight_nodes[node] = request_id
+        self._log.debug("fetch_session_close", node=node, session_id=built.session_id)
+        return UnsentRequest(node=node, request=request, request_id=request_id)
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def on_failure(self, request_id: int, error: BaseException, now_ms: int) -> None:
+        """The request got no answer (disconnect, timeout): retry after retry.backoff.ms with a
+        new session; partitions fetched from a preferred read replica go back to the leader."""
+        in_flight = self._take(request_id)
+        if in_flight is None or in_flight.closing:
+            return
+        self._m_failures += 1
+        if in_flight.session is not None:
+            in_flight.session.handle_error()
+        self._node_backoff_until[in_flight.node] = now_ms + self._config.retry_backoff_ms
+        for tp in in_flight.partitions:
+            if in_flight.leaders.get(tp, in_flight.node) != in_flight.node:
+                self._subs.clear_preferred_read_replica(tp)
+        self._log.info("fetch_failed", node=in_flight.node, error=repr(error))
+
+    def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+        in_flight = self._take(request_id)
+        if in_flight is None or in_flight.closing:
+            return
+        latency = max(0, now_ms - in_flight.sent_ms)
+        self._m_responses += 1
+        self._m_latency_total += latency
+        self._m_latency_max = max(self._m_latency_max, latency)
+        self._m_latency_last = latency
+        self._m_last_response = now_ms
+        self._node_backoff_until.pop(in_flight.node, None)
+        node = in_flight.node
+        top_error = int(getattr(response, "error_code", _NONE))  # v7+
+        data: list[tuple[TopicPartition, Any]] = []
+        unknown_ids = False
+        for topic in response.responses:
+            if in_flight.version >= _MIN_TOPIC_ID_VERSION:
+                name = in_flight.names_by_id.get(str(topic.topic_id))
+                if name is None:
+                    unknown_ids = True
+                    continue
+            else:
+                name = str(topic.topic)
+            for part in topic.partitions:
+                data.append((TopicPartition(name, int(part.partition_index)), part))
+        throttle = getattr(response, "throttle_time", None)
+        throttled = throttle is not None and throttle.total_seconds() > 0
+        if in_flight.session is not None:
+            accepted = in_flight.session.handle_response(
+                top_error,
+                int(getattr(response, "session_id", INVALID_SESSION_ID)),
+                [tp for tp, _ in data],
+                throttled=throttled,
+            )
+            if unknown_ids and accepted:
+                in_flight.session.handle_error()
+                accepted = False
+        else:
+            accepted = top_error == _NONE
+        if top_error != _NONE:
+            if top_error not in _SESSION_ERRORS:
+                self._node_backoff_until[node] = now_ms + self._config.retry_backoff_ms
+            self._log.info("fetch_error", node=node, error_code=top_error)
+            return
+        if not accepted:
+            self._log.info("fetch_response_rejected", node=node)
+            return
+        refresh: list[TopicPartition] = []
+        for tp, part in data:
+            requested = in_flight.partitions.get(tp)
+            if requested is None:
+                continue
+            self._handle_partition(tp, part, requested.fetch_offset, in_flight, refresh, now_ms)
+        if refresh:
+            self._awaiting_metadata.update(refresh)
+            self._events.append(MetadataRefreshNeeded("fetch partition error", tuple(refresh)))
+
+    def _handle_partition(
+        self,
+        tp: TopicPartition,
+        part: Any,
+        fetch_offset: int,
+        in_flight: _InFlight,
+        refresh: list[TopicPartition],
+        now_ms: int,
+    ) -> None:
+        code = int(part.error_code)
+        state = self._subs.partition_state(tp)
+        at_position = (
+            state is not None
+            and state.position is not None
+            and state.has_valid_position
+            and state.position.offset == fetch_offset
+        )
+        if code == _NONE:
+            if not at_position:
+                return  # fetched before a seek / reset / revocation: stale
+            self._subs.update_partition_offsets(
+                tp,
+                high_watermark=int(part.high_watermark),
+                last_stable_offset=int(getattr(part, "last_stable_offset", -1)),
+                log_start_offset=int(getattr(part, "log_start_offset", -1)),
+            )
+            replica = int(getattr(part, "preferred_read_replica", -1))
+            if replica >= 0 and replica != in_flight.node:
+                self._subs.update_preferred_read_replica(
+                    tp, replica, now_ms + self._config.metadata_max_age_ms
+                )
+            records = part.records
+            if records:
+                raw = bytes(records)
+                self._m_bytes_fetched += len(raw)
+                aborted = part.aborted_transactions
+                self._add_completed(
+                    _CompletedFetch(
+                        tp=tp,
+                        fetch_offset=fetch_offset,
+                        data=raw,
+                        aborted=tuple(aborted) if aborted is not None else None,
+                        node=in_flight.node,
+                        next_offset=fetch_offset,
+                        last_epoch=state.position.offset_epoch
+                        if state is not None and state.position is not None
+                        else None,
+                    )
+                )
+            return
+        if code in _REFRESH_METADATA_ERRORS:
+            self._subs.clear_preferred_read_replica(tp)
+            refresh.append(tp)
+            self._log.debug("fetch_partition_refresh", partition=str(tp), error_code=code)
+            return
+        if code == _OFFSET_OUT_OF_RANGE:
+            if self._subs.clear_preferred_read_replica(tp) is not None:
+                return  # fetched from a follower: try the leader before resetting
+            if not at_position:
+                return
+            strategy = self._subs.default_reset_strategy
+            if strategy.kind is not ResetKind.NONE:
+                self._log.info("fetch_offset_out_of_range_reset", partition=str(tp))
+                self._subs.request_offset_reset(tp, strategy)
+                return
+            error: KafkaError = OffsetOutOfRangeError(
+                f"Fetch position {fetch_offset} is out of range for partition {tp} "
+                "and no reset policy is configured (auto.offset.reset=none)",
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=fetch_offset,
+            )
+        elif code == _UNKNOWN_SERVER_ERROR:
+            self._log.warning("fetch_unknown_server_error", partition=str(tp))
+            return
+        else:
+            if not at_position:
+                return
+            error = error_for_code(
+                code, topic=tp.topic, partition=tp.partition, offset=fetch_offset
+            )
+            if code == _TOPIC_AUTHORIZATION_FAILED:
+                error = error_for_code(
+                    code,
+                    f"Not authorized to read topic {tp.topic}",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                )
+        self._add_completed(
+            _CompletedFetch(
+                tp=tp,
+                fetch_offset=fetch_offset,
+                data=b"",
+                aborted=None,
+                node=in_flight.node,
+                error=error,
+                next_offset=fetch_offset,
+            )
+        )
+
+    def _take(self, request_id: int) -> _InFlight | None:
+        in_flight = self._in_flight.pop(request_id, None)
+        if in_flight is not None and self._in_flight_nodes.get(in_flight.node) == request_id:
+            del self._in_flight_nodes[in_flight.node]
+        return in_flight
+
+    def _add_completed(self, cf: _CompletedFetch) -> None:
+        self._completed.append(cf)
+        self._buffered_bytes += cf.size
+
+    def _release(self, cf: _CompletedFetch) -> None:
+        self._buffered_bytes -= cf.size
+
+    def _drop_stale_buffered(self) -> None:
+        """Free buffered data that can never be handed out: partitions no longer assigned,
+        pending revocation, or no longer at the offset the data continues."""
+        kept: deque[_CompletedFetch] = deque()
+        for cf in self._completed:
+            if self._usable(cf, ignore_pause=True):
+                kept.append(cf)
+            else:
+                self._release(cf)
+        self._completed = kept
+
+    def _usable(self, cf: _CompletedFetch, *, ignore_pause: bool) -> bool:
+        state = self._subs.partition_state(cf.tp)
+        if state is None or state.position is None or not state.has_valid_position:
+            return False
+        if state.pending_revocation or state.pending_on_assigned_callback:
+            return False
+        if state.paused and not ignore_pause:
+            return False
+        return state.position.offset == cf.next_offset
+
+    # -- collect -----------------------------------------------------------------------------
+
+    def collect(self, max_records: int | None = None) -> FetchResult:
+        """Hand out up to ``max_records`` (default max.poll.records) buffered records.
+
+        Only partitions assigned, fetchable and at the offset the buffered data continues are
+        served; other data is discarded (stale), except that of paused partitions, which is
+        kept until they are resumed. Positions advance in SubscriptionState as records are
+        handed out (atomically: a concurrent seek wins and the records are dropped).
+        """
+        limit = self._config.max_poll_records if max_records is None else max_records
+        if limit <= 0:
+            raise ValueError("max_records must be positive")
+        records: dict[TopicPartition, list[ConsumerRecord]] = {}
+        positions: dict[TopicPartition, FetchPosition] = {}
+        paused: list[_CompletedFetch] = []
+        remaining = limit
+        error: KafkaError | None = None
+        while remaining > 0 and self._completed:
+            cf = self._completed[0]
+            state = self._subs.partition_state(cf.tp)
+            if state is not None and state.paused and self._usable(cf, ignore_pause=True):
+                paused.append(self._completed.popleft())
+                continue
+            if not self._usable(cf, ignore_pause=False):
+                self._release(self._completed.popleft())
+                continue
+            if cf.error is not None and cf.decoded is None:
+                # A partition error from the response (no data).
+                if records:
+                    break
+                self._release(self._completed.popleft())
+                error = cf.error
+                break
+            if cf.decoded is None:
+                cf.decoded = decode_records(
+                    cf.data,
+                    cf.tp.topic,
+                    cf.tp.partition,
+                    fetch_offset=cf.fetch_offset,
+                    check_crcs=self._config.check_crcs,
+                    isolation_level=self._config.isolation_level,
+                    aborted_transactions=cf.aborted,
+                    partial_on_error=True,
+                )
+            decoded = cf.decoded
+            taken, new_position, drained = self._take_records(cf, remaining)
+            if new_position is not None and state is not None and state.position is not None:
+                new_position = replace(new_position, current_leader=state.position.current_leader)
+            if new_position is not None:
+                if self._subs.advance_position(cf.tp, cf.next_offset, new_position):
+                    cf.next_offset = new_position.offset
+                    cf.last_epoch = new_position.offset_epoch
+                    positions[cf.tp] = new_position
+                    if taken:
+                        records.setdefault(cf.tp, []).extend(taken)
+                        remaining -= len(taken)
+                        self._m_records += len(taken)
+                else:
+                    self._release(self._completed.popleft())  # a seek came first
+                    continue
+            if not drained:
+                continue
+            if decoded.error is not None:
+                # Records before the bad batch are out; the error is raised while the
+                # position stays at the bad batch (the user may seek past it).
+                if records:
+                    break
+                error = _with_context(decoded.error, cf.tp, cf.next_offset)
+                break
+            self._release(self._completed.popleft())
+            self._m_bytes += cf.size
+            if decoded.bytes_consumed == 0:
+                self._log.debug("fetch_no_progress", partition=str(cf.tp), offset=cf.fetch_offset)
+            self._subs.move_partition_to_end(cf.tp)
+        # Paused partitions' data goes back, in order, after what is left.
+        self._completed.extend(paused)
+        for tp in positions:
+            lag = self._subs.partition_lag(tp, self._config.isolation_level)
+            if lag is not None:
+                self._m_lag[tp] = lag
+        for tp in list(self._m_lag):
+            if not self._subs.is_assigned(tp):
+                del self._m_lag[tp]
+        return FetchResult(
+            records={tp: tuple(r) for tp, r in records.items()},
+            positions=positions,
+            error=error if not records else None,
+        )
+
+    def _take_records(
+        self, cf: _CompletedFetch, limit: int
+    ) -> tuple[list[ConsumerRecord], FetchPosition | None, bool]:
+        """Up to ``limit`` records from ``cf``: (records, new position or None, drained)."""
+        decoded = cf.decoded
+        assert decoded is not None
+        total = len(decoded)
+        start = cf.index
+        end = min(total, start + limit)
+        taken: list[ConsumerRecord] = []
+        epoch = cf.last_epoch
+        next_offset = cf.next_offset
+        if end > start:
+            taken = _slice(decoded, start, end)
+            last = taken[-1]
+            next_offset = last.offset + 1
+            epoch = last.leader_epoch if last.leader_epoch is not None else epoch
+            cf.index = end
+        drained = cf.index >= total
+        if drained:
+            # Past trailing control / aborted batches; with an error: up to the bad batch.
+            next_offset = max(next_offset, decoded.next_fetch_offset)
+        if next_offset == cf.next_offset:
+            return taken, None, drained
+        return taken, FetchPosition(next_offset, epoch), drained
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def metrics(self) -> FetchMetrics:
+        return FetchMetrics(
+            fetch_requests=self._m_requests,
+            fetch_responses=self._m_responses,
+            fetch_failures=self._m_failures,
+            fetch_latency_total_ms=self._m_latency_total,
+            fetch_latency_max_ms=self._m_latency_max,
+            last_fetch_latency_ms=self._m_latency_last,
+            first_request_ms=self._m_first_request,
+            last_response_ms=self._m_last_response,
+            records_consumed=self._m_records,
+            bytes_consumed=self._m_bytes,
+            bytes_fetched=self._m_bytes_fetched,
+            buffered_bytes=self._buffered_bytes,
+            records_lag=dict(self._m_lag),
+        )
+
+
+def _slice(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
+    """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords."""
+    out: list[ConsumerRecord] = []
+    ends = decoded.batch_ends
+    batch = bisect.bisect_right(ends, start)
+    i = start
+    while i < end:
+        batch_end = min(ends[batch], end)
+        ts_type = decoded.batch_timestamp_types[batch]
+        epoch = decoded.batch_leader_epochs[batch]
+        for j in range(i, batch_end):
+            out.append(
+                ConsumerRecord(
+                    decoded.topic,
+                    decoded.partition,
+                    decoded.offsets[j],
+                    decoded.timestamps[j],
+                    ts_type,
+                    decoded.keys[j],
+                    decoded.values[j],
+                    decoded.headers[j],
+                    epoch,
+                )
+            )
+        i = batch_end
+        batch += 1
+    return out
+
+
+def _with_context(error: KafkaError, tp: TopicPartition, offset: int) -> KafkaError:
+    if error.topic is None:
+        error.topic = tp.topic
+    if error.partition is None:
+        error.partition = tp.partition
+    if error.offset is None:
+        error.offset = offset
+    return error
+
+
+def _forgotten_topics(partitions: Sequence[TopicPartition]) -> list[ForgottenTopic]:
+    grouped: dict[str, list[int]] = {}
+    for tp in partitions:
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return [ForgottenTopic(t, tuple(p)) for t, p in grouped.items()]
