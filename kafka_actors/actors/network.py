@@ -52,10 +52,11 @@ each I/O round ``faults.take_sever(node)`` for every connected node (the connect
 if the broker had dropped it); for each decoded response ``faults.on_response(api_key, node)``:
 Delay (delivered later), Drop (never delivered; the caller sees the request's timeout), or
 ErrorCode: the broker's real response with its top-level ``error_code`` replaced when the
-response type has one (FindCoordinator v0-3, OffsetCommit-less APIs, Heartbeat, JoinGroup,
-SyncGroup, LeaveGroup, ConsumerGroupHeartbeat, Fetch v7+, ...); for responses without a
-top-level error code (Metadata, ListOffsets, OffsetCommit ...) a RequestFailed with the typed
-error of that code.
+response type has one (ApiVersions, FindCoordinator v0-3, JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, ConsumerGroupHeartbeat, Fetch v7+, OffsetFetch v2+ ...), so the manager exercises
+its own error handling; for responses without one (Metadata, ListOffsets, OffsetCommit,
+FindCoordinator v4+ ...) a RequestFailed carrying the typed error of that code. A sever
+applies at the actor's next wake-up (any message or socket event).
 
 Not done here (yet): closing idle connections (connections.max.idle.ms), re-bootstrapping when
 every known node is unreachable (KIP-899), moving a connected node to a new address.

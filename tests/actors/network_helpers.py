@@ -37,7 +37,7 @@ def send(ref: pykka.ActorRef[Any], payload: Any, **kw: Any) -> pykka.Future[Any]
 
 
 def events(ref: pykka.ActorRef[Any], node: int | None = None) -> tuple[ConnectionEvent, ...]:
-    result: tuple[ConnectionEvent, ...] = ref.ask(GetConnectionEvents(node), timeout=10)
+    result: tuple[ConnectionEvent, ...] = ref.ask(GetConnectionEvents(node), timeout=10)  # type: ignore[assignment]
     return result
 
 

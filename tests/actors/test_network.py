@@ -17,7 +17,9 @@ from kafka_actors.actors.network import (
     RequestFailed,
     Response,
     bootstrap_node_id,
-    request,
+)
+from kafka_actors.actors.network import (
+    request as call,
 )
 from kafka_actors.errors import (
     DisconnectedError,
@@ -46,9 +48,13 @@ StartNetwork = Callable[..., pykka.ActorRef[Any]]
 
 
 @pytest.mark.broker
-def test_api_versions_and_metadata_kafka4(kafka_broker: Any, start_network: StartNetwork) -> None:
+@pytest.mark.parametrize("fixture", ["kafka_broker", "kafka_broker_39"])
+def test_api_versions_and_metadata(
+    fixture: str, request: pytest.FixtureRequest, start_network: StartNetwork
+) -> None:
+    kafka_broker = request.getfixturevalue(fixture)
     ref = start_network(network_config(kafka_broker.bootstrap_servers))
-    reply = request(ref, api_versions_request(3), timeout=30)
+    reply = call(ref, api_versions_request(3), timeout=30)
     versions = {
         int(k.api_key): (int(k.min_version), int(k.max_version)) for k in reply.response.api_keys
     }
@@ -60,7 +66,7 @@ def test_api_versions_and_metadata_kafka4(kafka_broker: Any, start_network: Star
     direct = metadata(ref, node=int(broker.node_id))
     assert direct.node == int(broker.node_id)
     assert direct.correlation_id >= 1  # ApiVersions handshake took id 0
-    states = ref.ask(GetNodeStates(), timeout=10)
+    states: dict[int, tuple[str, str]] = ref.ask(GetNodeStates(), timeout=10)  # type: ignore[assignment]
     assert states[int(broker.node_id)][0] == "ready"
     # ANY_NODE prefers real (learned) nodes once one is ready.
     assert metadata(ref).node == int(broker.node_id)
@@ -278,3 +284,30 @@ def test_idle_connected_actor_does_not_wake(kafka_broker: Any, start_network: St
 
 def _error_text(error: KafkaError) -> str:
     return f"{type(error).__name__}: {error}"
+
+
+def test_connection_setup_timeout_against_a_silent_server(start_network: StartNetwork) -> None:
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # the kernel completes connects; nobody ever answers ApiVersions
+    try:
+        config = network_config(
+            f"127.0.0.1:{silent.getsockname()[1]}",
+            **{
+                "socket.connection.setup.timeout.ms": 200,
+                "socket.connection.setup.timeout.max.ms": 400,
+                "reconnect.backoff.ms": 50,
+            },
+        )
+        ref = start_network(config)
+        reply = send(ref, rq.metadata_request(12, topics=None), timeout_ms=2_000).get(timeout=10)
+        assert isinstance(reply, RequestFailed) and isinstance(reply.error, KafkaTimeoutError)
+        assert reply.error.retriable
+        failures = [e for e in events(ref) if e.kind == "connect_failed"]
+        assert len(failures) >= 2
+        assert all(e.error is not None and "setup" in e.error for e in failures)
+        assert "no node became ready" in str(reply.error)
+    finally:
+        silent.close()

@@ -4,6 +4,7 @@ jitter, and requests succeed again once the broker is back."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,7 +28,7 @@ def own_broker() -> Iterator[KafkaBroker]:
 
 @pytest.mark.broker
 def test_broker_killed_backoff_then_recovery(
-    own_broker: KafkaBroker, start_network: StartNetwork
+    own_broker: KafkaBroker, start_network: StartNetwork, captured_logs: Any
 ) -> None:
     base_ms, max_ms = 100, 1_600
     config = network_config(
@@ -66,3 +67,11 @@ def test_broker_killed_backoff_then_recovery(
     assert isinstance(reply, Response) and reply.node == node
     assert isinstance(metadata(ref, node=node), Response)
     assert events(ref, node)[-1].kind == "ready"
+    # Churn is logged once per state change at INFO; the retries in between at DEBUG.
+    lines = [json.loads(x) for x in captured_logs.getvalue().splitlines() if x.startswith("{")]
+    mine = [e for e in lines if e.get("node") == node and e.get("event", "").startswith("node_")]
+    after_kill = mine[[e["event"] for e in mine].index("node_disconnected") :]
+    infos = [e["event"] for e in after_kill if e["level"] == "info"]
+    assert infos == ["node_disconnected", "node_ready"]
+    retries = [e for e in after_kill if e["event"] in ("node_connecting", "node_connect_failed")]
+    assert len(retries) >= 14 and all(e["level"] == "debug" for e in retries)
