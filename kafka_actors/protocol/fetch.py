@@ -246,6 +246,32 @@ class FetchResult:
     records: Mapping[TopicPartition, tuple[ConsumerRecord, ...]] = field(default_factory=dict)
     positions: Mapping[TopicPartition, FetchPosition] = field(default_factory=dict)
     error: KafkaError | None = None
+    #: SubscriptionState.assignment_id when the result was collected.
+    assignment_id: int = 0
+
+    def still_owned(self, subscriptions: SubscriptionState) -> FetchResult:
+        """This result without the records of partitions that, since it was collected, stopped
+        being fetchable or moved (a seek): what may still be handed to the application. The
+        same result when the assignment did not change and every position is as collected."""
+        keep: dict[TopicPartition, tuple[ConsumerRecord, ...]] = {}
+        for tp, recs in self.records.items():
+            collected = self.positions.get(tp)
+            current = subscriptions.valid_position(tp)
+            if (
+                collected is not None
+                and current is not None
+                and subscriptions.is_fetchable(tp)
+                and current.offset == collected.offset
+            ):
+                keep[tp] = recs
+        if len(keep) == len(self.records) and subscriptions.assignment_id == self.assignment_id:
+            return self
+        return FetchResult(
+            records=keep,
+            positions={tp: p for tp, p in self.positions.items() if tp in keep},
+            error=self.error,
+            assignment_id=subscriptions.assignment_id,
+        )
 
     @property
     def record_count(self) -> int:
@@ -346,7 +372,8 @@ class FetchSessionHandler:
         ids = dict(topic_ids or {})
         if not self.is_full and any(
             self._topic_ids.get(tp.topic) not in (None, ids.get(tp.topic))
-            for tp in self._partitions
+            for tp in wanted
+            if tp in self._partitions
         ):
             self.epoch = INITIAL_EPOCH  # close the existing session, open a new one
         if self.is_full:
@@ -1032,6 +1059,7 @@ class FetchManager:
         limit = self._config.max_poll_records if max_records is None else max_records
         if limit <= 0:
             raise ValueError("max_records must be positive")
+        assignment_id = self._subs.assignment_id
         records: dict[TopicPartition, list[ConsumerRecord]] = {}
         positions: dict[TopicPartition, FetchPosition] = {}
         paused: list[_CompletedFetch] = []
@@ -1107,6 +1135,7 @@ class FetchManager:
             records={tp: tuple(r) for tp, r in records.items()},
             positions=positions,
             error=error if not records else None,
+            assignment_id=assignment_id,
         )
 
     def _take_records(

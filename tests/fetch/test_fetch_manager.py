@@ -762,3 +762,79 @@ def test_from_consumer_config() -> None:
     assert (fc.client_rack, fc.fetch_max_bytes, fc.max_poll_records) == ("r1", 1000, 7)
     assert fc.buffer_limit == 1000
     assert LATEST.kind.value == "latest"
+
+
+# -- results after the fact, session handler -------------------------------------------------
+
+
+def test_result_still_owned_filters_after_revocation_or_seek() -> None:
+    fm, subs = setup({T0: 0, T1: 0}, LEADERS)
+    _deliver(fm, {T0: Part(batch(0, 2)), T1: Part(batch(0, 2))})
+    result = fm.collect()
+    assert result.assignment_id == subs.assignment_id
+    assert result.still_owned(subs) is result
+    subs.update_current_leader(T0, LeaderAndEpoch(2, 9))  # metadata moved on: still owned
+    assert result.still_owned(subs) is result
+    subs.seek(T1, 0)  # the user rewound after the collect
+    assert set(result.still_owned(subs).records) == {T0}
+    subs.assign_from_user([T1])
+    later = result.still_owned(subs)
+    assert later.records == {}
+    assert later.assignment_id == subs.assignment_id
+
+
+def test_forgetting_a_whole_topic_stays_incremental_with_topic_ids() -> None:
+    leaders = {T0: (1, 5), U0: (1, 5)}
+    fm, subs = setup({T0: 0, U0: 0}, leaders)
+    first = fm.poll(0).requests[0]
+    fm.on_response(first.request_id, fetch_response(17, {T0: Part(), U0: Part()}, session_id=8), 1)
+    subs.assign_from_user([T0])
+    second = fm.poll(2).requests[0]
+    assert session_of(second) == (8, 1)
+    assert forgotten(second) == {U0}
+    assert second.request.forgotten_topics_data[0].topic_id == uuid.UUID(TOPIC_IDS["u"])
+
+
+def test_session_handler_sends_only_added_and_changed_partitions() -> None:
+    from kafka_actors.protocol.fetch import FetchSessionHandler
+    from kafka_actors.protocol.requests import FetchPartition
+
+    def fp(tp: TopicPartition, offset: int, epoch: int = -1) -> FetchPartition:
+        return FetchPartition(tp.topic, tp.partition, offset, 100, current_leader_epoch=epoch)
+
+    handler = FetchSessionHandler(1)
+    full = handler.build({T0: fp(T0, 0), T1: fp(T1, 0)})
+    assert full.is_full and (full.session_id, full.epoch) == (0, 0)
+    assert handler.handle_response(0, 11, [T0, T1]) is True
+    inc = handler.build({T0: fp(T0, 0), T1: fp(T1, 5), U0: fp(U0, 0)})
+    assert (inc.session_id, inc.epoch, inc.is_full) == (11, 1, False)
+    assert [p.partition for p in inc.to_send] == [1, 0]  # T1 changed, U0 added
+    assert {p.topic for p in inc.to_send} == {"t", "u"}
+    assert inc.to_forget == ()
+    assert handler.handle_response(0, 11, [U0]) is True
+    epoch_change = handler.build({T0: fp(T0, 0, epoch=3), U0: fp(U0, 0)})
+    assert epoch_change.epoch == 2
+    assert [(p.topic, p.partition) for p in epoch_change.to_send] == [("t", 0)]
+    assert epoch_change.to_forget == (T1,)
+    # A response naming a partition outside the session is rejected: close, start anew.
+    assert handler.handle_response(0, 11, [T1]) is False
+    again = handler.build({T0: fp(T0, 0, epoch=3)})
+    assert (again.session_id, again.epoch) == (11, 0)
+    # A full response without a session id: no session (full fetches from now on).
+    assert handler.handle_response(0, 0, [T0]) is True
+    assert (handler.session_id, handler.epoch) == (0, 0)
+
+
+def test_session_handler_topic_id_change_forces_full_fetch() -> None:
+    from kafka_actors.protocol.fetch import FetchSessionHandler
+    from kafka_actors.protocol.requests import FetchPartition
+
+    part = FetchPartition("t", 0, 0, 100)
+    handler = FetchSessionHandler(1)
+    handler.build({T0: part}, {"t": "id-1"})
+    handler.handle_response(0, 5, [T0])
+    assert handler.build({T0: part}, {"t": "id-1"}).epoch == 1
+    handler.handle_response(0, 5, [])
+    recreated = handler.build({T0: part}, {"t": "id-2"})
+    assert (recreated.session_id, recreated.epoch) == (5, 0)
+    assert recreated.to_send == (part,)
