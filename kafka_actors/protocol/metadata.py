@@ -34,9 +34,12 @@ Choices, in one place:
   and the topics of pending lookups; all topics when a regex subscription is active or a
   ``list_topics`` lookup is pending. A response replaces the cluster view (topics that were not
   asked for are dropped), except that partitions whose leader epoch went backwards keep their
-  previous information (Java's ``updateLatestMetadata``). Leader epochs are trusted from
-  Metadata v9 on (Java: ``hasReliableLeaderEpochs``); a new topic id for a name (the topic was
-  deleted and re-created) resets the partition's last seen epoch.
+  previous information (Java's ``updateLatestMetadata``; such a response also asks for
+  another update, with backoff). Leader epochs are trusted from Metadata v9 on (Java:
+  ``hasReliableLeaderEpochs``); a new topic id for a name (the topic was deleted and
+  re-created) resets the partition's last seen epoch. Other managers report newer epochs they
+  saw with :meth:`~MetadataManager.update_last_seen_epoch_if_newer`; topic ids are resolved
+  to names with :meth:`~MetadataManager.resolve_topic_ids` (:class:`TopicNamesResolved`).
 * **Timing** (Java's ``Metadata.timeToNextUpdate``): the next request goes out when an update
   is needed (requested, wanted topics changed, or ``metadata.max.age.ms`` passed since the last
   success), but never sooner than the backoff after the previous attempt:
@@ -100,6 +103,7 @@ __all__ = [
     "PatternSubscriptionMatched",
     "TopicInfo",
     "TopicMetadataCompleted",
+    "TopicNamesResolved",
     "compile_subscription_pattern",
 ]
 
@@ -252,6 +256,14 @@ class TopicMetadataCompleted:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicNamesResolved:
+    """Answer to :meth:`MetadataManager.resolve_topic_ids`: topic id → name for the ids the
+    cluster knows (ids it does not know after an all-topics refresh are left out)."""
+
+    names: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataErrorEvent:
     """An error concerning the subscription (not authorized, invalid topic), or a failure of
     the metadata requests that retrying cannot fix: raise it at the user's next poll."""
@@ -337,6 +349,7 @@ class MetadataManager:
         self._cluster = EMPTY_CLUSTER
         self._cluster_covers_all = False  # the last response listed every topic
         self._last_seen_epochs: dict[TopicPartition, int] = {}
+        self._stale_epochs_seen = False
 
         # Wanted topics.
         self._subscribed: frozenset[str] = frozenset()
@@ -344,6 +357,7 @@ class MetadataManager:
         self._matched: frozenset[str] | None = None
         self._assigned_topics: frozenset[str] = frozenset()
         self._waiters: dict[int, _Waiter] = {}
+        self._ids_to_resolve: set[str] = set()
 
         # Request state (Java Metadata: needFullUpdate, lastRefreshMs, lastSuccessfulRefreshMs).
         self._need_update = True
@@ -384,6 +398,8 @@ class MetadataManager:
         """The topics the next request asks for; None means all topics."""
         if self._pattern is not None:
             return None
+        if self._ids_to_resolve:
+            return None
         wanted = set(self._subscribed) | set(self._assigned_topics)
         for waiter in self._waiters.values():
             if waiter.topics is None:
@@ -421,6 +437,29 @@ class MetadataManager:
         self._assigned_topics = names
         if added:
             self.request_update("assigned topics changed")
+
+    def resolve_topic_ids(self, topic_ids: Iterable[str]) -> None:
+        """Names for topic ids (the membership's ``NeedTopicNames``): answered with a
+        :class:`TopicNamesResolved` at once for the ids known, else after an all-topics
+        refresh (needs Metadata v10+ for topic ids)."""
+        wanted = {str(t) for t in topic_ids}
+        known = {t: n for t in wanted if (n := self._cluster.topic_name(t)) is not None}
+        if len(known) == len(wanted):
+            self._events.append(TopicNamesResolved(MappingProxyType(known)))
+            return
+        self._ids_to_resolve |= wanted
+        self.request_update("topic ids to resolve")
+
+    def update_last_seen_epoch_if_newer(self, tp: TopicPartition, leader_epoch: int) -> bool:
+        """A Fetch / ListOffsets / OffsetFetch answer named a newer leader epoch than the
+        metadata holds: remember it (older metadata will be ignored) and ask for an update.
+        True when it was newer (Java ``updateLastSeenEpochIfNewer``)."""
+        current = self._last_seen_epochs.get(tp)
+        if leader_epoch < 0 or (current is not None and leader_epoch <= current):
+            return False
+        self._last_seen_epochs[tp] = leader_epoch
+        self.request_update(f"newer leader epoch seen for {tp}")
+        return True
 
     def request_update(self, reason: str = "requested") -> None:
         """Ask for a refresh as soon as the backoff allows (Java ``requestUpdate``)."""
@@ -553,6 +592,7 @@ class MetadataManager:
         ]
         topics: list[TopicInfo] = []
         errors: dict[str, int] = {}
+        self._stale_epochs_seen = False
         for t in response.topics:
             code = int(t.error_code)
             name = t.name
@@ -578,7 +618,8 @@ class MetadataManager:
         self._last_attempt_ms = now_ms
 
         wanted_now = self.wanted_topics()
-        retry = self._handle_topic_errors(errors, cluster)
+        retry = self._handle_topic_errors(errors, cluster) or self._stale_epochs_seen
+        self._stale_epochs_seen = False
         if in_flight.topics is not None and (
             wanted_now is None or not wanted_now <= in_flight.topics
         ):
@@ -594,6 +635,10 @@ class MetadataManager:
         if self._pattern is not None:
             self._update_pattern_matches(cluster, covers_all=in_flight.topics is None)
         self._complete_waiters(cluster, errors, covers_all=in_flight.topics is None)
+        if self._ids_to_resolve and in_flight.topics is None:
+            names = {t: n for t in self._ids_to_resolve if (n := cluster.topic_name(t)) is not None}
+            self._ids_to_resolve.clear()
+            self._events.append(TopicNamesResolved(MappingProxyType(names)))
 
     def _topic_info(self, t: Any, old: Cluster, reliable_epochs: bool) -> TopicInfo:
         name = str(t.name)
@@ -633,6 +678,7 @@ class MetadataManager:
                         epoch=epoch,
                         current=current,
                     )
+                    self._stale_epochs_seen = True
                     kept = old_topic.partitions.get(index) if old_topic is not None else None
                     if kept is not None and kept.leader_epoch == current:
                         partitions[index] = kept

@@ -28,6 +28,7 @@ from kafka_actors.protocol.metadata import (
     PatternSubscriptionMatched,
     TopicInfo,
     TopicMetadataCompleted,
+    TopicNamesResolved,
 )
 from tests.managers.harness import (
     TOPIC_IDS,
@@ -458,3 +459,44 @@ def test_regex_includes_internal_topics_when_not_excluded() -> None:
 def test_invalid_regex_is_refused() -> None:
     with pytest.raises(InvalidRegularExpressionError):
         manager().set_subscription(pattern="orders(")
+
+
+# -- Topic ids and leader-epoch hints ----------------------------------------------------------
+
+
+def test_resolve_topic_ids_known_at_once_else_after_all_topics_refresh() -> None:
+    m = manager()
+    m.set_subscription(["orders"])
+    respond(m, 0, [T("orders")])
+    orders_id = str(TOPIC_IDS["orders"])
+    m.resolve_topic_ids([orders_id])
+    (resolved,) = events_of(m.poll(1), TopicNamesResolved)
+    assert resolved.names == {orders_id: "orders"}
+    unknown = "00000000-0000-4000-8000-0000000000ee"
+    payments_id = str(TOPIC_IDS["payments"])
+    m.resolve_topic_ids([payments_id, unknown])
+    result = m.poll(200)
+    assert events_of(result, TopicNamesResolved) == []
+    request = only_request(result)
+    assert requested_topics(request.request) is None  # all topics, to find the ids
+    m.on_response(request.request_id, metadata_response(12, [T("orders"), T("payments")]), 200)
+    (resolved,) = events_of(m.poll(200), TopicNamesResolved)
+    assert resolved.names == {payments_id: "payments"}  # the unknown id is left out
+    assert m.wanted_topics() == frozenset({"orders"})
+
+
+def test_newer_leader_epoch_hint_asks_for_update_and_fences_older_metadata() -> None:
+    m = manager()
+    m.set_subscription(["orders"])
+    respond(m, 0, [T("orders", [P(0, leader=1, epoch=3)])])
+    assert not m.update_last_seen_epoch_if_newer(tp("orders", 0), 3)
+    assert not m.update_requested
+    assert m.update_last_seen_epoch_if_newer(tp("orders", 0), 4)
+    assert m.update_requested
+    # A response still saying epoch 3 is stale: the partition's leader is unknown until
+    # metadata catches up (Java keeps only metadata at the last seen epoch).
+    respond(m, 200, [T("orders", [P(0, leader=1, epoch=3)])])
+    assert m.cluster.leader_for(tp("orders", 0)) is None
+    assert m.update_requested  # and asks again, after the backoff
+    respond(m, 400, [T("orders", [P(0, leader=2, epoch=4)])])
+    assert m.cluster.leader_for(tp("orders", 0)) == (2, 4)
