@@ -201,7 +201,10 @@ class CoordinatorManager:
         requests: tuple[UnsentRequest, ...] = ()
         if self._coordinator is None and self._in_flight is None:
             if self._remaining_backoff_ms(now_ms) == 0:
-                requests = (self._send(),)
+                try:
+                    requests = (self._send(),)
+                except KafkaError as exc:  # no common FindCoordinator version
+                    self._on_error(exc, now_ms)
         events = tuple(self._events)
         self._events.clear()
         next_poll: int | None = None

@@ -491,7 +491,13 @@ class MetadataManager:
         self._expire_waiters(now_ms)
         requests: tuple[UnsentRequest, ...] = ()
         if self._in_flight is None and self.time_to_next_update(now_ms) == 0:
-            requests = (self._send(now_ms),)
+            try:
+                requests = (self._send(now_ms),)
+            except KafkaError as exc:  # no common Metadata version with the broker
+                self._on_failed_attempt(now_ms)
+                self._events.append(MetadataErrorEvent(exc))
+                for key in list(self._waiters):
+                    self._complete(key, error=exc)
         events = tuple(self._events)
         self._events.clear()
         return PollResult(

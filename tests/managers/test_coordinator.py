@@ -18,6 +18,7 @@ from kafka_actors.protocol.coordinator import (
     coordinator_connection_id,
 )
 from kafka_actors.protocol.messages import ANY_NODE
+from kafka_actors.protocol.versions import NegotiatedVersions
 from tests.managers.harness import (
     events_of,
     find_coordinator_response,
@@ -186,3 +187,16 @@ def test_unknown_request_id_is_ignored() -> None:
     request = only_request(m.poll(0))
     m.on_response(request.request_id + 1, find_coordinator_response(6), 0)
     assert m.coordinator is None and m.request_in_flight
+
+
+def test_no_common_version_is_reported_not_raised() -> None:
+    m = CoordinatorManager(
+        CoordinatorConfig(group_id=GROUP),
+        NegotiatedVersions(broker={}),
+        random=seeded_random(),
+    )
+    result = m.poll(0)
+    assert result.requests == ()
+    (event,) = events_of(result, CoordinatorErrorEvent)
+    assert isinstance(event.error, UnsupportedVersionError)
+    assert result.time_until_next_poll_ms is not None and result.time_until_next_poll_ms > 0

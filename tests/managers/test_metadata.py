@@ -30,6 +30,7 @@ from kafka_actors.protocol.metadata import (
     TopicMetadataCompleted,
     TopicNamesResolved,
 )
+from kafka_actors.protocol.versions import NegotiatedVersions
 from tests.managers.harness import (
     TOPIC_IDS,
     P,
@@ -500,3 +501,14 @@ def test_newer_leader_epoch_hint_asks_for_update_and_fences_older_metadata() -> 
     assert m.update_requested  # and asks again, after the backoff
     respond(m, 400, [T("orders", [P(0, leader=2, epoch=4)])])
     assert m.cluster.leader_for(tp("orders", 0)) == (2, 4)
+
+
+def test_no_common_version_is_reported_not_raised() -> None:
+    m = MetadataManager(MetadataConfig(), NegotiatedVersions(broker={}), random=seeded_random())
+    m.fetch_topic_metadata(["orders"], deadline_ms=60_000, now_ms=0)
+    result = m.poll(0)
+    assert result.requests == ()
+    assert isinstance(events_of(result, MetadataErrorEvent)[0].error, UnsupportedVersionError)
+    (done,) = events_of(result, TopicMetadataCompleted)
+    assert isinstance(done.error, UnsupportedVersionError)
+    assert m.time_to_next_update(0) > 0
