@@ -311,3 +311,17 @@ def test_connection_setup_timeout_against_a_silent_server(start_network: StartNe
         assert "no node became ready" in str(reply.error)
     finally:
         silent.close()
+
+
+@pytest.mark.broker
+def test_update_nodes_names_an_address(kafka_broker: Any, start_network: StartNetwork) -> None:
+    from kafka_actors.actors.network import UpdateNodes
+
+    ref = start_network(network_config(kafka_broker.bootstrap_servers))
+    host, port = kafka_broker.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    early = send(ref, rq.metadata_request(12, topics=None), node=77, timeout_ms=30_000)
+    ref.tell(UpdateNodes(((77, host, int(port)),)))
+    reply = early.get(timeout=30)
+    assert isinstance(reply, Response) and reply.node == 77
+    states = ref.ask(GetNodeStates(), timeout=10)
+    assert states[77] == ("ready", f"{host}:{port}")  # type: ignore[index]

@@ -214,3 +214,33 @@ def test_one_trace_id_on_caller_child_network_and_reply(
     assert all(e.get("trace_id") == trace_id for e in network_lines)
     [got] = [e for e in log_lines(captured_logs) if e.get("event") == "child_got_reply"]
     assert got["reply_trace_id"] == trace_id
+
+
+class Recorder(SupervisedActor):
+    """A child that records its stop in a shared list."""
+
+    def __init__(self, *, context: ChildContext, stopped: list[str]) -> None:
+        super().__init__(context=context)
+        self.stopped = stopped
+
+    def on_stop(self) -> None:
+        self.stopped.append(self.supervised_name)
+
+
+@pytest.mark.broker
+def test_stop_stops_children_in_reverse_order(
+    kafka_broker: Any, start_network: StartNetwork
+) -> None:
+    stopped: list[str] = []
+    names = ["metadata", "coordinator", "fetch"]
+    table = ChildTable("network", TreeStatus())
+    children = [
+        ChildSpec(name, lambda ctx: Recorder.start(context=ctx, stopped=stopped)) for name in names
+    ]
+    ref = start_network(
+        network_config(kafka_broker.bootstrap_servers), children=children, table=table
+    )
+    for name in names:
+        wait_running(table, name)
+    ref.stop(block=True, timeout=30)
+    assert stopped == list(reversed(names))
