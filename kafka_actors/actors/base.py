@@ -95,7 +95,7 @@ class ManagerActor(SupervisedActor):
 
     def route(self, event: Any) -> None:
         """Where a published event goes (``self.ctx.tell(name, Routed(...))``)."""
-        self.log.debug("event_not_routed", event=type(event).__name__)
+        self.log.debug("event_not_routed", kind=type(event).__name__)
 
     def poll_manager(self, now_ms: int) -> PollResult:
         result: PollResult = self.manager.poll(now_ms)

@@ -195,7 +195,7 @@ class FacadeActor(SupervisedActor):
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Routed):
             with traced(message.trace_id):
-                self.log.debug("background_event", event=type(message.event).__name__)
+                self.log.debug("background_event", kind=type(message.event).__name__)
                 self.ctx.background.append(message.event)
                 self.ctx.signal.notify()
             return None
@@ -361,7 +361,7 @@ class Facade:
             elif hasattr(event, "error") and isinstance(event.error, BaseException):
                 self._errors.append(event.error)
             else:
-                self.log.debug("background_event_ignored", event=type(event).__name__)
+                self.log.debug("background_event_ignored", kind=type(event).__name__)
         self.raise_pending_error()
 
     def raise_pending_error(self) -> None:

@@ -187,6 +187,12 @@ class MetadataActor(ManagerActor):
                 manager.set_assigned_topics({tp.topic for tp in event.assignment})
             elif isinstance(event, RefreshMetadataEvent):
                 manager.request_update(event.reason)
+            elif isinstance(event, MetadataUpdateNeeded) and event.topics:
+                # Leaders of topics outside the subscription (an offsets lookup): a lookup
+                # keeps them in the requests until answered.
+                manager.fetch_topic_metadata(
+                    event.topics, now_ms + self.ctx.config.default_api_timeout_ms, now_ms
+                )
             else:
                 reason = getattr(event, "reason", None) or type(event).__name__
                 manager.request_update(str(reason))
@@ -724,7 +730,7 @@ class OffsetsActor(ManagerActor):
             else:
                 complete(future, event.offsets)
         elif isinstance(event, MetadataUpdateNeeded):
-            self.emit("metadata", RefreshMetadataEvent(event.reason))
+            self.emit("metadata", event)
         elif isinstance(event, ResetPositionsError):
             self.emit("facade", event)
         else:
