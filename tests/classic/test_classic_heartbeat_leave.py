@@ -295,3 +295,23 @@ def test_leader_subscription_metadata_from_other_members_is_used() -> None:
     d.m.on_partition_counts(need.request_id, {"a": 1, "b": 2})
     sync = d.one(sync_req.SyncGroupRequest)
     assert {a.member_id for a in sync.request.assignments} == {"m-1", "m-2"}
+
+
+def test_a_failing_callback_does_not_stop_the_rebalance() -> None:
+    d = Driver()
+    d.stable_follower(OWNED)
+    d.m.subscribe(["a", "b"])
+    d.m.on_poll(d.now)
+    d.poll()
+    (revoked,) = d.of(InvokeRevoked)
+    d.m.on_callback_completed(revoked.callback_id, RuntimeError("listener failed"))
+    join = d.one(join_req.JoinGroupRequest)  # as Java: the error is the facade's to report
+    assert d.m.assignment == frozenset()
+    d.respond(join, join_response(generation=2, member_id="m-1"))
+    d.respond(d.one(sync_req.SyncGroupRequest), sync_response([tp("b", 0)]))
+    d.poll()
+    (assigned,) = d.of(InvokeAssigned)
+    d.m.on_callback_completed(assigned.callback_id, RuntimeError("listener failed again"))
+    d.none()
+    assert d.state() is ClassicMemberState.STABLE and d.m.assignment == tps(("b", 0))
+    assert d.m.partitions_awaiting_callback == frozenset()
