@@ -606,8 +606,8 @@ class KafkaCluster:
         self.start_broker(i, timeout)
 
     def ensure_running(self, timeout: float | None = None) -> None:
-        """Restart every broker that is not running; wait until all are registered."""
-        stopped = [n for n in self.brokers if not n.running]
+        """Restart every node (controller first) that is not running; wait until ready."""
+        stopped = sorted((n for n in self._nodes if not n.running), key=lambda n: n.is_broker)
         for node in stopped:
             self._spawn(node)
         if stopped:

@@ -103,3 +103,20 @@ def test_killed_broker_is_restarted_for_the_next_test_part2(kafka_cluster: Kafka
     assert all(b.running for b in kafka_cluster.brokers)
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
     assert len(admin.list_topics(timeout=10).brokers) == 3
+
+
+def test_ensure_running_restarts_a_killed_controller(
+    kafka_cluster: KafkaCluster, kafka_topic: Callable[..., str]
+) -> None:
+    ctrl = kafka_cluster.controller
+    assert ctrl.process is not None
+    old = ctrl.pid
+    ctrl.process.kill()
+    ctrl.process.wait()
+    assert not ctrl.running
+    kafka_cluster.ensure_running()
+    assert ctrl.running and ctrl.pid != old
+    # Metadata changes need the controller: creating an RF=3 topic proves it is back.
+    topic = kafka_topic(kafka_cluster, partitions=2, replication_factor=3)
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    _wait_isr(admin, topic, 3)
