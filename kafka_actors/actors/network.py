@@ -35,8 +35,9 @@ so a manager may send to a node it has just learned of), or told with :class:`Up
 A ``Send`` may name a node id, ``ANY_NODE`` (the least loaded ready node, real nodes first;
 if none is ready, a connection is started to the first node, then bootstrap server, not in
 backoff: bootstrap servers are so tried in turn) or ``BOOTSTRAP_NODE`` (the same among the
-bootstrap servers only). Requests for a node whose address is not known yet, or that is
-connecting or backing off, wait until it is ready or their deadline passes.
+bootstrap servers only); such a request queued on a connection that is lost goes back to be
+routed again. Requests for a node whose address is not known yet, or that is connecting or
+backing off, wait until it is ready or their deadline passes.
 
 Replies
 -------
@@ -921,6 +922,12 @@ class NetworkActor(SupervisedActor):
         conn = node.conn
         was = conn.state
         events = conn.connection_lost(error, self._clock.monotonic())
+        # Requests for "any node" queued here may go to another node now.
+        for pending in conn.take_queued():
+            if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
+                self._unassigned.append(pending)
+            else:
+                conn.enqueue(pending)
         backoff_ms = round(conn.last_backoff * 1000)
         if isinstance(error, AuthenticationError):
             # Callers waiting for any node were waiting on this attempt: they get the typed
