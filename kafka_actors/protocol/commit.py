@@ -86,9 +86,13 @@ Choices (Java's behaviour unless said otherwise), in one place:
   times out on its own deadline.
 * **Initializing positions** (:meth:`initialize_positions`): partitions without a position
   get their committed offset (seek with the committed leader epoch) or, without one, are
-  marked for reset with ``auto.offset.reset``; only partitions that still need a position
-  when the answer arrives are touched. An answer arriving after the caller's deadline is still
-  applied (Java keeps the pending fetch for the next poll).
+  marked for reset with ``auto.offset.reset`` (``none``: they keep no position and
+  :class:`PositionsInitialized` carries :class:`NoOffsetForPartitionError`); only partitions
+  that still need a position when the answer arrives are touched. An answer arriving after
+  the caller's deadline is still applied (Java keeps the pending fetch for the next poll).
+  The "still needs a position" check and the seek are two atomic SubscriptionState calls,
+  not one: a user seek landing exactly between them is overwritten (needs a conditional
+  seek in SubscriptionState to close).
 * **Topic ids** (OffsetCommit/OffsetFetch v10): the request is built by id when every topic's
   id is known (:meth:`on_topic_ids`), otherwise at v9 by name, as Java.
 """
@@ -104,6 +108,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.errors import (
     CommitFailedError,
+    ConfigError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     GroupAuthorizationFailedError,
@@ -252,7 +257,9 @@ class CommitConfig:
         offset_fetch_version: int = 9,
     ) -> CommitConfig:
         if config.group_id is None:
-            raise ValueError("group.id is required to commit or fetch committed offsets")
+            raise ConfigError(
+                "group.id is required to commit or fetch committed offsets", key="group.id"
+            )
         return cls(
             group_id=config.group_id,
             group_protocol=config.group_protocol,
@@ -672,6 +679,10 @@ class CommitManager:
         request_key: Hashable,
         trace_id: str | None,
     ) -> None:
+        if offsets is not None:
+            for key, value in offsets.items():
+                if value.offset < 0:  # as Java's commitSync/commitAsync (IllegalArgument)
+                    raise ValueError(f"Invalid negative offset {value.offset} for {key}")
         chosen = dict(self._subs.all_consumed() if offsets is None else offsets)
         commit = _Commit(
             kind,

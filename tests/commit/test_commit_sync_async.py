@@ -352,3 +352,13 @@ def test_fail_pending_fails_every_commit_and_fetch() -> None:
     assert sorted(e.request_key for e in events) == ["a", "f", "s"]
     assert all(e.error is fatal for e in events)
     assert h.m.pending_commits == 0 and h.m.pending_fetches == 0
+
+
+def test_negative_offsets_are_refused_at_the_call() -> None:
+    h = Harness()
+    with pytest.raises(ValueError, match="a-0"):
+        h.m.commit_sync({tp("a", 0): oam(-1)}, h.now + 1_000, "k")
+    with pytest.raises(ValueError):
+        h.m.commit_async({tp("a", 0): oam(-5)}, "k")
+    h.nothing_sent()
+    assert h.m.pending_commits == 0
