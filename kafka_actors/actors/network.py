@@ -567,6 +567,25 @@ class NetworkActor(SupervisedActor):
         self._shutdown_io(self.supervision.tree.fatal_error)
         self.supervision.stop_children_now()
 
+    def _actor_loop_teardown(self) -> None:
+        # Sends that raced with the stop (told after the last message was handled): their
+        # callers wait on reply_to, not on the envelope, so answer them here.
+        leftover: list[Any] = []
+        while not self.actor_inbox.empty():
+            try:
+                envelope = self._inbox.get(False)
+            except queue.Empty:
+                break
+            leftover.append(envelope)
+            message = envelope.message
+            if isinstance(message, Send):
+                error = ConsumerClosedError("The NetworkActor stopped before sending the request")
+                pending = PendingRequest(message.request, message, 0.0, message.trace_id)
+                self._fail(pending, error, message.node)
+        for envelope in leftover:
+            self._inbox.put(envelope)  # pykka's teardown answers ask() callers
+        super()._actor_loop_teardown()
+
     def on_failure(
         self,
         exception_type: type[BaseException] | None,

@@ -325,3 +325,33 @@ def test_update_nodes_names_an_address(kafka_broker: Any, start_network: StartNe
     assert isinstance(reply, Response) and reply.node == 77
     states = ref.ask(GetNodeStates(), timeout=10)
     assert states[77] == ("ready", f"{host}:{port}")  # type: ignore[index]
+
+
+def test_sends_racing_with_stop_all_get_an_answer(start_network: StartNetwork) -> None:
+    import threading
+
+    from kafka_actors.errors import ConsumerClosedError
+
+    ref = start_network(network_config("127.0.0.1:9"))  # nothing is ever sent anywhere
+    futures: list[pykka.Future[Any]] = []
+    stop = threading.Event()
+
+    def spam() -> None:
+        while not stop.is_set():
+            try:
+                futures.append(
+                    send(ref, rq.metadata_request(12, topics=None), node=999, timeout_ms=60_000)
+                )
+            except pykka.ActorDeadError:
+                return
+
+    spammer = threading.Thread(target=spam, daemon=True)
+    spammer.start()
+    while len(futures) < 200:
+        pass
+    ref.stop(block=True, timeout=15)
+    stop.set()
+    spammer.join(10)
+    for future in futures:
+        reply = future.get(timeout=5)
+        assert isinstance(reply, RequestFailed) and isinstance(reply.error, ConsumerClosedError)
