@@ -546,6 +546,12 @@ class KafkaCluster:
                     # Another process took one of our ports between picking and binding.
                     for node in self._nodes:
                         shutil.rmtree(node.directory, ignore_errors=True)
+                except BaseException:
+                    # Anything else (a timeout, Ctrl-C): leave no JVM and no directory.
+                    self._kill_nodes()
+                    self._cleanup_dir()
+                    self._nodes = []
+                    raise
             raise AssertionError("unreachable")
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -662,29 +668,30 @@ class KafkaCluster:
         admin: Any = None,
     ) -> None:
         """Wait until ``name`` has ``partitions`` partitions, each with a leader and
-        (if given) at least ``isr`` in-sync replicas, as the brokers' metadata says."""
-        admin = admin or self._admin()
+        (if given) at least ``isr`` in-sync replicas, as the brokers' metadata says.
+
+        With several brokers, each running broker is then asked on its own (a fresh client
+        bootstrapped from it alone), so that no broker's metadata cache still lacks the
+        topic when this returns."""
+        from confluent_kafka.admin import AdminClient
+
         deadline = time.monotonic() + timeout
+        clients = [admin or self._admin()]
+        if len(self.brokers) > 1:
+            clients += [
+                AdminClient({"bootstrap.servers": f"{n.host}:{n.port}", "log_level": 0})
+                for n in self.brokers
+                if n.running
+            ]
         last = "no metadata"
-        while time.monotonic() < deadline:
-            try:
-                md = admin.list_topics(topic=name, timeout=5)
-                t = md.topics.get(name)
-                if t is not None and t.error is None:
-                    parts = t.partitions
-                    ok = (partitions is None or len(parts) == partitions) and all(
-                        p.leader >= 0 and (isr is None or len(p.isrs) >= isr)
-                        for p in parts.values()
-                    )
-                    if ok and parts:
-                        return
-                    last = str({p.id: (p.leader, p.isrs) for p in parts.values()})
-                elif t is not None:
-                    last = str(t.error)
-            except Exception as exc:
-                last = repr(exc)
-            time.sleep(0.2)
-        raise KafkaLaunchError(f"topic {name} not ready after {timeout}s: {last}")
+        for client in clients:
+            while True:
+                ok, last = _topic_ready(client, name, partitions, isr)
+                if ok:
+                    break
+                if time.monotonic() > deadline:
+                    raise KafkaLaunchError(f"topic {name} not ready after {timeout}s: {last}")
+                time.sleep(0.2)
 
     def delete_topic(self, name: str, timeout: float = 60.0) -> None:
         admin = self._admin()
@@ -1044,6 +1051,24 @@ class KafkaBroker(KafkaCluster):
     @property
     def node(self) -> KafkaNode:
         return self.brokers[0]
+
+
+def _topic_ready(
+    admin: Any, name: str, partitions: int | None, isr: int | None
+) -> tuple[bool, str]:
+    """Whether ``admin``'s Metadata answer shows ``name`` ready; else what it shows."""
+    try:
+        t = admin.list_topics(topic=name, timeout=5).topics.get(name)
+    except Exception as exc:
+        return False, repr(exc)
+    if t is None:
+        return False, "topic absent"
+    if t.error is not None:
+        return False, str(t.error)
+    parts = t.partitions
+    ok = bool(parts) and (partitions is None or len(parts) == partitions)
+    ok = ok and all(p.leader >= 0 and (isr is None or len(p.isrs) >= isr) for p in parts.values())
+    return ok, str({p.id: (p.leader, p.isrs) for p in parts.values()})
 
 
 def _prop_value(v: Any) -> str:
