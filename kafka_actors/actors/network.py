@@ -59,6 +59,10 @@ its own error handling; for responses without one (Metadata, ListOffsets, Offset
 FindCoordinator v4+ ...) a RequestFailed carrying the typed error of that code. A sever
 applies at the actor's next wake-up (any message or socket event).
 
+Host names are resolved with ``getaddrinfo`` on the actor thread when a connection starts
+(blocking, as in Java's NetworkClient; instant for loopback and hosts-file names); successive
+attempts to a node rotate through the addresses it resolves to.
+
 Not done here (yet): closing idle connections (connections.max.idle.ms), re-bootstrapping when
 every known node is unreachable (KIP-899), moving a connected node to a new address.
 """
