@@ -340,11 +340,6 @@ def _describe(offsets: Mapping[TopicPartition, OffsetAndMetadata | None]) -> dic
     return {str(tp): (None if o is None else o.offset) for tp, o in sorted(offsets.items())}
 
 
-class _Attempt(enum.Enum):
-    RETRY = "retry"
-    DONE = "done"
-
-
 class CommitManager:
     """OffsetCommit / OffsetFetch to the group coordinator (see the module docstring)."""
 
