@@ -77,3 +77,50 @@ def test_client_backend_gives_a_bootstrap() -> None:
         assert len(m.bootstrap_servers.split(",")) == 2
         p = Producer({"bootstrap.servers": m.bootstrap_servers, "log_level": 3})
         assert len(p.list_topics(timeout=10).brokers) == 2
+
+
+def test_mock_control_partition_leader_and_injected_errors(
+    mock_cluster: MockCluster, kafka_topic: Callable[..., str]
+) -> None:
+    from confluent_kafka import KafkaError
+
+    if mock_cluster.backend != "ctypes":
+        pytest.skip("control calls need the ctypes back end")
+    topic = kafka_topic(mock_cluster, partitions=2)
+    mock_cluster.set_partition_leader(topic, 1, 2)
+    admin_md = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "log_level": 3})
+    assert admin_md.list_topics(topic, timeout=10).topics[topic].partitions[1].leader == 2
+
+    # The next Produce request (api key 0) is answered with TOPIC_AUTHORIZATION_FAILED (29).
+    mock_cluster.push_request_errors(0, [29])
+    reports: list[KafkaError | None] = []
+    p = Producer(
+        {"bootstrap.servers": mock_cluster.bootstrap_servers, "log_level": 0, "retries": 0}
+    )
+    p.produce(topic, b"x", partition=0, on_delivery=lambda err, msg: reports.append(err))
+    p.flush(30)
+    assert len(reports) == 1 and reports[0] is not None
+    assert reports[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # Only one error was queued: the next Produce request succeeds (a fresh producer, as
+    # librdkafka remembers the authorization failure of a topic).
+    p2 = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "log_level": 0})
+    p2.produce(topic, b"y", partition=0, on_delivery=lambda err, msg: reports.append(err))
+    p2.flush(30)
+    assert reports[1] is None
+
+
+def test_mock_broker_down_and_up() -> None:
+    import socket
+
+    with MockCluster(num_brokers=2) as m:
+        if m.backend != "ctypes":
+            pytest.skip("control calls need the ctypes back end")
+        host, port = m.bootstrap_servers.split(",")[0].split(":")
+        m.broker_down(1)
+        with pytest.raises(OSError):
+            socket.create_connection((host, int(port)), timeout=5).close()
+        m.broker_up(1)
+        socket.create_connection((host, int(port)), timeout=5).close()
+        m.set_group_consumer_session_timeout_ms(6000)
+        m.set_group_consumer_heartbeat_interval_ms(500)
+        m.set_group_initial_rebalance_delay_ms(0)
