@@ -9,13 +9,13 @@ clock: every method that depends on time takes ``now`` (monotonic seconds).
 
 How the shell uses it (see ``kafka_actors.actors.network``)::
 
-    conn = NodeConnection(node_id, settings, random=rng.random, sasl=factory_or_None)
+    conn = NodeConnection(node_id, settings, random=rng.random, sasl=mechanism_factory)
     conn.connect_delay(now)              # seconds until a new connection may start
     conn.start_connect(now)              # the shell opens a socket (and TLS) ...
     out = conn.transport_ready(now)      # ... and once the transport is up: ApiVersions bytes
     out, events = conn.receive(data, now)  # bytes from the socket; Ready/Completed/Failed/Broken
     conn.enqueue(pending)                # a request for this node
-    out, sent = conn.flush(now)          # encode what the in-flight limit allows
+    out, failed = conn.flush(now)        # encode what the in-flight limit allows
     events, broken = conn.check_timeouts(now)
     events = conn.connection_lost(error, now)   # the shell closed the socket
     conn.next_deadline()                 # when the shell must wake up for this node
@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -602,8 +602,3 @@ class NodeConnection:
         if exchange.done:
             return b"", [self._became_ready()]
         return self._sasl_next(exchange), []
-
-
-def fail_all(requests: Iterable[PendingRequest], error: KafkaError) -> list[Event]:
-    """Failed events for ``requests`` (the shell's unassigned queue at shutdown)."""
-    return [Failed(p, error) for p in requests]
