@@ -4,7 +4,7 @@ Owns: one broker connection's life as Kafka's ``ClusterConnectionStates`` and
 ``NetworkClient`` see it (disconnected → connecting → ApiVersions → SASL → ready, back to
 disconnected with reconnect backoff), its correlation ids, the requests queued for it and those
 in flight with their deadlines, and the bytes it wants written. May touch: the protocol package
-(wire framing, ApiVersions negotiation, request builders), errors. No sockets, no threads, no
+(wire framing, ApiVersions negotiation, the SASL exchange), errors. No sockets, no threads, no
 clock: every method that depends on time takes ``now`` (monotonic seconds).
 
 How the shell uses it (see ``kafka_actors.actors.network``)::
