@@ -5,6 +5,34 @@ broker/cluster launcher (KRaft, jars from Maven Central), the embedded librdkafk
 cluster, listener/security descriptions, and jar resolution. The pytest fixtures live in
 :mod:`kafka_actors.testing.pytest_plugin` (auto-registered by the ``pytest11`` entry point).
 Importing this package starts nothing and downloads nothing.
+
+Usage::
+
+    from kafka_actors.testing import KafkaBroker, KafkaCluster, ListenerSpec, MockCluster
+
+    with KafkaBroker() as broker:                      # newest Kafka 4.x, one KRaft node
+        broker.create_topic("t", partitions=3)
+        broker.bootstrap_servers                       # "127.0.0.1:PORT"
+        broker.run_tool("kafka-consumer-groups", ["--bootstrap-server",
+                        broker.bootstrap_servers, "--list"])
+
+    with KafkaCluster(num_brokers=3) as cluster:       # 3 brokers + 1 KRaft controller
+        cluster.create_topic("r", partitions=3, replication_factor=3)
+        cluster.kill_broker(1)                         # SIGKILL; cluster stays usable
+        cluster.start_broker(1)                        # same id, ports and data
+
+    sasl = ListenerSpec("SASL_SSL", "SASL_SSL", ("SCRAM-SHA-512",))
+    with KafkaBroker(listeners=[sasl]) as b:           # users: DEFAULT_USERS
+        conf = b.client_config("SASL_SSL")             # librdkafka settings, CA included
+
+    with MockCluster(num_brokers=3) as mock:           # librdkafka's mock, in-process
+        mock.create_topic("m", partitions=8)
+
+Command line: ``python -m kafka_actors.testing {fetch,broker,mock} --help``.
+Environment: ``KAFKA_ACTORS_CACHE`` (jar cache root), ``KAFKA_ACTORS_MAVEN_REPO``,
+``KAFKA_ACTORS_KAFKA_VERSION`` / ``KAFKA_ACTORS_KAFKA39_VERSION`` (fixture versions),
+``KAFKA_ACTORS_KEEP_DIRS=1`` (keep broker directories and logs after stop),
+``KAFKA_ACTORS_PDEATHSIG=0`` (do not tie JVM lifetime to this process's main thread).
 """
 
 from kafka_actors.testing.broker import KafkaBroker, KafkaCluster, KafkaLaunchError, KafkaNode
