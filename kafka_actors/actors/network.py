@@ -337,6 +337,7 @@ class SelectorInbox(queue.Queue[Any]):
                 ready = self.selector.select(driver.io_timeout())
                 self.wakeups += 1
                 io: list[tuple[selectors.SelectorKey, int]] = []
+                woken = False
                 for key, mask in ready:
                     if key.data is _WAKE:
                         # Drain first, then clear: a put in between finds the flag still set
@@ -345,9 +346,11 @@ class SelectorInbox(queue.Queue[Any]):
                         # let a put's byte be drained while the flag stays set: a lost wake-up.)
                         self._drain()
                         self._signaled = False
+                        woken = True
                     else:
                         io.append((key, mask))
-                driver.on_io(io)
+                if io or not woken:  # sockets ready or a deadline passed (a mailbox-only
+                    driver.on_io(io)  # wake-up is followed by handling the message anyway)
             except Exception as exc:
                 self.driver = None
                 return Envelope(_IoFailure(exc))
@@ -550,10 +553,12 @@ class NetworkActor(SupervisedActor):
                 self._accept(message)
                 self._pump(self._clock.monotonic())
             return None
-        if self.supervision.handle(message):
-            return None
         if isinstance(message, _IoFailure):
             raise message.error
+        # Every message is a wake-up: what became due (a sever, a deadline) happens first.
+        self._pump(self._clock.monotonic())
+        if self.supervision.handle(message):
+            return None
         if isinstance(message, UpdateNodes):
             for node_id, host, port in message.nodes:
                 self._set_address(node_id, BrokerAddress(host, port))
