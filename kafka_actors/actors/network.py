@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import heapq
 import itertools
 import os
@@ -644,7 +645,7 @@ class NetworkActor(SupervisedActor):
         node = send.node
         self._log.debug(
             "request_accepted",
-            api=api_name(pending.api_key),
+            api=_api_label(pending.api_key),
             version=int(send.request.__version__),
             node=node,
             request_id=send.request_id,
@@ -1049,7 +1050,7 @@ class NetworkActor(SupervisedActor):
             self._log.debug(
                 "response_received",
                 node=node_id,
-                api=api_name(pending.api_key),
+                api=_api_label(pending.api_key),
                 correlation_id=event.correlation_id,
                 request_id=send.request_id,
             )
@@ -1063,16 +1064,16 @@ class NetworkActor(SupervisedActor):
 
     def _fail(self, pending: PendingRequest, error: KafkaError, node: int) -> None:
         send = cast(Send, pending.token)
+        api = pending.api_key if hasattr(pending.request, "__api_key__") else -1
         with traced(pending.trace_id):
             self._log.debug(
                 "request_failed",
                 node=node,
-                api=api_name(pending.api_key) if hasattr(pending.request, "__api_key__") else None,
+                api=_api_label(api),
                 error=str(error),
                 retriable=error.retriable,
                 request_id=send.request_id,
             )
-            api = pending.api_key if hasattr(pending.request, "__api_key__") else -1
             _reply(
                 send.reply_to,
                 RequestFailed(send.request_id, node, api, error, pending.trace_id),
@@ -1137,6 +1138,11 @@ def _reply(target: Any, reply: Response | RequestFailed, log: Any) -> None:
         log.debug("reply_future_already_set", reply=type(reply).__name__)
     except Exception:
         log.exception("reply_failed", reply=type(reply).__name__)
+
+
+@functools.cache
+def _api_label(api: int) -> str:
+    return api_name(api)
 
 
 def _with_error_code(response: Any, code: int) -> Any | None:
