@@ -554,9 +554,7 @@ class NodeConnection:
         expecting = setup.expecting
         if expecting == ApiKey.API_VERSIONS:
             assert setup.handshake is not None
-            step = setup.handshake.handle_response_bytes(
-                frame, correlation_id=setup.correlation_id
-            )
+            step = setup.handshake.handle_response_bytes(frame, correlation_id=setup.correlation_id)
             if not isinstance(step, Done):
                 return self._encode_setup(step.request), []
             self.versions = step.versions

@@ -273,9 +273,7 @@ def request(
     """
     future: pykka.Future[Any] = pykka.ThreadingFuture()
     network.tell(
-        Send(
-            payload, node=node, reply_to=future, trace_id=trace_id, timeout_ms=int(timeout * 1000)
-        )
+        Send(payload, node=node, reply_to=future, trace_id=trace_id, timeout_ms=int(timeout * 1000))
     )
     try:
         reply = future.get(timeout=timeout + 5.0)
@@ -568,9 +566,7 @@ class NetworkActor(SupervisedActor):
         if isinstance(message, GetConnectionEvents):
             return tuple(e for e in self._events if message.node is None or e.node == message.node)
         if isinstance(message, GetNodeStates):
-            return {
-                n.node_id: (n.conn.state.value, str(n.address)) for n in self._nodes.values()
-            }
+            return {n.node_id: (n.conn.state.value, str(n.address)) for n in self._nodes.values()}
         return super().on_receive(message)
 
     def on_stop(self) -> None:
@@ -632,8 +628,8 @@ class NetworkActor(SupervisedActor):
 
     def _accept(self, send: Send) -> None:
         now = self._clock.monotonic()
-        timeout_ms = send.timeout_ms if send.timeout_ms is not None else (
-            self.settings.request_timeout_ms
+        timeout_ms = (
+            send.timeout_ms if send.timeout_ms is not None else (self.settings.request_timeout_ms)
         )
         pending = PendingRequest(send.request, send, now + timeout_ms / 1000.0, send.trace_id)
         if self._closed:
@@ -775,9 +771,7 @@ class NetworkActor(SupervisedActor):
                 min(ready, key=lambda n: n.conn.load).conn.enqueue(pending)
                 continue
             keep.append(pending)
-            if connect_started or any(
-                n.conn.connected and not n.conn.ready for n in candidates
-            ):
+            if connect_started or any(n.conn.connected and not n.conn.ready for n in candidates):
                 continue
             for node in candidates:
                 if node.conn.connect_delay(now) == 0.0:
@@ -812,7 +806,8 @@ class NetworkActor(SupervisedActor):
                 kind,
                 self._clock.monotonic(),
                 None if error is None else str(error),
-                node.conn.last_backoff if kind in ("connect_failed", "auth_failed", "disconnected")
+                node.conn.last_backoff
+                if kind in ("connect_failed", "auth_failed", "disconnected")
                 else None,
             )
         )
@@ -821,8 +816,10 @@ class NetworkActor(SupervisedActor):
         conn = node.conn
         conn.start_connect(now)
         self._record(node, "connect")
-        log = node.log.info if not node.down_announced and conn.failed_attempts == 0 else (
-            node.log.debug
+        log = (
+            node.log.info
+            if not node.down_announced and conn.failed_attempts == 0
+            else (node.log.debug)
         )
         log("node_connecting", attempt=conn.failed_attempts + 1)
         host, port = node.address.host, node.address.port
