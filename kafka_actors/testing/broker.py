@@ -387,8 +387,9 @@ class KafkaCluster:
     ``broker_config`` entries override the defaults (fast-test settings listed in
     :meth:`_base_config`). ``listeners`` adds client listeners beside the internal
     ``PLAINTEXT`` one, e.g. ``ListenerSpec("SASL", "SASL_PLAINTEXT", ("PLAIN",))``; SASL
-    users (PLAIN and SCRAM) come from ``users``. Use as a context manager, or call
-    :meth:`start` and :meth:`stop`.
+    users (PLAIN and SCRAM) come from ``users``. ``jvm_options`` are appended to each
+    node's JVM flags (after the small default heap, so ``-Xmx2g`` wins). Use as a context
+    manager, or call :meth:`start` and :meth:`stop`.
     """
 
     def __init__(
@@ -401,6 +402,7 @@ class KafkaCluster:
         *,
         start_timeout: float = 180.0,
         keep_dir: bool | None = None,
+        jvm_options: Sequence[str] = (),
     ) -> None:
         if num_brokers < 1:
             raise ValueError("num_brokers must be >= 1")
@@ -413,6 +415,7 @@ class KafkaCluster:
         self.listeners = tuple(listeners)
         self.users = dict(users)
         self.start_timeout = start_timeout
+        self.jvm_options = tuple(jvm_options)
         self.keep_dir = (
             bool(os.environ.get("KAFKA_ACTORS_KEEP_DIRS")) if keep_dir is None else keep_dir
         )
@@ -963,6 +966,7 @@ class KafkaCluster:
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={node.directory}",
             *log_flags,
+            *self.jvm_options,
             "-cp",
             jars.broker_cp,
             "kafka.Kafka",
