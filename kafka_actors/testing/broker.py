@@ -163,6 +163,40 @@ def _install_exit_handlers() -> None:
 # Helpers
 # --------------------------------------------------------------------------------------
 
+_DIR_PREFIX = "kafka-actors-"
+_OWNER_FILE = "owner.pid"
+
+
+def _cwds_under(root: Path) -> bool:
+    """True if any process we can see has its working directory inside ``root``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd == str(root) or cwd.startswith(f"{root}/"):
+            return True
+    return False
+
+
+def sweep_stale_dirs() -> list[Path]:
+    """Remove cluster directories left in the temp dir by testkit processes that died
+    without cleaning up (e.g. SIGKILLed): only those whose ``owner.pid`` names a dead
+    process and in which no live process (an orphaned JVM) still works. Returns them."""
+    removed: list[Path] = []
+    for d in Path(tempfile.gettempdir()).glob(f"{_DIR_PREFIX}*"):
+        try:
+            owner = int((d / _OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or still being created
+        if pid_alive(owner) or _cwds_under(d):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
 
 def free_ports(n: int) -> list[int]:
     """``n`` distinct loopback ports that were free a moment ago (kernel-chosen)."""
@@ -518,7 +552,9 @@ class KafkaCluster:
                 return self
             _install_exit_handlers()
             jars = self.jars
-            self.directory = Path(tempfile.mkdtemp(prefix=f"kafka-actors-{jars.version}-"))
+            sweep_stale_dirs()
+            self.directory = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{jars.version}-"))
+            (self.directory / _OWNER_FILE).write_text(str(os.getpid()))
             if not self.keep_dir:
                 with _registry_lock:
                     _dirs.add(self.directory)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kafka_actors.testing.broker import pid_alive
+from kafka_actors.testing.broker import pid_alive, sweep_stale_dirs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -145,6 +145,11 @@ def test_launcher_stops_its_jvms_when_its_process_is_killed(
         assert _wait_gone(pids) == []
         if sig == signal.SIGTERM:
             # The handler also removed the cluster's temporary directory.
+            assert not Path(directory).exists()
+        else:
+            # Nothing could run in the killed process: the next launcher sweeps its directory.
+            assert Path(directory).exists()
+            assert Path(directory) in sweep_stale_dirs()
             assert not Path(directory).exists()
     finally:
         if proc.poll() is None:
