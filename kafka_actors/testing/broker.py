@@ -47,8 +47,10 @@ INTERNAL_LISTENER = "PLAINTEXT"
 CONTROLLER_LISTENER = "CONTROLLER"
 DEFAULT_USERS: Mapping[str, str] = {"alice": "alice-secret", "bob": "bob-secret"}
 
-BROKER_HEAP = ("-Xmx512m", "-Xms128m")
-CONTROLLER_HEAP = ("-Xmx256m", "-Xms64m")
+BROKER_JVM = ("-Xmx512m", "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
+# The dedicated controller and short-lived tools do little work: a small heap, the serial
+# collector and the C1 compiler only, which start faster and leave the CPUs to the brokers.
+LIGHT_JVM = ("-Xmx256m", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
 class KafkaLaunchError(RuntimeError):
@@ -745,9 +747,12 @@ class KafkaCluster:
 
     # ----- tools --------------------------------------------------------------------
 
-    def tool_command(self, tool: str, args: Sequence[str] = ()) -> list[str]:
+    def tool_command(
+        self, tool: str, args: Sequence[str] = (), *, short_lived: bool = True
+    ) -> list[str]:
         """The command line running Kafka tool ``tool`` (alias or main class) with the
-        cluster's jars; the tools' own logging goes to stderr at WARN."""
+        cluster's jars; the tools' own logging goes to stderr at WARN. ``short_lived``
+        tools start faster (C1 compiler only); long-running ones get the full JIT."""
         jars = self.jars
         tools_classes, broker_classes = _classes_of(jars)
         candidates = TOOL_ALIASES.get(tool, (tool,))
@@ -763,7 +768,8 @@ class KafkaCluster:
             cp, major = jars.broker_cp, jars.major
         log_dir = jars.directory / "tool-logging"
         log_flags = _write_log_config(log_dir, major, "WARN", to_stderr=True)
-        return [_java(), "-Xmx256m", *log_flags, "-cp", cp, main, *args]
+        jvm = LIGHT_JVM if short_lived else ("-Xmx256m", "-Xms64m")
+        return [_java(), *jvm, *log_flags, "-cp", cp, main, *args]
 
     def run_tool(
         self,
@@ -789,7 +795,7 @@ class KafkaCluster:
     ) -> subprocess.Popen[bytes]:
         """Start a long-running Kafka tool (e.g. a verifiable consumer); it is recorded in
         the PID registry like the brokers, so it is stopped at exit if the caller forgets."""
-        cmd = [*_pdeathsig_prefix(), *self.tool_command(tool, args)]
+        cmd = [*_pdeathsig_prefix(), *self.tool_command(tool, args, short_lived=False)]
         proc: subprocess.Popen[bytes] = subprocess.Popen(cmd, **kwargs)
         _register(proc)
         return proc
@@ -950,7 +956,7 @@ class KafkaCluster:
             cmd = [
                 *_pdeathsig_prefix(),
                 _java(),
-                "-Xmx256m",
+                *LIGHT_JVM,
                 *log_flags,
                 "-cp",
                 jars.broker_cp,
@@ -991,13 +997,11 @@ class KafkaCluster:
     def _spawn(self, node: KafkaNode) -> None:
         jars = self.jars
         log_flags = _write_log_config(node.directory, jars.major, "INFO", to_stderr=False)
-        heap = BROKER_HEAP if node.is_broker else CONTROLLER_HEAP
+        flags = BROKER_JVM if node.is_broker else LIGHT_JVM
         cmd = [
             *_pdeathsig_prefix(),
             _java(),
-            *heap,
-            "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20",
+            *flags,
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={node.directory}",
