@@ -1122,11 +1122,14 @@ def _prop_value(v: Any) -> str:
 
 
 def _random_cluster_id() -> str:
-    """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` makes: URL-safe base64."""
+    """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` makes: URL-safe base64 of
+    16 random bytes, never starting with ``-`` (the storage tool would read an option)."""
     import base64
 
-    raw = uuid.uuid4().bytes
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 @contextlib.contextmanager
