@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -113,8 +114,12 @@ def _artifact_exists(artifact: str, version: str) -> bool:
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return bool(resp.status == 200)
-    except OSError:
-        return False
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return False
+        raise JarResolutionError(f"Maven Central answered {exc.code} for {url}") from exc
+    except OSError as exc:
+        raise JarResolutionError(f"cannot reach Maven Central ({url}): {exc}") from exc
 
 
 def _published_versions(artifact: str) -> list[str]:
