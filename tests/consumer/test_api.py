@@ -28,7 +28,8 @@ pytestmark = pytest.mark.broker
 def topic(kafka_broker: Any) -> str:
     name = unique("api")
     kafka_broker.create_topic(name, partitions=2)
-    produce(kafka_broker.bootstrap_servers, name, 20, partition=0, timestamp=lambda i: 1_000_000 + i)
+    bootstrap = kafka_broker.bootstrap_servers
+    produce(bootstrap, name, 20, partition=0, timestamp=lambda i: 1_000_000 + i)
     produce(kafka_broker.bootstrap_servers, name, 10, partition=1, start=20)
     return name
 
@@ -43,7 +44,7 @@ def test_commit_sync_committed_and_async(kafka_broker: Any, topic: str) -> None:
         poll_until(consumer, 30)
         assert consumer.committed([tp0, tp1]) == {tp0: None, tp1: None}
         committed = consumer.commit_sync()
-        assert committed[tp0].offset == 20 and committed[tp1].offset == 10
+        assert {tp: om.offset for tp, om in committed.items()} == {tp0: 20, tp1: 10}
         got = consumer.committed([tp0, tp1])
         assert got[tp0] is not None and got[tp0].offset == 20
         assert got[tp1] is not None and got[tp1].offset == 10
@@ -121,9 +122,9 @@ def test_offsets_lookups(kafka_broker: Any, topic: str) -> None:
     with KafkaConsumer(base_config(kafka_broker.bootstrap_servers)) as consumer:
         assert consumer.beginning_offsets([tp0, tp1]) == {tp0: 0, tp1: 0}
         assert consumer.end_offsets([tp0, tp1]) == {tp0: 20, tp1: 10}
-        found = consumer.offsets_for_times({tp0: 1_000_005})
-        assert found[tp0] is not None and found[tp0].offset == 5
-        assert found[tp0].timestamp == 1_000_005
+        found = consumer.offsets_for_times({tp0: 1_000_005})[tp0]
+        assert found is not None and found.offset == 5
+        assert found.timestamp == 1_000_005
         assert consumer.offsets_for_times({tp0: 2_000_000_000_000})[tp0] is None
 
 
@@ -200,7 +201,8 @@ def test_deserializers(kafka_broker: Any) -> None:
     ) as consumer:
         consumer.assign([TopicPartition(name, 0)])
         records = poll_until(consumer, 2)
-    assert records[0].key == 7 and records[0].value == {"n": 1}
+    first: Any = records[0]
+    assert first.key == 7 and first.value == {"n": 1}
     assert records[0].headers == (("h", b"v"),)
     assert records[1].key is None and records[1].value is None
 
@@ -210,7 +212,7 @@ def test_metrics(kafka_broker: Any, topic: str) -> None:
         consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         consumer.poll(0)
         consumer.seek(TopicPartition(topic, 0), 0)
-        records = []
+        records: list[Any] = []
         # max.poll.records bounds one poll; take only a few to leave lag.
         while not records:
             records = list(consumer.poll(1.0))
