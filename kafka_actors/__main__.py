@@ -10,11 +10,19 @@ Commands:
   cluster), produces N demo records, then, through kafka-actors' own protocol layer, prints
   the negotiated ApiVersions, the cluster's metadata, the partitions' offsets, and the demo
   records fetched and decoded by our record decoder.
+* ``consume --bootstrap-servers B --group G --topic T [--topic T2 ...] [--from-beginning]
+  [--max-records N] [--format jsonl|text] [--group-protocol consumer|classic] [--timeout S]``:
+  a KafkaConsumer in group G prints the records of the topics one per line (jsonl: topic,
+  partition, offset, timestamp, key, value, headers; keys, values and header values as
+  base64), commits what it printed as it goes (async after each poll, sync at the end), and
+  exits after N records or after S seconds without a record (default 10).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -113,6 +121,68 @@ def _probe(bootstrap: str, topic: str, out: Any) -> int:
     return 0
 
 
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode("ascii")
+
+
+def _format_record(record: Any, fmt: str) -> str:
+    if fmt == "jsonl":
+        return json.dumps(
+            {
+                "topic": record.topic,
+                "partition": record.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+                "key": _b64(record.key),
+                "value": _b64(record.value),
+                "headers": [[k, _b64(v)] for k, v in record.headers],
+            },
+            separators=(",", ":"),
+        )
+    key = "" if record.key is None else record.key.decode("utf-8", "replace")
+    value = "" if record.value is None else record.value.decode("utf-8", "replace")
+    return f"{record.topic}-{record.partition}@{record.offset}\t{key}\t{value}"
+
+
+def _consume(args: argparse.Namespace, out: Any) -> int:
+    from kafka_actors import KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+    config: dict[str, object] = {
+        "bootstrap.servers": args.bootstrap_servers,
+        "group.id": args.group,
+        "group.protocol": args.group_protocol,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        "enable.auto.commit": False,
+    }
+    printed = 0
+    limit = args.max_records
+    positions: dict[TopicPartition, OffsetAndMetadata] = {}
+    with KafkaConsumer(config) as consumer:
+        consumer.subscribe(list(args.topic))
+        idle_since = time.monotonic()
+        while limit is None or printed < limit:
+            batch = consumer.poll(0.5)
+            if not batch:
+                if time.monotonic() - idle_since >= args.timeout:
+                    break
+                continue
+            idle_since = time.monotonic()
+            for record in batch:
+                if limit is not None and printed >= limit:
+                    break
+                print(_format_record(record, args.format), file=out)
+                printed += 1
+                tp = TopicPartition(record.topic, record.partition)
+                positions[tp] = OffsetAndMetadata(record.offset + 1, "", record.leader_epoch)
+            out.flush()
+            if positions:
+                consumer.commit_async(dict(positions))
+        if positions:
+            consumer.commit_sync(dict(positions))
+    print(f"consumed {printed} records", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kafka_actors")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,7 +190,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     probe.add_argument("--bootstrap-servers", default=None)
     probe.add_argument("--topic", default="kafka-actors-demo")
     probe.add_argument("--records", type=int, default=100)
+    consume = sub.add_parser("consume", help="consume topics in a group, one record per line")
+    consume.add_argument("--bootstrap-servers", required=True)
+    consume.add_argument("--group", required=True)
+    consume.add_argument("--topic", required=True, action="append")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--max-records", type=int, default=None)
+    consume.add_argument("--format", choices=("jsonl", "text"), default="text")
+    consume.add_argument(
+        "--group-protocol", choices=("consumer", "classic"), default="consumer"
+    )
+    consume.add_argument(
+        "--timeout", type=float, default=10.0, help="exit after this many idle seconds"
+    )
     args = parser.parse_args(argv)
+
+    if args.command == "consume":
+        from kafka_actors.log import configure
+
+        configure(level="WARNING", stream=sys.stderr)  # stdout carries the records only
+        return _consume(args, sys.stdout)
 
     if args.command == "probe":
         if args.bootstrap_servers:
