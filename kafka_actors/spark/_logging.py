@@ -1,0 +1,30 @@
+"""Logging of the Spark worker processes that host kafka-actors code.
+
+Owns: :func:`quiet_logging`, which prints kafka-actors' structlog events of a Spark Python
+worker process on stderr at ``KAFKA_ACTORS_LOG_LEVEL`` (default WARNING), so
+the consumer's info lines do not flood the driver's console. It must run before the consumer's
+modules are imported (they bind their loggers at import). May touch: structlog's and stdlib
+logging's configuration of the worker process only (never called in the user's process).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+__all__ = ["quiet_logging"]
+
+_done = False
+
+
+def quiet_logging() -> None:
+    global _done
+    if _done:
+        return
+    _done = True
+    from kafka_actors.log import configure
+
+    level = os.environ.get("KAFKA_ACTORS_LOG_LEVEL", "WARNING").upper()
+    configure(level=level, stream=sys.stderr)
+    logging.getLogger("kafka_actors").setLevel(level)

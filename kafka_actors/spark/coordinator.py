@@ -1,0 +1,349 @@
+"""Driver side of the Spark source: a consumer-group member that plans micro-batches.
+
+Owns: :class:`GroupMember`, which lives in Spark's long-lived driver-side Python worker of one
+streaming source. It hosts a :class:`~kafka_actors.KafkaConsumer` subscribed with a rebalance
+listener, a thread that polls it (keeping the member alive and running the listener; every
+owned partition is paused, so the consumer fetches nothing: executors read the data), and an
+:class:`~kafka_actors.spark.offsets.OffsetPlanner` guarded by a lock. It also reads the query's
+checkpoint commit log when told where it is. May touch: the consumer, the planner, the
+checkpoint directory (read only), logging configuration of this worker process.
+
+Commits: Spark calls ``latestOffset(start)`` only after the batch ending at ``start`` is in
+its commit log, and ``commit(end)`` later still; both commit those offsets to the group
+(``commit_sync``, owned partitions only, never backwards).
+
+Revocations: the listener defers its acknowledgement; the partitions stop getting new data and
+the acknowledgement is sent once the offsets already planned for them are committed to Kafka,
+or when the group's rebalance timeout (``max.poll.interval.ms``) passes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kafka_actors.consumer import ConsumerRebalanceListener, KafkaConsumer, RebalanceReply
+from kafka_actors.errors import FatalError, KafkaError, WakeupError
+from kafka_actors.log import get_logger
+from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetPlanner,
+    OffsetRange,
+    Offsets,
+    offsets_from_json,
+    offsets_to_json,
+)
+from kafka_actors.spark.options import SourceOptions
+
+__all__ = ["GroupMember", "last_committed_batch_end"]
+
+_log = get_logger("spark")
+#: How long an empty first assignment must last before the source plans without partitions.
+_EMPTY_SETTLE_S = 3.0
+
+
+def last_committed_batch_end(checkpoint: str, candidates: list[Offsets]) -> Offsets | None:
+    """The end offsets (among ``candidates``, the ends this source planned) of the newest batch
+    in the query's commit log, read from ``<checkpoint>/commits`` and ``<checkpoint>/offsets``
+    (local file system). None when not found."""
+    path = checkpoint[len("file:") :] if checkpoint.startswith("file:") else checkpoint
+    path = path.lstrip("/") if path.startswith("///") else path
+    commits = os.path.join(path, "commits")
+    try:
+        ids = [int(name) for name in os.listdir(commits) if name.isdigit()]
+    except OSError:
+        return None
+    if not ids:
+        return None
+    try:
+        with open(os.path.join(path, "offsets", str(max(ids))), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines[2:]:
+        try:
+            offsets = offsets_from_json(line)
+        except (ValueError, TypeError):
+            continue
+        if offsets in candidates:
+            return offsets
+    return None
+
+
+def _fmt(offsets: Mapping[TopicPartition, int]) -> dict[str, int]:
+    return {f"{tp.topic}-{tp.partition}": offset for tp, offset in sorted(offsets.items())}
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, member: GroupMember) -> None:
+        self._member = member
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
+        self._member._on_assigned(assigned)
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
+        return self._member._on_revoked(revoked)
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
+        self._member._on_lost(lost)
+
+
+class GroupMember:
+    """The source's group member on the driver (see module docstring)."""
+
+    def __init__(self, options: SourceOptions, consumer: KafkaConsumer | None = None) -> None:
+        self.options = options
+        self._lock = threading.RLock()
+        self._planner = OffsetPlanner()
+        self._assigned_once = threading.Event()
+        self._empty_assignment_at: float | None = None
+        self._stopping = threading.Event()
+        self._error: BaseException | None = None
+        self._issued: list[Offsets] = []
+        self._target: Offsets | None = None
+        self._available: Offsets = {}
+        self.consumer = (
+            consumer if consumer is not None else KafkaConsumer(options.consumer_config())
+        )
+        self._replies: dict[int, RebalanceReply] = {}
+        if options.pattern is not None:
+            self.consumer.subscribe(pattern=options.pattern, listener=_Listener(self))
+        else:
+            self.consumer.subscribe(list(options.topics), listener=_Listener(self))
+        self._thread = threading.Thread(
+            target=self._poll_loop, name=f"kafka-actors-spark-{options.group_id}", daemon=True
+        )
+        self._thread.start()
+
+    # -- the polling thread ------------------------------------------------------------------
+
+    def _poll_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.consumer.poll(0.5)
+            except WakeupError:
+                continue
+            except FatalError as exc:
+                if self._stopping.is_set():
+                    return
+                _log.error("group_member_failed", error=str(exc))
+                self._error = exc
+                return
+            except KafkaError as exc:
+                if self._stopping.is_set():
+                    return
+                _log.warning("poll_failed_retrying", error=str(exc))
+                time.sleep(0.5)
+            except Exception as exc:  # the consumer closed under us, or a bug: report it
+                if self._stopping.is_set():
+                    return
+                _log.error("group_member_failed", error=repr(exc))
+                self._error = exc
+                return
+
+    def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+        if not assigned:
+            if self._empty_assignment_at is None:
+                self._empty_assignment_at = time.monotonic()
+            return
+        self.consumer.pause(assigned)
+        with self._lock:
+            self._planner.assigned(assigned)
+        self._assigned_once.set()
+
+    def _on_revoked(self, revoked: set[TopicPartition]) -> Any:
+        if not revoked:
+            return None
+        with self._lock:
+            if self._stopping.is_set():
+                self._planner.lost(revoked)
+                return None
+            reply = self.consumer.defer_rebalance_ack()
+            done = self._planner.revoking(revoked, reply)
+        for token in done:
+            assert isinstance(token, RebalanceReply)
+            token.ack()
+        return None
+
+    def _on_lost(self, lost: set[TopicPartition]) -> None:
+        with self._lock:
+            self._planner.lost(lost)
+
+    # -- Spark's calls ---------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _await_assignment(self) -> None:
+        """Wait (up to ``groupAssignmentTimeoutMs``) for the first non-empty assignment; an
+        empty one counts once it has lasted ``_EMPTY_SETTLE_S`` (the group may have more
+        members than partitions, or another member is still revoking them)."""
+        deadline = time.monotonic() + self.options.assignment_timeout_ms / 1000.0
+        while not self._assigned_once.is_set():
+            now = time.monotonic()
+            seen = self._empty_assignment_at
+            if now >= deadline or (seen is not None and now - seen >= _EMPTY_SETTLE_S):
+                return
+            self._assigned_once.wait(0.05)
+
+    def initial_offsets(self) -> dict[str, dict[str, int]]:
+        """Where a new query starts: each owned partition at the group's committed offset, or
+        at ``startingOffsets`` when the group has none."""
+        self._check()
+        self._await_assignment()
+        with self._lock:
+            self._resolve()
+            end = self._planner.latest({}, {})
+            _log.debug("initial_offsets", end=_fmt(end), pid=os.getpid())
+            self._issued.append(dict(end))
+        return offsets_to_json(end)
+
+    def latest_offsets(
+        self, start_json: Mapping[str, Any], limit: int | None
+    ) -> dict[str, dict[str, int]]:
+        """End offsets of the next batch (``start_json`` is committed in Spark's log)."""
+        self._check()
+        start = offsets_from_json(start_json)
+        self._commit(start)
+        self._await_assignment()
+        with self._lock:
+            for token in self._planner.revocation_tokens():
+                if isinstance(token, RebalanceReply) and token.done:
+                    gone = self._planner.abandon(token)
+                    _log.warning(
+                        "revocation_acknowledged_at_deadline", partitions=sorted(map(str, gone))
+                    )
+            self._planner.forget_unowned(self.consumer.assignment())
+            self._resolve()
+            active = [tp for tp, s in self._planner.owned.items() if s.resolved and tp in start]
+            available = self.consumer.end_offsets(active) if active else {}
+            self._available = dict(available)
+            end = self._planner.latest(start, available, limit, self._target)
+            _log.debug(
+                "latest_offsets",
+                start=_fmt(start),
+                end=_fmt(end),
+                available=_fmt(available),
+                pid=os.getpid(),
+            )
+            self._issued.append(dict(end))
+            del self._issued[:-64]
+        return offsets_to_json(end)
+
+    def reported_latest(self) -> dict[str, dict[str, int]] | None:
+        return offsets_to_json(self._available) if self._available else None
+
+    def ranges(
+        self, start_json: Mapping[str, Any], end_json: Mapping[str, Any]
+    ) -> list[OffsetRange]:
+        """The offset ranges of the batch ``(start, end]``. A batch this member did not plan
+        (Spark replaying its last batch after a restart) skips what the group has committed
+        past ``start`` (records another member already delivered)."""
+        self._check()
+        start = offsets_from_json(start_json)
+        end = offsets_from_json(end_json)
+        floor: Offsets | None = None
+        if end not in self._issued:
+            wanted = [tp for tp in end if tp in start and end[tp] > start[tp]]
+            if wanted:
+                committed = self.consumer.committed(wanted)
+                floor = {tp: om.offset for tp, om in committed.items() if om is not None}
+        return OffsetPlanner.ranges(start, end, floor)
+
+    def commit(self, end_json: Mapping[str, Any]) -> None:
+        self._check()
+        self._commit(offsets_from_json(end_json))
+
+    def prepare_available_now(self) -> None:
+        """Bound every partition of the subscribed topics at its current end offset."""
+        self._check()
+        topics: list[str]
+        if self.options.pattern is not None:
+            import re
+
+            regex = re.compile(self.options.pattern)
+            topics = [t for t in self.consumer.list_topics() if regex.fullmatch(t)]
+        else:
+            topics = list(self.options.topics)
+        partitions = [
+            TopicPartition(topic, info.partition)
+            for topic in topics
+            for info in self.consumer.partitions_for(topic)
+        ]
+        target = self.consumer.end_offsets(partitions) if partitions else {}
+        with self._lock:
+            self._target = dict(target)
+
+    def stop(self) -> None:
+        """Commit the last batch Spark completed (when the checkpoint is known), acknowledge
+        pending revocations, leave the group."""
+        if self.options.checkpoint_location and self._error is None:
+            try:
+                end = last_committed_batch_end(self.options.checkpoint_location, self._issued)
+                if end is not None:
+                    self._commit(end)
+            except Exception as exc:
+                _log.warning("commit_at_stop_failed", error=str(exc))
+        with self._lock:
+            self._stopping.set()
+            tokens = self._planner.release_all()
+        for token in tokens:
+            assert isinstance(token, RebalanceReply)
+            token.ack()
+        self.consumer.wakeup()
+        self._thread.join(10)
+        try:
+            self.consumer.close(timeout=30)
+        except Exception as exc:
+            _log.warning("close_failed", error=str(exc))
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _commit(self, offsets: Offsets) -> None:
+        with self._lock:
+            wanted = self._planner.to_commit(offsets)
+        if not wanted:
+            return
+        self.consumer.commit_sync(wanted)
+        with self._lock:
+            done = self._planner.kafka_committed(wanted)
+        for token in done:
+            assert isinstance(token, RebalanceReply)
+            token.ack()
+
+    def _resolve(self) -> None:
+        """Committed offset and fallback start of newly acquired partitions (lock held)."""
+        pending = sorted(self._planner.unresolved(), key=lambda t: (t.topic, t.partition))
+        if not pending:
+            return
+        committed = self.consumer.committed(pending)
+        starting = self.options.starting_offsets
+        fallback: dict[TopicPartition, int] = {}
+        need_earliest: list[TopicPartition] = []
+        need_latest: list[TopicPartition] = []
+        for tp in pending:
+            if committed.get(tp) is not None:
+                continue
+            if isinstance(starting, Mapping):
+                value = starting.get(tp, EARLIEST)
+            else:
+                value = EARLIEST if starting == "earliest" else LATEST
+            if value == EARLIEST:
+                need_earliest.append(tp)
+            elif value == LATEST:
+                need_latest.append(tp)
+            else:
+                fallback[tp] = value
+        if need_earliest:
+            fallback.update(self.consumer.beginning_offsets(need_earliest))
+        if need_latest:
+            fallback.update(self.consumer.end_offsets(need_latest))
+        for tp in pending:
+            om = committed.get(tp)
+            self._planner.resolved(tp, om.offset if om is not None else None, fallback.get(tp, 0))

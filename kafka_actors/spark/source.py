@@ -1,0 +1,137 @@
+"""The ``kafka-actors`` Python data source for Spark Structured Streaming (Spark 4.2+).
+
+Owns: :class:`KafkaActorsDataSource` (registered under the name ``kafka-actors``: the name
+``kafka`` belongs to Spark's built-in source, which would win) and its stream reader, which
+glues Spark's calls to the driver-side :class:`~kafka_actors.spark.coordinator.GroupMember`
+(created lazily: Spark also builds and pickles a reader to ship ``read`` to executors, and that
+copy must not join the group) and to the executor-side
+:class:`~kafka_actors.spark.reader.RangeReader`. May touch: pyspark's data source API, the
+modules of this package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from kafka_actors.spark.offsets import OffsetRange, split_ranges
+from kafka_actors.spark.options import SourceOptions
+from kafka_actors.spark.reader import SPARK_SCHEMA, SPARK_SCHEMA_WITH_HEADERS, RangeReader
+
+if TYPE_CHECKING:
+    from kafka_actors.spark.coordinator import GroupMember
+
+__all__ = ["SOURCE_NAME", "KafkaActorsDataSource", "KafkaInputPartition", "register"]
+
+SOURCE_NAME = "kafka-actors"
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task: records ``[start, end)`` of one Kafka partition (``value`` is the
+    :class:`~kafka_actors.spark.offsets.OffsetRange`)."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+
+    @property
+    def range(self) -> OffsetRange:
+        value = self.value
+        assert isinstance(value, OffsetRange)
+        return value
+
+
+class KafkaActorsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Spark's view of the source (see the package docstring for the guarantees)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._member: GroupMember | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options, "_member": None}
+
+    def _driver(self) -> GroupMember:
+        if self._member is None:
+            # Configure logging before the consumer's modules bind their loggers.
+            from kafka_actors.spark._logging import quiet_logging
+
+            quiet_logging()
+            from kafka_actors.spark.coordinator import GroupMember
+
+            self._member = GroupMember(self.options)
+        return self._member
+
+    # -- driver ------------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:
+        return self._driver().initial_offsets()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit is not None else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return self._driver().latest_offsets(start, rows)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return self._member.reported_latest() if self._member is not None else None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._driver().prepare_available_now()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        ranges = self._driver().ranges(start, end)
+        return [KafkaInputPartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._driver().commit(end)
+
+    def stop(self) -> None:
+        member, self._member = self._member, None
+        if member is not None:
+            member.stop()
+
+    # -- executors ---------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        value = partition.value
+        assert isinstance(value, OffsetRange)
+        reader = RangeReader(
+            self.options.reader_settings(),
+            include_headers=self.options.include_headers,
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            poll_timeout_ms=self.options.poll_timeout_ms,
+        )
+        yield from reader.read(value.topic, value.partition, value.start, value.end)
+
+
+class KafkaActorsDataSource(DataSource):
+    """``spark.readStream.format("kafka-actors")``: a Kafka source that is a consumer-group
+    member and commits its offsets to the group (see :mod:`kafka_actors.spark`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        include = str(self.options.get("includeHeaders", self.options.get("includeheaders", "")))
+        return SPARK_SCHEMA_WITH_HEADERS if include.lower() == "true" else SPARK_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaActorsStreamReader(SourceOptions.parse(self.options))
+
+
+def register(spark: Any) -> None:
+    """Register the source with a SparkSession: ``spark.readStream.format("kafka-actors")``."""
+    spark.dataSource.register(KafkaActorsDataSource)
