@@ -1,11 +1,12 @@
 """A real Apache Kafka cluster (KRaft) on loopback, launched from Maven Central jars.
 
-Owns: the JVM processes it starts (recorded by PID in a process-wide registry and stopped
-only by PID: on ``stop()``, on context exit, at interpreter exit and on SIGTERM/SIGHUP), their
-temporary directories (configuration, data, one log file per node), and the loopback ports
-it picks. May touch: the jar cache through :mod:`kafka_actors.testing.jars`, the cluster
-through confluent-kafka's AdminClient (readiness, topics), and ``openssl`` for test
-certificates (:mod:`kafka_actors.testing.security`).
+Owns: the KRaft nodes it starts (their JVMs are recorded by PID in
+:mod:`kafka_actors.testing.processes`, which stops them, only by PID, on ``stop()``, context
+exit, interpreter exit and SIGTERM/SIGHUP), their temporary directories (configuration, data,
+one log file per node), and the loopback ports it picks. May touch: the jar cache through
+:mod:`kafka_actors.testing.jars`, the cluster through confluent-kafka's AdminClient
+(readiness, topics), and ``openssl`` for test certificates
+(:mod:`kafka_actors.testing.security`).
 
 Topology: one broker runs as a combined ``broker,controller`` KRaft node. N > 1 brokers run
 beside one dedicated KRaft controller process, so any one broker may be stopped, SIGKILLed
@@ -15,11 +16,9 @@ replication-factor-3 topics keep a leader.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -30,10 +29,26 @@ import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any, Self
 
 from kafka_actors.testing import jars as _jars
+from kafka_actors.testing.processes import (
+    DIR_PREFIX,
+    OWNER_FILE,
+    register,
+    register_dir,
+    sweep_stale_dirs,
+    terminate,
+    unregister,
+    unregister_dir,
+)
+from kafka_actors.testing.processes import install_exit_handlers as _install_exit_handlers
+from kafka_actors.testing.processes import kill_all as kill_all
+from kafka_actors.testing.processes import live_pids as live_pids
+from kafka_actors.testing.processes import pdeathsig_prefix as _pdeathsig_prefix
+from kafka_actors.testing.processes import pid_alive as pid_alive
+from kafka_actors.testing.processes import started_pids as started_pids
 from kafka_actors.testing.security import (
     SCRAM_MECHANISMS,
     ListenerSpec,
@@ -55,149 +70,6 @@ LIGHT_JVM = ("-Xmx256m", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1
 
 class KafkaLaunchError(RuntimeError):
     """A Kafka node did not start, or did not become ready in time."""
-
-
-# --------------------------------------------------------------------------------------
-# Process registry: every JVM started by this module, by PID.
-# --------------------------------------------------------------------------------------
-
-_registry_lock = threading.Lock()
-_live: dict[int, subprocess.Popen[bytes]] = {}
-_started_pids: set[int] = set()
-
-
-def _register(proc: subprocess.Popen[bytes]) -> None:
-    with _registry_lock:
-        _live[proc.pid] = proc
-        _started_pids.add(proc.pid)
-
-
-def _unregister(proc: subprocess.Popen[bytes]) -> None:
-    with _registry_lock:
-        _live.pop(proc.pid, None)
-
-
-def started_pids() -> frozenset[int]:
-    """PIDs of every JVM this process has started (alive or not)."""
-    with _registry_lock:
-        return frozenset(_started_pids)
-
-
-def pid_alive(pid: int) -> bool:
-    """True if ``pid`` names a live process that is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def live_pids() -> list[int]:
-    """PIDs of JVMs started by this process that are still alive."""
-    with _registry_lock:
-        procs = list(_live.values())
-    return [p.pid for p in procs if p.poll() is None]
-
-
-def _terminate(procs: Sequence[subprocess.Popen[bytes]], timeout: float) -> None:
-    """SIGTERM each process, wait up to ``timeout`` in all, then SIGKILL the rest."""
-    for proc in procs:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for proc in procs:
-        try:
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait()
-        _unregister(proc)
-
-
-def kill_all(timeout: float = 10.0) -> list[int]:
-    """Stop every JVM this process started and is still running; returns their PIDs."""
-    with _registry_lock:
-        procs = list(_live.values())
-    alive = [p for p in procs if p.poll() is None]
-    _terminate(procs, timeout)
-    return [p.pid for p in alive]
-
-
-# Temporary directories of started clusters, removed at exit if their owner did not.
-_dirs: set[Path] = set()
-
-
-def _exit_cleanup() -> None:
-    kill_all(timeout=10.0)
-    with _registry_lock:
-        dirs = list(_dirs)
-        _dirs.clear()
-    for d in dirs:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-_handlers_installed = False
-
-
-def _on_signal(signum: int, frame: FrameType | None) -> None:
-    _exit_cleanup()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-
-
-def _install_exit_handlers() -> None:
-    """atexit, plus SIGTERM/SIGHUP handlers where nobody else handles those signals."""
-    global _handlers_installed
-    if _handlers_installed:
-        return
-    _handlers_installed = True
-    atexit.register(_exit_cleanup)
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) in (signal.SIG_DFL, None):
-                signal.signal(sig, _on_signal)
-
-
-# --------------------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------------------
-
-_DIR_PREFIX = "kafka-actors-"
-_OWNER_FILE = "owner.pid"
-
-
-def _cwds_under(root: Path) -> bool:
-    """True if any process we can see has its working directory inside ``root``."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if cwd == str(root) or cwd.startswith(f"{root}/"):
-            return True
-    return False
-
-
-def sweep_stale_dirs() -> list[Path]:
-    """Remove cluster directories left in the temp dir by testkit processes that died
-    without cleaning up (e.g. SIGKILLed): only those whose ``owner.pid`` names a dead
-    process and in which no live process (an orphaned JVM) still works. Returns them."""
-    removed: list[Path] = []
-    for d in Path(tempfile.gettempdir()).glob(f"{_DIR_PREFIX}*"):
-        try:
-            owner = int((d / _OWNER_FILE).read_text())
-        except (OSError, ValueError):
-            continue  # not ours, or still being created
-        if pid_alive(owner) or _cwds_under(d):
-            continue
-        shutil.rmtree(d, ignore_errors=True)
-        removed.append(d)
-    return removed
 
 
 def free_ports(n: int) -> list[int]:
@@ -290,22 +162,6 @@ def _java() -> str:
     return found
 
 
-def _pdeathsig_prefix() -> list[str]:
-    """``setpriv --pdeathsig KILL`` when available and we are on the main thread.
-
-    The kernel delivers the parent-death signal when the *thread* that forked exits, so it
-    is used only from the main thread, whose end is the process's end. It makes a JVM die
-    even when this interpreter is SIGKILLed and no cleanup code can run.
-    ``KAFKA_ACTORS_PDEATHSIG=0`` turns it off.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return []
-    if os.environ.get("KAFKA_ACTORS_PDEATHSIG", "1") == "0":
-        return []
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL"] if setpriv else []
-
-
 # Kafka command-line tools by their script names: candidate main classes, newest first.
 TOOL_ALIASES: Mapping[str, tuple[str, ...]] = {
     "kafka-consumer-groups": ("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",),
@@ -332,19 +188,20 @@ TOOL_ALIASES: Mapping[str, tuple[str, ...]] = {
 }
 
 
+_classes_lock = threading.Lock()
 _classes_cache: dict[Path, tuple[frozenset[str], frozenset[str]]] = {}
 
 
 def _classes_of(jars: _jars.KafkaJars) -> tuple[frozenset[str], frozenset[str]]:
     """Top-level class names in the tools and the broker class paths (cached)."""
-    with _registry_lock:
+    with _classes_lock:
         found = _classes_cache.get(jars.directory)
     if found is None:
         found = (
             frozenset(_jar_classes(jars.tools_classpath)),
             frozenset(_jar_classes(jars.broker_classpath)),
         )
-        with _registry_lock:
+        with _classes_lock:
             _classes_cache[jars.directory] = found
     return found
 
@@ -555,11 +412,10 @@ class KafkaCluster:
             _install_exit_handlers()
             jars = self.jars
             sweep_stale_dirs()
-            self.directory = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{jars.version}-"))
-            (self.directory / _OWNER_FILE).write_text(str(os.getpid()))
+            self.directory = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{jars.version}-"))
+            (self.directory / OWNER_FILE).write_text(str(os.getpid()))
             if not self.keep_dir:
-                with _registry_lock:
-                    _dirs.add(self.directory)
+                register_dir(self.directory)
             self.cluster_id = _random_cluster_id()
             if any(s.uses_ssl for s in self.listeners):
                 self.certificates = make_certificates(self.directory / "tls")
@@ -601,9 +457,9 @@ class KafkaCluster:
             if not self._nodes:
                 return
             brokers = [n.process for n in self.brokers if n.process is not None]
-            _terminate(brokers, timeout)
+            terminate(brokers, timeout)
             others = [n.process for n in self._nodes if not n.is_broker and n.process is not None]
-            _terminate(others, timeout)
+            terminate(others, timeout)
             self._cleanup_dir()
             self._nodes = []
             self._controller = None
@@ -613,13 +469,12 @@ class KafkaCluster:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-        _terminate(procs, 5.0)
+        terminate(procs, 5.0)
 
     def _cleanup_dir(self) -> None:
         if self.directory is not None and not self.keep_dir:
             shutil.rmtree(self.directory, ignore_errors=True)
-            with _registry_lock:
-                _dirs.discard(self.directory)
+            unregister_dir(self.directory)
 
     # ----- single broker control ----------------------------------------------------
 
@@ -627,7 +482,7 @@ class KafkaCluster:
         """Stop broker ``i`` gracefully (controlled shutdown), SIGKILL after timeout."""
         node = self.brokers[i]
         if node.process is not None:
-            _terminate([node.process], timeout)
+            terminate([node.process], timeout)
 
     def kill_broker(self, i: int) -> None:
         """SIGKILL broker ``i``."""
@@ -635,7 +490,7 @@ class KafkaCluster:
         if node.process is not None and node.process.poll() is None:
             node.process.kill()
             node.process.wait()
-            _unregister(node.process)
+            unregister(node.process)
 
     def start_broker(self, i: int, timeout: float | None = None) -> None:
         """Start broker ``i`` again (same id, ports and data) and wait until registered."""
@@ -797,7 +652,7 @@ class KafkaCluster:
         the PID registry like the brokers, so it is stopped at exit if the caller forgets."""
         cmd = [*_pdeathsig_prefix(), *self.tool_command(tool, args, short_lived=False)]
         proc: subprocess.Popen[bytes] = subprocess.Popen(cmd, **kwargs)
-        _register(proc)
+        register(proc)
         return proc
 
     # ----- internals ----------------------------------------------------------------
@@ -1024,7 +879,7 @@ class KafkaCluster:
                 start_new_session=True,
             )
         node.process = proc
-        _register(proc)
+        register(proc)
 
     def _wait_ready(self, timeout: float, nodes: Sequence[KafkaNode] | None = None) -> None:
         """Wait until ``nodes`` (default: all) are up: each node's port accepts, each of

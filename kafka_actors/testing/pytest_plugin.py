@@ -6,7 +6,7 @@ Owns: the session fixtures ``kafka_broker`` (newest Kafka 4.x, one KRaft node),
 ``mock_cluster`` (librdkafka mock, 3 brokers), the ``kafka_topic`` factory, and the hooks that
 restart brokers a test left stopped, attach broker log tails to failure reports and, at
 session end, stop any JVM the tests started that is still alive (by PID).
-May touch: :mod:`kafka_actors.testing.broker` and :mod:`kafka_actors.testing.mock` only.
+May touch: the testkit's own modules (broker, mock, processes) only.
 
 Registered through the ``pytest11`` entry point, so the fixtures are available wherever the
 package is installed. Fixtures are lazy: a session that uses none starts no broker.
@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 import pytest
 
-from kafka_actors.testing import broker as _broker
 from kafka_actors.testing import jars as _jars
+from kafka_actors.testing import processes as _processes
 from kafka_actors.testing.broker import KafkaBroker, KafkaCluster
 from kafka_actors.testing.mock import MockCluster
 from kafka_actors.testing.security import ALL_SECURE_LISTENERS
@@ -152,7 +152,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop, by PID, any JVM the tests started that is still alive; a leak fails the run."""
-    leaked = _broker.kill_all(timeout=15.0)
+    leaked = _processes.kill_all(timeout=15.0)
     if leaked:
         msg = f"kafka-actors testkit: JVMs still alive at session end, killed: {leaked}"
         session.config.stash[_LEAKS] = msg
