@@ -212,7 +212,7 @@ class KafkaConsumer:
             )
 
         self._tree: SupervisorTree = start_tree(
-            SupervisorSpec(max_restarts=3, period=10.0),
+            SupervisorSpec(max_restarts=1, period=60.0),
             [
                 ChildSpec("facade", lambda c: FacadeActor.start(ctx, context=c)),
                 ChildSpec("network", start_network, shutdown_timeout=10.0),

@@ -383,9 +383,14 @@ class MembershipActor(ManagerActor):
             heartbeat_version=versions.version_for(ApiKey.HEARTBEAT),
             leave_group_version=versions.version_for(ApiKey.LEAVE_GROUP),
         )
-        return classic.ClassicMembershipManager(
+        manager = classic.ClassicMembershipManager(
             config, random=ctx.random, client_id=ctx.config.client_id
         )
+        if ctx.member_id:
+            # A restarted member rejoins with the member id the broker knows, so the rebalance
+            # does not wait for the old incarnation's session to expire.
+            manager._set_member_id(ctx.member_id)
+        return manager
 
     def rebuild(self) -> None:
         manager = self.manager
