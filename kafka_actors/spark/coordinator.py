@@ -159,15 +159,13 @@ class GroupMember:
     def _on_revoked(self, revoked: set[TopicPartition]) -> Any:
         if not revoked:
             return None
+        if self._stopping.is_set():
+            # leaving: what Spark completed is committed already; nothing else will be
+            return None
+        reply = self.consumer.defer_rebalance_ack()
         with self._lock:
-            if self._stopping.is_set():
-                self._planner.lost(revoked)
-                return None
-            reply = self.consumer.defer_rebalance_ack()
             done = self._planner.revoking(revoked, reply)
-        for token in done:
-            assert isinstance(token, RebalanceReply)
-            token.ack()
+        _ack(done)
         return None
 
     def _on_lost(self, lost: set[TopicPartition]) -> None:
@@ -183,12 +181,14 @@ class GroupMember:
     def _await_assignment(self) -> None:
         """Wait (up to ``groupAssignmentTimeoutMs``) for the first non-empty assignment; an
         empty one counts once it has lasted ``_EMPTY_SETTLE_S`` (the group may have more
-        members than partitions, or another member is still revoking them)."""
+        members than partitions, or another member is still revoking them), except under
+        Trigger.AvailableNow, which would end at once with nothing to read."""
         deadline = time.monotonic() + self.options.assignment_timeout_ms / 1000.0
         while not self._assigned_once.is_set():
             now = time.monotonic()
             seen = self._empty_assignment_at
-            if now >= deadline or (seen is not None and now - seen >= _EMPTY_SETTLE_S):
+            settled = seen is not None and now - seen >= _EMPTY_SETTLE_S
+            if now >= deadline or (settled and self._target is None):
                 return
             self._assigned_once.wait(0.05)
 
@@ -197,43 +197,48 @@ class GroupMember:
         at ``startingOffsets`` when the group has none."""
         self._check()
         self._await_assignment()
+        self._resolve()
         with self._lock:
-            self._resolve()
             end = self._planner.latest({}, {})
-            _log.debug("initial_offsets", end=_fmt(end), pid=os.getpid())
             self._issued.append(dict(end))
+        _log.debug("initial_offsets", end=_fmt(end))
         return offsets_to_json(end)
 
     def latest_offsets(
         self, start_json: Mapping[str, Any], limit: int | None
     ) -> dict[str, dict[str, int]]:
-        """End offsets of the next batch (``start_json`` is committed in Spark's log)."""
+        """End offsets of the next batch (``start_json`` is committed in Spark's log).
+
+        The lock is never held across a call to the consumer: the rebalance listener (on the
+        polling thread) takes it too, and a revocation must never wait for a lookup."""
         self._check()
         start = offsets_from_json(start_json)
         self._commit(start)
         self._await_assignment()
         with self._lock:
-            for token in self._planner.revocation_tokens():
-                if isinstance(token, RebalanceReply) and token.done:
-                    gone = self._planner.abandon(token)
-                    _log.warning(
-                        "revocation_acknowledged_at_deadline", partitions=sorted(map(str, gone))
-                    )
-            self._planner.forget_unowned(self.consumer.assignment())
-            self._resolve()
+            expired = [
+                t
+                for t in self._planner.revocation_tokens()
+                if isinstance(t, RebalanceReply) and t.done
+            ]
+            for token in expired:
+                gone = self._planner.abandon(token)
+                _log.warning(
+                    "revocation_acknowledged_at_deadline", partitions=sorted(map(str, gone))
+                )
+        assignment = self.consumer.assignment()
+        with self._lock:
+            self._planner.forget_unowned(assignment)
+        self._resolve()
+        with self._lock:
             active = [tp for tp, s in self._planner.owned.items() if s.resolved and tp in start]
-            available = self.consumer.end_offsets(active) if active else {}
+        available = self.consumer.end_offsets(active) if active else {}
+        with self._lock:
             self._available = dict(available)
             end = self._planner.latest(start, available, limit, self._target)
-            _log.debug(
-                "latest_offsets",
-                start=_fmt(start),
-                end=_fmt(end),
-                available=_fmt(available),
-                pid=os.getpid(),
-            )
             self._issued.append(dict(end))
             del self._issued[:-64]
+        _log.debug("latest_offsets", start=_fmt(start), end=_fmt(end), available=_fmt(available))
         return offsets_to_json(end)
 
     def reported_latest(self) -> dict[str, dict[str, int]] | None:
@@ -282,7 +287,10 @@ class GroupMember:
 
     def stop(self) -> None:
         """Commit the last batch Spark completed (when the checkpoint is known), acknowledge
-        pending revocations, leave the group."""
+        pending revocations, leave the group. Safe to call from a signal handler that
+        interrupted another call of this member (no lock is waited for without a bound)."""
+        if self._stopping.is_set():
+            return
         if self.options.checkpoint_location and self._error is None:
             try:
                 end = last_committed_batch_end(self.options.checkpoint_location, self._issued)
@@ -290,14 +298,15 @@ class GroupMember:
                     self._commit(end)
             except Exception as exc:
                 _log.warning("commit_at_stop_failed", error=str(exc))
-        with self._lock:
-            self._stopping.set()
-            tokens = self._planner.release_all()
-        for token in tokens:
-            assert isinstance(token, RebalanceReply)
-            token.ack()
+        self._stopping.set()
+        if self._lock.acquire(timeout=2.0):
+            try:
+                tokens = self._planner.release_all()
+            finally:
+                self._lock.release()
+            _ack(tokens)
         self.consumer.wakeup()
-        self._thread.join(10)
+        self._thread.join(5)
         try:
             self.consumer.close(timeout=30)
         except Exception as exc:
@@ -313,13 +322,12 @@ class GroupMember:
         self.consumer.commit_sync(wanted)
         with self._lock:
             done = self._planner.kafka_committed(wanted)
-        for token in done:
-            assert isinstance(token, RebalanceReply)
-            token.ack()
+        _ack(done)
 
     def _resolve(self) -> None:
-        """Committed offset and fallback start of newly acquired partitions (lock held)."""
-        pending = sorted(self._planner.unresolved(), key=lambda t: (t.topic, t.partition))
+        """Committed offset and fallback start of newly acquired partitions."""
+        with self._lock:
+            pending = sorted(self._planner.unresolved(), key=lambda t: (t.topic, t.partition))
         if not pending:
             return
         committed = self.consumer.committed(pending)
@@ -344,6 +352,15 @@ class GroupMember:
             fallback.update(self.consumer.beginning_offsets(need_earliest))
         if need_latest:
             fallback.update(self.consumer.end_offsets(need_latest))
-        for tp in pending:
-            om = committed.get(tp)
-            self._planner.resolved(tp, om.offset if om is not None else None, fallback.get(tp, 0))
+        with self._lock:
+            for tp in pending:
+                om = committed.get(tp)
+                self._planner.resolved(
+                    tp, om.offset if om is not None else None, fallback.get(tp, 0)
+                )
+
+
+def _ack(tokens: list[object]) -> None:
+    for token in tokens:
+        assert isinstance(token, RebalanceReply)
+        token.ack()

@@ -11,10 +11,12 @@ How the planner reads Spark's offsets
 A batch's end offsets name exactly the partitions the member plans for; a batch reads, per
 partition, ``[start[p], end[p])``. A partition absent from ``start`` reads nothing in that
 batch: its value in ``end`` only *establishes* where reading starts (this is how a newly
-assigned partition enters, at the group's committed offset). A partition absent from ``end``
-reads nothing and leaves (a revocation that completed, or a partition whose group offset moved
-past this query's checkpoint: it leaves for one batch and comes back at the group's offset, so
-the batch's offsets always describe exactly what was read).
+assigned partition enters, at the group's committed offset). Partitions this member does not
+own (any more) are carried unchanged, so the checkpoint keeps knowing where the query stands.
+A partition absent from ``end`` reads nothing and leaves: that happens only when the group's
+committed offset moved past this query's checkpoint while the partition was elsewhere; it
+comes back in the next batch at the group's offset, so the batch's offsets always describe
+exactly what was read.
 
 Ownership of a partition moves through ACQUIRING (assigned; its start not decided yet),
 ACTIVE (planned from ``start``), REVOKING (revoked by the group: frozen, no new data planned,
@@ -347,6 +349,11 @@ class OffsetPlanner:
         """
         end: Offsets = {}
         wanting: dict[Hashable, int] = {}
+        for tp, begin_offset in start.items():
+            if tp not in self.owned:
+                # not ours (never, or not any more): carried as it is, so the checkpoint keeps
+                # knowing where this query stands if the partition comes back
+                end[tp] = begin_offset
         for tp, state in self.owned.items():
             begin = start.get(tp)
             if state.status is Ownership.REVOKING:
@@ -389,8 +396,9 @@ class OffsetPlanner:
             assert isinstance(key, TopicPartition)
             end[key] += count
         for tp, offset in end.items():
-            state = self.owned[tp]
-            state.fence = offset if state.fence is None else max(state.fence, offset)
+            owned = self.owned.get(tp)
+            if owned is not None:
+                owned.fence = offset if owned.fence is None else max(owned.fence, offset)
         return end
 
     @staticmethod

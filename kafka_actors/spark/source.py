@@ -11,7 +11,11 @@ modules of this package.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from collections.abc import Iterator, Sequence
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -69,7 +73,26 @@ class KafkaActorsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             from kafka_actors.spark.coordinator import GroupMember
 
             self._member = GroupMember(self.options)
+            self._leave_on_sigterm()
         return self._member
+
+    def _leave_on_sigterm(self) -> None:
+        """Spark stops a query's source by terminating its Python worker (SIGTERM), without
+        calling ``stop()``: leave the group (and commit what Spark completed) first, so the
+        partitions move to the other members at once instead of after the session timeout."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            try:
+                self.stop()
+            finally:
+                if callable(previous):
+                    previous(signum, frame)
+                os._exit(0)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
 
     # -- driver ------------------------------------------------------------------------------
 
