@@ -223,7 +223,7 @@ class KafkaConsumer:
         )
         ctx.root_table = self._tree.children
         self._facade = Facade(ctx, lambda: self._tree.fatal_error)
-        self._poll_lock = threading.Lock()
+        self._poll_lock = threading.RLock()
         self._init_task: concurrent.futures.Future[Any] | None = None
         self._close_lock = threading.Lock()
         self._log.info("consumer_created", group_protocol=cfg.group_protocol)

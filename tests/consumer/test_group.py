@@ -244,27 +244,34 @@ def test_two_members_split_and_no_duplicates(kafka_broker: Any, protocol: str) -
 
 
 def test_future_reply(kafka_broker: Any) -> None:
-    """A listener returning a Future defers its acknowledgement until the Future completes."""
+    """A listener returning a Future defers its acknowledgement until the Future completes:
+    no record of the assigned partition is returned before."""
     topic = unique("future")
     kafka_broker.create_topic(topic, partitions=1)
     produce(kafka_broker.bootstrap_servers, topic, 5)
-    pending: list[concurrent.futures.Future[None]] = []
+    pending: list[tuple[set[TopicPartition], concurrent.futures.Future[None]]] = []
+    release = threading.Event()
 
     class FutureListener(ConsumerRebalanceListener):
         def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
             future: concurrent.futures.Future[None] = concurrent.futures.Future()
-            pending.append(future)
+            if release.is_set() or not assigned:
+                future.set_result(None)
+            pending.append((set(assigned), future))
             return future
 
     config = group_config(kafka_broker.bootstrap_servers, unique("g"), "consumer")
     with KafkaConsumer(config) as consumer:
         consumer.subscribe([topic], listener=FutureListener())
         deadline = time.monotonic() + 30
-        while not pending:
+        while not any(assigned for assigned, _ in pending):
             assert time.monotonic() < deadline
             assert not consumer.poll(0.2), "records before onPartitionsAssigned completed"
         end = time.monotonic() + 1.5
         while time.monotonic() < end:
             assert not consumer.poll(0.2), "records before onPartitionsAssigned completed"
-        pending[0].set_result(None)
+        release.set()
+        for _, future in pending:
+            if not future.done():
+                future.set_result(None)
         assert len(poll_until(consumer, 5)) == 5
