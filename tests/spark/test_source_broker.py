@@ -215,6 +215,7 @@ def test_read_committed_never_delivers_aborted_records(
             producer.produce(topic, value=value.encode(), partition=i % 2)
             if not aborted:
                 expected.append(value)
+        assert producer.flush(30) == 0  # the aborted records must reach the log
         if aborted:
             producer.abort_transaction(30)
         else:
