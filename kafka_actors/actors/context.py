@@ -256,7 +256,9 @@ class ConsumerContext:
             return False
         try:
             table.tell(name, message)
-        except (ChildRestartingError, SupervisorFatalError, KeyError) as exc:
+        except KeyError:
+            return False  # no such actor in this consumer (no group: no membership, commit)
+        except (ChildRestartingError, SupervisorFatalError) as exc:
             _log.debug("tell_dropped", target=name, message=type(message).__name__, why=repr(exc))
             return False
         return True
