@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh test,bench
 PY=.venv/bin/python
 echo "== lint: ruff"
-$PY -m ruff check kafka_actors tests bench examples
+$PY -m ruff check .
 echo "== types: mypy"
 $PY -m mypy
 echo "== Kafka jars"
