@@ -3,5 +3,5 @@
 # its own set-up (virtual environment, Python dependencies). Extra arguments go to the job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh test,bench
+bash scripts/bootstrap.sh test,bench,spark
 exec .venv/bin/python -m kafka_actors probe "$@"
