@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pykka
@@ -41,10 +42,17 @@ from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE, PollResul
 from kafka_actors.protocol.versions import NegotiatedVersions, api_versions_request
 from kafka_actors.supervisors import ChildContext, ChildRestartingError, SupervisedActor
 
-__all__ = ["ManagerActor", "Tick"]
+__all__ = ["BackgroundError", "ManagerActor", "Tick"]
 
 _VERSIONS_REQUEST_ID = -7001
 _API_VERSIONS_TRIES = (3, 2, 1, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundError:
+    """An error for the user's next call (facade): raised once at poll()."""
+
+    error: KafkaError
 
 
 class Tick:
@@ -298,9 +306,12 @@ class ManagerActor(SupervisedActor):
             self._versions_try += 1
             self._ask_versions()
             return
-        # Nothing reachable yet (retriable) or a fatal error: try again after the backoff;
-        # callers meanwhile see their own deadlines.
+        # Nothing reachable yet (retriable) or a fatal error (authentication): try again after
+        # the backoff; callers meanwhile see their own deadlines. A fatal error also goes to
+        # the user's next poll (reported by the metadata actor only, once per failure).
         self.log.info("api_versions_failed", error=str(message.error))
+        if not message.error.retriable and self.component == "metadata":
+            self.emit("facade", BackgroundError(message.error))
         tell_later(
             self.ctx.scheduler,
             self.ctx.config.retry_backoff_ms / 1000.0,
