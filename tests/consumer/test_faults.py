@@ -3,6 +3,7 @@ state; callers get their result or a typed error, never silence."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -70,3 +71,60 @@ def test_fatal_supervision_error_names_the_cause(kafka_broker: Any) -> None:
         assert "fetch" in str(info.value)
         with pytest.raises(FatalConsumerError):
             consumer.poll(0)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "api", "code"),
+    [
+        ("consumer", 68, 110),  # ConsumerGroupHeartbeat: FENCED_MEMBER_EPOCH
+        ("consumer", 68, 16),  # ConsumerGroupHeartbeat: NOT_COORDINATOR
+        ("classic", 12, 16),  # Heartbeat: NOT_COORDINATOR
+        ("classic", 12, 27),  # Heartbeat: REBALANCE_IN_PROGRESS
+    ],
+)
+def test_injected_group_errors_recover(
+    kafka_broker: Any, protocol: str, api: int, code: int
+) -> None:
+    """Fencing, coordinator loss and rebalances injected into the heartbeat answers: the member
+    recovers, keeps consuming, and no committed progress is lost."""
+    from kafka_actors import ConsumerRebalanceListener
+
+    topic = unique(f"inject-{protocol}-{code}")
+    kafka_broker.create_topic(topic, partitions=2)
+    produce(kafka_broker.bootstrap_servers, topic, 20)
+    faults = FaultInjector()
+    lost: list[set[TopicPartition]] = []
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_lost(self, partitions: set[TopicPartition]) -> Any:
+            lost.append(partitions)
+
+    config = base_config(
+        kafka_broker.bootstrap_servers,
+        **{"group.id": unique("g"), "group.protocol": protocol, "enable.auto.commit": False},
+    )
+    if protocol == "classic":
+        config["heartbeat.interval.ms"] = 300
+    with KafkaConsumer(config, faults=faults) as consumer:
+        consumer.subscribe([topic], listener=Listener())
+        poll_until(consumer, 20)
+        consumer.commit_sync()
+        faults.error_response(api, code, times=1)
+        produce(kafka_broker.bootstrap_servers, topic, 10, start=20)
+        records = poll_until(consumer, 10, timeout=90)
+        assert sorted(r.value or b"" for r in records) == sorted(
+            f"value-{i}".encode() for i in range(20, 30)
+        )
+        deadline = time.monotonic() + 60
+        while faults.pending() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert not faults.pending(), "the injected error was never consumed"
+        for _ in range(30):
+            try:
+                committed = consumer.commit_sync(timeout=30)
+                break
+            except (CommitFailedError, RebalanceInProgressError):
+                consumer.poll(0.3)
+        assert sum(om.offset for om in committed.values()) == 30
+    if code == 110:
+        assert lost, "a fenced member releases its partitions as lost"
