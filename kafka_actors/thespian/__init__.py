@@ -1,0 +1,58 @@
+"""Thespian front end: a bridge actor that owns a KafkaConsumer and serves it by messages.
+
+Owns: the public names of the bridge (:class:`KafkaBridge`), the subscriber base class
+(:class:`StreamSubscriber`) and the protocol (:mod:`kafka_actors.thespian.messages`). Needs the
+``thespian`` extra (``pip install kafka-actors[thespian]``).
+
+May touch: nothing beyond its own modules.
+"""
+
+from kafka_actors.thespian.bridge import KafkaBridge
+from kafka_actors.thespian.messages import (
+    Assign,
+    BridgeStats,
+    Close,
+    Closed,
+    Commit,
+    CommitFailed,
+    CommitOk,
+    Configure,
+    Configured,
+    ErrorInfo,
+    GetStats,
+    PartitionsAssigned,
+    PartitionsLost,
+    PartitionsRevoked,
+    RebalanceAck,
+    RecordBatch,
+    Request,
+    StreamError,
+    Subscribe,
+    Subscribed,
+)
+from kafka_actors.thespian.subscriber import StreamSubscriber
+
+__all__ = [
+    "Assign",
+    "BridgeStats",
+    "Close",
+    "Closed",
+    "Commit",
+    "CommitFailed",
+    "CommitOk",
+    "Configure",
+    "Configured",
+    "ErrorInfo",
+    "GetStats",
+    "KafkaBridge",
+    "PartitionsAssigned",
+    "PartitionsLost",
+    "PartitionsRevoked",
+    "RebalanceAck",
+    "RecordBatch",
+    "Request",
+    "StreamError",
+    "StreamSubscriber",
+    "Subscribe",
+    "Subscribed",
+]

@@ -1,0 +1,250 @@
+"""The Thespian bridge's protocol: every message between a bridge, its subscriber and its users.
+
+Owns: one frozen dataclass per message kind. All of them pickle (records are
+:class:`~kafka_actors.protocol.records.ConsumerRecord` named tuples, partitions
+:class:`~kafka_actors.protocol.messages.TopicPartition` dataclasses, errors travel as
+:class:`ErrorInfo` values, never as exception objects), so they cross process boundaries under
+``multiprocTCPBase``. Actor addresses are Thespian's own ``ActorAddress`` values.
+
+The stream follows Reactive Streams: the bridge sends :class:`Subscribed` (onSubscribe), the
+subscriber signals demand with :class:`Request` (a number of *records*), the bridge sends
+:class:`RecordBatch` messages whose sizes never exceed the outstanding demand.
+
+May touch: nothing (plain values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_actors.errors import KafkaError
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.records import ConsumerRecord
+
+__all__ = [
+    "Assign",
+    "BridgeStats",
+    "Close",
+    "Closed",
+    "Commit",
+    "CommitFailed",
+    "CommitOk",
+    "Configure",
+    "Configured",
+    "ErrorInfo",
+    "GetStats",
+    "PartitionsAssigned",
+    "PartitionsLost",
+    "PartitionsRevoked",
+    "RebalanceAck",
+    "RecordBatch",
+    "Request",
+    "StreamError",
+    "Subscribe",
+    "Subscribed",
+]
+
+ActorAddress = Any  # thespian.actors.ActorAddress (picklable)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """An error as a picklable value: the class name, its message, whether a retry may work."""
+
+    type: str
+    message: str
+    retriable: bool
+
+    @classmethod
+    def of(cls, error: BaseException) -> ErrorInfo:
+        retriable = isinstance(error, KafkaError) and error.retriable
+        return cls(type(error).__name__, str(error), retriable)
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}"
+
+
+# -- lifecycle -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Configure:
+    """Create the bridge's consumer from Kafka configuration keys (``bootstrap.servers``...).
+
+    ``poll_timeout_ms``: how long one ``poll()`` may block the bridge's message loop while the
+    subscriber has demand; ``idle_interval_ms``: how often the bridge polls (for rebalance
+    callbacks and the poll timer) while there is no demand. Replied with :class:`Configured`
+    or :class:`StreamError`."""
+
+    config: Mapping[str, object]
+    poll_timeout_ms: int = 5
+    idle_interval_ms: int = 20
+    commit_timeout_ms: int | None = None  # default: default.api.timeout.ms
+
+
+@dataclass(frozen=True, slots=True)
+class Configured:
+    client_id: str
+    group_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the stream and the consumer. With group-assigned partitions the subscriber first
+    gets a :class:`PartitionsRevoked` of all of them and may commit before acknowledging (up
+    to ``timeout_s``). Replied with :class:`Closed`."""
+
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    pass
+
+
+# -- subscription and the stream ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    """Join the group for ``topics`` (or a ``pattern``) and stream records to ``subscriber``."""
+
+    topics: tuple[str, ...]
+    subscriber: ActorAddress
+    pattern: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Manual assignment of ``partitions``; stream records to ``subscriber``."""
+
+    partitions: tuple[TopicPartition, ...]
+    subscriber: ActorAddress
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribed:
+    """onSubscribe: sent to the subscriber (and to the sender of Subscribe/Assign). The
+    subscriber's demand starts at zero."""
+
+    topics: tuple[str, ...] = ()
+    partitions: tuple[TopicPartition, ...] = ()
+    pattern: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Subscriber → bridge: ``n`` more records may be sent (demand adds up)."""
+
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    """Bridge → subscriber: records in offset order per partition, never more than requested.
+    ``positions`` is the next offset after the last record of each partition in the batch."""
+
+    records: tuple[ConsumerRecord, ...]
+    positions: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """Bridge → subscriber (or the sender of a failed request): the consumer raised. With
+    ``fatal`` the bridge's consumer cannot continue; the stream has ended."""
+
+    error: ErrorInfo
+    fatal: bool = False
+
+
+# -- commits ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Commit ``offsets`` (the next offset to read per partition), retried until the commit
+    timeout. ``offsets`` None: the positions the bridge has *delivered* to the subscriber (not
+    those the consumer fetched ahead). Replied with :class:`CommitOk` / :class:`CommitFailed`
+    carrying the same ``request_id``."""
+
+    request_id: int
+    offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOk:
+    request_id: int
+    offsets: Mapping[TopicPartition, OffsetAndMetadata]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitFailed:
+    request_id: int
+    error: ErrorInfo
+
+
+# -- rebalance notifications ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsRevoked:
+    """onPartitionsRevoked: the bridge sends no more records of ``partitions`` (those buffered
+    and not yet delivered are dropped). The revocation completes when the subscriber sends
+    :class:`RebalanceAck` with ``rebalance_id``, or when the rebalance timeout
+    (``max.poll.interval.ms``) passes. Commits sent before the ack are still the member's."""
+
+    partitions: frozenset[TopicPartition]
+    rebalance_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsAssigned:
+    """onPartitionsAssigned: records of ``partitions`` flow after the ack."""
+
+    partitions: frozenset[TopicPartition]
+    rebalance_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsLost:
+    """onPartitionsLost: the partitions are already owned by others; do not commit them."""
+
+    partitions: frozenset[TopicPartition]
+    rebalance_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceAck:
+    """Subscriber → bridge: the callback ``rebalance_id`` is done (``error``: it failed)."""
+
+    rebalance_id: int
+    error: str | None = None
+
+
+# -- observation -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GetStats:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeStats:
+    """What the bridge holds: ``buffered_*`` are records polled and not yet delivered (bounded
+    by ``max.poll.records``); ``consumer_buffered_bytes`` the consumer's prefetch buffer;
+    ``rss_bytes`` the bridge process's resident set."""
+
+    demand: int
+    buffered_records: int
+    buffered_bytes: int
+    delivered_records: int
+    polls: int
+    paused: tuple[TopicPartition, ...]
+    assignment: tuple[TopicPartition, ...]
+    consumer_buffered_bytes: int
+    rss_bytes: int
+    pending_rebalance_acks: int
+    pending_commits: int
