@@ -17,8 +17,8 @@ Commands:
   base64), commits what it printed as it goes (async after each poll, sync at the end), and
   exits after N records or after S seconds without a record (default 10). Without
   ``--bootstrap-servers`` it starts the embedded mock cluster, produces ``--records`` demo
-  records and consumes them from the beginning (classic protocol: the mock's KIP-848 support
-  aborts on heartbeats it validates differently).
+  records and consumes them from the beginning (KIP-848 group, subscribed by a regex matching
+  the topics: what librdkafka's mock serves).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -161,7 +162,11 @@ def _consume(args: argparse.Namespace, out: Any) -> int:
     limit = args.max_records
     positions: dict[TopicPartition, OffsetAndMetadata] = {}
     with KafkaConsumer(config) as consumer:
-        consumer.subscribe(list(args.topic))
+        pattern = getattr(args, "pattern", None)
+        if pattern is not None:
+            consumer.subscribe(pattern=pattern)
+        else:
+            consumer.subscribe(list(args.topic))
         idle_since = time.monotonic()
         while limit is None or printed < limit:
             batch = consumer.poll(0.5)
@@ -228,9 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _produce_demo(cluster.bootstrap_servers, topic, args.records)
             args.bootstrap_servers = cluster.bootstrap_servers
             args.from_beginning = True
-            # librdkafka's mock aborts on a KIP-848 heartbeat naming topics without a regex
-            # field (its own validation); the classic protocol is the mock's safe choice.
-            args.group_protocol = "classic"
+            # librdkafka's mock serves KIP-848 groups subscribed by regex (it aborts on a
+            # heartbeat naming topics without a regex field, and drops the connection on our
+            # classic JoinGroup): subscribe to a pattern matching exactly the topics.
+            args.group_protocol = "consumer"
+            args.pattern = "^(" + "|".join(re.escape(t) for t in args.topic) + ")$"
             return _consume(args, sys.stdout)
 
     if args.command == "probe":

@@ -56,3 +56,15 @@ def test_consume_jsonl_commits_and_stops(kafka_broker: Any, protocol: str) -> No
     with KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group}) as consumer:
         committed = consumer.committed(TopicPartition(topic, 0))[TopicPartition(topic, 0)]
     assert committed is not None and committed.offset == 12
+
+
+@pytest.mark.mock
+def test_consume_on_the_embedded_mock_cluster() -> None:
+    result = run_cli(
+        "--records", "30", "--max-records", "30", "--format", "text", "--timeout", "20"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 30
+    assert {line.split("@")[0].rsplit("-", 1)[0] for line in lines} == {"kafka-actors-demo"}
+    assert "consumed 30 records" in result.stderr

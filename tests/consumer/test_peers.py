@@ -83,3 +83,18 @@ def test_consumer_protocol_unsupported_fails_clearly(
         consumer.unsubscribe()
         consumer.assign([TopicPartition(topic, 0)])  # manual assignment still works
         consumer.poll(0.2)
+
+
+@pytest.mark.mock
+def test_mock_cluster_group_by_regex(mock_cluster: Any) -> None:
+    """librdkafka's mock serves KIP-848 groups subscribed by regex."""
+    topic = unique("mockgrp")
+    mock_cluster.create_topic(topic, partitions=2)
+    produce(mock_cluster.bootstrap_servers, topic, 20)
+    config = base_config(
+        mock_cluster.bootstrap_servers, **{"group.id": unique("g"), "group.protocol": "consumer"}
+    )
+    with KafkaConsumer(config) as consumer:
+        consumer.subscribe(pattern=f"^{topic}$")
+        assert len(poll_until(consumer, 20)) == 20
+        consumer.commit_sync()
