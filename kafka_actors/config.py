@@ -28,6 +28,10 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
   hard-codes 100 per connection, which is our default.
 * ``client.id`` is kept as given (Java generates ``consumer-<group>-<n>`` when empty; the
   consumer does that at construction, where the sequence lives).
+* ``rebalance.safe.commits`` (default false) and ``rebalance.safe.commits.max.duration.ms``
+  (default -1: ``max.poll.interval.ms``) are this client's own (zio-kafka's
+  ``rebalanceSafeCommits``): a revocation is acknowledged only once the records handed out
+  for the revoked partitions are committed, or the maximum duration passed.
 * ``retry.backoff.ms`` > ``retry.backoff.max.ms`` is accepted with a warning (as Java, which
   then uses the max as a fixed backoff); the warning is in :attr:`ConsumerConfig.warnings`.
 """
@@ -508,6 +512,12 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "auto.commit.interval.ms": ("auto_commit_interval_ms", _int(0), 5_000),
     "max.poll.records": ("max_poll_records", _int(1), 500),
     "max.poll.interval.ms": ("max_poll_interval_ms", _int(1), 300_000),
+    "rebalance.safe.commits": ("rebalance_safe_commits", _as_bool, False),
+    "rebalance.safe.commits.max.duration.ms": (
+        "rebalance_safe_commits_max_duration_ms",
+        _int(-1),
+        -1,
+    ),
     "fetch.min.bytes": ("fetch_min_bytes", _int(0), 1),
     "fetch.max.bytes": ("fetch_max_bytes", _int(0), 52_428_800),
     "fetch.max.wait.ms": ("fetch_max_wait_ms", _int(0), 500),
@@ -636,6 +646,8 @@ class ConsumerConfig:
     auto_commit_interval_ms: int = 5_000
     max_poll_records: int = 500
     max_poll_interval_ms: int = 300_000
+    rebalance_safe_commits: bool = False
+    rebalance_safe_commits_max_duration_ms: int = -1
     fetch_min_bytes: int = 1
     fetch_max_bytes: int = 52_428_800
     fetch_max_wait_ms: int = 500
@@ -748,6 +760,12 @@ class ConsumerConfig:
     @property
     def uses_group(self) -> bool:
         return self.group_id is not None
+
+    @property
+    def rebalance_safe_commits_max_duration(self) -> int:
+        """The effective ``rebalance.safe.commits.max.duration.ms`` (-1: max.poll.interval.ms)."""
+        value = self.rebalance_safe_commits_max_duration_ms
+        return self.max_poll_interval_ms if value < 0 else value
 
     @property
     def ssl_enabled(self) -> bool:
@@ -868,6 +886,17 @@ def _cross_validate(config: ConsumerConfig) -> None:
                 "group.instance.id: at most 249 characters of ASCII alphanumerics, '.', '_' "
                 "and '-'",
             )
+    safe_max = config.rebalance_safe_commits_max_duration_ms
+    if safe_max == 0 or safe_max > config.max_poll_interval_ms:
+        raise _error(
+            "rebalance.safe.commits.max.duration.ms",
+            f"rebalance.safe.commits.max.duration.ms ({safe_max}) must be -1 (use "
+            f"max.poll.interval.ms) or between 1 and max.poll.interval.ms "
+            f"({config.max_poll_interval_ms}): a revocation must be acknowledged within the "
+            "rebalance timeout",
+        )
+    if config.rebalance_safe_commits and config.group_id is None:
+        raise _error("rebalance.safe.commits", "rebalance.safe.commits requires group.id")
     protocol = config.group_protocol
     unsupported = (
         _CONSUMER_PROTOCOL_UNSUPPORTED if protocol == "consumer" else _CLASSIC_PROTOCOL_UNSUPPORTED

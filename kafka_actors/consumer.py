@@ -186,6 +186,16 @@ class KafkaConsumer:
             group_protocol=cfg.group_protocol,
         )
         self._uses_group = cfg.group_id is not None
+        if cfg.rebalance_safe_commits:
+            from kafka_actors.actors.safe_commits import RebalanceSafeCommits
+
+            ctx.safe_commits = RebalanceSafeCommits(
+                ctx.clock,
+                ctx.scheduler,
+                cfg.rebalance_safe_commits_max_duration,
+                client_id=cfg.client_id,
+                group_id=cfg.group_id,
+            )
         managers = [
             ChildSpec("metadata", lambda c: MetadataActor.start(ctx, context=c)),
         ]
@@ -369,6 +379,10 @@ class KafkaConsumer:
                 generation = ctx.fetch_generation
                 records = self._collect(trace)
                 if records:
+                    if ctx.safe_commits is not None:
+                        ctx.safe_commits.handed_out_batch(
+                            {tp: rs[-1].offset for tp, rs in records._by_partition.items()}
+                        )
                     return records
                 if time.monotonic() >= deadline:
                     return ConsumerRecords({})

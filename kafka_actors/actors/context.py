@@ -49,11 +49,25 @@ class AppSignal:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._generation = 0
+        self._observers: tuple[Callable[[], None], ...] = ()
 
     def notify(self) -> None:
         with self._cond:
             self._generation += 1
             self._cond.notify_all()
+        for observer in self._observers:
+            observer()
+
+    def add_observer(self, observer: Callable[[], None]) -> None:
+        """Also call ``observer()`` (on the notifying thread, without the lock) on each
+        notify: how an event loop learns that something changed without a blocked thread.
+        It must be quick and never raise (e.g. ``loop.call_soon_threadsafe``)."""
+        with self._cond:
+            self._observers = (*self._observers, observer)
+
+    def remove_observer(self, observer: Callable[[], None]) -> None:
+        with self._cond:
+            self._observers = tuple(o for o in self._observers if o is not observer)
 
     def wait_until(self, ready: Callable[[], bool], deadline: float) -> bool:
         """Block until ``ready()`` (checked under the signal's lock after each wake-up) or the
@@ -216,6 +230,8 @@ class ConsumerContext:
     background: deque[Any] = field(default_factory=deque)
     #: Grows when the fetch actor buffered new data (poll() waits for it to change).
     fetch_generation: int = 0
+    #: Rebalance-safe commits (``rebalance.safe.commits``): RebalanceSafeCommits or None.
+    safe_commits: Any = None
     #: Futures of application events not completed yet: failed if the tree gives up.
     outstanding: set[concurrent.futures.Future[Any]] = field(default_factory=set)
 

@@ -17,7 +17,9 @@ Rebalance callbacks as replies
 The membership actor publishes ``InvokeRevoked`` / ``InvokeAssigned`` / ``InvokeLost``; the
 facade runs the listener method on the thread that calls ``poll()`` (or ``unsubscribe()`` /
 ``close()``), as Java does. When the method returns, the callback is acknowledged and the
-reconciliation continues. A listener may instead *defer* its acknowledgement:
+reconciliation continues (with ``rebalance.safe.commits``, a revocation's acknowledgement
+further waits until the records handed out for the revoked partitions are committed: see
+:mod:`kafka_actors.actors.safe_commits`). A listener may instead *defer* its acknowledgement:
 
 * call ``consumer.defer_rebalance_ack()`` inside the callback: it returns the
   :class:`RebalanceReply` of the running callback; return at once, finish the work anywhere
@@ -457,6 +459,18 @@ class Facade:
     def _callback_done(self, reply: RebalanceReply, error: BaseException | None) -> None:
         with self._callback_lock:
             self._deferred.pop(id(reply), None)
+        event = reply.event
+        safe = self.ctx.safe_commits
+        if safe is not None and isinstance(event, m848.InvokeRevoked):
+            # rebalance.safe.commits: acknowledge once the records handed out for the revoked
+            # partitions are committed (or the maximum duration passed).
+            safe.after_committed(event.partitions, lambda: self._acknowledge(reply, error))
+            return
+        if safe is not None and isinstance(event, m848.InvokeLost):
+            safe.forget(event.partitions)
+        self._acknowledge(reply, error)
+
+    def _acknowledge(self, reply: RebalanceReply, error: BaseException | None) -> None:
         event = reply.event
         if isinstance(event, m848.InvokeAssigned) and error is None:
             self.ctx.subscriptions.enable_fetching_for_new_partitions(event.partitions)

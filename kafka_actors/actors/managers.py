@@ -621,6 +621,13 @@ class CommitActor(ManagerActor):
         return None
 
     def route(self, event: Any) -> None:
+        safe = self.ctx.safe_commits
+        if (
+            safe is not None
+            and isinstance(event, (CommitCompleted, AutoCommitCompleted, CommitForRevocationDone))
+            and event.error is None
+        ):
+            safe.committed(self.manager.last_committed)
         if isinstance(event, CommitCompleted):
             future = self.waiting.pop(cast(int, event.request_key), None)
             started = self.started_ms.pop(cast(int, event.request_key), None)
@@ -747,10 +754,14 @@ class OffsetsActor(ManagerActor):
 
 @dataclass(frozen=True, slots=True)
 class CollectEvent:
-    """Ask (facade → fetch): hand out up to ``max_records`` buffered records (FetchResult)."""
+    """Ask (facade → fetch): hand out up to ``max_records`` buffered records (FetchResult).
+
+    Told with a ``future`` instead (the asyncio consumer, which never blocks on an ask): the
+    FetchResult (None when nothing is started yet) completes the future."""
 
     max_records: int
     trace_id: str | None = None
+    future: concurrent.futures.Future[Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -795,6 +806,8 @@ class FetchActor(ManagerActor):
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, (CollectEvent, FetchMetricsEvent)) and self.manager is None:
+            if isinstance(message, CollectEvent) and message.future is not None:
+                complete(message.future, None)
             return None  # not started yet: nothing buffered (never stash an ask)
         return super().on_receive(message)
 
@@ -815,6 +828,8 @@ class FetchActor(ManagerActor):
                     for r in records:
                         size += len(r.value or b"") + len(r.key or b"")
                 self.ctx.metrics.consumed(count, size)
+            if message.future is not None:
+                complete(message.future, result)
             return result
         if isinstance(message, FetchMetricsEvent):
             return manager.metrics()
