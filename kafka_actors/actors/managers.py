@@ -820,14 +820,12 @@ class FetchActor(ManagerActor):
     def handle(self, message: Any, now_ms: int) -> Any:
         manager: FetchManager = self.manager
         if isinstance(message, CollectEvent):
+            before = manager.bytes_consumed
             result = manager.collect(message.max_records)
             count = result.record_count
             if count:
-                size = 0
-                for records in result.records.values():
-                    for r in records:
-                        size += len(r.value or b"") + len(r.key or b"")
-                self.ctx.metrics.consumed(count, size)
+                # Raw record bytes (as Java's bytes-consumed), no per-record loop here.
+                self.ctx.metrics.consumed(count, manager.bytes_consumed - before)
             if message.future is not None:
                 complete(message.future, result)
             return result

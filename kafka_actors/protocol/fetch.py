@@ -70,6 +70,8 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from kafka_actors.errors import (
@@ -562,6 +564,11 @@ class FetchManager:
     @property
     def buffered_bytes(self) -> int:
         return self._buffered_bytes
+
+    @property
+    def bytes_consumed(self) -> int:
+        """Raw record bytes of the fetched data handed out so far (counted when drained)."""
+        return self._m_bytes
 
     def buffered_partitions(self) -> frozenset[TopicPartition]:
         return frozenset(cf.tp for cf in self._completed)
@@ -1185,32 +1192,41 @@ class FetchManager:
 
 
 def _slice(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
-    """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords."""
+    """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords.
+
+    Built with C-level iterators only (zip over column slices, ``tuple.__new__``): no Python
+    frame per record (ConsumerRecord's own constructor is a Python function)."""
     out: list[ConsumerRecord] = []
+    extend = out.extend
     ends = decoded.batch_ends
     batch = bisect.bisect_right(ends, start)
+    topic = repeat(decoded.topic)
+    partition = repeat(decoded.partition)
     i = start
     while i < end:
         batch_end = min(ends[batch], end)
-        ts_type = decoded.batch_timestamp_types[batch]
-        epoch = decoded.batch_leader_epochs[batch]
-        for j in range(i, batch_end):
-            out.append(
-                ConsumerRecord(
-                    decoded.topic,
-                    decoded.partition,
-                    decoded.offsets[j],
-                    decoded.timestamps[j],
-                    ts_type,
-                    decoded.keys[j],
-                    decoded.values[j],
-                    decoded.headers[j],
-                    epoch,
-                )
+        extend(
+            map(
+                _make_record,
+                zip(
+                    topic,
+                    partition,
+                    decoded.offsets[i:batch_end],
+                    decoded.timestamps[i:batch_end],
+                    repeat(decoded.batch_timestamp_types[batch]),
+                    decoded.keys[i:batch_end],
+                    decoded.values[i:batch_end],
+                    decoded.headers[i:batch_end],
+                    repeat(decoded.batch_leader_epochs[batch]),
+                ),
             )
+        )
         i = batch_end
         batch += 1
     return out
+
+
+_make_record = partial(tuple.__new__, ConsumerRecord)
 
 
 def _with_context(error: KafkaError, tp: TopicPartition, offset: int) -> KafkaError:
