@@ -1,0 +1,465 @@
+"""Consumer throughput: kafka-actors beside confluent-kafka, aiokafka and kafka-python.
+
+Owns: nothing but its own run. Starts ONE Kafka 4.x broker with the testkit, creates two
+topics (1 and 8 partitions), produces the same data into each once with confluent-kafka
+(``--records`` records, 8-byte keys, ``--value-size``-byte values, default batching, no
+compression), then consumes each topic from the beginning to the end with every client, each in
+its own subprocess (so the peak RSS, VmHWM of the child, is that client's alone):
+
+* ``kafka-actors``: ``KafkaConsumer`` with ``assign`` + ``seek_to_beginning`` (no group);
+* ``kafka-actors sub``: ``subscribe`` in a new group (group.protocol=consumer, KIP-848);
+* ``confluent-kafka``: ``Consumer.consume(500)`` after ``assign`` at OFFSET_BEGINNING;
+* ``aiokafka``: ``AIOKafkaConsumer.getmany(max_records=500)`` after ``assign`` +
+  ``seek_to_beginning``;
+* ``kafka-python``: ``KafkaConsumer.poll(max_records=500)`` after ``assign`` +
+  ``seek_to_beginning``.
+
+Same fetch settings where comparable (Java's defaults: fetch.min.bytes 1, fetch.max.wait.ms
+500, fetch.max.bytes 50 MiB, max.partition.fetch.bytes 1 MiB, 500 records per poll), CRCs
+checked by every client (librdkafka's check.crcs is turned on: it defaults to off), no
+auto-commit but for the group variant. Every client touches the key, value and offset of each
+record. The clock runs from just before the consumer is created until the last record is
+handed out (connecting, metadata, the group join and the offset lookups included); "first"
+is when the first record arrived. Ratios are kafka-actors (assign) / peer: > 1 means faster
+(records/s) or bigger (RSS).
+
+    .venv/bin/python bench/consume.py [--records 1000000] [--value-size 100]
+        [--clients kafka-actors,confluent-kafka,...] [--profile DIR]
+
+``--profile DIR`` also runs the kafka-actors (assign) child once more on the 8-partition topic
+under yappi (every thread, CPU clock) and writes ``DIR/consume-<topic>.pstats`` and the top
+functions to stdout. Children are run with ``--child`` (internal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CLIENTS = ("kafka-actors", "kafka-actors sub", "confluent-kafka", "aiokafka", "kafka-python")
+MAX_RECORDS = 500
+FETCH = {
+    "fetch.min.bytes": 1,
+    "fetch.max.wait.ms": 500,
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 1_048_576,
+}
+CHILD_TIMEOUT_S = 900.0
+
+
+# -- the children: one client each ------------------------------------------------------------
+
+
+class Tally:
+    """The fair work every client does per record: touch key, value and offset."""
+
+    __slots__ = ("count", "first_at", "last_offset", "nbytes")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.nbytes = 0
+        self.last_offset = -1
+        self.first_at: float | None = None
+
+
+def run_kafka_actors(
+    bootstrap: str, topic: str, partitions: int, expected: int, group: bool
+) -> Tally:
+    from kafka_actors import KafkaConsumer
+    from kafka_actors.protocol.messages import TopicPartition
+
+    tally = Tally()
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "auto.offset.reset": "earliest",
+        "max.poll.records": MAX_RECORDS,
+        **FETCH,
+    }
+    if group:
+        config.update(
+            {"group.id": f"bench-{os.getpid()}-{time.time_ns()}", "group.protocol": "consumer"}
+        )
+    consumer = KafkaConsumer(config)
+    try:
+        if group:
+            consumer.subscribe([topic])
+        else:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(tps)
+        count = nbytes = 0
+        last = -1
+        while count < expected:
+            records = consumer.poll(1.0)
+            if records and tally.first_at is None:
+                tally.first_at = time.perf_counter()
+            for r in records:
+                k = r.key
+                v = r.value
+                last = r.offset
+                nbytes += len(v) if v is not None else 0
+                nbytes += len(k) if k is not None else 0
+                count += 1
+        tally.count, tally.nbytes, tally.last_offset = count, nbytes, last
+    finally:
+        consumer.close(5.0)
+    return tally
+
+
+def run_confluent(bootstrap: str, topic: str, partitions: int, expected: int) -> Tally:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    tally = Tally()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{os.getpid()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "check.crcs": True,
+            "fetch.min.bytes": FETCH["fetch.min.bytes"],
+            "fetch.wait.max.ms": FETCH["fetch.max.wait.ms"],
+            "fetch.max.bytes": FETCH["fetch.max.bytes"],
+            "max.partition.fetch.bytes": FETCH["max.partition.fetch.bytes"],
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        count = nbytes = 0
+        last = -1
+        while count < expected:
+            messages = consumer.consume(MAX_RECORDS, 1.0)
+            if messages and tally.first_at is None:
+                tally.first_at = time.perf_counter()
+            for m in messages:
+                if m.error() is not None:
+                    continue  # partition EOF and the like are not records
+                k = m.key()
+                v = m.value()
+                last = m.offset()
+                nbytes += len(v) if v is not None else 0
+                nbytes += len(k) if k is not None else 0
+                count += 1
+        tally.count, tally.nbytes, tally.last_offset = count, nbytes, last
+    finally:
+        consumer.close()
+    return tally
+
+
+def run_aiokafka(bootstrap: str, topic: str, partitions: int, expected: int) -> Tally:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    tally = Tally()
+
+    async def go() -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            check_crcs=True,
+            fetch_min_bytes=FETCH["fetch.min.bytes"],
+            fetch_max_wait_ms=FETCH["fetch.max.wait.ms"],
+            fetch_max_bytes=FETCH["fetch.max.bytes"],
+            max_partition_fetch_bytes=FETCH["max.partition.fetch.bytes"],
+        )
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            count = nbytes = 0
+            last = -1
+            while count < expected:
+                batches = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
+                if batches and tally.first_at is None:
+                    tally.first_at = time.perf_counter()
+                for records in batches.values():
+                    for r in records:
+                        k = r.key
+                        v = r.value
+                        last = r.offset
+                        nbytes += len(v) if v is not None else 0
+                        nbytes += len(k) if k is not None else 0
+                        count += 1
+            tally.count, tally.nbytes, tally.last_offset = count, nbytes, last
+        finally:
+            await consumer.stop()
+
+    asyncio.run(go())
+    return tally
+
+
+def run_kafka_python(bootstrap: str, topic: str, partitions: int, expected: int) -> Tally:
+    from kafka import KafkaConsumer, TopicPartition
+
+    tally = Tally()
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        check_crcs=True,
+        fetch_min_bytes=FETCH["fetch.min.bytes"],
+        fetch_max_wait_ms=FETCH["fetch.max.wait.ms"],
+        fetch_max_bytes=FETCH["fetch.max.bytes"],
+        max_partition_fetch_bytes=FETCH["max.partition.fetch.bytes"],
+        max_poll_records=MAX_RECORDS,
+    )
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        count = nbytes = 0
+        last = -1
+        while count < expected:
+            batches = consumer.poll(timeout_ms=1000, max_records=MAX_RECORDS)
+            if batches and tally.first_at is None:
+                tally.first_at = time.perf_counter()
+            for records in batches.values():
+                for r in records:
+                    k = r.key
+                    v = r.value
+                    last = r.offset
+                    nbytes += len(v) if v is not None else 0
+                    nbytes += len(k) if k is not None else 0
+                    count += 1
+        tally.count, tally.nbytes, tally.last_offset = count, nbytes, last
+    finally:
+        consumer.close()
+    return tally
+
+
+def peak_rss_kb() -> int:
+    """This process's peak RSS (VmHWM): unlike ``ru_maxrss``, which keeps the high-water mark
+    of the forked parent across ``exec``, it counts this program's memory alone."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def child(args: argparse.Namespace) -> int:
+    runners: dict[str, Callable[[], Tally]] = {
+        "kafka-actors": lambda: run_kafka_actors(
+            args.bootstrap, args.topic, args.partitions, args.records, False
+        ),
+        "kafka-actors sub": lambda: run_kafka_actors(
+            args.bootstrap, args.topic, args.partitions, args.records, True
+        ),
+        "confluent-kafka": lambda: run_confluent(
+            args.bootstrap, args.topic, args.partitions, args.records
+        ),
+        "aiokafka": lambda: run_aiokafka(args.bootstrap, args.topic, args.partitions, args.records),
+        "kafka-python": lambda: run_kafka_python(
+            args.bootstrap, args.topic, args.partitions, args.records
+        ),
+    }
+    runner = runners[args.child]
+    # Imports are not part of the measurement (each runner's own imports are then cached).
+    module = {
+        "confluent-kafka": "confluent_kafka",
+        "aiokafka": "aiokafka",
+        "kafka-python": "kafka",
+    }.get(args.child, "kafka_actors.consumer")
+    importlib.import_module(module)
+    if args.child.startswith("kafka-actors"):
+        from kafka_actors import log
+
+        log.configure(level="WARNING")
+    profiler: Any = None
+    if args.profile:
+        import yappi
+
+        yappi.set_clock_type("cpu")
+        yappi.start(builtins=True)
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    tally = runner()
+    elapsed = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    if args.profile:
+        import yappi
+
+        yappi.stop()
+        profiler = yappi.get_func_stats()
+        profiler.save(args.profile, type="pstat")
+    result = {
+        "client": args.child,
+        "records": tally.count,
+        "bytes": tally.nbytes,
+        "last_offset": tally.last_offset,
+        "seconds": elapsed,
+        "first_s": (tally.first_at - t0) if tally.first_at is not None else None,
+        "cpu_s": cpu,
+        "max_rss_kb": peak_rss_kb(),
+    }
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+# -- the parent: broker, data, children, table -------------------------------------------------
+
+
+def produce(bootstrap: str, topic: str, n: int, value_size: int) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "none"})
+    value = (b"0123456789abcdef" * (value_size // 16 + 1))[:value_size]
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(topic, value, b"%08d" % i)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining:
+        raise RuntimeError(f"{remaining} records not delivered to {topic}")
+    return time.perf_counter() - t0
+
+
+def run_child(
+    client: str, bootstrap: str, topic: str, partitions: int, n: int, profile: str | None = None
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        client,
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partitions",
+        str(partitions),
+        "--records",
+        str(n),
+    ]
+    if profile:
+        cmd += ["--profile", profile]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(line[len("RESULT ") :])
+            return result
+    raise RuntimeError(
+        f"{client} on {topic} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+    )
+
+
+def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
+    base = next((r for r in results if r["client"] == "kafka-actors"), None)
+    print(f"\n{title}")
+    print(
+        f"{'client':18} {'records/s':>11} {'MB/s':>8} {'total s':>8} {'first s':>8} "
+        f"{'cpu s':>7} {'peak RSS MB':>12} {'ka/peer rate':>13} {'ka/peer RSS':>12}"
+    )
+    for r in results:
+        rate = r["records"] / r["seconds"]
+        mbs = r["bytes"] / r["seconds"] / 1e6
+        rss = r["max_rss_kb"] / 1024
+        first = f"{r['first_s']:8.2f}" if r["first_s"] is not None else f"{'-':>8}"
+        if base is not None:
+            base_rate = base["records"] / base["seconds"]
+            ratio = f"{base_rate / rate:12.2f}x"
+            rss_ratio = f"{base['max_rss_kb'] / r['max_rss_kb']:11.2f}x"
+        else:
+            ratio = rss_ratio = ""
+        print(
+            f"{r['client']:18} {rate:11,.0f} {mbs:8.1f} {r['seconds']:8.2f} {first} "
+            f"{r['cpu_s']:7.2f} {rss:12.1f} {ratio:>13} {rss_ratio:>12}"
+        )
+        if r["records"] != n:
+            print(f"  !! {r['client']} consumed {r['records']} records, expected {n}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000, help="records per topic")
+    parser.add_argument("--value-size", type=int, default=100)
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--profile", metavar="DIR", help="profile kafka-actors (yappi)")
+    parser.add_argument("--bootstrap", help="use this broker (else start one)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--partitions", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    unknown = set(clients) - set(CLIENTS)
+    if unknown:
+        parser.error(f"unknown clients {sorted(unknown)}; known: {', '.join(CLIENTS)}")
+    from kafka_actors.testing import KafkaBroker
+
+    broker: Any = None
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    else:
+        broker = KafkaBroker()
+        broker.start()
+        bootstrap = broker.bootstrap_servers
+    try:
+        suffix = f"{time.time_ns() % 10**9}"
+        topics = [(f"bench-p1-{suffix}", 1), (f"bench-p8-{suffix}", 8)]
+        if broker is not None:
+            for name, parts in topics:
+                broker.create_topic(name, parts)
+        else:
+            from confluent_kafka.admin import AdminClient, NewTopic
+
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            futures = admin.create_topics([NewTopic(t, p, 1) for t, p in topics])
+            for f in futures.values():
+                f.result(60)
+            time.sleep(2)
+        print(
+            f"{args.records:,} records per topic, {args.value_size}-byte values, 8-byte keys, "
+            f"no compression; produced with confluent-kafka"
+        )
+        for name, parts in topics:
+            took = produce(bootstrap, name, args.records, args.value_size)
+            print(f"produced {name} ({parts} partitions) in {took:.1f}s")
+        for name, parts in topics:
+            results = []
+            for client in clients:
+                results.append(run_child(client, bootstrap, name, parts, args.records))
+            print_table(f"{name}: {parts} partition(s)", results, args.records)
+        if args.profile:
+            out = Path(args.profile)
+            out.mkdir(parents=True, exist_ok=True)
+            for name, parts in topics:
+                path = out / f"consume-p{parts}.pstats"
+                run_child("kafka-actors", bootstrap, name, parts, args.records, str(path))
+                import pstats
+
+                print(f"\nprofile of kafka-actors on {name} (yappi, CPU, all threads): {path}")
+                pstats.Stats(str(path)).sort_stats("tottime").print_stats(25)
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
