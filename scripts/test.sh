@@ -11,7 +11,7 @@ $PY -m ruff check .
 echo "== types: mypy"
 $PY -m mypy
 echo "== Kafka jars"
-$PY -m kafka_actors.testing fetch --all
+$PY -m kafka_actors.testing fetch
 echo "== pytest"
 set +e
 $PY -m pytest "$@"
