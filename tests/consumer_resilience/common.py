@@ -20,9 +20,7 @@ from kafka_actors.errors import KafkaError
 PROTOCOLS = ["consumer", "classic"]
 
 
-def member_config(
-    bootstrap: str, group: str, protocol: str, **extra: object
-) -> dict[str, object]:
+def member_config(bootstrap: str, group: str, protocol: str, **extra: object) -> dict[str, object]:
     """A group member's config: manual commits, small fetch waits, quick classic heartbeats."""
     config: dict[str, object] = {
         "bootstrap.servers": bootstrap,
@@ -288,7 +286,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 def set_group_session_timeout(bootstrap: str, group: str, ms: int) -> None:
     """KIP-848 groups take their session timeout from the broker (group config
     ``consumer.session.timeout.ms``), not from the member."""
-    from confluent_kafka.admin import (
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AdminClient,
         AlterConfigOpType,
         ConfigEntry,

@@ -60,9 +60,7 @@ def _report(name: str, ids: list[int], started: float, extra: str = "") -> None:
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("mode", ["sync", "deferred"])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_graceful_churn_no_loss_no_duplicates(
-    kafka_broker: Any, protocol: str, mode: str
-) -> None:
+def test_graceful_churn_no_loss_no_duplicates(kafka_broker: Any, protocol: str, mode: str) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = unique(f"churn-{protocol}-{mode}")
     kafka_broker.create_topic(topic, partitions=PARTITIONS)
@@ -162,8 +160,16 @@ def test_crash_churn_no_loss(kafka_broker: Any, protocol: str, tmp_path: Path) -
     members = [Member("m1", config, topic).start(), Member("m2", config, topic).start()]
     producer = PacedProducer(bootstrap, topic, TOTAL, rate=RATE).start()
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.consumer_resilience.crash_member"]
-        + [bootstrap, topic, group, protocol, str(out)],
+        [
+            sys.executable,
+            "-m",
+            "tests.consumer_resilience.crash_member",
+            bootstrap,
+            topic,
+            group,
+            protocol,
+            str(out),
+        ],
         cwd=root,
         stdout=subprocess.PIPE,
         text=True,
@@ -195,7 +201,7 @@ def test_crash_churn_no_loss(kafka_broker: Any, protocol: str, tmp_path: Path) -
         crashed = crashed_ids()
 
         def processed() -> list[int]:
-            return crashed + [i for m in members + [old] for i in m.stats.processed]
+            return crashed + [i for m in [*members, old] for i in m.stats.processed]
 
         wait_until(
             lambda: len(set(processed())) >= TOTAL,
@@ -211,7 +217,7 @@ def test_crash_churn_no_loss(kafka_broker: Any, protocol: str, tmp_path: Path) -
         for member in members:
             member.close()
     ids = processed()
-    survivors = [i for m in members + [old] for i in m.stats.processed]
+    survivors = [i for m in [*members, old] for i in m.stats.processed]
     _report(
         f"crash {protocol}",
         ids,
