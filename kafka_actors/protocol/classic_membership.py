@@ -378,7 +378,7 @@ class ClassicMembershipManager:
         self._protocol_name: str | None = None
         self._leader_id: str | None = None
         self._is_leader = False
-        self._published_identity: tuple[str, int | None] = (NO_MEMBER_ID, None)
+        self._published_identity: tuple[str, int | None, bool] = (NO_MEMBER_ID, None, False)
 
         self._subscription: tuple[str, ...] = ()
         self._joined_subscription: tuple[str, ...] | None = None
@@ -1343,10 +1343,14 @@ class ClassicMembershipManager:
 
     def _publish_identity(self) -> None:
         stable = self._state is ClassicMemberState.STABLE
-        identity = (self._member_id, self._generation_id if stable else None)
+        rebalancing = self._state in (
+            ClassicMemberState.PREPARING_REBALANCE,
+            ClassicMemberState.COMPLETING_REBALANCE,
+        )
+        identity = (self._member_id, self._generation_id if stable else None, rebalancing)
         if identity != self._published_identity:
             self._published_identity = identity
-            self._events.append(MemberEpochChanged(identity[0], identity[1]))
+            self._events.append(MemberEpochChanged(*identity))
 
     def _set_member_id(self, member_id: str) -> None:
         if member_id != self._member_id:

@@ -59,6 +59,12 @@ Choices (Java's behaviour unless said otherwise), in one place:
   GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED (all denied topics collected first),
   OFFSET_METADATA_TOO_LARGE, INVALID_COMMIT_OFFSET_SIZE and any other fatal code → their typed
   error. Errors of one partition name that partition (and the offset committed).
+* **Classic member without a stable generation** (subscribed; JoinGroup/SyncGroup in flight,
+  or not joined): a commit fails at once without a request, as Java's
+  ``sendOffsetCommitRequest`` does when ``generationIfStable()`` is null:
+  :class:`RebalanceInProgressError` during a rebalance (complete it with poll() and retry),
+  :class:`CommitFailedError` otherwise. Explicit offsets of a standalone (assign()) consumer
+  still go out with generation -1.
 * **commit_async** makes one attempt and never retries (a retriable answer completes it with
   that retriable error; Java wraps it in ``RetriableCommitFailedException``). Async commits
   are sent in order and their :class:`CommitCompleted` events are published in the order the
@@ -366,6 +372,7 @@ class CommitManager:
         # Who the member is. Standalone (no group membership): "" and -1.
         self._member_id = ""
         self._member_epoch: int | None = None
+        self._rebalancing = False  # classic: JoinGroup/SyncGroup in flight
         self._group_instance_id: str | None = None
         self._coordinator: int | None = None
         self._topic_ids: dict[str, uuid.UUID] = {}
@@ -438,6 +445,7 @@ class CommitManager:
     def on_member_epoch_changed(self, event: MemberEpochChanged) -> None:
         """The membership manager's :class:`MemberEpochChanged` event."""
         self.on_member_changed(event.member_id, event.member_epoch, self._group_instance_id)
+        self._rebalancing = event.rebalancing
 
     def set_group_instance_id(self, group_instance_id: str | None) -> None:
         """``group.instance.id`` (static membership), sent with OffsetCommit v7+."""
@@ -601,7 +609,7 @@ class CommitManager:
         self._expire(now_ms)
         requests: list[UnsentRequest] = []
         if self._coordinator is not None:
-            for commit in self._commits:
+            for commit in list(self._commits):  # _send_commit may complete (remove) one
                 if commit.done or commit.request_id is not None or commit.retry_at_ms > now_ms:
                     continue
                 request = self._send_commit(commit, now_ms)
@@ -705,6 +713,13 @@ class CommitManager:
 
     def _send_commit(self, commit: _Commit, now_ms: int) -> UnsentRequest | None:
         assert self._coordinator is not None
+        not_in_group = self._classic_member_without_generation()
+        if not_in_group is not None:
+            self._log.info(
+                "offset_commit_not_sent", kind=commit.kind.value, error=repr(not_in_group)
+            )
+            self._complete_commit(commit, not_in_group)
+            return None
         if commit.kind is _CommitKind.REVOCATION and commit.attempts > 0:
             # Retry with the latest consumed positions (Java's auto-commit before revocation).
             fresh = dict(self._subs.all_consumed())
@@ -795,6 +810,29 @@ class CommitManager:
         )
         self._committed.update(commit.offsets)
         self._complete_commit(commit, None)
+
+    def _classic_member_without_generation(self) -> KafkaError | None:
+        """Classic protocol, subscribed (group-managed), but no stable generation: the commit
+        fails here without a request, as Java's ``sendOffsetCommitRequest`` fails it when
+        ``generationIfStable()`` is null (a commit carrying generation -1 would only come back
+        as ILLEGAL_GENERATION, wrongly telling the user the member left the group)."""
+        if (
+            self._consumer_protocol
+            or self._member_epoch is not None
+            or not self._subs.has_auto_assigned_partitions()
+        ):
+            return None
+        if self._rebalancing:
+            return RebalanceInProgressError(
+                "Offset commit cannot be completed since the consumer is undergoing a "
+                "rebalance for auto partition assignment; complete the rebalance by calling "
+                "poll() and then retry the commit"
+            )
+        return CommitFailedError(
+            "Offset commit cannot be completed since the consumer is not part of an active "
+            "group for auto partition assignment; it is likely that the consumer was kicked "
+            "out of the group"
+        )
 
     def _commit_error(self, code: int, tp: TopicPartition, offset: int | None) -> KafkaError:
         where: dict[str, Any] = {"topic": tp.topic, "partition": tp.partition, "offset": offset}

@@ -239,10 +239,14 @@ class MemberEpochChanged:
     """The member epoch changed; ``member_epoch`` is None when the member is not in the group.
 
     The commit manager uses it for OffsetCommit/OffsetFetch (Java's MemberStateListener).
+    ``rebalancing`` (classic protocol only): the member is in a rebalance (JoinGroup or
+    SyncGroup in flight), so its generation is not usable; commits then fail with
+    RebalanceInProgressError, as Java's ``generationIfStable()``/``rebalanceInProgress()``.
     """
 
     member_id: str
     member_epoch: int | None
+    rebalancing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
