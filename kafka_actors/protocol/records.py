@@ -5,7 +5,8 @@ Owns: turning the ``records`` bytes of one fetched partition into columnar resul
 xerial-framed, lz4 frame, zstd), control-batch skipping, read_committed filtering of
 aborted transactions, and the next fetch offset / bytes consumed bookkeeping.
 
-May touch: nothing but its arguments. Pure code: no sockets, no clocks, no logging.
+May touch: nothing but its arguments. Pure code: no sockets, no clocks, no logging. At import,
+:mod:`kafka_actors.speedups` may swap in a mypyc build of this same source (see there).
 Raises only :mod:`kafka_actors.errors` types (``CorruptRecordError``,
 ``UnsupportedRecordFormatError``); low-level exceptions (IndexError, struct.error,
 cramjam errors, UnicodeDecodeError) never leak.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import struct
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -664,14 +666,23 @@ def _decode_into(
                         else TimestampType.CREATE_TIME
                     )
                     out.batch_leader_epochs.append(leader_epoch if leader_epoch >= 0 else None)
-        except _Corrupt as exc:
+        except _Corrupt as corrupt:  # its own name: mypyc types each bound name once
             raise CorruptRecordError(
-                str(exc),
+                str(corrupt),
                 topic=topic,
                 partition=partition,
                 offset=base_offset,
             ) from None
-        except (IndexError, struct.error, UnicodeDecodeError, ValueError, OverflowError) as exc:
+        # SystemError: a mypyc build (kafka_actors.speedups) reports a bytes slice past the end
+        # of the buffer that way where Python returns b"" (a length field lied).
+        except (
+            IndexError,
+            struct.error,
+            UnicodeDecodeError,
+            ValueError,
+            OverflowError,
+            SystemError,
+        ) as exc:
             raise CorruptRecordError(
                 f"malformed batch: {type(exc).__name__}: {exc}",
                 topic=topic,
@@ -701,3 +712,13 @@ def _rollback(out: DecodedRecords) -> None:
     """Drop the partial records of a batch that failed half-way (keeps columns aligned)."""
     n = out.batch_ends[-1] if out.batch_ends else 0
     del out.offsets[n:], out.timestamps[n:], out.keys[n:], out.values[n:], out.headers[n:]
+
+
+#: The implementation in use: "python", or "mypyc" when :mod:`kafka_actors.speedups` found a
+#: compiled build of this same source (``python -m kafka_actors.speedups build``).
+IMPLEMENTATION = "python"
+
+if __name__ == "kafka_actors.protocol.records":  # not in the compiled copy itself
+    from kafka_actors.speedups import accelerate as _accelerate
+
+    _accelerate(sys.modules[__name__])
