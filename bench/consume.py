@@ -145,7 +145,7 @@ def run_confluent(bootstrap: str, topic: str, partitions: int, expected: int) ->
                     continue  # partition EOF and the like are not records
                 k = m.key()
                 v = m.value()
-                last = m.offset()
+                last = m.offset() or 0
                 nbytes += len(v) if v is not None else 0
                 nbytes += len(k) if k is not None else 0
                 count += 1
@@ -271,6 +271,10 @@ def child(args: argparse.Namespace) -> int:
         ),
     }
     runner = runners[args.child]
+    if args.child.startswith("kafka-actors"):
+        from kafka_actors import log
+
+        log.configure(level="WARNING")  # before the loggers are bound (at import)
     # Imports are not part of the measurement (each runner's own imports are then cached).
     module = {
         "confluent-kafka": "confluent_kafka",
@@ -278,13 +282,9 @@ def child(args: argparse.Namespace) -> int:
         "kafka-python": "kafka",
     }.get(args.child, "kafka_actors.consumer")
     importlib.import_module(module)
-    if args.child.startswith("kafka-actors"):
-        from kafka_actors import log
-
-        log.configure(level="WARNING")
     profiler: Any = None
     if args.profile:
-        import yappi
+        import yappi  # type: ignore[import-untyped]
 
         yappi.set_clock_type("cpu")
         yappi.start(builtins=True)
@@ -294,8 +294,6 @@ def child(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     if args.profile:
-        import yappi
-
         yappi.stop()
         profiler = yappi.get_func_stats()
         profiler.save(args.profile, type="pstat")
@@ -426,7 +424,8 @@ def main() -> int:
             for name, parts in topics:
                 broker.create_topic(name, parts)
         else:
-            from confluent_kafka.admin import AdminClient, NewTopic
+            from confluent_kafka.admin import AdminClient
+            from confluent_kafka.cimpl import NewTopic
 
             admin = AdminClient({"bootstrap.servers": bootstrap})
             futures = admin.create_topics([NewTopic(t, p, 1) for t, p in topics])
