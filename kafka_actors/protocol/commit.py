@@ -64,7 +64,9 @@ Choices (Java's behaviour unless said otherwise), in one place:
   ``sendOffsetCommitRequest`` does when ``generationIfStable()`` is null:
   :class:`RebalanceInProgressError` during a rebalance (complete it with poll() and retry),
   :class:`CommitFailedError` otherwise. Explicit offsets of a standalone (assign()) consumer
-  still go out with generation -1.
+  still go out with generation -1. A classic commit answered ILLEGAL_GENERATION while the
+  member is by then in a rebalance (the commit raced the JoinGroup to the coordinator) is
+  :class:`RebalanceInProgressError` too: the member is still in the group.
 * **commit_async** makes one attempt and never retries (a retriable answer completes it with
   that retriable error; Java wraps it in ``RetriableCommitFailedException``). Async commits
   are sent in order and their :class:`CommitCompleted` events are published in the order the
@@ -305,6 +307,7 @@ class _Commit:
     retry_at_ms: int = 0
     request_id: int | None = None
     topic_names: dict[uuid.UUID, str] = field(default_factory=dict)  # of the request in flight
+    sent_epoch: int = -1  # the generation / member epoch the request in flight carries
     last_error: KafkaError | None = None
     done: bool = False
     result: KafkaError | None = None
@@ -751,6 +754,7 @@ class CommitManager:
         )
         request_id = self._new_id()
         commit.request_id = request_id
+        commit.sent_epoch = -1 if self._member_epoch is None else self._member_epoch
         commit.attempts += 1
         self._in_flight[request_id] = commit
         self._log.debug(
@@ -786,7 +790,9 @@ class CommitManager:
                         unauthorized.append(name)
                     continue
                 offset = commit.offsets.get(tp)
-                error = self._commit_error(code, tp, None if offset is None else offset.offset)
+                error = self._commit_error(
+                    code, tp, None if offset is None else offset.offset, commit.sent_epoch
+                )
                 self._log.info(
                     "offset_commit_error",
                     kind=commit.kind.value,
@@ -834,14 +840,26 @@ class CommitManager:
             "out of the group"
         )
 
-    def _commit_error(self, code: int, tp: TopicPartition, offset: int | None) -> KafkaError:
+    def _commit_error(
+        self, code: int, tp: TopicPartition, offset: int | None, sent_epoch: int = -1
+    ) -> KafkaError:
         where: dict[str, Any] = {"topic": tp.topic, "partition": tp.partition, "offset": offset}
+        if code == _ILLEGAL_GENERATION and not self._consumer_protocol and self._rebalancing:
+            # Sent with the generation the member had then; it has since started another
+            # rebalance (the JoinGroup went out first), so it is still in the group (Java's
+            # "generation is already stale" RebalanceInProgressException).
+            return RebalanceInProgressError(
+                f"Offset commit cannot be completed since the consumer's generation "
+                f"{sent_epoch} is already stale: the member is taking part in another "
+                "rebalance; complete it by calling poll() and then retry the commit",
+                **where,
+            )
         if code in _MEMBER_GONE_CODES:
             return CommitFailedError(
                 f"Offset commit cannot be completed: {error_for_code(code).message} "
                 f"(member {self._member_id or '-'}, "
                 f"{'member epoch' if self._consumer_protocol else 'generation'} "
-                f"{-1 if self._member_epoch is None else self._member_epoch}). The member is "
+                f"{sent_epoch}). The member is "
                 "no longer part of the group or its assignment moved on; its partitions may "
                 "belong to another member now",
                 **where,

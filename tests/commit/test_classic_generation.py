@@ -88,3 +88,32 @@ def test_classic_manager_publishes_rebalancing_while_join_or_sync_is_in_flight()
     d.respond(sync, sync_response([tp("a", 0)]))
     events = d.take()
     assert MemberEpochChanged("m-1", 3, rebalancing=False) in events
+
+
+def test_illegal_generation_while_rebalancing_again_is_rebalance_in_progress() -> None:
+    """The commit left with generation 4; the JoinGroup of the next rebalance reached the
+    coordinator first, so the answer is ILLEGAL_GENERATION while the member is rebalancing:
+    it is still in the group (poll and retry), not gone."""
+    h = Harness(protocol="classic")
+    _subscribed(h)
+    h.m.on_member_epoch_changed(MemberEpochChanged(MEMBER_ID, 4))
+    h.m.commit_sync(None, h.now + 10_000, "sync")
+    request = h.send()
+    h.m.on_member_epoch_changed(MemberEpochChanged(MEMBER_ID, None, rebalancing=True))
+    h.ok(request, {tp("a", 0): 22})
+    (done,) = h.take(CommitCompleted)
+    assert type(done.error) is RebalanceInProgressError
+    assert "generation 4" in str(done.error)
+
+
+def test_illegal_generation_of_a_stable_member_is_commit_failed_naming_the_sent_one() -> None:
+    h = Harness(protocol="classic")
+    _subscribed(h)
+    h.m.on_member_epoch_changed(MemberEpochChanged(MEMBER_ID, 4))
+    h.m.commit_sync(None, h.now + 10_000, "sync")
+    request = h.send()
+    h.m.on_member_epoch_changed(MemberEpochChanged(MEMBER_ID, 5))
+    h.ok(request, {tp("a", 0): 22})
+    (done,) = h.take(CommitCompleted)
+    assert type(done.error) is CommitFailedError
+    assert "generation 4" in str(done.error)
