@@ -1,0 +1,1027 @@
+"""``AsyncKafkaConsumer``: the consumer for asyncio, on the same actors as ``KafkaConsumer``.
+
+Owns: the asyncio front end of one consumer — every API call as a coroutine that awaits the
+``concurrent.futures.Future`` of its application event (bridged to the loop, never waited
+for on the loop's thread), a small buffer of records collected from the fetch actor but not
+yet returned (``getone`` / ``async for`` hand records out one by one), the consumed positions
+as the application saw them (what ``commit()`` commits), auto-commit (driven from the loop,
+on those positions), and rebalance listeners that may be coroutines.
+
+How the loop is never blocked
+-----------------------------
+* Records come from the fetch actor by a :class:`~kafka_actors.actors.managers.CollectEvent`
+  carrying a future; its completion is moved onto the loop by ``call_soon_threadsafe`` and
+  deposits the records in this consumer's buffer, whether or not the coroutine that asked is
+  still waiting: a cancelled ``getmany`` (or one cut short by ``asyncio.timeout``) loses
+  nothing, the next call returns those records.
+* The actors' :class:`~kafka_actors.actors.context.AppSignal` has an observer that wakes the
+  loop (coalesced ``call_soon_threadsafe``) when a fetch buffered data, a background event
+  (rebalance callback, error) arrived or a future completed; waiting coroutines re-check.
+* Commits, offset lookups, metadata: the event's future is awaited with
+  ``asyncio.wrap_future``, bounded by the call's deadline.
+* ``close()`` joins the actor threads in a worker thread (bounded by its timeout).
+
+Rebalance callbacks
+-------------------
+Background events are handled on the loop as soon as they arrive (not only inside
+``getmany``). A callback runs as a task on the loop: the listener's method may be a plain
+function or a coroutine function, and may await any consumer call (commit, seek, position...)
+or hand work to other tasks and await it. The callback is acknowledged when the coroutine
+returns, bounded by ``max.poll.interval.ms`` (the rebalance timeout): past it the coroutine is
+cancelled, the partitions count as lost, and the next ``getmany`` / ``getone`` raises
+:class:`~kafka_actors.errors.KafkaTimeoutError` naming them (it is also logged). Before
+``on_partitions_revoked`` runs, records of the revoked partitions still in this consumer's
+buffer are dropped (their position moved back to the first of them) and, with auto-commit,
+the consumed positions are committed (as Java commits before a revocation).
+
+``rebalance.safe.commits=true`` (implemented once in :mod:`kafka_actors.actors.safe_commits`,
+shared with ``KafkaConsumer``): the revocation is further held until the records returned to
+the application for the revoked partitions are committed (by the application's ``commit()``
+calls), or ``rebalance.safe.commits.max.duration.ms`` passes.
+
+Thread safety: use one consumer from one event loop (the loop of its first coroutine call).
+
+May touch: the consumer's actors through its inner :class:`~kafka_actors.consumer.
+KafkaConsumer` (context, facade, subscription state), the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import re
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any, Final
+
+from kafka_actors.actors.context import fail
+from kafka_actors.actors.events import (
+    CommitEvent,
+    FetchCommittedEvent,
+    LeaveGroupEvent,
+    ListOffsetsEvent,
+    PollEvent,
+    PositionsChangedEvent,
+    SubscriptionChangedEvent,
+    TopicMetadataEvent,
+)
+from kafka_actors.actors.facade import ConsumerRebalanceListener
+from kafka_actors.actors.managers import CloseFetchEvent, CollectEvent
+from kafka_actors.config import ConsumerConfig
+from kafka_actors.consumer import (
+    DEFAULT_CLOSE_TIMEOUT_S,
+    ConsumerGroupMetadata,
+    Deserializer,
+    KafkaConsumer,
+    _keys,
+    _offsets,
+)
+from kafka_actors.errors import (
+    ConsumerClosedError,
+    IllegalStateError,
+    KafkaTimeoutError,
+)
+from kafka_actors.log import get_logger, new_trace_id, traced
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.metadata import PartitionInfo
+from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
+from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.subscription import FetchPosition
+from kafka_actors.supervisors import ChildRestartingError, FaultInjector, SupervisorFatalError
+
+__all__ = ["AsyncKafkaConsumer", "ConsumerRebalanceListener"]
+
+_log = get_logger("aio")
+_REVOKED: Final = "on_partitions_revoked"
+_ASSIGNED: Final = "on_partitions_assigned"
+_LOST: Final = "on_partitions_lost"
+
+
+class _Buffered:
+    """Records of one partition collected but not yet returned, and the position the fetch
+    actor moved the partition to when it handed them out (to move it back, compare-and-set)."""
+
+    __slots__ = ("end", "records")
+
+    def __init__(self) -> None:
+        self.records: deque[ConsumerRecord] = deque()
+        self.end: FetchPosition | None = None
+
+
+class _LoopListener(ConsumerRebalanceListener):
+    """What the facade calls (on the loop's thread): each callback becomes a task on the loop
+    and a ``concurrent.futures.Future`` that completes (acknowledges) when the task ends."""
+
+    def __init__(self, consumer: AsyncKafkaConsumer) -> None:
+        self._consumer = consumer
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
+        return self._consumer._start_callback(_REVOKED, revoked)
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
+        return self._consumer._start_callback(_ASSIGNED, assigned)
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
+        return self._consumer._start_callback(_LOST, lost)
+
+
+class AsyncKafkaConsumer:
+    """A Kafka consumer for asyncio (see :mod:`kafka_actors.aio`).
+
+    ``AsyncKafkaConsumer("topic", bootstrap_servers="localhost:9092", group_id="g")`` or with
+    a dict of Kafka's own keys as ``config=``; topics given here are subscribed at once.
+    Use as ``async with`` (``close()`` on exit), then ``async for record in consumer`` or
+    ``await consumer.getmany(timeout_ms=..., max_records=...)``.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        config: Mapping[str, object] | ConsumerConfig | None = None,
+        listener: Any = None,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        faults: FaultInjector | None = None,
+        **kwargs: object,
+    ) -> None:
+        if isinstance(config, ConsumerConfig):
+            cfg = config.with_overrides(_keys(kwargs)) if kwargs else config
+        else:
+            mapping: dict[str, object] = dict(config or {})
+            mapping.update(_keys(kwargs))
+            cfg = ConsumerConfig.from_dict(mapping)
+        self._auto_commit = cfg.enable_auto_commit
+        # Auto-commit runs here, on the positions the application was given (records in this
+        # consumer's buffer are not consumed yet); the actors' own auto-commit would commit
+        # the fetch positions, which run ahead of them.
+        inner_cfg = (
+            cfg.with_overrides({"enable.auto.commit": False}) if cfg.enable_auto_commit else cfg
+        )
+        self._inner = inner = KafkaConsumer(
+            inner_cfg,
+            key_deserializer=key_deserializer,
+            value_deserializer=value_deserializer,
+            faults=faults,
+        )
+        self.config = (
+            cfg if cfg.client_id else cfg.with_overrides({"client.id": inner.config.client_id})
+        )
+        self._ctx = inner._ctx
+        self._facade = inner._facade
+        self._tree = inner._tree
+        self._kd = inner._key_deserializer
+        self._vd = inner._value_deserializer
+        self._uses_group = inner._uses_group
+        self._log = _log.bind(client_id=self.config.client_id, group_id=cfg.group_id)
+        self._listener: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._buffer: dict[TopicPartition, _Buffered] = {}
+        self._consumed: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._waiters: list[asyncio.Future[None]] = []
+        self._wake_scheduled = False
+        self._collecting: concurrent.futures.Future[Any] | None = None
+        self._collect_done: asyncio.Future[None] | None = None
+        self._empty_at_generation: int | None = None
+        self._collect_retry_at: float | None = None
+        self._poll_event_due = 0.0
+        self._errors: list[BaseException] = []
+        self._callback_tasks: set[asyncio.Task[Any]] = set()
+        self._auto_commit_due = 0.0
+        self._auto_committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._auto_commit_future: concurrent.futures.Future[Any] | None = None
+        self._close_lock: asyncio.Lock | None = None
+        self._closed = False
+        if topics:
+            self.subscribe(topics, listener=listener)
+        elif listener is not None:
+            self._listener = listener
+
+    # -- loop binding and wake-ups -------------------------------------------------------------
+
+    def _bind(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+            self._ctx.signal.add_observer(self._signal_observer)
+            self._auto_commit_due = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+            if self._ctx.background:
+                loop.call_soon(self._on_wake)
+        elif asyncio.get_running_loop() is not loop:
+            raise RuntimeError("An AsyncKafkaConsumer is bound to the event loop it first ran on")
+        return loop
+
+    def _signal_observer(self) -> None:
+        """Called on actor threads on every AppSignal.notify: wake the loop (coalesced)."""
+        if self._wake_scheduled:
+            return
+        loop = self._loop
+        if loop is None:
+            return
+        self._wake_scheduled = True
+        try:
+            loop.call_soon_threadsafe(self._on_wake)
+        except RuntimeError:  # the loop is closed
+            self._wake_scheduled = False
+
+    def _on_wake(self) -> None:
+        self._wake_scheduled = False
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        if self._ctx.background and not self._facade.closed:
+            self._drain_background()
+
+    async def _wait_wake(self, deadline: float) -> None:
+        """Until the next wake-up or the monotonic ``deadline``."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        loop = self._bind()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        handle = loop.call_later(remaining, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            handle.cancel()
+            if not waiter.done():
+                waiter.cancel()
+
+    def _drain_background(self) -> None:
+        """Run what the background asked for (callbacks become tasks); keep errors for the
+        application's next call."""
+        try:
+            self._facade.process_background()
+        except BaseException as exc:
+            if exc is not self._facade._fatal_error:
+                self._errors.append(exc)
+
+    def _raise_pending(self) -> None:
+        self._drain_background()
+        if self._errors:
+            raise self._errors.pop(0)
+        self._facade.ensure_open()
+
+    # -- context manager, iteration ---------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncKafkaConsumer:
+        self._bind()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        try:
+            return await self.getone()
+        except ConsumerClosedError:
+            raise StopAsyncIteration from None
+
+    # -- subscription -------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str] = (),
+        listener: Any = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """Subscribe to topics or a pattern (as ``KafkaConsumer.subscribe``). ``listener``:
+        an object with ``on_partitions_revoked`` / ``on_partitions_assigned`` (and maybe
+        ``on_partitions_lost``), each a function or a coroutine function."""
+        if pattern is None and not isinstance(topics, (str, re.Pattern)):
+            topics = list(topics)
+            if not topics:
+                raise ValueError("Empty subscription: use 'await consumer.unsubscribe()'")
+        self._listener = listener
+        self._inner.subscribe(topics, listener=_LoopListener(self), pattern=pattern)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manual assignment (no group membership)."""
+        wanted = list(partitions)
+        if not wanted:
+            raise ValueError("Empty assignment: use 'await consumer.unsubscribe()'")
+        if self._auto_commit and self._consumed and self._loop is not None:
+            self._auto_commit_now()
+        keep = set(wanted)
+        for tp in list(self._buffer):
+            if tp not in keep:
+                self._drop(tp, rewind=True)
+        self._inner.assign(wanted)
+
+    async def unsubscribe(self) -> None:
+        """Leave the group (running ``on_partitions_revoked`` on the loop) and drop the
+        subscription or assignment."""
+        self._bind()
+        self._facade.ensure_open()
+        trace = new_trace_id()
+        with traced(trace):
+            subs = self._ctx.subscriptions
+            if self._uses_group and subs.has_auto_assigned_partitions():
+                await self._leave_group(
+                    time.monotonic() + self.config.default_api_timeout_ms / 1000
+                )
+            for tp in list(self._buffer):
+                self._drop(tp, rewind=False)
+            self._consumed.clear()
+            subs.unsubscribe()
+            self._facade.tell("metadata", SubscriptionChangedEvent(frozenset(), None, trace))
+            self._facade.tell("fetch", PositionsChangedEvent(trace))
+
+    def subscription(self) -> set[str]:
+        return self._inner.subscription()
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._inner.assignment()
+
+    # -- records ------------------------------------------------------------------------------
+
+    async def getmany(
+        self,
+        *partitions: TopicPartition,
+        timeout_ms: int = 0,
+        max_records: int | None = None,
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records fetched so far (of ``partitions``, or of all), up to ``max_records``
+        (default ``max.poll.records``), waiting up to ``timeout_ms`` for some."""
+        limit = self.config.max_poll_records if max_records is None else int(max_records)
+        if limit <= 0:
+            raise ValueError("max_records must be positive")
+        deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
+        return await self._get(frozenset(partitions), limit, deadline)
+
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
+        """The next record (of ``partitions``, or of any), waiting as long as it takes."""
+        wanted = frozenset(partitions)
+        if self._buffer and not self._errors and not self._ctx.background:
+            out = self._take(wanted, 1)  # fast path: no actor involved
+            if out:
+                return next(iter(out.values()))[0]
+        while True:
+            out = await self._get(wanted, 1, time.monotonic() + 3600.0)
+            if out:
+                return next(iter(out.values()))[0]
+
+    async def _get(
+        self, wanted: frozenset[TopicPartition], limit: int, deadline: float
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        self._bind()
+        facade = self._facade
+        facade.ensure_open()
+        ctx = self._ctx
+        subs = ctx.subscriptions
+        if subs.has_no_subscription_or_user_assignment():
+            raise IllegalStateError(
+                "Consumer is not subscribed to any topics or assigned any partitions"
+            )
+        trace = new_trace_id()
+        with traced(trace):
+            ctx.metrics.polled()
+            self._poll_event_due = 0.0
+            self._maybe_auto_commit()
+            while True:
+                wake_by = self._send_poll_event(trace)
+                self._raise_pending()
+                self._inner._check_group_protocol()
+                self._inner._update_positions(trace)
+                out = self._take(wanted, limit)
+                if out:
+                    return out
+                if self._collecting is None and (
+                    self._empty_at_generation is None
+                    or self._empty_at_generation != ctx.fetch_generation
+                ):
+                    self._start_collect(trace)
+                done = self._collect_done
+                if done is not None and not done.done():
+                    # A collect is bounded (the fetch actor answers at once): wait for it even
+                    # past the deadline, so that its records are returned now.
+                    await asyncio.shield(done)
+                    continue
+                if time.monotonic() >= deadline:
+                    return {}
+                retry_at = self._collect_retry_at
+                if retry_at is not None:
+                    if time.monotonic() >= retry_at:
+                        self._collect_retry_at = None
+                        self._empty_at_generation = None
+                        continue
+                    wake_by = min(wake_by, retry_at)
+                await self._wait_wake(min(deadline, wake_by))
+
+    def _send_poll_event(self, trace: str) -> float:
+        """Tell the membership manager the application polls (its poll timer, the join):
+        at each call, again while a call waits, and soon again when the tell was dropped
+        (the actor is starting). Returns when to send the next one."""
+        now = time.monotonic()
+        if not self._uses_group:
+            return now + 3600.0
+        if now >= self._poll_event_due:
+            delivered = self._facade.tell("membership", PollEvent(trace))
+            if delivered:
+                interval = min(1.0, self.config.max_poll_interval_ms / 3000.0)
+            else:
+                interval = self.config.retry_backoff_ms / 1000.0
+            self._poll_event_due = now + interval
+        return self._poll_event_due
+
+    def _start_collect(self, trace: str) -> None:
+        loop = self._bind()
+        ctx = self._ctx
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        generation = ctx.fetch_generation
+        self._collecting = future
+        done: asyncio.Future[None] = loop.create_future()
+        self._collect_done = done
+        size = max(self.config.max_poll_records, 500)
+
+        def deliver(f: concurrent.futures.Future[Any]) -> None:
+            try:
+                loop.call_soon_threadsafe(self._on_collected, f, generation, done)
+            except RuntimeError:
+                pass
+
+        future.add_done_callback(deliver)
+        if not ctx.tell("fetch", CollectEvent(size, trace, future)):
+            fail(future, ChildRestartingError(child="fetch"))
+
+    def _on_collected(
+        self,
+        future: concurrent.futures.Future[Any],
+        generation: int,
+        done: asyncio.Future[None],
+    ) -> None:
+        """On the loop: put collected records into the buffer (whoever is still waiting)."""
+        if self._collecting is future:
+            self._collecting = None
+        try:
+            self._deposit(future, generation)
+        finally:
+            if not done.done():
+                done.set_result(None)
+            self._on_wake()
+
+    def _deposit(self, future: concurrent.futures.Future[Any], generation: int) -> None:
+        error = future.exception()
+        if error is not None:
+            if isinstance(error, SupervisorFatalError):
+                try:
+                    self._facade.raise_if_fatal()
+                except BaseException as exc:
+                    error = exc
+                self._errors.append(error)
+            elif not isinstance(error, (ChildRestartingError, KeyError)):
+                self._errors.append(error)
+            else:  # the fetch actor is (re)starting: ask again after the retry backoff
+                self._empty_at_generation = generation
+                self._collect_retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000.0
+            return
+        result = future.result()
+        if result is None or not result.records:
+            self._empty_at_generation = generation
+            if result is not None and result.error is not None:
+                self._errors.append(result.error)
+            return
+        self._empty_at_generation = None
+        subs = self._ctx.subscriptions
+        for tp, records in result.records.items():
+            if not records:
+                continue
+            end = result.positions.get(tp)
+            if self._facade.closed:
+                continue
+            with subs._lock:
+                state = subs.partition_state(tp)
+                if state is None:
+                    continue
+                if not state.is_fetchable and not (state.paused and not state.pending_revocation):
+                    # Being revoked (or reset) since the fetch actor handed these out: move
+                    # the position back (compare-and-set) so that nothing is skipped.
+                    if state.position is not None and end is not None:
+                        if state.position.offset == end.offset:
+                            leader = state.position.current_leader
+                            subs.seek(tp, FetchPosition(records[0].offset, None, leader))
+                    continue
+            buffered = self._buffer.get(tp)
+            if buffered is None:
+                buffered = self._buffer[tp] = _Buffered()
+            buffered.records.extend(records)
+            buffered.end = end
+
+    def _take(
+        self, wanted: frozenset[TopicPartition], limit: int
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to ``limit`` buffered records of fetchable partitions (round robin)."""
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        if not self._buffer:
+            return out
+        subs = self._ctx.subscriptions
+        safe = self._ctx.safe_commits
+        kd, vd = self._kd, self._vd
+        for tp in list(self._buffer):
+            if wanted and tp not in wanted:
+                continue
+            state = subs.partition_state(tp)
+            if state is None or not state.is_fetchable:
+                if state is not None and state.paused and not state.pending_revocation:
+                    continue  # kept until resumed
+                self._drop(tp, rewind=state is not None)
+                continue
+            buffered = self._buffer.pop(tp)
+            records = buffered.records
+            if len(records) <= limit:
+                taken = list(records)
+            else:
+                taken = [records.popleft() for _ in range(limit)]
+                self._buffer[tp] = buffered  # to the end: the next call starts elsewhere
+            if kd is not None or vd is not None:
+                try:
+                    taken = [
+                        r._replace(
+                            key=kd(r.key) if kd is not None else r.key,
+                            value=vd(r.value) if vd is not None else r.value,
+                        )
+                        for r in taken
+                    ]
+                except BaseException:
+                    if tp in self._buffer:
+                        records.extendleft(reversed(taken))
+                    else:
+                        self._buffer[tp] = buffered
+                    raise
+            last = taken[-1]
+            self._consumed[tp] = OffsetAndMetadata(last.offset + 1, "", last.leader_epoch)
+            if safe is not None:
+                safe.handed_out(tp, last.offset + 1)
+            out[tp] = taken
+            limit -= len(taken)
+            if limit <= 0:
+                break
+        return out
+
+    def _drop(self, tp: TopicPartition, *, rewind: bool) -> None:
+        """Forget the buffered records of ``tp``; ``rewind``: move its position back to the
+        first of them (compare-and-set with the position they were handed out with)."""
+        buffered = self._buffer.pop(tp, None)
+        if buffered is None or not buffered.records or not rewind:
+            return
+        subs = self._ctx.subscriptions
+        with subs._lock:
+            state = subs.partition_state(tp)
+            end = buffered.end
+            if state is None or state.position is None or end is None:
+                return
+            if state.position.offset == end.offset:
+                first = buffered.records[0]
+                subs.seek(tp, FetchPosition(first.offset, None, state.position.current_leader))
+
+    def _consumed_offsets(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What the application consumed: positions minus the records still buffered here."""
+        subs = self._ctx.subscriptions
+        owned = subs.assigned_partitions()
+        wanted = owned if partitions is None else [tp for tp in partitions if tp in owned]
+        positions = subs.all_consumed()
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp in wanted:
+            buffered = self._buffer.get(tp)
+            if buffered is not None and buffered.records:
+                first = buffered.records[0]
+                consumed = self._consumed.get(tp)
+                epoch = consumed.leader_epoch if consumed is not None else first.leader_epoch
+                out[tp] = OffsetAndMetadata(first.offset, "", epoch)
+            elif tp in positions:
+                out[tp] = positions[tp]
+        return out
+
+    # -- commits ------------------------------------------------------------------------------
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Commit ``offsets`` (default: what the application consumed), retrying retriable
+        errors until ``timeout`` (default ``default.api.timeout.ms``). Returns them."""
+        self._bind()
+        self._facade.ensure_open()
+        self._inner._require_group("commit")
+        wanted = _offsets(offsets) if offsets is not None else self._consumed_offsets()
+        if not wanted:
+            return {}
+        trace = new_trace_id()
+        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
+        with traced(trace):
+            result: dict[TopicPartition, OffsetAndMetadata] = await self._call(
+                "commit", lambda f, d: CommitEvent(wanted, True, d, f, trace), deadline, "commit"
+            )
+            return result
+
+    def _maybe_auto_commit(self) -> None:
+        if not self._auto_commit or time.monotonic() < self._auto_commit_due:
+            return
+        self._auto_commit_due = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self._auto_commit_now()
+
+    def _auto_commit_now(self) -> None:
+        pending = self._auto_commit_future
+        if pending is not None and not pending.done():
+            return
+        offsets = self._consumed_offsets()
+        changed = {tp: om for tp, om in offsets.items() if self._auto_committed.get(tp) != om}
+        if not changed:
+            return
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._ctx.track(future)
+        self._auto_commit_future = future
+
+        def done(f: concurrent.futures.Future[Any]) -> None:
+            error = f.exception()
+            if error is None:
+                self._auto_committed.update(changed)
+            else:
+                self._log.info("auto_commit_failed", error=str(error))
+
+        future.add_done_callback(done)
+        if not self._ctx.tell("commit", CommitEvent(changed, False, 0, future, new_trace_id())):
+            fail(future, ChildRestartingError(child="commit"))
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition] | TopicPartition, timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None where there is none)."""
+        self._bind()
+        self._facade.ensure_open()
+        self._inner._require_group("committed")
+        wanted = frozenset([partitions] if isinstance(partitions, TopicPartition) else partitions)
+        trace = new_trace_id()
+        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
+        with traced(trace):
+            result: dict[TopicPartition, OffsetAndMetadata | None] = await self._call(
+                "commit",
+                lambda f, d: FetchCommittedEvent(wanted, d, f, trace),
+                deadline,
+                "committed",
+            )
+            return result
+
+    # -- positions ----------------------------------------------------------------------------
+
+    async def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
+        """The offset of the next record the application gets from ``partition``."""
+        self._bind()
+        self._facade.ensure_open()
+        subs = self._ctx.subscriptions
+        if not subs.is_assigned(partition):
+            raise IllegalStateError(
+                f"You can only check the position for partitions assigned to this consumer: "
+                f"{partition}"
+            )
+        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
+        trace = new_trace_id()
+        with traced(trace):
+            while True:
+                buffered = self._buffer.get(partition)
+                if buffered is not None and buffered.records:
+                    return buffered.records[0].offset
+                position = subs.valid_position(partition)
+                if position is not None:
+                    return position.offset
+                if not subs.is_assigned(partition):
+                    raise IllegalStateError(f"Partition {partition} is no longer assigned")
+                self._inner._update_positions(trace)
+                if time.monotonic() >= deadline:
+                    raise KafkaTimeoutError(
+                        f"Timeout expired before the position for partition {partition} "
+                        "could be determined"
+                    )
+                await self._wait_wake(min(deadline, time.monotonic() + 0.5))
+                self._facade.raise_if_fatal()
+
+    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
+        """Return records of ``partition`` from ``offset`` on."""
+        self._drop(partition, rewind=False)
+        self._inner.seek(partition, offset)
+        self._consumed.pop(partition, None)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        wanted = list(partitions) or list(self.assignment())
+        for tp in wanted:
+            self._drop(tp, rewind=False)
+        self._inner.seek_to_beginning(wanted)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        wanted = list(partitions) or list(self.assignment())
+        for tp in wanted:
+            self._drop(tp, rewind=False)
+        self._inner.seek_to_end(wanted)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._inner.pause(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._inner.resume(partitions)
+        self._on_wake()
+
+    def paused(self) -> set[TopicPartition]:
+        return self._inner.paused()
+
+    # -- offsets lookups and metadata --------------------------------------------------------
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = await self._list_offsets(
+            LookupKind.BEGINNING, dict.fromkeys(partitions, -2), timeout
+        )
+        return result
+
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = await self._list_offsets(
+            LookupKind.END, dict.fromkeys(partitions, -1), timeout
+        )
+        return result
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """Earliest offset whose timestamp is >= the given one (ms), per partition."""
+        for tp, ts in timestamps.items():
+            if ts < 0:
+                raise ValueError(f"The target time for partition {tp} is {ts}; it must be >= 0")
+        result: dict[TopicPartition, OffsetAndTimestamp | None] = await self._list_offsets(
+            LookupKind.TIMES, dict(timestamps), timeout
+        )
+        return result
+
+    async def _list_offsets(
+        self, kind: str, timestamps: dict[TopicPartition, int], timeout: float | None
+    ) -> Any:
+        self._bind()
+        self._facade.ensure_open()
+        if not timestamps:
+            return {}
+        trace = new_trace_id()
+        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
+        with traced(trace):
+            return await self._call(
+                "offsets",
+                lambda f, d: ListOffsetsEvent(kind, timestamps, d, f, trace),
+                deadline,
+                kind,
+            )
+
+    async def list_topics(self, timeout: float | None = None) -> dict[str, list[PartitionInfo]]:
+        """Every topic the user may see (internal topics excluded) → its partitions."""
+        result = await self._topic_metadata(None, timeout)
+        return {
+            name: list(parts)
+            for name, parts in result.items()
+            if not (self.config.exclude_internal_topics and name.startswith("__"))
+        }
+
+    async def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
+        result = await self._topic_metadata(frozenset([topic]), timeout)
+        return list(result.get(topic, ()))
+
+    async def _topic_metadata(
+        self, topics: frozenset[str] | None, timeout: float | None
+    ) -> Mapping[str, tuple[PartitionInfo, ...]]:
+        self._bind()
+        self._facade.ensure_open()
+        trace = new_trace_id()
+        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
+        with traced(trace):
+            result: Mapping[str, tuple[PartitionInfo, ...]] = await self._call(
+                "metadata",
+                lambda f, d: TopicMetadataEvent(topics, d, f, trace),
+                deadline,
+                "list_topics" if topics is None else "partitions_for",
+            )
+            return result
+
+    # -- the call bridge ----------------------------------------------------------------------
+
+    async def _call(
+        self,
+        target: str,
+        make: Callable[[concurrent.futures.Future[Any], int], Any],
+        deadline: float,
+        what: str,
+    ) -> Any:
+        """Send ``make(future, deadline_ms)`` to ``target`` and await its result on the loop
+        (``Facade.call`` without a blocked thread): a restarting target is retried until the
+        deadline; past it, KafkaTimeoutError."""
+        facade = self._facade
+        while True:
+            facade.raise_if_fatal()
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self._ctx.track(future)
+            if not facade.tell(target, make(future, facade.deadline_ms(deadline))):
+                fail(future, ChildRestartingError(child=target))
+            try:
+                return await self._await(future, deadline, what)
+            except ChildRestartingError as exc:
+                if time.monotonic() >= deadline:
+                    raise KafkaTimeoutError(
+                        f"{what} timed out: the {target} actor is restarting"
+                    ) from exc
+                backoff = self.config.retry_backoff_ms / 1000.0
+                await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+
+    async def _await(
+        self, future: concurrent.futures.Future[Any], deadline: float, what: str
+    ) -> Any:
+        wrapped = asyncio.wrap_future(future)
+        remaining = max(0.0, deadline - time.monotonic())
+        done, _ = await asyncio.wait([wrapped], timeout=remaining)
+        if done:
+            return wrapped.result()
+        wrapped.cancel()
+        self._facade.raise_if_fatal()
+        if self._facade.closed:
+            raise ConsumerClosedError(f"{what}: the consumer was closed")
+        raise KafkaTimeoutError(f"{what} timed out")
+
+    # -- rebalance callbacks ------------------------------------------------------------------
+
+    def _start_callback(
+        self, method: str, partitions: set[TopicPartition]
+    ) -> concurrent.futures.Future[None]:
+        """On the loop's thread (the facade runs listener methods where it processes
+        background events): run the callback as a task; its end acknowledges."""
+        loop = self._bind()
+        acknowledged: concurrent.futures.Future[None] = concurrent.futures.Future()
+        task = loop.create_task(self._run_callback(method, frozenset(partitions)))
+        self._callback_tasks.add(task)
+
+        def finished(t: asyncio.Task[Any]) -> None:
+            self._callback_tasks.discard(t)
+            if t.cancelled():
+                acknowledged.set_exception(
+                    ConsumerClosedError(f"{method} was cancelled (the consumer is closing)")
+                )
+                return
+            error = t.exception()
+            if error is None:
+                acknowledged.set_result(None)
+            else:
+                acknowledged.set_exception(error)
+
+        task.add_done_callback(finished)
+        return acknowledged
+
+    async def _run_callback(self, method: str, partitions: frozenset[TopicPartition]) -> None:
+        log = self._log.bind(method=method, partitions=sorted(str(tp) for tp in partitions))
+        if method in (_REVOKED, _LOST):
+            for tp in partitions:
+                self._drop(tp, rewind=method == _REVOKED)
+        if method == _REVOKED and self._auto_commit:
+            try:
+                await self.commit(timeout=self.config.max_poll_interval_ms / 1000.0)
+            except Exception as exc:
+                log.warning("auto_commit_before_revocation_failed", error=repr(exc))
+        if method in (_REVOKED, _LOST):
+            for tp in partitions:
+                self._consumed.pop(tp, None)
+                self._auto_committed.pop(tp, None)
+        listener = self._listener
+        if listener is None:
+            return
+        fn = getattr(listener, method, None)
+        if fn is None and method == _LOST:
+            fn = getattr(listener, _REVOKED, None)
+        if fn is None:
+            return
+        timeout = self.config.max_poll_interval_ms / 1000.0
+        try:
+            async with asyncio.timeout(timeout):
+                result = fn(set(partitions))
+                if inspect.isawaitable(result):
+                    await result
+                elif isinstance(result, concurrent.futures.Future):
+                    await asyncio.wrap_future(result)
+        except TimeoutError:
+            error = KafkaTimeoutError(
+                f"{method} did not complete within max.poll.interval.ms "
+                f"({self.config.max_poll_interval_ms} ms); partitions "
+                f"{sorted(str(tp) for tp in partitions)} count as lost"
+            )
+            log.error("rebalance_listener_timed_out")
+            self._errors.append(error)
+            raise error from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error("rebalance_listener_failed", error=repr(exc))
+            self._errors.append(exc)
+            raise
+
+    # -- group, metrics, close ----------------------------------------------------------------
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self._inner.group_metadata()
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark from the last fetch (None before one)."""
+        state = self._ctx.subscriptions.partition_state(partition)
+        return None if state is None else state.high_watermark
+
+    async def _leave_group(self, deadline: float) -> None:
+        ctx = self._ctx
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        ctx.track(future)
+        trace = new_trace_id()
+        if not ctx.tell(
+            "membership",
+            LeaveGroupEvent(self._facade.deadline_ms(deadline), future, True, trace),
+        ):
+            return
+        self._drain_background()
+        wrapped = asyncio.wrap_future(future)
+        done, _ = await asyncio.wait([wrapped], timeout=max(0.0, deadline - time.monotonic()))
+        self._drain_background()
+        if not done:
+            wrapped.cancel()
+            raise KafkaTimeoutError("Leaving the group timed out")
+        wrapped.result()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Commit (with auto-commit), leave the group (callbacks on the loop), stop the
+        actors; never waits longer than ``timeout`` seconds (default 30)."""
+        if self._closed:
+            return
+        self._bind()
+        if self._close_lock is None:
+            self._close_lock = asyncio.Lock()
+        async with self._close_lock:
+            if self._closed or self._facade.closed:
+                self._closed = True
+                return
+            seconds = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else max(0.0, float(timeout))
+            deadline = time.monotonic() + seconds
+            trace = new_trace_id()
+            ctx = self._ctx
+            facade = self._facade
+            with traced(trace):
+                self._log.info("consumer_closing", timeout_s=seconds)
+                fatal = self._tree.fatal_error
+                subs = ctx.subscriptions
+                if fatal is None and self._uses_group:
+                    if self._auto_commit and subs.assigned_partitions():
+                        try:
+                            await self.commit(timeout=max(0.0, deadline - time.monotonic()))
+                        except Exception as exc:
+                            self._log.warning("commit_on_close_failed", error=str(exc))
+                    if subs.has_auto_assigned_partitions():
+                        try:
+                            await self._leave_group(deadline)
+                        except Exception as exc:
+                            self._log.warning("leave_on_close_failed", error=str(exc))
+                for tp in list(self._buffer):
+                    self._drop(tp, rewind=False)
+                if fatal is None:
+                    ctx.tell("fetch", CloseFetchEvent(trace))
+                facade.mark_closed()
+                self._closed = True
+                remaining = max(0.1, deadline - time.monotonic())
+                result = await asyncio.to_thread(self._tree.shutdown, timeout=remaining)
+                ctx.fail_outstanding(ConsumerClosedError("The consumer is closed"))
+                ctx.signal.remove_observer(self._signal_observer)
+                for task in list(self._callback_tasks):
+                    task.cancel()
+                self._on_wake()
+                self._log.info(
+                    "consumer_closed",
+                    completed=result.completed,
+                    not_stopped=list(result.not_stopped),
+                )
+
+    def metrics(self) -> dict[str, Any]:
+        """Consumer metrics without the fetch actor's (those need a blocking ask)."""
+        ctx = self._ctx
+        values: dict[str, Any] = dict(ctx.metrics.snapshot())
+        values["assigned-partitions"] = float(ctx.subscriptions.num_assigned_partitions())
+        values["buffered-records"] = float(sum(len(b.records) for b in self._buffer.values()))
+        return values
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
