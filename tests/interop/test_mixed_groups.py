@@ -1,0 +1,260 @@
+"""Mixed groups: our consumers and Java consumers (Kafka's own VerifiableConsumer, from the
+cluster's jars) in ONE group on the real 4.x broker, under KIP-848 (group.protocol=consumer
+on both sides) and under the classic protocol with the range and the cooperative-sticky
+assignors (partition.assignment.strategy on both sides).
+
+While records with unique values are produced, the group goes through joins and leaves of
+both kinds of members: ours A joins with Java J1, ours B joins, J1 leaves and Java J2 joins.
+Then: the partitions are split between our members and the Java members (each owns some,
+none is owned twice); the union of what all members consumed covers every record; no record
+is consumed by a second member after the first had committed past it; and
+``kafka-consumer-groups --describe`` shows our members (client id, host, assignment) and the
+committed offsets as our consumer and the topic's end offsets say.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_actors import TopicPartition
+from tests.consumer.helpers import base_config, unique
+from tests.interop.members import (
+    JavaMember,
+    OurMember,
+    Producer,
+    cross_member_duplicates_after_commit,
+    parse_assignment,
+    parse_table,
+    wait_until,
+)
+
+PARTITIONS = 6
+GROUP_TIMEOUT = 120.0
+
+VARIANTS = [
+    pytest.param("consumer", None, None, id="kip848"),
+    pytest.param(
+        "classic", "range", "org.apache.kafka.clients.consumer.RangeAssignor", id="classic-range"
+    ),
+    pytest.param(
+        "classic",
+        "cooperative-sticky",
+        "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        id="classic-cooperative-sticky",
+    ),
+]
+
+
+Member = OurMember | JavaMember
+
+
+def _split_state(members: list[Member]) -> str:
+    return ", ".join(f"{m.name}={sorted(m.owned())}" for m in members)
+
+
+def _is_split(members: list[Member]) -> bool:
+    owned = [m.owned() for m in members]
+    if any(not o for o in owned):
+        return False
+    union: set[int] = set()
+    for o in owned:
+        if union & o:
+            return False
+        union |= o
+    return union == set(range(PARTITIONS))
+
+
+def _wait_split(members: list[Member], java: list[JavaMember]) -> None:
+    def state() -> str:
+        dead = [j.name for j in java if not j.alive()]
+        tails = "".join(f"\n{j.name} stderr:\n{j.stderr_tail()}" for j in java if not j.alive())
+        return f"partitions not split: {_split_state(members)}; dead Java members {dead}{tails}"
+
+    def ok() -> bool:
+        assert all(j.alive() for j in java), state()
+        for m in members:
+            if isinstance(m, OurMember):
+                assert not m.errors, f"{m.name}: {m.errors!r}"
+        return _is_split(members)
+
+    wait_until(ok, GROUP_TIMEOUT, state)
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("protocol", "assignor", "java_assignor"), VARIANTS)
+def test_mixed_group_with_java_consumers(
+    kafka_broker: Any,
+    tmp_path: Path,
+    protocol: str,
+    assignor: str | None,
+    java_assignor: str | None,
+) -> None:
+    topic = unique(f"mixed-{protocol}")
+    group = unique(f"mixed-{assignor or protocol}")
+    kafka_broker.create_topic(topic, partitions=PARTITIONS)
+    bootstrap = kafka_broker.bootstrap_servers
+    extra: dict[str, object] = {
+        "group.id": group,
+        "group.protocol": protocol,
+        "enable.auto.commit": False,
+        "max.poll.records": 200,
+    }
+    if assignor is not None:
+        extra["partition.assignment.strategy"] = assignor
+
+    def ours(name: str) -> OurMember:
+        config = base_config(bootstrap, **extra, **{"client.id": f"{name}-{group}"})
+        return OurMember(name, topic, config)
+
+    def java(name: str) -> JavaMember:
+        return JavaMember(
+            kafka_broker,
+            f"{name}-{group}",
+            topic,
+            group,
+            tmp_path,
+            group_protocol=protocol,
+            assignment_strategy=java_assignor,
+        )
+
+    producer = Producer(bootstrap, topic)
+    producer.produce(1000)
+    producer.start()
+    started: list[Member] = []
+    try:
+        a = ours("ours-a").start()
+        started.append(a)
+        j1 = java("java-1")
+        started.append(j1)
+        _wait_split([a, j1], [j1])
+
+        b = ours("ours-b").start()
+        started.append(b)
+        _wait_split([a, b, j1], [j1])
+
+        j1.stop()
+        assert j1.has_event("shutdown_complete"), j1.stderr_tail()
+        j2 = java("java-2")
+        started.append(j2)
+        _wait_split([a, b, j2], [j2])
+        producer.stop()
+        final: list[Member] = [a, b, j2]
+
+        # Every record consumed by someone.
+        everyone = [m.log for m in started]
+
+        def consumed_values() -> set[bytes]:
+            values: set[bytes] = set()
+            for log in everyone:
+                values |= {c.value for c in log.snapshot()[0]}
+            return values
+
+        wait_until(
+            lambda: producer.produced <= consumed_values(),
+            GROUP_TIMEOUT,
+            lambda: f"{len(producer.produced - consumed_values())} records never consumed",
+        )
+        _wait_split(final, [j2])
+
+        for m in started:
+            consumed, commits = m.log.snapshot()
+            failed = [c.error for c in commits if not c.success]
+            print(
+                f"{m.name}: consumed {len(consumed)}, commits {len(commits)}, failed {len(failed)}"
+            )
+            if isinstance(m, OurMember):
+                # Nobody left the group uncleanly: like the Java members' failures, ours can
+                # only be "a rebalance is in progress, poll and retry".
+                assert all(e.startswith("RebalanceInProgressError") for e in failed), failed
+        # No record consumed by a second member after the first committed past it.
+        problems = cross_member_duplicates_after_commit(everyone)
+        assert not problems, "\n".join(problems[:20])
+        # Committed offsets: every record is committed by the final owners. A member whose
+        # last commit failed (a rebalance was in progress) commits again after its next
+        # records: a partition whose committed offset lags is given one more record.
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        end: dict[TopicPartition, int] = {}
+        rows: list[dict[str, str]] = []
+        lagging_before: set[int] = set()
+
+        def all_committed() -> bool:
+            nonlocal rows, end, lagging_before
+            end = a.consumer.end_offsets(tps, timeout=30)
+            result = kafka_broker.run_tool(
+                "kafka-consumer-groups",
+                ["--bootstrap-server", bootstrap, "--describe", "--group", group],
+            )
+            assert result.returncode == 0, result.stderr
+            rows = [r for r in parse_table(result.stdout) if r.get("TOPIC") == topic]
+            lagging = {
+                int(r["PARTITION"])
+                for r in rows
+                if r["CURRENT-OFFSET"] != str(end[TopicPartition(topic, int(r["PARTITION"]))])
+            }
+            for partition in lagging & lagging_before:
+                producer.produce(1, partition=partition)
+            lagging_before = lagging
+            return len(rows) == PARTITIONS and not lagging
+
+        def not_committed() -> str:
+            failed = [c for m in started for c in m.log.snapshot()[1] if not c.success]
+            return f"describe offsets: {rows}; failed commits: {failed[-10:]}"
+
+        wait_until(all_committed, GROUP_TIMEOUT, not_committed)
+        assert sum(end.values()) == len(producer.produced)
+        assert producer.produced <= consumed_values()
+        # Each member consumed something and committed (the final ones: what they consumed).
+        for m in started:
+            consumed, commits = m.log.snapshot()
+            assert consumed, f"{m.name} consumed nothing"
+            assert any(c.success for c in commits), f"{m.name} never committed"
+        owner_of = {p: m for m in final for p in m.owned()}
+        for row in rows:
+            partition = int(row["PARTITION"])
+            owner = owner_of[partition]
+            assert row["LOG-END-OFFSET"] == str(end[TopicPartition(topic, partition)]), row
+            assert row["LAG"] == "0", row
+            assert row["CLIENT-ID"] == owner.client_id, (row, _split_state(final))
+            assert row["HOST"] == "/127.0.0.1", row
+            assert row["CONSUMER-ID"] not in ("", "-"), row
+        # Our consumer reads the same committed offsets.
+        committed = a.consumer.committed(set(tps), timeout=30)
+        assert {tp: (om.offset if om else None) for tp, om in committed.items()} == dict(end)
+
+        # Members: ours listed with client id, host and assignment, as are the Java ones.
+        result = kafka_broker.run_tool(
+            "kafka-consumer-groups",
+            ["--bootstrap-server", bootstrap, "--describe", "--group", group, "--members",
+             "--verbose"],
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        members = {r["CLIENT-ID"]: r for r in parse_table(result.stdout)}
+        assert set(members) == {m.client_id for m in final}, result.stdout
+        for m in final:
+            row = members[m.client_id]
+            assert row["HOST"] == "/127.0.0.1", row
+            assert row["#PARTITIONS"] == str(len(m.owned())), (row, _split_state(final))
+            assert parse_assignment(row["CURRENT-ASSIGNMENT"], topic) == m.owned(), (
+                row,
+                _split_state(final),
+            )
+        if isinstance(a, OurMember) and protocol == "consumer":
+            # The member id and epoch we report are the broker's.
+            metadata = a.consumer.group_metadata()
+            row = members[a.client_id]
+            assert row["CONSUMER-ID"] == metadata.member_id, row
+            assert row["CURRENT-EPOCH"] == str(metadata.generation_id), row
+    finally:
+        for m in reversed(started):
+            try:
+                m.stop()
+            except Exception:
+                pass
+        producer.halt()
+    for m in started:
+        if isinstance(m, OurMember):
+            assert not m.errors, f"{m.name}: {m.errors!r}"
