@@ -10,12 +10,14 @@ How the bridge polls
 --------------------
 The consumer's own actors (pykka threads: network I/O, fetching ahead, heartbeats) live in the
 bridge's process; the bridge's message handler only *collects* what they fetched. It polls
-from its own message loop, driven by ticks: a tick is a self-sent ``_Tick`` while the
-subscriber has demand (``poll(poll_timeout_ms)``, a few ms at most, returning at once when
-records are ready) and a ``WakeupMessage`` (``wakeupAfter(idle_interval_ms)``) while it has
+from its own message loop, driven by ticks, each a ``WakeupMessage`` (``wakeupAfter``): every
+millisecond while the subscriber has demand (each tick a ``poll(poll_timeout_ms)``, a few ms at
+most, returning at once when records are ready) and every ``idle_interval_ms`` while it has
 none (``poll(0)``: rebalance callbacks and the poll timer still need the polling thread). Each
 scheduled tick carries a serial number and only the latest counts, so a ``Request`` can cut an
-idle wait short although Thespian wakeups cannot be cancelled.
+idle wait short although Thespian wakeups cannot be cancelled. Ticks are wakeups, never
+self-sent messages: ``simpleSystemBase`` runs its queue until it is empty, so a chain of
+self-sends would keep the caller's ``listen()`` / ``ask()`` from ever returning.
 
 A dedicated polling thread would be wrong for both bases: Thespian's ``send`` is not
 thread-safe (under ``simpleSystemBase`` every actor runs on the thread that calls into the
@@ -95,11 +97,10 @@ __all__ = ["KafkaBridge"]
 
 _CHECK_COMMITS = "check-commits"
 _ERROR_BACKOFF_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Tick:
-    serial: int
+#: The delay of a tick that is due now. Not zero, and not a self-sent message:
+#: simpleSystemBase's listen()/ask() loop runs until its queue is empty, so a chain of
+#: self-sends (or of wakeups already due) would keep the caller's listen() from returning.
+_BUSY_INTERVAL_S = 0.001
 
 
 @dataclass(slots=True)
@@ -167,9 +168,6 @@ class KafkaBridge(Actor):  # type: ignore[misc]
                 self._commit_check_armed = False
                 self._complete_commits()
             elif message.payload == self._tick_serial:
-                self._tick()
-        elif isinstance(message, _Tick):
-            if message.serial == self._tick_serial:
                 self._tick()
         elif isinstance(message, Request):
             self._on_request(message, sender)
@@ -316,10 +314,10 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             return
         self._tick_serial += 1
         if immediate:
-            self.send(self.myAddress, _Tick(self._tick_serial))
+            seconds = _BUSY_INTERVAL_S
         else:
             seconds = delay_s if delay_s is not None else self._settings.idle_interval_ms / 1000
-            self.wakeupAfter(timedelta(seconds=seconds), self._tick_serial)
+        self.wakeupAfter(timedelta(seconds=seconds), self._tick_serial)
 
     def _tick(self) -> None:
         consumer = self._consumer
