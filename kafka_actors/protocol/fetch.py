@@ -117,6 +117,10 @@ INITIAL_EPOCH: Final = 0
 FINAL_EPOCH: Final = -1
 _MIN_SESSION_VERSION: Final = 7
 _MIN_TOPIC_ID_VERSION: Final = 13
+#: While a node whose Fetch failed unanswered leads a fetchable partition, metadata is refreshed
+#: this often (Java's default retry.backoff.max.ms; Java's NetworkClient requests an update at
+#: every failed connection attempt).
+_UNREACHABLE_LEADER_REFRESH_MS: Final = 1_000
 
 # Fetch error codes, by reaction.
 _NONE: Final = 0
@@ -533,6 +537,9 @@ class FetchManager:
         self._in_flight: dict[int, _InFlight] = {}  # by request id
         self._in_flight_nodes: dict[int, int] = {}  # node -> request id
         self._node_backoff_until: dict[int, int] = {}
+        #: Nodes whose last Fetch failed without an answer (disconnect, timeout) -> since when.
+        self._unanswered: dict[int, int] = {}
+        self._next_leader_refresh_ms = 0
         self._awaiting_metadata: set[TopicPartition] = set()
         self._completed: deque[_CompletedFetch] = deque()
         self._buffered_bytes = 0
@@ -622,13 +629,33 @@ class FetchManager:
                 del self._sessions[node]
         else:
             requests = self._prepare_fetches(now_ms)
+        refresh_in = self._refresh_unreachable_leaders(now_ms)
         events = tuple(self._events)
         self._events.clear()
-        return PollResult(
-            requests=tuple(requests),
-            time_until_next_poll_ms=self._time_until_next_poll(now_ms),
-            events=events,
-        )
+        wait = self._time_until_next_poll(now_ms)
+        if refresh_in is not None:
+            wait = refresh_in if wait is None else min(wait, refresh_in)
+        return PollResult(requests=tuple(requests), time_until_next_poll_ms=wait, events=events)
+
+    def _refresh_unreachable_leaders(self, now_ms: int) -> int | None:
+        """Ask for metadata every ``_UNREACHABLE_LEADER_REFRESH_MS`` while a node whose Fetch
+        failed unanswered still leads a fetchable partition: once the controller moved the
+        leadership the partition is fetched from its new leader (a Fetch queued for the dead
+        node would only fail at its request timeout, and the metadata would name the dead
+        leader for ever). Returns the ms until the next refresh, None when none is needed."""
+        if not self._unanswered or self._closing:
+            return None
+        stuck = []
+        for tp in self._subs.fetchable_positions():
+            found = self._cluster.leader_for(tp)
+            if found is not None and found[0] in self._unanswered:
+                stuck.append(tp)
+        if not stuck:
+            return None
+        if now_ms >= self._next_leader_refresh_ms:
+            self._next_leader_refresh_ms = now_ms + _UNREACHABLE_LEADER_REFRESH_MS
+            self._events.append(MetadataRefreshNeeded("leader unreachable", tuple(sorted(stuck))))
+        return max(0, self._next_leader_refresh_ms - now_ms)
 
     def _time_until_next_poll(self, now_ms: int) -> int | None:
         waits = [until - now_ms for until in self._node_backoff_until.values() if until > now_ms]
@@ -857,6 +884,10 @@ class FetchManager:
         if in_flight.session is not None:
             in_flight.session.handle_error()
         self._node_backoff_until[in_flight.node] = now_ms + self._config.retry_backoff_ms
+        if in_flight.node not in self._unanswered:
+            # The leader may be gone: look for a new one now, and again until it answers.
+            self._unanswered[in_flight.node] = now_ms
+            self._next_leader_refresh_ms = now_ms
         for tp in in_flight.partitions:
             if in_flight.leaders.get(tp, in_flight.node) != in_flight.node:
                 self._subs.clear_preferred_read_replica(tp)
@@ -873,6 +904,7 @@ class FetchManager:
         self._m_latency_last = latency
         self._m_last_response = now_ms
         self._node_backoff_until.pop(in_flight.node, None)
+        self._unanswered.pop(in_flight.node, None)
         node = in_flight.node
         top_error = int(getattr(response, "error_code", _NONE))  # v7+
         data: list[tuple[TopicPartition, Any]] = []
