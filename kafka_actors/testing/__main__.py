@@ -21,19 +21,24 @@ from types import FrameType
 from kafka_actors.testing import jars as _jars
 
 
-def _wait_for_signal() -> int:
-    stop = threading.Event()
-    got: list[int] = []
+class _StopSignal:
+    """SIGINT/SIGTERM/SIGHUP handlers installed at construction (before anything starts, so
+    a signal that arrives while a cluster starts still leads to a clean stop)."""
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        got.append(signum)
-        stop.set()
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.got: list[int] = []
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self._handler)
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
-    while not stop.wait(1.0):
-        pass
-    return got[0]
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        self.got.append(signum)
+        self.stop.set()
+
+    def wait(self) -> int:
+        while not self.stop.wait(1.0):
+            pass
+        return self.got[0]
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -84,9 +89,11 @@ def _broker(args: argparse.Namespace) -> int:
 def _mock(args: argparse.Namespace) -> int:
     from kafka_actors.testing.mock import MockCluster
 
+    stop = _StopSignal()
     with MockCluster(num_brokers=args.brokers) as mock:
         print(mock.bootstrap_servers, flush=True)
-        _wait_for_signal()
+        if not stop.stop.is_set():
+            stop.wait()
     return 0
 
 
