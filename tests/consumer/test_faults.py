@@ -117,10 +117,16 @@ def test_injected_group_errors_recover(
         # After the fence / coordinator loss / rebalance the member consumes on from the
         # committed offsets.
         produce(kafka_broker.bootstrap_servers, topic, 10, start=20)
-        records = poll_until(consumer, 10, timeout=90)
-        assert sorted(r.value or b"" for r in records) == sorted(
-            f"value-{i}".encode() for i in range(20, 30)
-        )
+        expected = {f"value-{i}".encode() for i in range(20, 30)}
+        values: list[bytes] = []
+        until = time.monotonic() + 90
+        while not expected <= set(values) and time.monotonic() < until:
+            values.extend(r.value or b"" for r in consumer.poll(0.5))
+        # Nothing below the committed offsets comes back (no committed progress lost) and
+        # nothing is missed. Records after the last commit may legitimately come twice when
+        # the injected error lands while they are being consumed (an eager classic rebalance
+        # revokes everything and resumes from the committed offsets: at-least-once, as Java).
+        assert set(values) == expected, sorted(values)
         for _ in range(30):
             try:
                 committed = consumer.commit_sync(timeout=30)
