@@ -46,7 +46,7 @@ def record_id(value: bytes | None) -> int:
 class PacedProducer:
     """Produces ids ``0 .. count-1`` (value ``b"<id>:x"``, key ``b"k<id % keys>"``) on its own
     thread at about ``rate`` records per second, acks=all, with retries (idempotent: a broker
-    killed meanwhile neither loses nor duplicates records)."""
+    killed meanwhile neither loses nor duplicates records), until all are sent or ``stop()``."""
 
     def __init__(
         self, bootstrap: str, topic: str, count: int, *, rate: float, keys: int = 1024
@@ -59,6 +59,7 @@ class PacedProducer:
         self.produced = 0
         self.errors: list[str] = []
         self.done = threading.Event()
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
 
     def start(self) -> PacedProducer:
@@ -83,9 +84,11 @@ class PacedProducer:
                 self.errors.append(str(err))
 
         started = time.monotonic()
-        chunk = 1000
+        chunk = max(1, min(1000, int(self.rate // 10)))
         try:
             for first in range(0, self.count, chunk):
+                if self._stop.is_set():
+                    break
                 for i in range(first, min(first + chunk, self.count)):
                     while True:
                         try:
@@ -109,6 +112,10 @@ class PacedProducer:
         finally:
             self.done.set()
 
+    def stop(self) -> None:
+        """Stop early: ids ``0 .. produced-1`` were produced."""
+        self._stop.set()
+
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
         assert self.done.is_set(), "the producer did not finish"
@@ -121,6 +128,7 @@ class MemberStats:
 
     name: str
     processed: list[int] = field(default_factory=list)
+    by_partition: dict[int, int] = field(default_factory=dict)
     revoked: int = 0
     lost: int = 0
     assigned: int = 0
@@ -232,9 +240,11 @@ class Member:
                     time.sleep(0.1)
                     continue
                 self.started.set()
+                by_partition = self.stats.by_partition
                 for r in records:
                     self.stats.processed.append(record_id(r.value))
                     self.positions[TopicPartition(r.topic, r.partition)] = r.offset + 1
+                    by_partition[r.partition] = by_partition.get(r.partition, 0) + 1
                 if records and self.work_s:
                     time.sleep(self.work_s)  # "processing": members lag behind the producer
                 if self.on_batch is not None:
