@@ -16,11 +16,16 @@ Supervision tree of one consumer::
 Thread safety: every method may be called from any thread, concurrently; the rebalance
 listener runs on the thread that calls ``poll()`` (or ``unsubscribe()`` / ``close()``).
 
-Group protocol: ``group.protocol=consumer`` (the default, KIP-848) needs a broker with
-ConsumerGroupHeartbeat (Kafka 4.x, or 3.7+ with the feature enabled). Against a broker without
-it the consumer does not fall back silently: ``subscribe()`` (when the broker's versions are
-already known) or the next ``poll()`` raises ``UnsupportedVersionError`` whose message says to
-set ``group.protocol=classic``, as Java's consumer fails. ``assign()`` works on any broker.
+Group protocol: ``group.protocol=consumer`` (the default, KIP-848) needs a broker with the
+consumer group protocol enabled (Kafka 4.x, or 3.7+ with
+``group.coordinator.rebalance.protocols=classic,consumer``). Against any other broker the
+consumer does not fall back: a 3.7-3.9 broker as shipped advertises ConsumerGroupHeartbeat but
+answers it with UNSUPPORTED_VERSION, older brokers lack the API; either way ``subscribe()``
+succeeds (or, when the broker's versions are already known to lack the API, raises) and the
+next ``poll()`` raises ``UnsupportedVersionError`` whose message says to set
+``group.protocol=classic``, as Java's consumer fails. From then on ``subscribe()`` and
+``poll()`` while subscribed raise it again; ``unsubscribe()``, ``assign()`` (which works on
+any broker) and ``close()`` still work.
 
 May touch: everything under ``kafka_actors.actors``, the supervisors, the config.
 """
@@ -404,9 +409,12 @@ class KafkaConsumer:
     def _collect(self, trace: str) -> ConsumerRecords:
         ctx = self._ctx
         try:
-            result = ctx.ask(
-                "fetch", CollectEvent(self.config.max_poll_records, trace), timeout=30.0
-            )
+            collector = ctx.fetch_collector  # on this thread, no actor round trip
+            result = collector(self.config.max_poll_records) if collector is not None else None
+            if result is None:
+                result = ctx.ask(
+                    "fetch", CollectEvent(self.config.max_poll_records, trace), timeout=30.0
+                )
         except (ChildRestartingError, KeyError):
             return ConsumerRecords({})
         except SupervisorFatalError:
@@ -868,13 +876,16 @@ class KafkaConsumer:
 
     def _check_group_protocol(self, *, subscribing: bool = False) -> None:
         versions = self._ctx.versions
-        if (
+        if not (
             self._ctx.group_protocol == "consumer"
             and self._uses_group
-            and versions is not None
             and (subscribing or self._ctx.subscriptions.has_auto_assigned_partitions())
-            and not versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT)
         ):
+            return
+        refused = self._facade.group_protocol_error  # a heartbeat answered UNSUPPORTED_VERSION
+        if refused is not None:
+            raise refused
+        if versions is not None and not versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT):
             raise UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
 
 

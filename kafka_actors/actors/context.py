@@ -230,6 +230,9 @@ class ConsumerContext:
     background: deque[Any] = field(default_factory=deque)
     #: Grows when the fetch actor buffered new data (poll() waits for it to change).
     fetch_generation: int = 0
+    #: The running fetch actor's direct collect (``collect(max_records) -> FetchResult | None``)
+    #: for the polling thread; None while no fetch actor runs (then poll asks the actor).
+    fetch_collector: Callable[[int], Any] | None = None
     #: Rebalance-safe commits (``rebalance.safe.commits``): RebalanceSafeCommits or None.
     safe_commits: Any = None
     #: Futures of application events not completed yet: failed if the tree gives up.

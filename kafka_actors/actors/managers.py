@@ -44,8 +44,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import threading
 from dataclasses import dataclass
 from typing import Any, cast
+
+import pykka
 
 from kafka_actors.actors.base import ManagerActor
 from kafka_actors.actors.context import ConsumerContext, Routed, complete, fail
@@ -84,7 +87,12 @@ from kafka_actors.protocol.coordinator import (
     CoordinatorErrorEvent,
     CoordinatorManager,
 )
-from kafka_actors.protocol.fetch import FetchConfig, FetchManager, MetadataRefreshNeeded
+from kafka_actors.protocol.fetch import (
+    FetchConfig,
+    FetchManager,
+    FetchResult,
+    MetadataRefreshNeeded,
+)
 from kafka_actors.protocol.messages import PollResult, TopicPartition
 from kafka_actors.protocol.metadata import (
     ClusterUpdated,
@@ -781,6 +789,13 @@ class FetchMetricsEvent:
 class FetchActor(ManagerActor):
     """Fetches ahead of the application into the fetch manager's buffer; decodes at collect.
 
+    Collect runs on the polling thread (:meth:`collect_direct`, published as
+    ``ctx.fetch_collector``), as Java's FetchCollector runs on the application thread over a
+    thread-safe FetchBuffer: every use of the manager, by this actor or by a collect, holds
+    ``self.lock``, and a collect that drained buffered data tells this actor to send the next
+    fetches. No actor round trip per poll; ``CollectEvent`` (an ask, or a told event with a
+    future) still works.
+
     Positions set from committed offsets carry their leader epoch and so await validation
     (KIP-320). This client does not send OffsetsForLeaderEpoch yet: such positions are
     accepted as valid before each fetch round (the behaviour of a client without truncation
@@ -788,6 +803,56 @@ class FetchActor(ManagerActor):
     """
 
     component = "fetch"
+
+    def __init__(self, ctx: ConsumerContext, *, context: ChildContext) -> None:
+        super().__init__(ctx, context=context)
+        self.lock = threading.Lock()
+        self._ended = False
+        self._buffered_before = 0
+
+    def on_start(self) -> None:
+        with self.lock:
+            super().on_start()
+        self.ctx.fetch_collector = self.collect_direct
+
+    def _unpublish(self) -> None:
+        self._ended = True
+        if self.ctx.fetch_collector == self.collect_direct:
+            self.ctx.fetch_collector = None
+
+    def on_stop(self) -> None:
+        self._unpublish()
+        super().on_stop()
+
+    def on_failure(self, *exc_info: Any) -> None:
+        self._unpublish()
+        super().on_failure(*exc_info)
+
+    def collect_direct(self, max_records: int) -> FetchResult | None:
+        """Collect on the caller's thread (see the class docstring); None before the manager
+        exists or after this incarnation ended."""
+        with self.lock:
+            manager: FetchManager | None = self.manager
+            if manager is None or self._ended:
+                return None
+            result = self._collect(manager, max_records)
+            freed = manager.buffered_bytes < self._buffered_before
+        if freed:
+            try:
+                self.actor_ref.tell(PositionsChangedEvent())  # poll: fetch what was drained
+            except pykka.ActorDeadError:
+                pass
+        return result
+
+    def _collect(self, manager: FetchManager, max_records: int) -> FetchResult:
+        before = manager.bytes_consumed
+        self._buffered_before = manager.buffered_bytes
+        result = manager.collect(max_records)
+        count = result.record_count
+        if count:
+            # Raw record bytes (as Java's bytes-consumed), no per-record loop here.
+            self.ctx.metrics.consumed(count, manager.bytes_consumed - before)
+        return result
 
     def build(self) -> FetchManager:
         ctx = self.ctx
@@ -809,7 +874,8 @@ class FetchActor(ManagerActor):
             if isinstance(message, CollectEvent) and message.future is not None:
                 complete(message.future, None)
             return None  # not started yet: nothing buffered (never stash an ask)
-        return super().on_receive(message)
+        with self.lock:
+            return super().on_receive(message)
 
     def poll_manager(self, now_ms: int) -> PollResult:
         subs = self.ctx.subscriptions
@@ -820,12 +886,7 @@ class FetchActor(ManagerActor):
     def handle(self, message: Any, now_ms: int) -> Any:
         manager: FetchManager = self.manager
         if isinstance(message, CollectEvent):
-            before = manager.bytes_consumed
-            result = manager.collect(message.max_records)
-            count = result.record_count
-            if count:
-                # Raw record bytes (as Java's bytes-consumed), no per-record loop here.
-                self.ctx.metrics.consumed(count, manager.bytes_consumed - before)
+            result = self._collect(manager, message.max_records)
             if message.future is not None:
                 complete(message.future, result)
             return result
