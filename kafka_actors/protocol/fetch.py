@@ -33,10 +33,19 @@ Choices, in one place:
 * **Which partitions are fetched** (Java's rule): fetchable partitions (SubscriptionState) with
   a known leader, no buffered data, whose node has no Fetch in flight and is not backing off.
   Partitions that got a metadata error wait for the next cluster update.
+* **Fetch ahead** (``FetchConfig.fetch_ahead``, on in the consumer; Java has no such step): a
+  partition with exactly one buffered response, without error, is fetched once more from the
+  offset its buffered data ends at (read from the batch headers: the offset after the last
+  complete batch, what decoding will move the position to), so the next data is on its way
+  while the application consumes. That data is kept only while it continues the buffered
+  chain (position, then each buffered response's end, in order); a seek, reset, revocation or
+  a decoding error breaks the chain and the rest is dropped as stale. At most two responses
+  per partition are buffered.
 * **Sessions**: a partition not in a request is removed from the session (forgotten), as Java:
-  a partition with buffered data therefore leaves the session and comes back when drained, so
-  the broker never returns data for it twice. A session whose node no longer leads any fetchable
-  partition is closed with a request at epoch -1. A topic id that changed under a session
+  a partition with buffered data (two responses, with fetch ahead) therefore leaves the
+  session and comes back when drained, so the broker never returns data for it twice. A
+  session whose node no longer leads any fetchable partition is closed with a request at
+  epoch -1. A topic id that changed under a session
   partition (topic re-created) starts a new session with a full fetch. Fetch versions below 7
   have no sessions (every request is a full sessionless fetch).
 * **Topic ids** (v13+) come from the cluster view; when a partition's topic id is not known
@@ -67,6 +76,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import struct
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -202,6 +212,10 @@ class FetchConfig:
     prefetch_buffer_bytes: int | None = None
     #: Timeout of each Fetch request; None: the NetworkActor's request.timeout.ms.
     request_timeout_ms: int | None = None
+    #: Fetch a partition with one buffered response again from where its data ends (see the
+    #: module docstring); False: Java's rule (no fetch while data is buffered). The consumer
+    #: turns it on (:meth:`from_consumer_config`).
+    fetch_ahead: bool = False
 
     @property
     def buffer_limit(self) -> int:
@@ -209,7 +223,11 @@ class FetchConfig:
 
     @classmethod
     def from_consumer_config(
-        cls, config: ConsumerConfig, *, prefetch_buffer_bytes: int | None = None
+        cls,
+        config: ConsumerConfig,
+        *,
+        prefetch_buffer_bytes: int | None = None,
+        fetch_ahead: bool = True,
     ) -> FetchConfig:
         return cls(
             fetch_min_bytes=config.fetch_min_bytes,
@@ -227,6 +245,7 @@ class FetchConfig:
             metadata_max_age_ms=config.metadata_max_age_ms,
             max_poll_records=config.max_poll_records,
             prefetch_buffer_bytes=prefetch_buffer_bytes,
+            fetch_ahead=fetch_ahead,
         )
 
 
@@ -494,6 +513,9 @@ class _CompletedFetch:
     #: The offset the partition's position must be at for this data to continue it.
     next_offset: int = 0
     last_epoch: int | None = None
+    #: Where the position will be once this data is consumed (after its last complete batch,
+    #: from the batch headers); None: not known (an error, no complete batch, fetch ahead off).
+    end_offset: int | None = None
 
     @property
     def size(self) -> int:
@@ -673,7 +695,8 @@ class FetchManager:
 
     def _prepare_fetches(self, now_ms: int) -> list[UnsentRequest]:
         buffer_full = self._buffered_bytes >= self._config.buffer_limit
-        buffered = self.buffered_partitions()
+        chains = self._chains()
+        fetch_ahead = self._config.fetch_ahead
         positions = self._subs.fetchable_positions()
         by_node: dict[int, dict[TopicPartition, FetchPosition]] = {}
         leaders: dict[TopicPartition, int] = {}
@@ -690,8 +713,14 @@ class FetchManager:
             leader, cluster_epoch = found
             node = self._select_read_replica(tp, leader, now_ms)
             wanted_nodes.add(node)
-            if tp in buffered or buffer_full:
+            if buffer_full:
                 continue
+            chain = chains.get(tp)
+            if chain is not None:
+                count, end = chain
+                if not fetch_ahead or count > 1 or end is None:
+                    continue
+                position = replace(position, offset=end)  # fetch ahead: from the data's end
             if node in self._in_flight_nodes:
                 continue
             if self._node_backoff_until.get(node, 0) > now_ms:
@@ -969,7 +998,7 @@ class FetchManager:
             and state.position.offset == fetch_offset
         )
         if code == _NONE:
-            if not at_position:
+            if not at_position and not (state is not None and self._chain_end(tp) == fetch_offset):
                 return  # fetched before a seek / reset / revocation: stale
             self._subs.update_partition_offsets(
                 tp,
@@ -997,6 +1026,9 @@ class FetchManager:
                         next_offset=fetch_offset,
                         last_epoch=state.position.offset_epoch
                         if state is not None and state.position is not None
+                        else None,
+                        end_offset=_data_end_offset(raw, fetch_offset)
+                        if self._config.fetch_ahead
                         else None,
                     )
                 )
@@ -1068,12 +1100,43 @@ class FetchManager:
         """Free buffered data that can never be handed out: partitions no longer assigned,
         pending revocation, or no longer at the offset the data continues."""
         kept: deque[_CompletedFetch] = deque()
+        ends: dict[TopicPartition, int | None] = {}
         for cf in self._completed:
-            if self._usable(cf, ignore_pause=True):
+            if self._usable(cf, ignore_pause=True) or self._chained(cf, ends):
                 kept.append(cf)
+                ends[cf.tp] = cf.end_offset if cf.error is None else None
             else:
                 self._release(cf)
         self._completed = kept
+
+    def _chained(self, cf: _CompletedFetch, ends: Mapping[TopicPartition, int | None]) -> bool:
+        """Whether ``cf`` continues the data before it (fetch ahead) of a partition still
+        owned; ``ends``: where the data kept so far of each partition ends."""
+        end = ends.get(cf.tp)
+        if end is None or end != cf.next_offset:
+            return False
+        state = self._subs.partition_state(cf.tp)
+        return not (
+            state is None
+            or not state.has_valid_position
+            or state.pending_revocation
+            or state.pending_on_assigned_callback
+        )
+
+    def _chains(self) -> dict[TopicPartition, tuple[int, int | None]]:
+        """Per buffered partition: (buffered responses, where the last one's data ends)."""
+        chains: dict[TopicPartition, tuple[int, int | None]] = {}
+        for cf in self._completed:
+            count = chains[cf.tp][0] if cf.tp in chains else 0
+            chains[cf.tp] = (count + 1, cf.end_offset if cf.error is None else None)
+        return chains
+
+    def _chain_end(self, tp: TopicPartition) -> int | None:
+        end: int | None = None
+        for cf in self._completed:
+            if cf.tp == tp:
+                end = cf.end_offset if cf.error is None else None
+        return end
 
     def _usable(self, cf: _CompletedFetch, *, ignore_pause: bool) -> bool:
         state = self._subs.partition_state(cf.tp)
@@ -1102,13 +1165,19 @@ class FetchManager:
         records: dict[TopicPartition, list[ConsumerRecord]] = {}
         positions: dict[TopicPartition, FetchPosition] = {}
         paused: list[_CompletedFetch] = []
+        paused_ends: dict[TopicPartition, int | None] = {}
         remaining = limit
         error: KafkaError | None = None
         while remaining > 0 and self._completed:
             cf = self._completed[0]
             state = self._subs.partition_state(cf.tp)
-            if state is not None and state.paused and self._usable(cf, ignore_pause=True):
+            if (
+                state is not None
+                and state.paused
+                and (self._usable(cf, ignore_pause=True) or self._chained(cf, paused_ends))
+            ):
                 paused.append(self._completed.popleft())
+                paused_ends[cf.tp] = cf.end_offset if cf.error is None else None
                 continue
             if not self._usable(cf, ignore_pause=False):
                 self._release(self._completed.popleft())
@@ -1259,6 +1328,31 @@ def _slice(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord
 
 
 _make_record = partial(tuple.__new__, ConsumerRecord)
+
+
+_BATCH_START = struct.Struct(">qi")  # baseOffset, batchLength
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
+_MIN_BATCH = 61  # a v2 batch header
+
+
+def _data_end_offset(data: bytes, fetch_offset: int) -> int | None:
+    """The offset after the last complete batch of ``data`` (what decoding moves the position
+    to), from the batch headers alone; None when no complete v2 batch takes it past
+    ``fetch_offset`` (then the partition is not fetched ahead)."""
+    total = len(data)
+    pos = 0
+    end_offset = fetch_offset
+    while total - pos >= _MIN_BATCH:
+        base_offset, length = _BATCH_START.unpack_from(data, pos)
+        end = pos + 12 + length
+        if length < _MIN_BATCH - 12 or end > total:
+            break  # malformed (decoding reports it) or truncated: the data ends here
+        if data[pos + 16] != 2:
+            return None
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
+        end_offset = max(end_offset, base_offset + delta + 1)
+        pos = end
+    return end_offset if end_offset > fetch_offset else None
 
 
 def _with_context(error: KafkaError, tp: TopicPartition, offset: int) -> KafkaError:
