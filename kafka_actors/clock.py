@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -345,3 +346,15 @@ def default_scheduler() -> ThreadScheduler:
         if _default is None or _default._closed:
             _default = ThreadScheduler()
         return _default
+
+
+def _forget_default_after_fork() -> None:
+    """A forked child has no timer thread: the parent's scheduler would never fire there
+    (a consumer created in a child of a process that had one would never heartbeat)."""
+    global _default, _default_lock
+    _default = None
+    _default_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_default_after_fork)
