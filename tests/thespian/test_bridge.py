@@ -1,0 +1,333 @@
+"""The Thespian bridge against the real broker, under simpleSystemBase and multiprocTCPBase.
+
+Shows: records delivered in offset order per partition and never more than requested;
+back-pressure (a subscriber that stops requesting receives nothing more while the producer
+keeps producing, and what the bridge and its consumer buffer stays bounded); commits
+acknowledged (checked with a separate consumer's committed()); the seed scenario (inside the
+revocation the subscriber actor commits what it processed through the bridge, then
+acknowledges; the rebalance completes and the next owner starts exactly there).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kafka_actors import KafkaConsumer
+from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.thespian import (
+    BridgeStats,
+    Close,
+    Closed,
+    Commit,
+    CommitOk,
+    Configure,
+    Configured,
+    GetStats,
+    KafkaBridge,
+    Subscribe,
+    Subscribed,
+)
+from tests.consumer.helpers import base_config, produce, unique
+from tests.thespian.actors import (
+    CommitProcessed,
+    GetState,
+    RecordingSubscriber,
+    Resume,
+    SetMode,
+    State,
+)
+from tests.thespian.conftest import Actors
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
+
+FETCH_MAX_BYTES = 1 << 20
+MAX_POLL_RECORDS = 200
+
+
+def bridge_config(bootstrap: str, group: str, **extra: object) -> dict[str, object]:
+    return base_config(
+        bootstrap,
+        **{
+            "group.id": group,
+            "enable.auto.commit": False,
+            "fetch.max.bytes": FETCH_MAX_BYTES,
+            "max.partition.fetch.bytes": 256 * 1024,
+            "max.poll.records": MAX_POLL_RECORDS,
+            **extra,
+        },
+    )
+
+
+def start_bridge(asys: Any, config: dict[str, object]) -> Any:
+    bridge = asys.createActor(KafkaBridge)
+    reply = asys.ask(bridge, Configure(config), 60)
+    assert isinstance(reply, Configured), reply
+    return bridge
+
+
+def subscribe(asys: Any, bridge: Any, topic: str, subscriber: Any) -> None:
+    reply = asys.ask(bridge, Subscribe((topic,), subscriber), 60)
+    assert isinstance(reply, Subscribed), reply
+
+
+def state(asys: Any, subscriber: Any) -> State:
+    reply = asys.ask(subscriber, GetState(), 60)
+    assert isinstance(reply, State), reply
+    return reply
+
+
+def stats(asys: Any, bridge: Any) -> BridgeStats:
+    reply = asys.ask(bridge, GetStats(), 60)
+    assert isinstance(reply, BridgeStats), reply
+    return reply
+
+
+def until(
+    asys: Any,
+    subscriber: Any,
+    done: Callable[[State], bool],
+    what: str,
+    timeout: float = 90.0,
+) -> State:
+    """Run the actor system (simpleSystemBase runs only inside ActorSystem calls) until the
+    subscriber's state satisfies ``done``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = state(asys, subscriber)
+        if done(current):
+            return current
+        assert time.monotonic() < deadline, f"{what}: not reached; state has " + (
+            f"{len(current.records)} records, events {current.events}, errors {current.errors}"
+        )
+        asys.listen(0.1)
+
+
+def close(asys: Any, *bridges: Any) -> None:
+    for bridge in bridges:
+        assert isinstance(asys.ask(bridge, Close(20.0), 60), Closed)
+
+
+def by_partition(records: tuple[ConsumerRecord, ...]) -> dict[int, list[ConsumerRecord]]:
+    out: dict[int, list[ConsumerRecord]] = collections.defaultdict(list)
+    for r in records:
+        out[r.partition].append(r)
+    return out
+
+
+def test_records_in_order_per_partition(actors: Actors, kafka_broker: Any) -> None:
+    asys = actors.system
+    topic = unique("th-order")
+    kafka_broker.create_topic(topic, partitions=3)
+    count = 3000
+    produce(kafka_broker.bootstrap_servers, topic, count, key=lambda i: f"k{i % 17}".encode())
+
+    bridge = start_bridge(asys, bridge_config(kafka_broker.bootstrap_servers, unique("g")))
+    sub = asys.createActor(RecordingSubscriber)
+    asys.tell(sub, SetMode(window=350))
+    subscribe(asys, bridge, topic, sub)
+    final = until(asys, sub, lambda s: len(s.records) >= count, "all records")
+    close(asys, bridge)
+
+    assert len(final.records) == count
+    assert final.max_batch_over_demand <= 0, "a batch exceeded the outstanding demand"
+    assert max(final.batch_sizes) <= MAX_POLL_RECORDS
+    parts = by_partition(final.records)
+    assert len(parts) == 3
+    for partition, records in parts.items():
+        offsets = [r.offset for r in records]
+        assert offsets == list(range(len(offsets))), f"partition {partition} out of order"
+    # The producer's order per key (hence per partition) is the values' order.
+    for records in parts.values():
+        numbers = [int(r.value.decode().split("-")[1]) for r in records if r.value]
+        assert numbers == sorted(numbers)
+    assert final.errors == ()
+
+
+def test_back_pressure_bounds_delivery_and_memory(actors: Actors, kafka_broker: Any) -> None:
+    asys = actors.system
+    topic = unique("th-bp")
+    kafka_broker.create_topic(topic, partitions=2)
+    bootstrap = kafka_broker.bootstrap_servers
+    produce(bootstrap, topic, 2000)
+
+    bridge = start_bridge(asys, bridge_config(bootstrap, unique("g")))
+    sub = asys.createActor(RecordingSubscriber)
+    first = 300
+    asys.tell(sub, SetMode(window=first, replenish=False))
+    subscribe(asys, bridge, topic, sub)
+    until(asys, sub, lambda s: len(s.records) >= first, "the first demand")
+
+    # The producer keeps producing (1 KiB values) while the subscriber requests nothing.
+    stop = threading.Event()
+    produced = [0]
+
+    def producer() -> None:
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
+        value = b"x" * 1024
+        while not stop.is_set():
+            for _ in range(500):
+                p.produce(topic, value=value)
+            produced[0] += 500
+            p.poll(0)
+            p.flush(10)
+            time.sleep(0.02)
+        p.flush(30)
+
+    thread = threading.Thread(target=producer, daemon=True)
+    thread.start()
+    samples: list[BridgeStats] = []
+    try:
+        deadline = time.monotonic() + 12.0
+        while time.monotonic() < deadline or produced[0] < 20_000:
+            asys.listen(0.25)
+            samples.append(stats(asys, bridge))
+            assert time.monotonic() < deadline + 60, "the producer is too slow"
+    finally:
+        stop.set()
+        thread.join(60)
+    held = state(asys, sub)
+
+    # Nothing beyond the demand was delivered, however much was produced meanwhile.
+    assert len(held.records) == first
+    assert all(s.delivered_records == first for s in samples)
+    # Bounded: the bridge holds at most one poll; the consumer's prefetch buffer stays within
+    # its byte bound (fetch.max.bytes, one response may overshoot by one response).
+    assert max(s.buffered_records for s in samples) <= MAX_POLL_RECORDS
+    assert max(s.consumer_buffered_bytes for s in samples) <= 2 * FETCH_MAX_BYTES
+    assert all(s.demand == 0 and set(s.paused) == set(s.assignment) for s in samples[-3:])
+    # The bridge kept polling (rebalance callbacks, poll timer) while paused.
+    assert samples[-1].polls > samples[0].polls
+    produced_bytes = produced[0] * 1024
+    rss_growth = samples[-1].rss_bytes - samples[0].rss_bytes
+    print(
+        f"\nback-pressure: produced {produced[0]} records ({produced_bytes >> 20} MiB) while "
+        f"paused; bridge buffered max {max(s.buffered_records for s in samples)} records, "
+        f"consumer buffered max {max(s.consumer_buffered_bytes for s in samples)} B, "
+        f"bridge-process RSS growth {rss_growth >> 10} KiB"
+    )
+    if samples[-1].rss_bytes > 0 and actors.separate_processes:
+        # The bridge has its own process: its memory does not follow the produced volume.
+        assert rss_growth < produced_bytes // 2
+
+    # Demand again: the rest arrives, in order, nothing lost across the pause.
+    total = 2000 + produced[0]
+    asys.tell(sub, Resume(5000))
+    final = until(asys, sub, lambda s: len(s.records) >= total, "the rest after resuming")
+    close(asys, bridge)
+    assert len(final.records) == total
+    for records in by_partition(final.records).values():
+        assert [r.offset for r in records] == list(range(len(records)))
+
+
+def test_commits_acknowledged(actors: Actors, kafka_broker: Any) -> None:
+    asys = actors.system
+    topic = unique("th-commit")
+    kafka_broker.create_topic(topic, partitions=2)
+    bootstrap = kafka_broker.bootstrap_servers
+    produce(bootstrap, topic, 400, key=lambda i: f"k{i % 5}".encode())
+    group = unique("g")
+
+    bridge = start_bridge(asys, bridge_config(bootstrap, group))
+    sub = asys.createActor(RecordingSubscriber)
+    subscribe(asys, bridge, topic, sub)
+    got = until(asys, sub, lambda s: len(s.records) >= 400, "all records")
+    asys.tell(sub, CommitProcessed())
+    got = until(asys, sub, lambda s: len(s.commits) >= 1, "the commit reply")
+    reply = got.commits[0]
+    assert isinstance(reply, CommitOk), reply
+    expected = {
+        TopicPartition(topic, p): max(r.offset for r in recs) + 1
+        for p, recs in by_partition(got.records).items()
+    }
+    assert {tp: om.offset for tp, om in reply.offsets.items()} == expected
+
+    # An explicit commit straight from outside the actor system, with its reply.
+    tp0 = TopicPartition(topic, 0)
+    explicit = asys.ask(bridge, Commit(77, {tp0: 5}), 60)
+    assert isinstance(explicit, CommitOk) and explicit.request_id == 77
+    assert explicit.offsets[tp0].offset == 5
+
+    with KafkaConsumer(base_config(bootstrap, **{"group.id": group})) as checker:
+        committed = checker.committed(set(expected), timeout=30)
+    assert committed[tp0] is not None and committed[tp0].offset == 5
+    tp1 = TopicPartition(topic, 1)
+    assert committed[tp1] is not None and committed[tp1].offset == expected[tp1]
+    close(asys, bridge)
+
+
+def test_revocation_commits_through_the_bridge_then_acks(actors: Actors, kafka_broker: Any) -> None:
+    """The seed scenario: the subscriber actor commits inside the revocation, then acks."""
+    asys = actors.system
+    topic = unique("th-seed")
+    kafka_broker.create_topic(topic, partitions=4)
+    bootstrap = kafka_broker.bootstrap_servers
+    produce(bootstrap, topic, 2000, key=lambda i: f"k{i % 31}".encode())
+    group = unique("g")
+
+    bridge_a = start_bridge(asys, bridge_config(bootstrap, group))
+    sub_a = asys.createActor(RecordingSubscriber)
+    subscribe(asys, bridge_a, topic, sub_a)
+    until(asys, sub_a, lambda s: len(s.records) >= 2000, "A consumed the first 2000")
+
+    # No commit so far (auto-commit off): only the revocation's commit can move the group.
+    bridge_b = start_bridge(asys, bridge_config(bootstrap, group))
+    sub_b = asys.createActor(RecordingSubscriber)
+    subscribe(asys, bridge_b, topic, sub_b)
+
+    def revoked_and_committed(s: State) -> bool:
+        return any(kind == "revoked" and parts for kind, parts, _ in s.events) and bool(s.commits)
+
+    a = until(asys, sub_a, revoked_and_committed, "A's revocation with its commit")
+    b = until(
+        asys,
+        sub_b,
+        lambda s: any(kind == "assigned" and parts for kind, parts, _ in s.events),
+        "B's assignment (the rebalance completed)",
+    )
+    revoked = frozenset().union(*(p for kind, p, _ in a.events if kind == "revoked"))
+    assigned_b = frozenset().union(*(p for kind, p, _ in b.events if kind == "assigned"))
+    assert revoked and revoked <= assigned_b
+    commit = a.commits[0]
+    assert isinstance(commit, CommitOk), commit
+    # What A committed is exactly what it processed of the revoked partitions.
+    processed = {
+        TopicPartition(topic, p): max(r.offset for r in recs) + 1
+        for p, recs in by_partition(a.records).items()
+        if TopicPartition(topic, p) in revoked
+    }
+    assert {tp: om.offset for tp, om in commit.offsets.items()} == processed
+    # The ack came after the commit reply, for the revocation's own id.
+    rid = next(r for kind, p, r in a.events if kind == "revoked" and p)
+    assert rid in a.acks
+
+    produce(bootstrap, topic, 2000, start=2000, key=lambda i: f"k{i % 31}".encode())
+
+    def total(s_a: State, s_b: State) -> int:
+        return len({(r.partition, r.offset) for r in s_a.records + s_b.records})
+
+    deadline = time.monotonic() + 90
+    while True:
+        a, b = state(asys, sub_a), state(asys, sub_b)
+        if total(a, b) >= 4000:
+            break
+        assert time.monotonic() < deadline, f"only {total(a, b)} of 4000 records"
+        asys.listen(0.1)
+    close(asys, bridge_a, bridge_b)
+
+    everything = a.records + b.records
+    keys = [(r.partition, r.offset) for r in everything]
+    assert len(keys) == len(set(keys)) == 4000, "records processed twice or missed"
+    # B started each moved partition exactly where A's revocation commit left it.
+    for tp in revoked:
+        first = min(r.offset for r in b.records if r.partition == tp.partition)
+        assert first == processed.get(tp, 0)
+    assert a.errors == () and b.errors == ()
