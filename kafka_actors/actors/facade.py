@@ -220,6 +220,10 @@ class Facade:
         self._closed = False
         self._errors: list[BaseException] = []
         self._fatal_error: BaseException | None = None
+        # The broker refused the consumer group protocol (KIP-848): the group membership is
+        # over, the consumer is not (subscribe() and poll() while subscribed raise it again;
+        # unsubscribe(), assign() and close() work), as against a broker without the API.
+        self.group_protocol_error: KafkaError | None = None
         self._callback_lock = threading.RLock()
         self._current: threading.local = threading.local()
         self._deferred: dict[int, RebalanceReply] = {}
@@ -357,7 +361,9 @@ class Facade:
             elif isinstance(event, AsyncCommitDone):
                 self._run_commit_callback(event)
             elif isinstance(event, m848.ErrorEvent):
-                if event.fatal:
+                if event.consumer_protocol_unsupported:
+                    self.group_protocol_error = event.error
+                elif event.fatal:
                     self._fatal_error = event.error
                 self._errors.append(event.error)
             elif hasattr(event, "error") and isinstance(event.error, BaseException):

@@ -368,12 +368,18 @@ def parse_table(text: str) -> list[dict[str, str]]:
 
 
 def parse_assignment(cell: str, topic: str) -> set[int]:
-    """``t:0,1`` (KIP-848 and classic verbose output) → {0, 1}; ``-`` → empty."""
+    """An assignment cell of ``kafka-consumer-groups --members --verbose`` → partitions of
+    ``topic``: ``t:0,1`` (4.x; ``;`` between topics), ``t(0,1)`` or, for a single-topic
+    group, ``(0,1)`` (3.9); ``-`` → empty."""
     if cell in ("-", ""):
         return set()
     out: set[int] = set()
-    for part in cell.split(";"):
-        name, _, numbers = part.rpartition(":")
+    for part in cell.replace("),", ");").split(";"):
+        if part.endswith(")") and "(" in part:
+            name, _, numbers = part[:-1].rpartition("(")
+            name = name or topic
+        else:
+            name, _, numbers = part.rpartition(":")
         if name == topic and numbers:
             out |= {int(n) for n in numbers.split(",")}
     return out

@@ -50,3 +50,9 @@ def test_consumer_groups_tables_are_parsed() -> None:
     assert [r["CLIENT-ID"] for r in rows] == ["c-1", "c-2"]
     assert parse_assignment(rows[0]["CURRENT-ASSIGNMENT"], "t") == {0, 1}
     assert parse_assignment(rows[1]["CURRENT-ASSIGNMENT"], "t") == set()
+
+
+def test_kafka_39_assignment_cells_are_parsed() -> None:
+    assert parse_assignment("(0,1)", "t") == {0, 1}
+    assert parse_assignment("t(2),u(0,1)", "t") == {2}
+    assert parse_assignment("t:0;u:1,2", "u") == {1, 2}
