@@ -121,6 +121,8 @@ __all__ = [
 ]
 
 DEFAULT_CLOSE_TIMEOUT_S: Final = 30.0
+#: How often a poll waiting for records tells the group actors it is still polling.
+_POLL_EVENT_INTERVAL_S: Final = 0.1
 _client_ids = itertools.count(1)
 _log = get_logger("consumer")
 
@@ -403,8 +405,20 @@ class KafkaConsumer:
                         or (self._init_task is not None and self._init_task.done())
                     )
 
-                ctx.signal.wait_until(ready, deadline)
+                # A waiting poll tells the group actors again every _POLL_EVENT_INTERVAL_S (Java
+                # sends a PollEvent per loop of poll()): with auto-commit, a new assignment is
+                # reconciled on a poll event only, which must not wait for the poll's timeout.
+                ctx.signal.wait_until(
+                    ready,
+                    min(deadline, time.monotonic() + _POLL_EVENT_INTERVAL_S)
+                    if self._uses_group
+                    else deadline,
+                )
                 facade.ensure_open()
+                if self._uses_group:
+                    event = PollEvent(trace)
+                    facade.tell("membership", event)
+                    facade.tell("commit", event)
 
     def _collect(self, trace: str) -> ConsumerRecords:
         ctx = self._ctx
