@@ -39,6 +39,7 @@ from kafka_actors.spark.offsets import (
     offsets_to_json,
 )
 from kafka_actors.spark.options import SourceOptions
+from kafka_actors.spark.reader import DataLossError
 
 __all__ = ["GroupMember", "last_committed_batch_end"]
 
@@ -233,6 +234,20 @@ class GroupMember:
         with self._lock:
             active = [tp for tp, s in self._planner.owned.items() if s.resolved and tp in start]
         available = self.consumer.end_offsets(active) if active else {}
+        shrunk = {tp: (start[tp], end) for tp, end in available.items() if end < start[tp]}
+        if shrunk:
+            # the log ends before what this query already read: the topic was recreated or
+            # truncated (unclean leader election)
+            detail = ", ".join(
+                f"{tp.topic}-{tp.partition} {was}->{now}" for tp, (was, now) in shrunk.items()
+            )
+            if self.options.fail_on_data_loss:
+                raise DataLossError(
+                    f"Partitions now end before the query's offsets ({detail}); set "
+                    "failOnDataLoss=false to continue from their new end"
+                )
+            _log.warning("partitions_shrunk_continuing", partitions=detail)
+            start = {**start, **{tp: now for tp, (_, now) in shrunk.items()}}
         with self._lock:
             self._available = dict(available)
             end = self._planner.latest(start, available, limit, self._target)

@@ -101,3 +101,32 @@ def test_data_loss(kafka_broker: Any) -> None:
     table = _read(lenient, topic, 0, 10, 80)
     assert table.column("offset").to_pylist() == list(range(60, 80))
     assert lenient.skipped == 50
+
+
+@pytest.mark.parametrize(
+    ("listener", "mechanism"),
+    [("SASL_PLAINTEXT", "SCRAM-SHA-512"), ("SSL", None), ("SASL_SSL", "PLAIN")],
+    ids=lambda v: str(v),
+)
+def test_secured_listeners(kafka_broker_secured: Any, listener: str, mechanism: str | None) -> None:
+    from confluent_kafka import Producer
+
+    broker = kafka_broker_secured
+    topic = unique("secured")
+    broker.create_topic(topic, partitions=1)
+    producer = Producer(broker.client_config(listener, mechanism=mechanism))
+    for i in range(50):
+        producer.produce(topic, value=str(i).encode())
+    assert producer.flush(30) == 0
+    settings = {
+        "bootstrap.servers": broker.listener_bootstrap(listener),
+        "security.protocol": broker.listener(listener).security_protocol,
+    }
+    if mechanism is not None:
+        settings.update(
+            {"sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "alice-secret"}
+        )
+    if broker.listener(listener).uses_ssl:
+        settings["ssl.truststore.location"] = str(broker.ca_path)
+    table = _read(RangeReader(settings), topic, 0, 10, 50)
+    assert table.column("value").to_pylist() == [str(i).encode() for i in range(10, 50)]
