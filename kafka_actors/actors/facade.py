@@ -40,6 +40,7 @@ through the context, the user's listener and deserializers.
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -152,8 +153,8 @@ class ConsumerRecords:
         self._count = sum(len(r) for r in self._by_partition.values())
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        for records in self._by_partition.values():
-            yield from records
+        # A C-level iterator: no generator frame resumed per record.
+        return itertools.chain.from_iterable(self._by_partition.values())
 
     def __len__(self) -> int:
         return self._count
