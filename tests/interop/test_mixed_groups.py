@@ -242,12 +242,24 @@ def test_mixed_group_with_java_consumers(
                 row,
                 _split_state(final),
             )
-        if isinstance(a, OurMember) and protocol == "consumer":
-            # The member id and epoch we report are the broker's.
-            metadata = a.consumer.group_metadata()
-            row = members[a.client_id]
+        for m in (a, b):
+            # The member id (and member epoch) we report are the broker's.
+            metadata = m.consumer.group_metadata()
+            row = members[m.client_id]
             assert row["CONSUMER-ID"] == metadata.member_id, row
-            assert row["CURRENT-EPOCH"] == str(metadata.generation_id), row
+            if protocol == "consumer":
+                assert row["CURRENT-EPOCH"] == str(metadata.generation_id), row
+
+        # The group: stable, three members, and the assignor both kinds agreed on.
+        result = kafka_broker.run_tool(
+            "kafka-consumer-groups",
+            ["--bootstrap-server", bootstrap, "--describe", "--group", group, "--state"],
+        )
+        assert result.returncode == 0, result.stderr
+        (state,) = parse_table(result.stdout)
+        assert state["STATE"] == "Stable", result.stdout
+        assert state["#MEMBERS"] == "3", result.stdout
+        assert state["ASSIGNMENT-STRATEGY"] == (assignor or "uniform"), result.stdout
     finally:
         for m in reversed(started):
             try:
