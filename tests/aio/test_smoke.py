@@ -33,7 +33,7 @@ def test_assign_getmany_getone_and_lookups(kafka_broker: Any) -> None:
                 assert sum(len(v) for v in batch.values()) <= 37
                 for tp, records in batch.items():
                     seen[tp].extend(r.offset for r in records)
-            for tp, offsets in seen.items():
+            for offsets in seen.values():
                 assert offsets == list(range(len(offsets)))
             ends = await consumer.end_offsets([tp0, tp1])
             assert ends == {tp0: len(seen[tp0]), tp1: len(seen[tp1])}
@@ -51,7 +51,8 @@ def test_assign_getmany_getone_and_lookups(kafka_broker: Any) -> None:
             more = await consumer.getmany(tp0, timeout_ms=5000, max_records=2)
             assert [r.offset for r in more[tp0]] == [8, 9]
             times = await consumer.offsets_for_times({tp0: 0})
-            assert times[tp0] is not None and times[tp0].offset == 0
+            found = times[tp0]
+            assert found is not None and found.offset == 0
 
     asyncio.run(main())
 
@@ -68,7 +69,7 @@ def test_subscribe_async_for_commit(kafka_broker: Any) -> None:
         )
         got = 0
         async with AsyncKafkaConsumer(topic, config=config) as consumer:
-            async for record in consumer:
+            async for _record in consumer:
                 got += 1
                 if got == 150:
                     committed = await consumer.commit()
