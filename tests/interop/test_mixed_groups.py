@@ -4,7 +4,9 @@ on both sides) and under the classic protocol with the range and the cooperative
 assignors (partition.assignment.strategy on both sides).
 
 While records with unique values are produced, the group goes through joins and leaves of
-both kinds of members: ours A joins with Java J1, ours B joins, J1 leaves and Java J2 joins.
+both kinds of members: Java J1 starts alone, ours A and B join, J1 leaves and Java J2 joins.
+Under the classic protocol J1 is the leader first (Java's assignor assigns to our members),
+then one of ours is (ours assigns to J2); the broker's log must show both.
 Then: the partitions are split between our members and the Java members (each owns some,
 none is owned twice); the union of what all members consumed covers every record; no record
 is consumed by a second member after the first had committed past it; and
@@ -83,6 +85,17 @@ def _wait_split(members: list[Member], java: list[JavaMember]) -> None:
     wait_until(ok, GROUP_TIMEOUT, state)
 
 
+def _classic_leaders(broker: Any, group: str) -> set[str]:
+    """Member ids that sent a classic group's assignment, from the broker's log."""
+    marker = "Assignment received from leader "
+    leaders: set[str] = set()
+    for node in broker.brokers:
+        for line in node.log_path.read_text(errors="replace").splitlines():
+            if marker in line and f" for group {group} " in line:
+                leaders.add(line.split(marker, 1)[1].split(" ", 1)[0])
+    return leaders
+
+
 @pytest.mark.broker
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(("protocol", "assignor", "java_assignor"), VARIANTS)
@@ -126,17 +139,23 @@ def test_mixed_group_with_java_consumers(
     producer.start()
     started: list[Member] = []
     try:
-        a = ours("ours-a").start()
-        started.append(a)
+        # Java first: under the classic protocol it leads the group and assigns to ours.
         j1 = java("java-1")
         started.append(j1)
+        wait_until(
+            lambda: j1.owned() == set(range(PARTITIONS)),
+            GROUP_TIMEOUT,
+            lambda: f"java-1 owns {j1.owned()}; stderr:\n{j1.stderr_tail()}",
+        )
+        a = ours("ours-a").start()
+        started.append(a)
         _wait_split([a, j1], [j1])
 
         b = ours("ours-b").start()
         started.append(b)
         _wait_split([a, b, j1], [j1])
 
-        j1.stop()
+        j1.stop()  # the leader leaves: one of ours leads and assigns to the next Java member
         assert j1.has_event("shutdown_complete"), j1.stderr_tail()
         j2 = java("java-2")
         started.append(j2)
@@ -260,6 +279,10 @@ def test_mixed_group_with_java_consumers(
         assert state["STATE"] == "Stable", result.stdout
         assert state["#MEMBERS"] == "3", result.stdout
         assert state["ASSIGNMENT-STRATEGY"] == (assignor or "uniform"), result.stdout
+        if protocol == "classic":
+            leaders = _classic_leaders(kafka_broker, group)
+            assert any(name.startswith(j1.client_id) for name in leaders), leaders
+            assert any(name.startswith(("ours-a", "ours-b")) for name in leaders), leaders
     finally:
         for m in reversed(started):
             try:
