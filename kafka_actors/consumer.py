@@ -153,6 +153,13 @@ class KafkaConsumer:
     Rebalance listener callbacks run on the polling thread; a callback may acknowledge later
     (:meth:`defer_rebalance_ack`, or by returning a ``concurrent.futures.Future``), and the
     reconciliation waits for that acknowledgement up to ``max.poll.interval.ms``.
+
+    ``faults``: a :class:`~kafka_actors.supervisors.FaultInjector` for tests and chaos runs,
+    consulted by this consumer's actors and its NetworkActor: crash an actor on a matching
+    message; delay, drop, or answer with a chosen Kafka error code the responses of an API;
+    sever a node's connection. ``faults.error_response(api_key=68, error_code=110, times=1)``
+    fences the member once (FENCED_MEMBER_EPOCH on its next ConsumerGroupHeartbeat). None
+    (the default) costs nothing.
     """
 
     def __init__(
