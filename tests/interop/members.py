@@ -81,7 +81,10 @@ class OurMember:
     duplicates does."""
 
     def __init__(self, name: str, topic: str, config: Mapping[str, object]) -> None:
+        """With ``enable.auto.commit`` true in ``config`` the member commits nothing itself
+        (the consumer's auto-commit, commit before revocation and commit on close do)."""
         self.name = name
+        self.auto_commit = bool(config.get("enable.auto.commit"))
         self.topic = topic
         self.log = MemberLog(name)
         self.consumer = KafkaConsumer(dict(config))
@@ -108,7 +111,7 @@ class OurMember:
         assert not self._thread.is_alive(), f"{self.name} did not stop"
 
     def _commit(self, offsets: dict[TopicPartition, int]) -> None:
-        if not offsets:
+        if not offsets or self.auto_commit:
             return
         at_ms = now_ms()
         try:
@@ -174,6 +177,7 @@ class JavaMember:
         *,
         group_protocol: str,
         assignment_strategy: str | None = None,
+        auto_commit: bool = False,
         extra: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
@@ -198,6 +202,8 @@ class JavaMember:
         ]  # fmt: skip
         if assignment_strategy is not None:
             args += ["--assignment-strategy", assignment_strategy]
+        if auto_commit:
+            args.append("--enable-autocommit")
         self._stderr_path = workdir / f"{name}.stderr"
         self._stderr = open(self._stderr_path, "wb")  # closed in stop()
         self.process: subprocess.Popen[bytes] = cluster.popen_tool(
