@@ -52,7 +52,7 @@ async def _run(bootstrap: str, safe: bool) -> dict[str, int]:
     topic = unique(f"aio-dups-{'safe' if safe else 'unsafe'}")
     group = unique("g")
     await asyncio.to_thread(fast_group_heartbeats, bootstrap, group)
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
