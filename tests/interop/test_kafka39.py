@@ -180,6 +180,8 @@ def test_consumer_protocol_on_a_default_kafka_39_fails_clearly_then_classic_work
         assert consumer.assignment() == set()
         with pytest.raises(UnsupportedVersionError):
             consumer.poll(0.1)  # the member stays failed: no silent fallback
+        with pytest.raises(UnsupportedVersionError):
+            consumer.subscribe([topic])  # refused at once now
         consumer.unsubscribe()
         consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         assert len(poll_until(consumer, 20)) == 20  # manual assignment works on any broker
