@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the embedded default (librdkafka's in-process mock cluster), with all of
-# its own set-up (virtual environment, Python dependencies). Extra arguments go to the job.
+# its own set-up (virtual environment, Python dependencies incl. PySpark): the orders
+# pipeline (generator -> kafka-actors Spark source as a group member -> windowed revenue ->
+# Parquet + console). Extra arguments go to the job (e.g. --bootstrap-servers host:port).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh test,bench,spark
-exec .venv/bin/python -m kafka_actors probe "$@"
+exec .venv/bin/python examples/orders_pipeline.py "$@"
