@@ -8,6 +8,9 @@ its own subprocess (so the peak RSS, VmHWM of the child, is that client's alone)
 
 * ``kafka-actors``: ``KafkaConsumer`` with ``assign`` + ``seek_to_beginning`` (no group);
 * ``kafka-actors sub``: ``subscribe`` in a new group (group.protocol=consumer, KIP-848);
+* ``kafka-actors pure``: as ``kafka-actors`` with ``KAFKA_ACTORS_PURE_PYTHON=1`` (the
+  pure-Python record decoder even when ``python -m kafka_actors.speedups build`` was run);
+  the decoder in use is printed beside each kafka-actors row (python or mypyc);
 * ``confluent-kafka``: ``Consumer.consume(500)`` after ``assign`` at OFFSET_BEGINNING;
 * ``aiokafka``: ``AIOKafkaConsumer.getmany(max_records=500)`` after ``assign`` +
   ``seek_to_beginning``;
@@ -45,7 +48,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-CLIENTS = ("kafka-actors", "kafka-actors sub", "confluent-kafka", "aiokafka", "kafka-python")
+CLIENTS = (
+    "kafka-actors",
+    "kafka-actors sub",
+    "kafka-actors pure",
+    "confluent-kafka",
+    "aiokafka",
+    "kafka-python",
+)
 MAX_RECORDS = 500
 FETCH = {
     "fetch.min.bytes": 1,
@@ -262,6 +272,9 @@ def child(args: argparse.Namespace) -> int:
         "kafka-actors sub": lambda: run_kafka_actors(
             args.bootstrap, args.topic, args.partitions, args.records, True
         ),
+        "kafka-actors pure": lambda: run_kafka_actors(
+            args.bootstrap, args.topic, args.partitions, args.records, False
+        ),
         "confluent-kafka": lambda: run_confluent(
             args.bootstrap, args.topic, args.partitions, args.records
         ),
@@ -287,7 +300,7 @@ def child(args: argparse.Namespace) -> int:
         import yappi  # type: ignore[import-untyped]
 
         yappi.set_clock_type("cpu")
-        yappi.start(builtins=True)
+        yappi.start(builtins=False)
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     tally = runner()
@@ -297,8 +310,14 @@ def child(args: argparse.Namespace) -> int:
         yappi.stop()
         profiler = yappi.get_func_stats()
         profiler.save(args.profile, type="pstat")
+    impl = ""
+    if args.child.startswith("kafka-actors"):
+        from kafka_actors.protocol import records as _records
+
+        impl = _records.IMPLEMENTATION
     result = {
         "client": args.child,
+        "impl": impl,
         "records": tally.count,
         "bytes": tally.nbytes,
         "last_offset": tally.last_offset,
@@ -354,7 +373,12 @@ def run_child(
     ]
     if profile:
         cmd += ["--profile", profile]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
+    env = dict(os.environ)
+    if client == "kafka-actors pure":
+        env["KAFKA_ACTORS_PURE_PYTHON"] = "1"  # the pure-Python decoder even if built
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False, env=env
+    )
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             result: dict[str, Any] = json.loads(line[len("RESULT ") :])
@@ -368,7 +392,7 @@ def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
     base = next((r for r in results if r["client"] == "kafka-actors"), None)
     print(f"\n{title}")
     print(
-        f"{'client':18} {'records/s':>11} {'MB/s':>8} {'total s':>8} {'first s':>8} "
+        f"{'client (decoder)':26} {'records/s':>11} {'MB/s':>8} {'total s':>8} {'first s':>8} "
         f"{'cpu s':>7} {'peak RSS MB':>12} {'ka/peer rate':>13} {'ka/peer RSS':>12}"
     )
     for r in results:
@@ -382,8 +406,9 @@ def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
             rss_ratio = f"{base['max_rss_kb'] / r['max_rss_kb']:11.2f}x"
         else:
             ratio = rss_ratio = ""
+        name = f"{r['client']} ({r['impl']})" if r.get("impl") else r["client"]
         print(
-            f"{r['client']:18} {rate:11,.0f} {mbs:8.1f} {r['seconds']:8.2f} {first} "
+            f"{name:26} {rate:11,.0f} {mbs:8.1f} {r['seconds']:8.2f} {first} "
             f"{r['cpu_s']:7.2f} {rss:12.1f} {ratio:>13} {rss_ratio:>12}"
         )
         if r["records"] != n:
