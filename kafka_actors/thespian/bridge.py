@@ -10,10 +10,11 @@ How the bridge polls
 --------------------
 The consumer's own actors (pykka threads: network I/O, fetching ahead, heartbeats) live in the
 bridge's process; the bridge's message handler only *collects* what they fetched. It polls
-from its own message loop, driven by ticks, each a ``WakeupMessage`` (``wakeupAfter``): every
-millisecond while the subscriber has demand (each tick a ``poll(poll_timeout_ms)``, a few ms at
-most, returning at once when records are ready) and every ``idle_interval_ms`` while it has
-none (``poll(0)``: rebalance callbacks and the poll timer still need the polling thread). Each
+from its own message loop, driven by ticks, each a ``WakeupMessage`` (``wakeupAfter``) and
+each a ``poll(poll_timeout_ms)`` (default 0: the loop is never blocked by a poll): every
+millisecond while records flow and the subscriber has demand, every ``idle_interval_ms`` when a
+poll found nothing or there is no demand (rebalance callbacks and the poll timer still need
+polls while paused), and at once when a ``Request`` brings demand back. Each
 scheduled tick carries a serial number and only the latest counts, so a ``Request`` can cut an
 idle wait short although Thespian wakeups cannot be cancelled. Ticks are wakeups, never
 self-sent messages: ``simpleSystemBase`` runs its queue until it is empty, so a chain of
@@ -51,7 +52,7 @@ import itertools
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -141,6 +142,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         self._settings = Configure({})
         self._stream = DemandStream()
         self._subscriber: Any = None
+        self._seq = 0  # the last stream message's seq (see messages: Ordering)
         self._tick_serial = 0
         self._commits: list[_PendingCommit] = []
         self._commit_check_armed = False
@@ -232,10 +234,16 @@ class KafkaBridge(Actor):  # type: ignore[misc]
     def _set_subscriber(self, subscriber: Any) -> None:
         if subscriber != self._subscriber:
             self._stream = DemandStream()  # a new stream starts with no demand
+            self._seq = 0
         self._subscriber = subscriber
 
+    def _to_subscriber(self, message: Any) -> None:
+        """Send a message of the stream, numbered (Thespian may reorder messages)."""
+        self._seq += 1
+        self.send(self._subscriber, replace(message, seq=self._seq))
+
     def _announce(self, reply: Subscribed, sender: Any) -> None:
-        self.send(self._subscriber, reply)
+        self._to_subscriber(reply)
         if sender != self._subscriber:
             self.send(sender, reply)
         self._schedule(immediate=True)
@@ -257,7 +265,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             self._closing = _Closing(
                 sender, rid, time.monotonic() + message.timeout_s, message.timeout_s
             )
-            self.send(self._subscriber, PartitionsRevoked(assigned, rid))
+            self._to_subscriber(PartitionsRevoked(assigned, rid))
             self._schedule(immediate=True)
             return
         self._finish_close(sender, message.timeout_s)
@@ -305,7 +313,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             positions: dict[TopicPartition, int] = {}
             for record in batch:
                 positions[TopicPartition(record.topic, record.partition)] = record.offset + 1
-            self.send(self._subscriber, RecordBatch(batch, positions))
+            self._to_subscriber(RecordBatch(batch, positions))
             total += len(batch)
 
     def _schedule(self, *, immediate: bool, delay_s: float | None = None) -> None:
@@ -340,7 +348,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             fatal = isinstance(exc, (FatalConsumerError, ConsumerClosedError))
             self._log.warning("bridge_poll_failed", error=repr(exc), fatal=fatal)
             if self._subscriber is not None:
-                self.send(self._subscriber, StreamError(ErrorInfo.of(exc), fatal))
+                self._to_subscriber(StreamError(ErrorInfo.of(exc), fatal))
             if fatal:
                 self._stopped = True
                 return
@@ -351,8 +359,11 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             return
         if records:
             self._stream.add(records)
-        self._deliver()
-        self._schedule(immediate=self._stream.wants_fetch and self._closing is None)
+        delivered = self._deliver()
+        # Tick again at once only while records flow: an empty poll waits for the idle
+        # interval (under simpleSystemBase, ticks always due would keep listen() running).
+        flowing = bool(records) or delivered > 0
+        self._schedule(immediate=flowing and self._stream.wants_fetch and self._closing is None)
 
     def _apply_backpressure(self, consumer: KafkaConsumer, fetch: bool) -> None:
         try:
@@ -447,7 +458,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         rid = next(self._rebalance_ids)
         self._rebalances[rid] = reply
         self._log.info("rebalance_notified", kind=kind.__name__, rebalance_id=rid)
-        self.send(self._subscriber, kind(parts, rid))
+        self._to_subscriber(kind(parts, rid))
 
     def _on_ack(self, message: RebalanceAck) -> None:
         closing = self._closing

@@ -10,6 +10,13 @@ The stream follows Reactive Streams: the bridge sends :class:`Subscribed` (onSub
 subscriber signals demand with :class:`Request` (a number of *records*), the bridge sends
 :class:`RecordBatch` messages whose sizes never exceed the outstanding demand.
 
+Ordering: Thespian does not promise that two messages from one actor to another arrive in the
+order sent (``multiprocTCPBase`` does reorder them under load). Every message of the stream
+to the subscriber (Subscribed, RecordBatch, Partitions*, StreamError) therefore carries
+``seq``, 1, 2, ... per subscriber, and the subscriber handles them in that order
+(:class:`~kafka_actors.thespian.subscriber.StreamSubscriber` does). ``seq`` 0 means outside
+the stream (the copy of Subscribed sent to the requester).
+
 May touch: nothing (plain values).
 """
 
@@ -74,12 +81,12 @@ class Configure:
     """Create the bridge's consumer from Kafka configuration keys (``bootstrap.servers``...).
 
     ``poll_timeout_ms``: how long one ``poll()`` may block the bridge's message loop while the
-    subscriber has demand; ``idle_interval_ms``: how often the bridge polls (for rebalance
-    callbacks and the poll timer) while there is no demand. Replied with :class:`Configured`
-    or :class:`StreamError`."""
+    subscriber has demand (default 0: never); ``idle_interval_ms``: how often the bridge polls
+    when records do not flow (no demand, or the last poll was empty). Replied with
+    :class:`Configured` or :class:`StreamError`."""
 
     config: Mapping[str, object]
-    poll_timeout_ms: int = 5
+    poll_timeout_ms: int = 0
     idle_interval_ms: int = 20
     commit_timeout_ms: int | None = None  # default: default.api.timeout.ms
 
@@ -132,6 +139,7 @@ class Subscribed:
     topics: tuple[str, ...] = ()
     partitions: tuple[TopicPartition, ...] = ()
     pattern: str | None = None
+    seq: int = 0  # position in the stream (1, 2, ...); see the module docstring
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +156,7 @@ class RecordBatch:
 
     records: tuple[ConsumerRecord, ...]
     positions: Mapping[TopicPartition, int] = field(default_factory=dict)
+    seq: int = 0  # position in the stream (1, 2, ...); see the module docstring
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +167,8 @@ class StreamError:
     error: ErrorInfo
     fatal: bool = False
 
-
-# -- commits ---------------------------------------------------------------------------------
+    # -- commits ---------------------------------------------------------------------------------
+    seq: int = 0  # position in the stream (1, 2, ...); see the module docstring
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +206,7 @@ class PartitionsRevoked:
 
     partitions: frozenset[TopicPartition]
     rebalance_id: int
+    seq: int = 0  # position in the stream (1, 2, ...); see the module docstring
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +215,7 @@ class PartitionsAssigned:
 
     partitions: frozenset[TopicPartition]
     rebalance_id: int
+    seq: int = 0  # position in the stream (1, 2, ...); see the module docstring
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +224,7 @@ class PartitionsLost:
 
     partitions: frozenset[TopicPartition]
     rebalance_id: int
+    seq: int = 0  # position in the stream (1, 2, ...); see the module docstring
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,9 @@ partition, and rebalance-safe commits: on :class:`PartitionsRevoked` it commits 
 positions of the revoked partitions through the bridge, waits for the reply, and only then
 acknowledges, so the next owner starts exactly after what this subscriber processed.
 
+Stream messages are handled in their ``seq`` order (Thespian may reorder messages between
+two actors); a message that arrives early waits for its predecessors.
+
 Subclass it and override :meth:`process` (and any ``on_*`` hook). A batch counts as processed
 when :meth:`process` returns; a subclass that processes asynchronously overrides
 :meth:`on_batch` and calls :meth:`processed` / :meth:`request` itself.
@@ -57,6 +60,9 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
         self._owed = 0  # processed records not yet re-requested (while not requesting)
         self._commit_ids = itertools.count(1)
         self._commit_waiters: dict[int, CommitDone] = {}
+        self._next_seq = 1
+        self._early: dict[int, Any] = {}  # stream messages that overtook earlier ones
+        self.reordered = 0  # how many stream messages arrived before their predecessors
         self.log = get_logger("thespian_subscriber")
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -140,6 +146,23 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
     # -- dispatch ------------------------------------------------------------------------------
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
+        seq = getattr(message, "seq", 0)
+        if not isinstance(seq, int) or seq <= 0:
+            self._handle(message, sender)
+            return
+        if seq != self._next_seq:
+            if seq > self._next_seq:
+                self.reordered += 1
+                self._early[seq] = (message, sender)
+            return  # seq below: a duplicate
+        self._handle(message, sender)
+        self._next_seq += 1
+        while self._next_seq in self._early:
+            early, early_sender = self._early.pop(self._next_seq)
+            self._handle(early, early_sender)
+            self._next_seq += 1
+
+    def _handle(self, message: Any, sender: Any) -> None:
         if isinstance(message, RecordBatch):
             self.on_batch(message)
         elif isinstance(message, (CommitOk, CommitFailed)):

@@ -59,6 +59,7 @@ class State:
     acks: tuple[int, ...]
     errors: tuple[str, ...]
     positions: dict[TopicPartition, int]
+    reordered: int  # stream messages that arrived before a predecessor (put back in order)
 
 
 class RecordingSubscriber(StreamSubscriber):
@@ -147,5 +148,6 @@ class RecordingSubscriber(StreamSubscriber):
                     acks=tuple(self.acks),
                     errors=tuple(self.errors),
                     positions=dict(self.positions),
+                    reordered=self.reordered,
                 ),
             )

@@ -1,0 +1,100 @@
+"""DemandStream (the bridge's pure stream state) and the protocol's picklability."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from kafka_actors.errors import NotCoordinatorError
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+from kafka_actors.thespian.messages import (
+    BridgeStats,
+    CommitFailed,
+    CommitOk,
+    ErrorInfo,
+    PartitionsRevoked,
+    RecordBatch,
+)
+from kafka_actors.thespian.stream import DemandStream, record_size
+
+
+def rec(partition: int, offset: int, value: bytes = b"vv") -> ConsumerRecord:
+    return ConsumerRecord(
+        "t", partition, offset, 0, TimestampType.CREATE_TIME, b"k", value, (("h", b"x"),), 3
+    )
+
+
+def test_nothing_flows_without_demand() -> None:
+    s = DemandStream()
+    s.add([rec(0, 0), rec(0, 1)])
+    assert s.take() == ()
+    assert not s.wants_fetch
+    s.request(1)
+    assert [r.offset for r in s.take()] == [0]
+    assert s.demand == 0 and s.buffered_records == 1
+    assert not s.wants_fetch  # no demand: do not fetch
+
+
+def test_fetch_only_when_buffer_drained_and_demand_remains() -> None:
+    s = DemandStream()
+    s.request(5)
+    assert s.wants_fetch
+    s.add([rec(0, i) for i in range(3)])
+    assert not s.wants_fetch  # buffered records first
+    assert len(s.take()) == 3
+    assert s.demand == 2 and s.wants_fetch
+
+
+def test_take_respects_limit_order_and_tracks_delivered_positions() -> None:
+    s = DemandStream()
+    s.add([rec(0, 0), rec(1, 10), rec(0, 1), rec(1, 11)])
+    s.request(10)
+    first = s.take(limit=3)
+    assert [(r.partition, r.offset) for r in first] == [(0, 0), (1, 10), (0, 1)]
+    assert s.delivered == {TopicPartition("t", 0): 2, TopicPartition("t", 1): 11}
+    assert [r.offset for r in s.take()] == [11]
+    assert s.delivered_records == 4 and s.demand == 6
+
+
+def test_buffered_bytes_follow_add_take_drop() -> None:
+    s = DemandStream()
+    records = [rec(0, 0, b"a" * 100), rec(1, 0, b"b" * 50), rec(1, 1, b"c" * 10)]
+    s.add(records)
+    assert s.buffered_bytes == sum(record_size(r) for r in records)
+    assert record_size(records[0]) == 1 + 100 + 1 + 1
+    assert s.drop([TopicPartition("t", 1)]) == 2
+    assert s.buffered_bytes == record_size(records[0])
+    s.request(1)
+    s.take()
+    assert s.buffered_bytes == 0 and s.buffered_records == 0
+
+
+def test_drop_forgets_delivered_positions_of_revoked_partitions() -> None:
+    s = DemandStream()
+    s.request(2)
+    s.add([rec(0, 0), rec(1, 0)])
+    s.take()
+    s.drop([TopicPartition("t", 0)])
+    assert s.delivered == {TopicPartition("t", 1): 1}
+
+
+def test_request_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        DemandStream().request(0)
+
+
+def test_messages_pickle() -> None:
+    tp = TopicPartition("t", 1)
+    messages = [
+        RecordBatch((rec(1, 5),), {tp: 6}),
+        CommitOk(3, {tp: OffsetAndMetadata(6, "m", 2)}),
+        CommitFailed(4, ErrorInfo.of(NotCoordinatorError("moved"))),
+        PartitionsRevoked(frozenset({tp}), 9),
+        BridgeStats(0, 0, 0, 0, 0, (tp,), (tp,), 0, 0, 0, 0),
+    ]
+    for message in messages:
+        assert pickle.loads(pickle.dumps(message)) == message
+    info = ErrorInfo.of(NotCoordinatorError("moved"))
+    assert info.retriable and info.type == "NotCoordinatorError"
