@@ -11,7 +11,8 @@ subscriber signals demand with :class:`Request` (a number of *records*), the bri
 :class:`RecordBatch` messages whose sizes never exceed the outstanding demand.
 
 Ordering: Thespian does not promise that two messages from one actor to another arrive in the
-order sent (``multiprocTCPBase`` does reorder them under load). Every message of the stream
+order sent (``multiprocTCPBase`` keeps up to 20 transmits in flight at once, each on its own
+connection, and was seen delivering a later batch first). Every message of the stream
 to the subscriber (Subscribed, RecordBatch, Partitions*, StreamError) therefore carries
 ``seq``, 1, 2, ... per subscriber, and the subscriber handles them in that order
 (:class:`~kafka_actors.thespian.subscriber.StreamSubscriber` does). ``seq`` 0 means outside

@@ -135,6 +135,7 @@ def test_records_in_order_per_partition(actors: Actors, kafka_broker: Any) -> No
     subscribe(asys, bridge, topic, sub)
     final = until(asys, sub, lambda s: len(s.records) >= count, "all records")
     close(asys, bridge)
+    print(f"\norder: {final.reordered} stream messages arrived early ({actors.base})")
 
     assert len(final.records) == count
     assert final.max_batch_over_demand <= 0, "a batch exceeded the outstanding demand"
@@ -212,7 +213,8 @@ def test_back_pressure_bounds_delivery_and_memory(actors: Actors, kafka_broker: 
         f"\nback-pressure: produced {produced[0]} records ({produced_bytes >> 20} MiB) while "
         f"paused; bridge buffered max {max(s.buffered_records for s in samples)} records, "
         f"consumer buffered max {max(s.consumer_buffered_bytes for s in samples)} B, "
-        f"bridge-process RSS growth {rss_growth >> 10} KiB ({actors.base})"
+        f"bridge-process RSS {samples[0].rss_bytes >> 20} MiB, growth {rss_growth >> 10} KiB "
+        f"({actors.base})"
     )
     if samples[-1].rss_bytes > 0 and actors.separate_processes:
         # The bridge has its own process: its memory does not follow the produced volume.
@@ -258,9 +260,9 @@ def test_commits_acknowledged(actors: Actors, kafka_broker: Any) -> None:
 
     with KafkaConsumer(base_config(bootstrap, **{"group.id": group})) as checker:
         committed = checker.committed(set(expected), timeout=30)
-    assert committed[tp0] is not None and committed[tp0].offset == 5
-    tp1 = TopicPartition(topic, 1)
-    assert committed[tp1] is not None and committed[tp1].offset == expected[tp1]
+    c0, c1 = committed[tp0], committed[TopicPartition(topic, 1)]
+    assert c0 is not None and c0.offset == 5
+    assert c1 is not None and c1.offset == expected[TopicPartition(topic, 1)]
     close(asys, bridge)
 
 
