@@ -111,7 +111,8 @@ class GroupMember:
         self.consumer = (
             consumer if consumer is not None else KafkaConsumer(options.consumer_config())
         )
-        self._replies: dict[int, RebalanceReply] = {}
+        config = self.consumer.config
+        self._commit_timeout_s = config.request_timeout_ms / 1000.0
         if options.pattern is not None:
             self.consumer.subscribe(pattern=options.pattern, listener=_Listener(self))
         else:
@@ -233,7 +234,13 @@ class GroupMember:
         self._resolve()
         with self._lock:
             active = [tp for tp, s in self._planner.owned.items() if s.resolved and tp in start]
-        available = self.consumer.end_offsets(active) if active else {}
+        try:
+            available = self.consumer.end_offsets(active) if active else {}
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            _log.warning("end_offsets_failed_no_new_data_this_trigger", error=str(exc))
+            available = {}
         shrunk = {tp: (start[tp], end) for tp, end in available.items() if end < start[tp]}
         if shrunk:
             # the log ends before what this query already read: the topic was recreated or
@@ -334,7 +341,13 @@ class GroupMember:
             wanted = self._planner.to_commit(offsets)
         if not wanted:
             return
-        self.consumer.commit_sync(wanted)
+        try:
+            self.consumer.commit_sync(wanted, timeout=self._commit_timeout_s)
+        except KafkaError as exc:
+            # The checkpoint stays the source of truth; the group's offsets catch up at the next
+            # commit (a revocation waiting for this one waits on, up to its deadline).
+            _log.warning("commit_failed", error=str(exc), offsets=_fmt(wanted))
+            return
         with self._lock:
             done = self._planner.kafka_committed(wanted)
         _ack(done)
@@ -345,6 +358,15 @@ class GroupMember:
             pending = sorted(self._planner.unresolved(), key=lambda t: (t.topic, t.partition))
         if not pending:
             return
+        try:
+            self._lookup_and_resolve(pending)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            # the partitions keep their place in the offsets and are resolved at the next call
+            _log.warning("resolve_failed_retrying_next_trigger", error=str(exc))
+
+    def _lookup_and_resolve(self, pending: list[TopicPartition]) -> None:
         committed = self.consumer.committed(pending)
         starting = self.options.starting_offsets
         fallback: dict[TopicPartition, int] = {}

@@ -301,7 +301,9 @@ class _Pool:
 
     def __init__(self, config: ConsumerConfig) -> None:
         self.config = config
-        self.lock = threading.Lock()
+        # re-entrant: a read abandoned by Spark mid-way (its generator not closed yet) must not
+        # block the next read on the same worker thread; the channels are idle between yields
+        self.lock = threading.RLock()
         self.channels: dict[tuple[str, int], BrokerChannel] = {}
         self.leaders: dict[tuple[str, int], _Leader] = {}
 
