@@ -131,6 +131,9 @@ class MemberStats:
     by_partition: dict[int, int] = field(default_factory=dict)
     revoked: int = 0
     lost: int = 0
+    #: Records of lost partitions processed after the last commit this member saw complete:
+    #: the most the group may deliver again because of the losses.
+    lost_uncommitted: int = 0
     assigned: int = 0
     commits: int = 0
     commit_errors: list[str] = field(default_factory=list)
@@ -167,6 +170,10 @@ class Member:
         self.work_s = work_s
         self.stats = MemberStats(name)
         self.positions: dict[TopicPartition, int] = {}
+        #: Per owned partition: the first offset processed since it was assigned.
+        self.first_offsets: dict[TopicPartition, int] = {}
+        #: The highest offsets this member saw committed (its own commits).
+        self.committed: dict[TopicPartition, int] = {}
         self.stop = threading.Event()
         self.started = threading.Event()
         self.consumer = KafkaConsumer(config, faults=faults)
@@ -185,6 +192,8 @@ class Member:
                 member.stats.callback_threads.add(threading.current_thread().name)
                 member.stats.revoked += 1
                 offsets = {tp: member.positions.pop(tp) for tp in revoked if tp in member.positions}
+                for tp in revoked:
+                    member.first_offsets.pop(tp, None)
                 if not offsets:
                     return None
                 if member.mode == "sync":
@@ -210,7 +219,11 @@ class Member:
                 # would fail (and must not be attempted, as in Java).
                 member.stats.lost += 1
                 for tp in lost:
-                    member.positions.pop(tp, None)
+                    position = member.positions.pop(tp, None)
+                    first = member.first_offsets.pop(tp, None)
+                    if position is not None and first is not None:
+                        done = max(member.committed.get(tp, first), first)
+                        member.stats.lost_uncommitted += max(0, position - done)
 
         return Listener()
 
@@ -218,8 +231,20 @@ class Member:
         try:
             self.consumer.commit_sync(offsets, timeout=30)
             self.stats.commits += 1
+            self._committed(offsets)
         except KafkaError as exc:
             self.stats.commit_errors.append(f"{type(exc).__name__}: {exc}")
+
+    def _commit_async(self, offsets: dict[TopicPartition, int]) -> None:
+        def done(future: concurrent.futures.Future[Any]) -> None:
+            if future.exception() is None:
+                self._committed(offsets)
+
+        self.consumer.commit_async(offsets).add_done_callback(done)
+
+    def _committed(self, offsets: dict[TopicPartition, int]) -> None:
+        for tp, offset in offsets.items():
+            self.committed[tp] = max(offset, self.committed.get(tp, 0))
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -242,6 +267,7 @@ class Member:
                 self.started.set()
                 by_partition = self.stats.by_partition
                 for r in records:
+                    self.first_offsets.setdefault(TopicPartition(r.topic, r.partition), r.offset)
                     self.stats.processed.append(record_id(r.value))
                     self.positions[TopicPartition(r.topic, r.partition)] = r.offset + 1
                     by_partition[r.partition] = by_partition.get(r.partition, 0) + 1
@@ -256,7 +282,7 @@ class Member:
                     and now - last_commit >= self.commit_every_s
                 ):
                     last_commit = now
-                    consumer.commit_async(dict(self.positions))
+                    self._commit_async(dict(self.positions))
         finally:
             consumer.close(timeout=30)
             self._committers.shutdown(wait=True)
