@@ -133,9 +133,12 @@ def main() -> None:
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "log_level": 3})
         value = b"v" * args.value_size
         for i in range(args.records):
-            producer.produce(topic, key=i.to_bytes(8, "big"), value=value)
-            if i % 50_000 == 0:
-                producer.poll(0)
+            while True:
+                try:
+                    producer.produce(topic, key=i.to_bytes(8, "big"), value=value)
+                    break
+                except BufferError:  # librdkafka's queue is full: let it deliver
+                    producer.poll(0.1)
         assert producer.flush(60) == 0
         base_s = direct(broker.bootstrap_servers, topic, args.records)
         rows = [("direct poll()", base_s)]

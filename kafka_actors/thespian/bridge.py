@@ -30,8 +30,10 @@ on the actor's own thread.
 Back-pressure: the consumer fetches only for the subscriber's demand. With no demand, or with
 records still buffered, the bridge pauses every assigned partition (``consumer.pause``) and
 keeps polling (nothing of a paused partition is returned); it resumes them when demand
-returns and the buffer is empty. Memory stays bounded by one poll (``max.poll.records``) in the
-bridge plus the consumer's own byte-bounded prefetch buffer.
+returns and the buffer is empty. A tick polls again (``poll(0)``, at most a few times) only
+while the buffer holds less than the demand, so the bridge holds at most the demand plus one
+poll (``max.poll.records``), and after delivering less than one poll; the consumer's own
+prefetch buffer is bounded in bytes (``fetch.max.bytes``).
 
 Rebalances: the bridge's listener runs inside ``poll()`` on the actor thread. It drops the
 undelivered records of revoked/lost partitions, defers the callback's acknowledgement
@@ -102,6 +104,8 @@ _ERROR_BACKOFF_S = 1.0
 #: simpleSystemBase's listen()/ask() loop runs until its queue is empty, so a chain of
 #: self-sends (or of wakeups already due) would keep the caller's listen() from returning.
 _BUSY_INTERVAL_S = 0.001
+#: Polls after the first in one tick, to fill a batch message (each poll(0): no blocking).
+_MAX_EXTRA_POLLS = 8
 
 
 @dataclass(slots=True)
@@ -304,7 +308,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
     def _deliver(self) -> int:
         if self._subscriber is None or self._consumer is None:
             return 0
-        limit = self._consumer.config.max_poll_records
+        limit = self._batch_limit()
         total = 0
         while True:
             batch = self._stream.take(limit)
@@ -315,6 +319,9 @@ class KafkaBridge(Actor):  # type: ignore[misc]
                 positions[TopicPartition(record.topic, record.partition)] = record.offset + 1
             self._to_subscriber(RecordBatch(batch, positions))
             total += len(batch)
+
+    def _batch_limit(self) -> int:
+        return max(1, self._settings.max_batch_records)
 
     def _schedule(self, *, immediate: bool, delay_s: float | None = None) -> None:
         """Schedule the next tick; any tick scheduled before is now stale."""
@@ -355,10 +362,24 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             self._schedule(immediate=False, delay_s=_ERROR_BACKOFF_S)
             return
         self._polls += 1
-        if self._consumer is None:  # closed by a handler during poll (cannot happen today)
-            return
+        stream = self._stream
         if records:
-            self._stream.add(records)
+            stream.add(records)
+        # Fill one batch message up to the demand with a few more polls (never blocking):
+        # the buffer stays within the demand plus one poll.
+        extra = 0
+        while (
+            records
+            and extra < _MAX_EXTRA_POLLS
+            and stream.buffered_records < min(stream.demand, self._batch_limit())
+        ):
+            try:
+                records = consumer.poll(0)
+            except KafkaError:
+                break  # the next tick's poll raises it again and reports it
+            self._polls += 1
+            extra += 1
+            stream.add(records)
         delivered = self._deliver()
         # Tick again at once only while records flow: an empty poll waits for the idle
         # interval (under simpleSystemBase, ticks always due would keep listen() running).

@@ -84,11 +84,14 @@ class Configure:
     ``poll_timeout_ms``: how long one ``poll()`` may block the bridge's message loop while the
     subscriber has demand (default 0: never); ``idle_interval_ms``: how often the bridge polls
     when records do not flow (no demand, or the last poll was empty). Replied with
-    :class:`Configured` or :class:`StreamError`."""
+    :class:`Configured` or :class:`StreamError`. ``max_batch_records``: the most records in
+    one :class:`RecordBatch` (a tick polls several times, up to the demand, to fill one: under
+    ``multiprocTCPBase`` each message costs a transmit)."""
 
     config: Mapping[str, object]
     poll_timeout_ms: int = 0
     idle_interval_ms: int = 20
+    max_batch_records: int = 2000
     commit_timeout_ms: int | None = None  # default: default.api.timeout.ms
 
 

@@ -30,6 +30,7 @@ class SetMode:
 
     window: int
     replenish: bool = True
+    ack_revocations: bool = True  # False: never acknowledge a revocation (nor commit in it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,7 @@ class RecordingSubscriber(StreamSubscriber):
         self.outstanding = 0
         self.over_demand = -(10**9)
         self.replenish = True
+        self.ack_revocations = True
         self.events: list[tuple[str, frozenset[TopicPartition], int]] = []
         self.commits: list[CommitOk | CommitFailed] = []
         self.acks: list[int] = []
@@ -96,6 +98,8 @@ class RecordingSubscriber(StreamSubscriber):
 
     def on_revoked(self, message: PartitionsRevoked) -> None:
         self.events.append(("revoked", message.partitions, message.rebalance_id))
+        if not self.ack_revocations:
+            return
         offsets = {tp: self.positions[tp] for tp in message.partitions if tp in self.positions}
         for tp in message.partitions:
             self.positions.pop(tp, None)
@@ -131,6 +135,7 @@ class RecordingSubscriber(StreamSubscriber):
         if isinstance(message, SetMode):
             self.window = message.window
             self.replenish = message.replenish
+            self.ack_revocations = message.ack_revocations
         elif isinstance(message, Resume):
             self.replenish = True
             self.request(message.n)

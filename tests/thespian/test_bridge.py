@@ -139,7 +139,7 @@ def test_records_in_order_per_partition(actors: Actors, kafka_broker: Any) -> No
 
     assert len(final.records) == count
     assert final.max_batch_over_demand <= 0, "a batch exceeded the outstanding demand"
-    assert max(final.batch_sizes) <= MAX_POLL_RECORDS
+    assert max(final.batch_sizes) <= Configure({}).max_batch_records
     parts = by_partition(final.records)
     assert len(parts) == 3
     for partition, records in parts.items():
@@ -333,3 +333,53 @@ def test_revocation_commits_through_the_bridge_then_acks(actors: Actors, kafka_b
         first = min(r.offset for r in b.records if r.partition == tp.partition)
         assert first == processed.get(tp, 0)
     assert a.errors == () and b.errors == ()
+
+
+def test_unacknowledged_revocation_is_bounded_by_the_rebalance_timeout(
+    actors: Actors, kafka_broker: Any
+) -> None:
+    """A subscriber that never acknowledges holds the revocation only until the rebalance
+    timeout (max.poll.interval.ms); then the partitions move on."""
+    asys = actors.system
+    topic = unique("th-noack")
+    kafka_broker.create_topic(topic, partitions=2)
+    bootstrap = kafka_broker.bootstrap_servers
+    produce(bootstrap, topic, 200, key=lambda i: f"k{i % 7}".encode())
+    group = unique("g")
+    timeout_ms = 6000
+
+    bridge_a = start_bridge(
+        asys, bridge_config(bootstrap, group, **{"max.poll.interval.ms": timeout_ms})
+    )
+    sub_a = asys.createActor(RecordingSubscriber)
+    asys.tell(sub_a, SetMode(window=1000, ack_revocations=False))
+    subscribe(asys, bridge_a, topic, sub_a)
+    until(asys, sub_a, lambda s: len(s.records) >= 200, "A consumed")
+
+    bridge_b = start_bridge(asys, bridge_config(bootstrap, group))
+    sub_b = asys.createActor(RecordingSubscriber)
+    subscribe(asys, bridge_b, topic, sub_b)
+    a = until(
+        asys,
+        sub_a,
+        lambda s: any(kind == "revoked" and parts for kind, parts, _ in s.events),
+        "A's revocation",
+    )
+    revoked_at = time.monotonic()
+    assert a.acks == () or all(rid not in a.acks for kind, _, rid in a.events if kind == "revoked")
+    assert stats(asys, bridge_a).pending_rebalance_acks >= 1
+    b = until(
+        asys,
+        sub_b,
+        lambda s: any(kind == "assigned" and parts for kind, parts, _ in s.events),
+        "B's assignment after A's rebalance timeout",
+        timeout=timeout_ms / 1000 + 60,
+    )
+    # B got the partitions only once A's revocation timed out (A never acknowledged).
+    assert time.monotonic() - revoked_at >= timeout_ms / 1000 * 0.8
+    deadline = time.monotonic() + 30
+    while stats(asys, bridge_a).pending_rebalance_acks:
+        assert time.monotonic() < deadline, "the expired revocation is still pending"
+        asys.listen(0.2)
+    assert b.events
+    close(asys, bridge_a, bridge_b)
