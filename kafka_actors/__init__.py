@@ -3,7 +3,8 @@
 One import root. Sub-packages: ``protocol`` (pure wire code), ``actors`` (pykka actors),
 ``supervisors`` (supervision trees and fault injection), ``testing`` (the testkit).
 
-The public API: :class:`KafkaConsumer`, :class:`ConsumerRebalanceListener`,
+The public API: :class:`KafkaConsumer`, :class:`AsyncKafkaConsumer` (asyncio),
+:class:`ConsumerRebalanceListener`,
 :class:`TopicPartition`, :class:`OffsetAndMetadata`, :class:`ConsumerRecord` (and
 ``kafka_actors.errors`` for the typed errors). They are imported lazily, so importing a
 sub-package (the protocol layer, the testkit) does not start anything.
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AsyncKafkaConsumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
@@ -27,6 +29,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from kafka_actors.aio import AsyncKafkaConsumer
     from kafka_actors.consumer import (
         ConsumerRebalanceListener,
         ConsumerRecords,
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from kafka_actors.protocol.records import ConsumerRecord
 
 _LAZY = {
+    "AsyncKafkaConsumer": "kafka_actors.aio",
     "KafkaConsumer": "kafka_actors.consumer",
     "ConsumerRebalanceListener": "kafka_actors.consumer",
     "ConsumerRecords": "kafka_actors.consumer",
