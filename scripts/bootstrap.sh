@@ -17,3 +17,9 @@ if [ ! -f "$STAMP" ] || ! grep -qxF "$WANT" "$STAMP"; then
     # Several extras sets may share one venv: remember each that was installed.
     echo "$WANT" >> "$STAMP"
 fi
+# The optional compiled record decoder (mypyc; needs a C compiler). Rebuilt only when
+# records.py changed; without it kafka-actors runs in pure Python, so a failed build only warns.
+if ! .venv/bin/python -m kafka_actors.speedups status 2>/dev/null | grep -q "built and current"; then
+    .venv/bin/python -m kafka_actors.speedups build >/dev/null 2>&1 \
+        || echo "warning: the compiled record decoder did not build; using pure Python" >&2
+fi
