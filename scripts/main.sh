@@ -5,5 +5,5 @@
 # Parquet + console). Extra arguments go to the job (e.g. --bootstrap-servers host:port).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh test,bench,spark
+bash scripts/bootstrap.sh test,bench,spark,thespian
 exec .venv/bin/python examples/orders_pipeline.py "$@"

@@ -4,7 +4,7 @@
 # ~/.cache/kafka-actors). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh test,bench,spark
+bash scripts/bootstrap.sh test,bench,spark,thespian
 PY=.venv/bin/python
 echo "== lint: ruff"
 $PY -m ruff check .
