@@ -29,7 +29,7 @@ from typing import Any
 
 from kafka_actors.errors import KafkaError
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records import ConsumerRecord, TimestampType
 
 __all__ = [
     "Assign",
@@ -161,6 +161,31 @@ class RecordBatch:
     records: tuple[ConsumerRecord, ...]
     positions: Mapping[TopicPartition, int] = field(default_factory=dict)
     seq: int = 0  # position in the stream (1, 2, ...); see the module docstring
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled in columns (one tuple per field, timestamp types as ints): about 4x
+        # cheaper than record by record, which is what crossing processes costs.
+        columns: list[tuple[Any, ...]] = list(zip(*self.records, strict=True))
+        if columns:
+            columns[4] = tuple(map(int, columns[4]))
+        return (_batch_from_columns, (tuple(columns), dict(self.positions), self.seq))
+
+
+_TIMESTAMP_TYPES = {t.value: t for t in TimestampType}
+
+
+def _batch_from_columns(
+    columns: tuple[tuple[Any, ...], ...], positions: dict[TopicPartition, int], seq: int
+) -> RecordBatch:
+    if not columns:
+        return RecordBatch((), positions, seq)
+    types = _TIMESTAMP_TYPES
+    make = ConsumerRecord._make
+    records = tuple(
+        make((t, p, o, ts, types[tt], k, v, h, e))
+        for t, p, o, ts, tt, k, v, h, e in zip(*columns, strict=True)
+    )
+    return RecordBatch(records, positions, seq)
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,3 +98,25 @@ def test_messages_pickle() -> None:
         assert pickle.loads(pickle.dumps(message)) == message
     info = ErrorInfo.of(NotCoordinatorError("moved"))
     assert info.retriable and info.type == "NotCoordinatorError"
+
+
+def test_record_batch_pickles_in_columns_and_round_trips() -> None:
+    records = tuple(
+        ConsumerRecord(
+            f"t{i % 2}",
+            i % 3,
+            i,
+            1_700_000_000_000 + i,
+            TimestampType(i % 2),
+            None if i % 5 == 0 else b"k",
+            None if i % 7 == 0 else b"v" * i,
+            (("h", b"x"), ("n", None)) if i % 3 else (),
+            None if i % 4 == 0 else i,
+        )
+        for i in range(50)
+    )
+    batch = RecordBatch(records, {TopicPartition("t0", 0): 49}, 7)
+    back = pickle.loads(pickle.dumps(batch))
+    assert back == batch
+    assert all(type(r.timestamp_type) is TimestampType for r in back.records)
+    assert pickle.loads(pickle.dumps(RecordBatch((), {}, 3))) == RecordBatch((), {}, 3)
