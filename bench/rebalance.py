@@ -25,6 +25,7 @@ target assignment; under classic the client's ``heartbeat.interval.ms`` (3 s) do
 
     .venv/bin/python bench/rebalance.py [--repeat 3] [--partitions 6]
         [--variants ka-consumer,ka-classic,ck-consumer,ck-classic] [--bootstrap HOST:PORT]
+        [--consumer-heartbeat-ms 5000]
 """
 
 from __future__ import annotations
@@ -159,9 +160,7 @@ class Producer:
     """Writes a record to every partition every ``interval`` seconds until stopped."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, interval: float = 0.005):
-        from confluent_kafka import Producer as CkProducer
-
-        self._producer = CkProducer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+        self._bootstrap = bootstrap
         self._topic = topic
         self._partitions = partitions
         self._interval = interval
@@ -172,17 +171,22 @@ class Producer:
         self._thread.start()
 
     def _run(self) -> None:
+        from confluent_kafka import Producer as CkProducer
+
+        # Lives on this thread only: destroyed (connections closed) when the thread ends,
+        # before the broker stops.
+        producer = CkProducer({"bootstrap.servers": self._bootstrap, "linger.ms": 1})
         i = 0
         while not self._stop.is_set():
             for p in range(self._partitions):
                 try:
-                    self._producer.produce(self._topic, b"x" * 100, b"%d" % i, partition=p)
+                    producer.produce(self._topic, b"x" * 100, b"%d" % i, partition=p)
                 except BufferError:
                     pass
                 i += 1
-            self._producer.poll(0)
+            producer.poll(0)
             self._stop.wait(self._interval)
-        self._producer.flush(10)
+        producer.flush(10)
 
     def stop(self) -> None:
         self._stop.set()
@@ -263,6 +267,11 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--bootstrap", help="use this broker (else start one)")
+    parser.add_argument(
+        "--consumer-heartbeat-ms",
+        type=int,
+        help="the started broker's group.consumer.heartbeat.interval.ms (default Kafka's 5000)",
+    )
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = set(variants) - set(VARIANTS)
@@ -278,14 +287,20 @@ def main() -> int:
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        broker = KafkaBroker()
+        extra = (
+            {"group.consumer.heartbeat.interval.ms": args.consumer_heartbeat_ms}
+            if args.consumer_heartbeat_ms is not None
+            else {}
+        )
+        broker = KafkaBroker(broker_config=extra)
         broker.start()
         bootstrap = broker.bootstrap_servers
     try:
         topic = f"rebalance-{uuid.uuid4().hex[:8]}"
         if broker is not None:
             broker.create_topic(topic, args.partitions)
-            settings = {k: v for k, v in broker._base_config().items() if k.startswith("group.")}
+            merged = {**broker._base_config(), **broker.broker_config}
+            settings = {k: v for k, v in merged.items() if k.startswith("group.")}
             print(f"broker group settings (others Kafka's defaults): {settings}")
         else:
             from confluent_kafka.admin import AdminClient
