@@ -237,7 +237,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
 
     def _set_subscriber(self, subscriber: Any) -> None:
         if subscriber != self._subscriber:
-            self._stream = DemandStream()  # a new stream starts with no demand
+            self._stream.restart()  # a new stream starts with no demand (records stay)
             self._seq = 0
         self._subscriber = subscriber
 

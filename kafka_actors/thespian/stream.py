@@ -100,6 +100,12 @@ class DemandStream:
         self._buffer = kept
         return dropped
 
+    def restart(self) -> None:
+        """A new subscriber: no demand, nothing delivered yet; buffered records are kept (the
+        consumer's positions are already past them)."""
+        self.demand = 0
+        self.delivered = {}
+
     def clear(self) -> None:
         self._buffer.clear()
         self.buffered_bytes = 0

@@ -22,10 +22,12 @@ from kafka_actors import KafkaConsumer
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.thespian import (
+    Assign,
     BridgeStats,
     Close,
     Closed,
     Commit,
+    CommitFailed,
     CommitOk,
     Configure,
     Configured,
@@ -383,3 +385,30 @@ def test_unacknowledged_revocation_is_bounded_by_the_rebalance_timeout(
         asys.listen(0.2)
     assert b.events
     close(asys, bridge_a, bridge_b)
+
+
+def test_assign_streams_only_the_assigned_partitions(actors: Actors, kafka_broker: Any) -> None:
+    asys = actors.system
+    topic = unique("th-assign")
+    kafka_broker.create_topic(topic, partitions=3)
+    bootstrap = kafka_broker.bootstrap_servers
+    for partition in range(3):
+        produce(bootstrap, topic, 100, partition=partition)
+    bridge = asys.createActor(KafkaBridge)
+    config = base_config(bootstrap, **{"max.poll.records": 30})  # no group: no commits
+    assert isinstance(asys.ask(bridge, Configure(config), 60), Configured)
+    sub = asys.createActor(RecordingSubscriber)
+    wanted = (TopicPartition(topic, 0), TopicPartition(topic, 2))
+    reply = asys.ask(bridge, Assign(wanted, sub), 60)
+    assert isinstance(reply, Subscribed) and reply.partitions == wanted
+    final = until(asys, sub, lambda s: len(s.records) >= 200, "the assigned partitions")
+    asys.listen(1.0)  # nothing more may come
+    final = state(asys, sub)
+    assert len(final.records) == 200
+    parts = by_partition(final.records)
+    assert sorted(parts) == [0, 2]
+    for records in parts.values():
+        assert [r.offset for r in records] == list(range(100))
+    failed = asys.ask(bridge, Commit(1), 60)
+    assert isinstance(failed, CommitFailed) and failed.error.type == "InvalidGroupIdError"
+    close(asys, bridge)

@@ -120,3 +120,14 @@ def test_record_batch_pickles_in_columns_and_round_trips() -> None:
     assert back == batch
     assert all(type(r.timestamp_type) is TimestampType for r in back.records)
     assert pickle.loads(pickle.dumps(RecordBatch((), {}, 3))) == RecordBatch((), {}, 3)
+
+
+def test_restart_keeps_buffered_records_and_forgets_demand() -> None:
+    s = DemandStream()
+    s.request(3)
+    s.add([rec(0, 0), rec(0, 1), rec(0, 2), rec(0, 3)])
+    s.take(limit=1)
+    s.restart()
+    assert s.demand == 0 and s.delivered == {} and s.buffered_records == 3
+    s.request(5)
+    assert [r.offset for r in s.take()] == [1, 2, 3]
