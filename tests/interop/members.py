@@ -198,7 +198,10 @@ class JavaMember:
             "--group-protocol", group_protocol,
             "--reset-policy", "earliest",
             "--verbose",
-            "--command-config", str(config_path),
+            # 3.x tools know only the older (4.x: deprecated) name of the option
+            "--command-config" if int(cluster.jars.tools_version.split(".")[0]) >= 4
+            else "--consumer.config",
+            str(config_path),
         ]  # fmt: skip
         if assignment_strategy is not None:
             args += ["--assignment-strategy", assignment_strategy]
