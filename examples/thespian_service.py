@@ -191,7 +191,7 @@ def run(bootstrap: str, topic: str, records: int, base: str, commit_every: int) 
         print("top pages:", ", ".join(f"{page}={n}" for page, n in done.top_pages))
         if isinstance(stats, BridgeStats):
             print(
-                f"bridge: polls={stats.polls} buffered max now={stats.buffered_records} "
+                f"bridge: polls={stats.polls} buffered now={stats.buffered_records} "
                 f"records, rss={stats.rss_bytes >> 20} MiB"
             )
         print("bridge closed" if isinstance(closed, Closed) else f"close: {closed}")
