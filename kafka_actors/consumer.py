@@ -423,7 +423,7 @@ class KafkaConsumer:
                 )
                 facade.ensure_open()
                 if self._uses_group:
-                    event = PollEvent(trace)
+                    event = PollEvent(trace, waiting=True)
                     facade.tell("membership", event)
                     facade.tell("commit", event)
 

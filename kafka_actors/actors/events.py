@@ -55,9 +55,13 @@ class AssignmentChangedEvent:
 
 @dataclass(frozen=True, slots=True)
 class PollEvent:
-    """The application polled: reset the poll timer, maybe auto-commit, join if needed."""
+    """The application polled: reset the poll timer, maybe auto-commit, join if needed.
+
+    ``waiting``: sent again by a poll() still waiting for records (not a new poll): errors
+    reported once per poll (the group protocol refused) are not reported again for it."""
 
     trace_id: str | None = None
+    waiting: bool = False
 
 
 @dataclass(frozen=True, slots=True)

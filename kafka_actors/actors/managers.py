@@ -439,7 +439,11 @@ class MembershipActor(ManagerActor):
         elif isinstance(manager, _NoMembership):
             if isinstance(message, LeaveGroupEvent):
                 complete(message.future, None)
-            elif isinstance(message, PollEvent) and manager.error is not None:
+            elif (
+                isinstance(message, PollEvent)
+                and not message.waiting
+                and manager.error is not None
+            ):
                 if self.ctx.subscriptions.has_auto_assigned_partitions():
                     manager.events.append(m848.ErrorEvent(manager.error, True, True))
         elif isinstance(message, PollEvent):
