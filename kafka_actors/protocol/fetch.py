@@ -668,10 +668,14 @@ class FetchManager:
         if not self._unanswered or self._closing:
             return None
         stuck = []
+        leading: set[int] = set()
         for tp in self._subs.fetchable_positions():
             found = self._cluster.leader_for(tp)
             if found is not None and found[0] in self._unanswered:
                 stuck.append(tp)
+                leading.add(found[0])
+        for node in self._unanswered.keys() - leading:
+            del self._unanswered[node]  # leads nothing we fetch: no check on every poll
         if not stuck:
             return None
         if now_ms >= self._next_leader_refresh_ms:
