@@ -245,3 +245,66 @@ def test_listener_past_rebalance_timeout_is_reported(kafka_broker: Any) -> None:
             await b.close()
 
     asyncio.run(asyncio.wait_for(main(), 180))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_safe_commits_hold_the_sync_consumer_revocation(kafka_broker: Any, protocol: str) -> None:
+    """KafkaConsumer with rebalance.safe.commits: A has processed records it does not commit
+    when B joins; the revocation waits (B gets nothing, A no more records of the partition
+    being revoked) until A commits them, then B starts exactly there: nothing twice."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = unique(f"sync-safe-{protocol}")
+    kafka_broker.create_topic(topic, partitions=2)
+    produce(bootstrap, topic, 400)
+    group = unique("g")
+    if protocol == "consumer":
+        fast_group_heartbeats(bootstrap, group)
+    config = group_config(bootstrap, group, protocol, **{"rebalance.safe.commits": True})
+    config["max.poll.records"] = 50
+    a = KafkaConsumer(config)
+    a.subscribe([topic])
+    handed: dict[TopicPartition, int] = {}  # processed, never committed until B waited
+
+    def poll_a() -> None:
+        records = a.poll(0.2)
+        for tp in records.partitions():
+            recs = records.records(tp)
+            assert recs[0].offset == handed.get(tp, 0)  # in order, nothing skipped
+            handed[tp] = recs[-1].offset + 1
+
+    deadline = time.monotonic() + 60
+    while len(handed) < 2:
+        assert time.monotonic() < deadline
+        poll_a()
+    b = KafkaConsumer(group_config(bootstrap, group, protocol))
+    b.subscribe([topic])
+    b_records: list[Any] = []
+    stop = threading.Event()
+
+    def run_b() -> None:
+        while not stop.is_set():
+            b_records.extend(b.poll(0.2))
+
+    thread_b = threading.Thread(target=run_b)
+    thread_b.start()
+    try:
+        held_until = time.monotonic() + 6.0
+        while time.monotonic() < held_until:  # the revocation is held: B gets nothing
+            poll_a()
+            assert not b_records and not b.assignment()
+        assert len(a.assignment()) == 2
+        a.commit_sync(handed)
+        produce(bootstrap, topic, 100, start=400)  # something for B to read where A stopped
+        deadline = time.monotonic() + 60
+        while not (b.assignment() and b_records):
+            assert time.monotonic() < deadline, "the rebalance did not complete"
+            poll_a()
+    finally:
+        stop.set()
+        thread_b.join(30)
+    first: dict[TopicPartition, int] = {}
+    for r in b_records:
+        first.setdefault(TopicPartition(r.topic, r.partition), r.offset)
+    assert first and all(offset == handed[tp] for tp, offset in first.items())
+    a.close()
+    b.close()
