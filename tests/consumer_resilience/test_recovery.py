@@ -113,13 +113,26 @@ def _broker_index(cluster: KafkaCluster, node_id: int) -> int:
     raise AssertionError(f"no broker with id {node_id}")
 
 
+#: Errors of a coordinator that is moving (confluent-kafka does not flag them retriable).
+_MOVING = frozenset([14, 15, 16, -185, -195])  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORD..
+
+
 def _coordinator_of(bootstrap: str, group: str) -> int:
-    """The group coordinator's broker id, as FindCoordinator tells confluent-kafka's admin."""
+    """The group coordinator's broker id, as FindCoordinator tells confluent-kafka's admin
+    (retried while the coordinator moves: COORDINATOR_LOAD_IN_PROGRESS and the like)."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    description = admin.describe_consumer_groups([group], request_timeout=30)[group].result(60)
-    return int(description.coordinator.id)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            futures = admin.describe_consumer_groups([group], request_timeout=30)
+            return int(futures[group].result(60).coordinator.id)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _MOVING or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _leaders_of(bootstrap: str, topic: str) -> dict[int, int]:
