@@ -440,9 +440,7 @@ class MembershipActor(ManagerActor):
             if isinstance(message, LeaveGroupEvent):
                 complete(message.future, None)
             elif (
-                isinstance(message, PollEvent)
-                and not message.waiting
-                and manager.error is not None
+                isinstance(message, PollEvent) and not message.waiting and manager.error is not None
             ):
                 if self.ctx.subscriptions.has_auto_assigned_partitions():
                     manager.events.append(m848.ErrorEvent(manager.error, True, True))
