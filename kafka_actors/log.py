@@ -56,8 +56,13 @@ _REDACTED = "[hidden]"
 
 
 def get_logger(component: str, **bind: Any) -> Any:
-    """A structlog logger named ``kafka_actors.<component>`` with ``bind`` bound."""
-    return structlog.get_logger(f"kafka_actors.{component}").bind(**bind)
+    """A structlog logger named ``kafka_actors.<component>`` with ``bind`` bound.
+
+    The logger stays lazy: it follows the structlog configuration in force when it logs, not
+    the one at creation, so module-level loggers obey a later :func:`configure` (or the
+    service's own ``structlog.configure``).
+    """
+    return structlog.get_logger(f"kafka_actors.{component}", **bind)
 
 
 def new_trace_id() -> str:

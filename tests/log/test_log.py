@@ -61,3 +61,13 @@ def test_stdlib_routing(caplog: pytest.LogCaptureFixture) -> None:
 def test_bad_level_is_an_error() -> None:
     with pytest.raises(ValueError):
         log.configure(level="LOUD")
+
+
+def test_logger_created_before_configure_follows_it() -> None:
+    early = log.get_logger("early", client_id="c9")  # e.g. a module-level logger
+    out = io.StringIO()
+    log.configure(json=True, level="INFO", stream=out)
+    early.info("hello")
+    line = json.loads(out.getvalue().splitlines()[0])
+    assert line["event"] == "hello"
+    assert line["client_id"] == "c9"
