@@ -14,7 +14,7 @@ echo "== Kafka jars"
 $PY -m kafka_actors.testing fetch
 echo "== pytest"
 set +e
-$PY -m pytest "$@"
+$PY -m pytest --durations=30 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
