@@ -179,7 +179,8 @@ class AsyncKafkaConsumer:
         self._listener: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._buffer: dict[TopicPartition, _Buffered] = {}
-        self._consumed: dict[TopicPartition, OffsetAndMetadata] = {}
+        #: Per partition, the last record returned to the application.
+        self._consumed: dict[TopicPartition, ConsumerRecord] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._wake_scheduled = False
         self._collecting: concurrent.futures.Future[Any] | None = None
@@ -366,9 +367,9 @@ class AsyncKafkaConsumer:
         """The next record (of ``partitions``, or of any), waiting as long as it takes."""
         wanted = frozenset(partitions)
         if self._buffer and not self._errors and not self._ctx.background:
-            out = self._take(wanted, 1)  # fast path: no actor involved
-            if out:
-                return next(iter(out.values()))[0]
+            record = self._take_one(wanted)  # fast path: no actor involved
+            if record is not None:
+                return record
         while True:
             out = await self._get(wanted, 1, time.monotonic() + 3600.0)
             if out:
@@ -562,7 +563,7 @@ class AsyncKafkaConsumer:
                         self._buffer[tp] = buffered
                     raise
             last = taken[-1]
-            self._consumed[tp] = OffsetAndMetadata(last.offset + 1, "", last.leader_epoch)
+            self._consumed[tp] = last
             if safe is not None:
                 safe.handed_out(tp, last.offset + 1)
             out[tp] = taken
@@ -570,6 +571,37 @@ class AsyncKafkaConsumer:
             if limit <= 0:
                 break
         return out
+
+    def _take_one(self, wanted: frozenset[TopicPartition]) -> ConsumerRecord | None:
+        """One buffered record of a fetchable partition, or None (then ``_take`` decides)."""
+        subs = self._ctx.subscriptions
+        for tp, buffered in self._buffer.items():
+            if wanted and tp not in wanted:
+                continue
+            state = subs.partition_state(tp)
+            if state is None or not state.is_fetchable:
+                return None
+            records = buffered.records
+            record = records.popleft()
+            if not records:
+                del self._buffer[tp]
+            kd, vd = self._kd, self._vd
+            if kd is not None or vd is not None:
+                try:
+                    record = record._replace(
+                        key=kd(record.key) if kd is not None else record.key,
+                        value=vd(record.value) if vd is not None else record.value,
+                    )
+                except BaseException:
+                    records.appendleft(record)
+                    self._buffer.setdefault(tp, buffered)
+                    raise
+            self._consumed[tp] = record
+            safe = self._ctx.safe_commits
+            if safe is not None:
+                safe.handed_out(tp, record.offset + 1)
+            return record
+        return None
 
     def _drop(self, tp: TopicPartition, *, rewind: bool) -> None:
         """Forget the buffered records of ``tp``; ``rewind``: move its position back to the
@@ -600,8 +632,8 @@ class AsyncKafkaConsumer:
             buffered = self._buffer.get(tp)
             if buffered is not None and buffered.records:
                 first = buffered.records[0]
-                consumed = self._consumed.get(tp)
-                epoch = consumed.leader_epoch if consumed is not None else first.leader_epoch
+                last = self._consumed.get(tp)
+                epoch = last.leader_epoch if last is not None else first.leader_epoch
                 out[tp] = OffsetAndMetadata(first.offset, "", epoch)
             elif tp in positions:
                 out[tp] = positions[tp]
