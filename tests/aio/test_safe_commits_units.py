@@ -70,3 +70,37 @@ def test_shell_runs_the_continuation_on_commit_or_after_the_max_duration() -> No
     assert acked == ["a", "b"] and safe.waiting == 0
     safe.after_committed([C], lambda: acked.append("c"))  # nothing handed out: at once
     assert acked == ["a", "b", "c"]
+
+
+def test_config_keys_and_validation() -> None:
+    import pytest
+
+    from kafka_actors.config import ConsumerConfig
+    from kafka_actors.errors import ConfigError
+
+    base = {"bootstrap.servers": "localhost:9092", "group.id": "g"}
+    default = ConsumerConfig.from_dict(base)
+    assert not default.rebalance_safe_commits
+    assert default.rebalance_safe_commits_max_duration == default.max_poll_interval_ms
+    on = ConsumerConfig.from_dict(
+        {
+            **base,
+            "rebalance.safe.commits": "true",
+            "rebalance.safe.commits.max.duration.ms": "20000",
+            "max.poll.interval.ms": 30_000,
+        }
+    )
+    assert on.rebalance_safe_commits and on.rebalance_safe_commits_max_duration == 20_000
+    for bad in (
+        {"rebalance.safe.commits.max.duration.ms": 0},
+        {"rebalance.safe.commits.max.duration.ms": 300_001},
+        {"rebalance.safe.commits.max.duration.ms": -2},
+        {"rebalance.safe.commits": "maybe"},
+    ):
+        with pytest.raises(ConfigError) as info:
+            ConsumerConfig.from_dict({**base, **bad})
+        assert info.value.key is not None and info.value.key.startswith("rebalance.safe.commits")
+    with pytest.raises(ConfigError):
+        ConsumerConfig.from_dict(
+            {"bootstrap.servers": "localhost:9092", "rebalance.safe.commits": True}
+        )
