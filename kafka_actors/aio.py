@@ -188,6 +188,7 @@ class AsyncKafkaConsumer:
         self._empty_at_generation: int | None = None
         self._collect_retry_at: float | None = None
         self._poll_event_due = 0.0
+        self._poll_event_sent_for: str | None = None
         self._errors: list[BaseException] = []
         self._callback_tasks: set[asyncio.Task[Any]] = set()
         self._auto_commit_due = 0.0
@@ -430,8 +431,10 @@ class AsyncKafkaConsumer:
         if not self._uses_group:
             return now + 3600.0
         if now >= self._poll_event_due:
-            delivered = self._facade.tell("membership", PollEvent(trace))
+            waiting = self._poll_event_sent_for == trace  # again, for the same call
+            delivered = self._facade.tell("membership", PollEvent(trace, waiting=waiting))
             if delivered:
+                self._poll_event_sent_for = trace
                 interval = min(1.0, self.config.max_poll_interval_ms / 3000.0)
             else:
                 interval = self.config.retry_backoff_ms / 1000.0
