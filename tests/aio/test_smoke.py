@@ -88,3 +88,47 @@ def test_subscribe_async_for_commit(kafka_broker: Any) -> None:
             assert await consumer.getmany(timeout_ms=500) == {}
 
     asyncio.run(main())
+
+
+def test_unsubscribe_runs_the_coroutine_listener(kafka_broker: Any) -> None:
+    """``await unsubscribe()`` leaves the group: the revocation coroutine runs on the loop (and
+    may await a commit) before it returns; ``close()`` after it has nothing left to revoke."""
+    topic = unique("aio-unsub")
+    kafka_broker.create_topic(topic, partitions=2)
+    produce(kafka_broker.bootstrap_servers, topic, 20)
+    group = unique("g")
+
+    async def main() -> None:
+        calls: list[tuple[str, set[TopicPartition]]] = []
+        config = base_config(
+            kafka_broker.bootstrap_servers, **{"group.id": group, "enable.auto.commit": False}
+        )
+        consumer = AsyncKafkaConsumer(config=config)
+
+        class Listener:
+            async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+                calls.append(("assigned", assigned))
+
+            async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+                if revoked:
+                    await consumer.commit()
+                calls.append(("revoked", revoked))
+
+        consumer.subscribe([topic], listener=Listener())
+        got = 0
+        while got < 20:
+            batch = await consumer.getmany(timeout_ms=1000)
+            got += sum(len(v) for v in batch.values())
+        await consumer.unsubscribe()
+        both = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+        assert ("revoked", both) in calls
+        assert consumer.assignment() == set() and consumer.subscription() == set()
+        stored = await consumer.committed(both)
+        assert sum(om.offset for om in stored.values() if om is not None) == 20
+        with pytest.raises(Exception, match="not subscribed"):
+            await consumer.getmany()
+        await consumer.close()
+        with pytest.raises(Exception, match="closed"):
+            await consumer.getmany()
+
+    asyncio.run(main())
