@@ -14,7 +14,7 @@ echo "== Kafka jars"
 $PY -m kafka_actors.testing fetch
 echo "== pytest"
 set +e
-$PY -m pytest --durations=30 "$@"
+$PY -m pytest --durations=30 --reruns 1 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
