@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import collections
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -192,11 +194,23 @@ def test_crash_churn_no_loss(kafka_broker: Any, protocol: str, tmp_path: Path) -
     )
     try:
         assert process.stdout is not None
-        for line in process.stdout:  # log lines may come first
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump(stream: Any = process.stdout) -> None:
+            for text in stream:
+                lines.put(text)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        while True:  # log lines may come first; never wait for it without bound
+            try:
+                line = lines.get(timeout=180)
+            except queue.Empty:
+                raise AssertionError("the member process never started consuming") from None
+            if line is None:
+                raise AssertionError(f"the member process ended ({process.wait(10)})")
             if line.strip() == "consuming":
                 break
-        else:
-            raise AssertionError(f"the member process ended ({process.wait(10)})")
         time.sleep(4.0)  # it commits (every second) and processes more after its last commit
         process.send_signal(signal.SIGKILL)
         process.wait(30)
