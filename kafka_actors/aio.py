@@ -187,6 +187,8 @@ class AsyncKafkaConsumer:
         self._collect_done: asyncio.Future[None] | None = None
         self._empty_at_generation: int | None = None
         self._collect_retry_at: float | None = None
+        #: Records per collect: a few polls' worth per round trip to the fetch actor.
+        self._collect_size = max(2000, 4 * cfg.max_poll_records)
         self._poll_event_due = 0.0
         self._poll_event_sent_for: str | None = None
         self._errors: list[BaseException] = []
@@ -400,6 +402,7 @@ class AsyncKafkaConsumer:
                 self._inner._update_positions(trace)
                 out = self._take(wanted, limit)
                 if out:
+                    self._prefetch(trace)
                     return out
                 if self._collecting is None and (
                     self._empty_at_generation is None
@@ -441,6 +444,20 @@ class AsyncKafkaConsumer:
             self._poll_event_due = now + interval
         return self._poll_event_due
 
+    def _prefetch(self, trace: str) -> None:
+        """Ask the fetch actor for more before this buffer runs dry, so that the next call
+        finds records here instead of waiting for the round trip."""
+        if self._collecting is not None or self._collect_retry_at is not None:
+            return
+        if self._empty_at_generation == self._ctx.fetch_generation:
+            return  # the last collect found nothing and nothing arrived since
+        buffered = 0
+        for b in self._buffer.values():
+            buffered += len(b.records)
+            if buffered >= self._collect_size // 2:
+                return
+        self._start_collect(trace)
+
     def _start_collect(self, trace: str) -> None:
         loop = self._bind()
         ctx = self._ctx
@@ -449,7 +466,7 @@ class AsyncKafkaConsumer:
         self._collecting = future
         done: asyncio.Future[None] = loop.create_future()
         self._collect_done = done
-        size = max(self.config.max_poll_records, 500)
+        size = self._collect_size
 
         def deliver(f: concurrent.futures.Future[Any]) -> None:
             try:
