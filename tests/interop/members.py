@@ -177,6 +177,7 @@ class JavaMember:
         *,
         group_protocol: str,
         assignment_strategy: str | None = None,
+        remote_assignor: str | None = None,
         auto_commit: bool = False,
         extra: Mapping[str, str] | None = None,
     ) -> None:
@@ -205,6 +206,8 @@ class JavaMember:
         ]  # fmt: skip
         if assignment_strategy is not None:
             args += ["--assignment-strategy", assignment_strategy]
+        if remote_assignor is not None:
+            args += ["--group-remote-assignor", remote_assignor]
         if auto_commit:
             args.append("--enable-autocommit")
         self._stderr_path = workdir / f"{name}.stderr"

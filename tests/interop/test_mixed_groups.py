@@ -42,9 +42,11 @@ GROUP_TIMEOUT = 120.0
 
 _RANGE = "org.apache.kafka.clients.consumer.RangeAssignor"
 _COOPERATIVE = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
-# (group.protocol, our assignor, Java's assignor, auto-commit on both sides)
+# (group.protocol, our assignor, Java's assignor, auto-commit on both sides); the assignors are
+# partition.assignment.strategy (classic) or group.remote.assignor (consumer protocol).
 VARIANTS = [
     pytest.param("consumer", None, None, False, id="kip848"),
+    pytest.param("consumer", "range", "range", False, id="kip848-range"),
     pytest.param("classic", "range", _RANGE, False, id="classic-range"),
     pytest.param("classic", "cooperative-sticky", _COOPERATIVE, False, id="classic-coop-sticky"),
     # The defaults most applications run with: auto-commit, commits before revocation and on
@@ -155,7 +157,9 @@ def run_mixed_group(
         "max.poll.records": 200,
     }
     if assignor is not None:
-        extra["partition.assignment.strategy"] = assignor
+        # classic: the client-side assignor; consumer protocol: the broker-side one
+        key = "partition.assignment.strategy" if protocol == "classic" else "group.remote.assignor"
+        extra[key] = assignor
 
     def ours(name: str) -> OurMember:
         config = base_config(bootstrap, **extra, **{"client.id": f"{name}-{group}"})
@@ -169,7 +173,8 @@ def run_mixed_group(
             group,
             tmp_path,
             group_protocol=protocol,
-            assignment_strategy=java_assignor,
+            assignment_strategy=java_assignor if protocol == "classic" else None,
+            remote_assignor=java_assignor if protocol == "consumer" else None,
             auto_commit=auto_commit,
             extra={"auto.commit.interval.ms": "1000"},
         )
@@ -285,44 +290,63 @@ def run_mixed_group(
         committed = a.consumer.committed(set(tps), timeout=30)
         assert {tp: (om.offset if om else None) for tp, om in committed.items()} == dict(end)
 
-        # Members: ours listed with client id, host and assignment, as are the Java ones.
-        result = kafka_broker.run_tool(
-            "kafka-consumer-groups",
-            ["--bootstrap-server", bootstrap, "--describe", "--group", group, "--members",
-             "--verbose"],
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        members = {r["CLIENT-ID"]: r for r in parse_table(result.stdout)}
-        assert set(members) == {m.client_id for m in final}, result.stdout
-        for m in final:
-            row = members[m.client_id]
-            assert row["HOST"] == "/127.0.0.1", row
-            assert row["#PARTITIONS"] == str(len(m.owned())), (row, _split_state(final))
-            assert (
-                parse_assignment(row.get("CURRENT-ASSIGNMENT", row.get("ASSIGNMENT", "")), topic)
-                == m.owned()
-            ), (
-                row,
-                _split_state(final),
-            )
-        for m in (a, b):
-            # The member id (and member epoch) we report are the broker's.
-            metadata = m.consumer.group_metadata()
-            row = members[m.client_id]
-            assert row["CONSUMER-ID"] == metadata.member_id, row
-            if protocol == "consumer":
-                assert row["CURRENT-EPOCH"] == str(metadata.generation_id), row
+        # Members: ours listed with client id, host and assignment, as are the Java ones; the
+        # member id (and member epoch) we report are the broker's. Each look is a snapshot
+        # taken while the group runs, so it is retried until it agrees (or the timeout).
+        def members_problems() -> list[str]:
+            result = kafka_broker.run_tool(
+                "kafka-consumer-groups",
+                ["--bootstrap-server", bootstrap, "--describe", "--group", group, "--members",
+                 "--verbose"],
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr
+            members = {r["CLIENT-ID"]: r for r in parse_table(result.stdout)}
+            if set(members) != {m.client_id for m in final}:
+                return [f"members {sorted(members)}"]
+            problems: list[str] = []
+            for m in final:
+                row = members[m.client_id]
+                cell = row.get("CURRENT-ASSIGNMENT", row.get("ASSIGNMENT", ""))
+                if (
+                    row["HOST"] != "/127.0.0.1"
+                    or row["#PARTITIONS"] != str(len(m.owned()))
+                    or parse_assignment(cell, topic) != m.owned()
+                ):
+                    problems.append(f"{m.name} owns {sorted(m.owned())}: {row}")
+                if isinstance(m, OurMember):
+                    metadata = m.consumer.group_metadata()
+                    if row["CONSUMER-ID"] != metadata.member_id or (
+                        protocol == "consumer"
+                        and row["CURRENT-EPOCH"] != str(metadata.generation_id)
+                    ):
+                        problems.append(f"{m.name} reports {metadata}: {row}")
+            return problems
+
+        last: list[str] = []
+
+        def members_agree() -> bool:
+            nonlocal last
+            last = members_problems()
+            return not last
+
+        wait_until(members_agree, GROUP_TIMEOUT, lambda: "\n".join(last))
 
         # The group: stable, three members, and the assignor both kinds agreed on.
-        result = kafka_broker.run_tool(
-            "kafka-consumer-groups",
-            ["--bootstrap-server", bootstrap, "--describe", "--group", group, "--state"],
-        )
-        assert result.returncode == 0, result.stderr
-        (state,) = parse_table(result.stdout)
-        assert state["STATE"] == "Stable", result.stdout
-        assert state["#MEMBERS"] == "3", result.stdout
-        assert state["ASSIGNMENT-STRATEGY"] == (assignor or "uniform"), result.stdout
+        state: dict[str, str] = {}
+
+        def stable() -> bool:
+            nonlocal state
+            result = kafka_broker.run_tool(
+                "kafka-consumer-groups",
+                ["--bootstrap-server", bootstrap, "--describe", "--group", group, "--state"],
+            )
+            assert result.returncode == 0, result.stderr
+            (state,) = parse_table(result.stdout)
+            return state["STATE"] == "Stable"
+
+        wait_until(stable, GROUP_TIMEOUT, lambda: f"group state {state}")
+        assert state["#MEMBERS"] == "3", state
+        assert state["ASSIGNMENT-STRATEGY"] == (assignor or "uniform"), state
         if protocol == "classic":
             leaders = _classic_leaders(kafka_broker, group)
             assert any(name.startswith(j1.client_id) for name in leaders), leaders
