@@ -316,6 +316,7 @@ class GroupMember:
         if self.options.checkpoint_location and self._error is None:
             try:
                 end = last_committed_batch_end(self.options.checkpoint_location, self._issued)
+                _log.info("stopping", last_committed_batch_end=_fmt(end) if end else None)
                 if end is not None:
                     self._commit(end)
             except Exception as exc:

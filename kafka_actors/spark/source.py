@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["SOURCE_NAME", "KafkaActorsDataSource", "KafkaInputPartition", "register"]
 
 SOURCE_NAME = "kafka-actors"
+#: Longest a terminated driver-side worker spends committing and leaving the group.
+_STOP_WATCHDOG_S = 45
 
 
 class KafkaInputPartition(InputPartition):
@@ -85,6 +87,11 @@ class KafkaActorsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            # Spark may signal more than once: a second SIGTERM must not cut the first
+            # stop short (before its commit, or before the group is left). A watchdog alarm
+            # bounds the whole stop.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.alarm(_STOP_WATCHDOG_S)
             try:
                 self.stop()
             finally:
