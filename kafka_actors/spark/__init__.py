@@ -58,9 +58,11 @@ The guarantee, exactly
   has committed past its start.
 * **Where it weakens to at-least-once**: a revocation not completed within the rebalance
   timeout (``max.poll.interval.ms``, e.g. a batch slower than that), a member fenced out of
-  the group (partitions *lost*), or a query stopped without ``checkpointLocation`` while
-  another query of the group takes over: then the next owner may read again the records of
-  the last batch planned for those partitions. Nothing is ever skipped.
+  the group (partitions *lost*), a driver worker killed without SIGTERM, a query stopped
+  without ``checkpointLocation`` while another query of the group takes over, or one stopped
+  in the instant between its sink's commit of a batch and Spark's commit log entry for it:
+  then the next owner may read again the records of the last batch planned for those
+  partitions. Nothing is ever skipped.
 * Trigger.AvailableNow reads up to the end offsets of all partitions of the subscribed topics
   as they were when the query started. Async progress tracking is not supported.
 """
