@@ -115,6 +115,19 @@ def redact_secrets(_logger: WrappedLogger, _name: str, event_dict: EventDict) ->
     return event_dict
 
 
+_LOGRECORD_ATTRS = frozenset(
+    logging.LogRecord("", 0, "", 0, "", (), None).__dict__
+) | {"message", "asctime"}
+
+
+def _rename_reserved(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    """Keys that would overwrite LogRecord attributes (``message``, ``args`` ...) get a ``_``
+    suffix, so stdlib routing never raises KeyError."""
+    for key in [k for k in event_dict if k in _LOGRECORD_ATTRS and k != "event"]:
+        event_dict[f"{key}_"] = event_dict.pop(key)
+    return event_dict
+
+
 def stdlib_processors() -> list[Processor]:
     """The processors kafka-actors needs in front of any renderer (for services' own chains)."""
     return [
@@ -152,6 +165,7 @@ def configure(
                 structlog.stdlib.filter_by_level,
                 structlog.stdlib.add_logger_name,
                 *processors,
+                _rename_reserved,
                 structlog.stdlib.render_to_log_kwargs,
             ],
             logger_factory=structlog.stdlib.LoggerFactory(),

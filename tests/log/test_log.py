@@ -71,3 +71,11 @@ def test_logger_created_before_configure_follows_it() -> None:
     line = json.loads(out.getvalue().splitlines()[0])
     assert line["event"] == "hello"
     assert line["client_id"] == "c9"
+
+
+def test_stdlib_routing_with_reserved_keys(caplog: pytest.LogCaptureFixture) -> None:
+    log.configure(stdlib=True)
+    with caplog.at_level(logging.INFO, logger="kafka_actors"):
+        log.get_logger("x").info("tell_dropped", message="m", args=(1,))
+    record = next(r for r in caplog.records if r.name == "kafka_actors.x")
+    assert getattr(record, "message_", None) == "m"
