@@ -110,17 +110,13 @@ from kafka_actors.protocol.assignors import (
     rebalance_protocol,
 )
 from kafka_actors.protocol.membership import (
-    AssignmentChanged,
     CommitBeforeRevocation,
     CoordinatorUnknown,
     ErrorEvent,
     ExponentialBackoff,
-    InvokeAssigned,
-    InvokeLost,
-    InvokeRevoked,
+    GroupMemberBase,
     LeaveCompleted,
     MemberEpochChanged,
-    PauseFetching,
     RebalanceCallback,
 )
 from kafka_actors.protocol.messages import (
@@ -347,8 +343,10 @@ class _Callback:
     owner: object | None
 
 
-class ClassicMembershipManager:
+class ClassicMembershipManager(GroupMemberBase):
     """A classic consumer group member (see the module docstring)."""
+
+    _config: ClassicMembershipConfig
 
     def __init__(
         self,
@@ -456,27 +454,6 @@ class ClassicMembershipManager:
     @property
     def rebalance_protocol(self) -> RebalanceProtocol:
         return self._protocol
-
-    @property
-    def group_id(self) -> str:
-        return self._config.group_id
-
-    @property
-    def group_instance_id(self) -> str | None:
-        return self._config.group_instance_id
-
-    @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        """The partitions the member owns now (including ones awaiting onPartitionsAssigned)."""
-        return self._assignment
-
-    @property
-    def partitions_awaiting_callback(self) -> frozenset[TopicPartition]:
-        return self._awaiting_callback
-
-    @property
-    def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
-        return self._pending_revocation
 
     @property
     def subscription(self) -> tuple[str, ...]:
@@ -1424,20 +1401,6 @@ class ClassicMembershipManager:
             self._leave = None
             self._events.append(LeaveCompleted())
 
-    def _pause_fetching(self, partitions: frozenset[TopicPartition]) -> None:
-        new = partitions - self._pending_revocation
-        if new:
-            self._pending_revocation = self._pending_revocation | new
-            self._events.append(PauseFetching(new))
-
-    def _set_assignment(self, assignment: frozenset[TopicPartition]) -> None:
-        if assignment == self._assignment:
-            return
-        self._assignment = assignment
-        self._pending_revocation = self._pending_revocation & assignment
-        self._awaiting_callback = self._awaiting_callback & assignment
-        self._events.append(AssignmentChanged(assignment))
-
     def _emit_callback(
         self,
         method: RebalanceCallback,
@@ -1449,14 +1412,7 @@ class ClassicMembershipManager:
     ) -> None:
         callback = _Callback(self._new_id(), method, partitions, purpose, owner)
         self._callback = callback
-        event: Any
-        if method is RebalanceCallback.ON_PARTITIONS_REVOKED:
-            event = InvokeRevoked(partitions, callback.callback_id)
-        elif method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
-            event = InvokeAssigned(partitions, assignment, callback.callback_id)
-        else:
-            event = InvokeLost(partitions, callback.callback_id)
-        self._events.append(event)
+        self._publish_callback(method, partitions, callback.callback_id, assignment)
 
     def _run_continuation(self, callback: _Callback) -> None:
         purpose = callback.purpose
@@ -1498,8 +1454,3 @@ class ClassicMembershipManager:
         ):
             candidates.append(max(0, self._join_backoff_until_ms - now_ms))
         return min(candidates) if candidates else None
-
-    def _new_id(self) -> int:
-        value = self._next_id
-        self._next_id += 1
-        return value

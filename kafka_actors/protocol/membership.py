@@ -66,7 +66,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from kio.schema.consumer_group_heartbeat.v0 import request as _hb_v0
 from kio.schema.consumer_group_heartbeat.v1 import request as _hb_v1
@@ -515,8 +515,90 @@ def _default_member_id() -> str:
     return str(uuid.uuid4())
 
 
-class ConsumerMembershipManager:
+class _GroupIdentity(Protocol):
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def group_instance_id(self) -> str | None: ...
+
+
+class GroupMemberBase:
+    """What a member owns under either group protocol, shared by the KIP-848 manager here and
+    the classic one (:mod:`kafka_actors.protocol.classic_membership`): the owned partitions
+    with those pending revocation or awaiting onPartitionsAssigned, the published events, the
+    id counter, and the events for pausing, assignment changes and rebalance callbacks.
+    Subclasses initialize the attributes in their ``__init__``."""
+
+    _config: _GroupIdentity
+    _events: list[Any]
+    _next_id: int
+    _assignment: frozenset[TopicPartition]
+    _pending_revocation: frozenset[TopicPartition]
+    _awaiting_callback: frozenset[TopicPartition]
+
+    @property
+    def group_id(self) -> str:
+        return self._config.group_id
+
+    @property
+    def group_instance_id(self) -> str | None:
+        return self._config.group_instance_id
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions the member owns now (including ones awaiting onPartitionsAssigned)."""
+        return self._assignment
+
+    @property
+    def partitions_awaiting_callback(self) -> frozenset[TopicPartition]:
+        """Owned partitions not fetchable yet: their onPartitionsAssigned has not completed."""
+        return self._awaiting_callback
+
+    @property
+    def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
+        """Owned partitions being revoked: no records of them may be returned."""
+        return self._pending_revocation
+
+    def _new_id(self) -> int:
+        value = self._next_id
+        self._next_id += 1
+        return value
+
+    def _pause_fetching(self, partitions: frozenset[TopicPartition]) -> None:
+        new = partitions - self._pending_revocation
+        if new:
+            self._pending_revocation = self._pending_revocation | new
+            self._events.append(PauseFetching(new))
+
+    def _set_assignment(self, assignment: frozenset[TopicPartition]) -> None:
+        if assignment == self._assignment:
+            return
+        self._assignment = assignment
+        self._pending_revocation = self._pending_revocation & assignment
+        self._awaiting_callback = self._awaiting_callback & assignment
+        self._events.append(AssignmentChanged(assignment))
+
+    def _publish_callback(
+        self,
+        method: RebalanceCallback,
+        partitions: frozenset[TopicPartition],
+        callback_id: int,
+        assignment: frozenset[TopicPartition] = frozenset(),
+    ) -> None:
+        event: Any
+        if method is RebalanceCallback.ON_PARTITIONS_REVOKED:
+            event = InvokeRevoked(partitions, callback_id)
+        elif method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
+            event = InvokeAssigned(partitions, assignment, callback_id)
+        else:
+            event = InvokeLost(partitions, callback_id)
+        self._events.append(event)
+
+
+class ConsumerMembershipManager(GroupMemberBase):
     """The KIP-848 member: state, heartbeats and reconciliation (see the module docstring)."""
+
+    _config: MembershipConfig
 
     def __init__(
         self,
@@ -597,29 +679,6 @@ class ConsumerMembershipManager:
     @property
     def member_epoch(self) -> int:
         return self._member_epoch
-
-    @property
-    def group_id(self) -> str:
-        return self._config.group_id
-
-    @property
-    def group_instance_id(self) -> str | None:
-        return self._config.group_instance_id
-
-    @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        """The partitions the member owns now (including ones awaiting onPartitionsAssigned)."""
-        return self._assignment
-
-    @property
-    def partitions_awaiting_callback(self) -> frozenset[TopicPartition]:
-        """Owned partitions not fetchable yet: their onPartitionsAssigned has not completed."""
-        return self._awaiting_callback
-
-    @property
-    def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
-        """Owned partitions being revoked: no records of them may be returned."""
-        return self._pending_revocation
 
     @property
     def current_assignment(self) -> LocalAssignment:
@@ -1408,20 +1467,6 @@ class ConsumerMembershipManager:
             self._reconciliation = None
         self._retry_reconcile_on_app_poll = True
 
-    def _pause_fetching(self, partitions: frozenset[TopicPartition]) -> None:
-        new = partitions - self._pending_revocation
-        if new:
-            self._pending_revocation = self._pending_revocation | new
-            self._events.append(PauseFetching(new))
-
-    def _set_assignment(self, assignment: frozenset[TopicPartition]) -> None:
-        if assignment == self._assignment:
-            return
-        self._assignment = assignment
-        self._pending_revocation = self._pending_revocation & assignment
-        self._awaiting_callback = self._awaiting_callback & assignment
-        self._events.append(AssignmentChanged(assignment))
-
     def _clear_assignment(self) -> None:
         self._set_assignment(frozenset())
         self._current_assignment = NONE_ASSIGNMENT
@@ -1461,14 +1506,9 @@ class ConsumerMembershipManager:
 
     def _emit_callback(self, callback: _PendingCallback) -> None:
         self._callback_outstanding = callback
-        event: Any
-        if callback.method is RebalanceCallback.ON_PARTITIONS_REVOKED:
-            event = InvokeRevoked(callback.partitions, callback.callback_id)
-        elif callback.method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
-            event = InvokeAssigned(callback.partitions, callback.assignment, callback.callback_id)
-        else:
-            event = InvokeLost(callback.partitions, callback.callback_id)
-        self._events.append(event)
+        self._publish_callback(
+            callback.method, callback.partitions, callback.callback_id, callback.assignment
+        )
 
     def _run_callback_continuation(
         self, callback: _PendingCallback, error: BaseException | None
@@ -1509,8 +1549,3 @@ class ConsumerMembershipManager:
         self._clear_assignment()
         if self._state is MemberState.PREPARE_LEAVING:
             self._transition_to_sending_leave_group(due_to_expired_poll_timer=False)
-
-    def _new_id(self) -> int:
-        value = self._next_id
-        self._next_id += 1
-        return value
