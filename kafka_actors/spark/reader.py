@@ -33,6 +33,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from kafka_actors.blocking_io import read_frame, write_frame
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import (
     DisconnectedError,
@@ -97,7 +98,6 @@ _NONE: Final = 0
 _OFFSET_OUT_OF_RANGE: Final = 1
 #: Partition errors after which the leader is looked up again (Java's Fetcher list).
 _REFRESH: Final = frozenset({3, 5, 6, 9, 74, 75, 100, 103})
-_RECV_SIZE: Final = 256 * 1024
 
 
 class DataLossError(FatalError):
@@ -259,30 +259,12 @@ class BrokerChannel:
         data = encode_request(
             request, correlation_id=correlation_id, client_id=self._config.client_id or None
         )
-        try:
-            self._sock.sendall(data)
-        except TimeoutError as exc:
-            raise KafkaTimeoutError("Timed out sending", node=self.node) from exc
-        except OSError as exc:
-            raise DisconnectedError(f"Send failed: {exc}", node=self.node) from exc
+        write_frame(self._sock, data, self.node)
         return correlation_id
 
     def _read_frame(self) -> bytes:
         assert self._sock is not None
-        while True:
-            try:
-                chunk = self._sock.recv(max(_RECV_SIZE, self._decoder.bytes_needed))
-            except TimeoutError as exc:
-                raise KafkaTimeoutError("Timed out waiting for a response", node=self.node) from exc
-            except OSError as exc:
-                raise DisconnectedError(f"Receive failed: {exc}", node=self.node) from exc
-            if not chunk:
-                raise DisconnectedError("Connection closed by the broker", node=self.node)
-            frames = self._decoder.feed(chunk)
-            if frames:
-                if len(frames) > 1:
-                    raise ProtocolError("More responses than requests", node=self.node)
-                return frames[0]
+        return read_frame(self._sock, self._decoder, self.node)
 
 
 # -- pooled connections and metadata, per worker process ----------------------------------------

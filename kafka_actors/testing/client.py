@@ -22,12 +22,12 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from kafka_actors.blocking_io import read_frame, write_frame
 from kafka_actors.errors import (
     CorrelationIdMismatchError,
     DisconnectedError,
     KafkaConnectionError,
     KafkaTimeoutError,
-    ProtocolError,
 )
 from kafka_actors.protocol import requests as rq
 from kafka_actors.protocol.apis import ApiKey, response_type_for
@@ -58,8 +58,6 @@ BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.SASL_HANDSHAKE: rq.sasl_handshake_request,
     ApiKey.SASL_AUTHENTICATE: rq.sasl_authenticate_request,
 }
-
-_RECV_SIZE = 256 * 1024
 
 
 def parse_bootstrap(bootstrap_servers: str) -> list[tuple[str, int]]:
@@ -228,27 +226,9 @@ class BlockingKafkaConnection:
         assert self._sock is not None
         correlation_id = self._ids.next()
         data = encode_request(request, correlation_id=correlation_id, client_id=self.client_id)
-        try:
-            self._sock.sendall(data)
-        except TimeoutError as exc:
-            raise KafkaTimeoutError("Timed out sending", node=self.node) from exc
-        except OSError as exc:
-            raise DisconnectedError(f"Send failed: {exc}", node=self.node) from exc
+        write_frame(self._sock, data, self.node)
         return correlation_id
 
     def _read_frame(self) -> bytes:
         assert self._sock is not None
-        while True:
-            try:
-                chunk = self._sock.recv(max(_RECV_SIZE, self._decoder.bytes_needed))
-            except TimeoutError as exc:
-                raise KafkaTimeoutError("Timed out waiting for a response", node=self.node) from exc
-            except OSError as exc:
-                raise DisconnectedError(f"Receive failed: {exc}", node=self.node) from exc
-            if not chunk:
-                raise DisconnectedError("Connection closed by the broker", node=self.node)
-            frames = self._decoder.feed(chunk)
-            if frames:
-                if len(frames) > 1:  # pragma: no cover - one request in flight at a time
-                    raise ProtocolError("More responses than requests", node=self.node)
-                return frames[0]
+        return read_frame(self._sock, self._decoder, self.node)
