@@ -74,28 +74,11 @@ class ChildTimeoutError(SupervisionError, KafkaTimeoutError):
         return {"child": self.child, "timeout": self.timeout}
 
 
-class SupervisorEscalation(SupervisionError, FatalError):
-    """A supervisor exceeded its restart intensity; it dies with this so its parent sees why."""
+class _SupervisorGaveUp(SupervisionError):
+    """A supervisor gave up (``cause``); the default message is ``_template`` filled with the
+    supervisor's name and the cause's description."""
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        supervisor: str = "",
-        cause: GiveUp | None = None,
-        **context: Any,
-    ) -> None:
-        self.supervisor = supervisor
-        self.cause = cause
-        described = cause.describe() if cause is not None else "unknown cause"
-        super().__init__(message or f"supervisor {supervisor!r} gave up: {described}", **context)
-
-    def _extra_state(self) -> dict[str, Any]:
-        return {"supervisor": self.supervisor, "cause": self.cause}
-
-
-class SupervisorFatalError(SupervisionError, FatalConsumerError):
-    """The root supervisor gave up: the consumer cannot continue. ``cause`` names the failure."""
+    _template = "supervisor {supervisor!r} gave up: {cause}"
 
     def __init__(
         self,
@@ -109,11 +92,21 @@ class SupervisorFatalError(SupervisionError, FatalConsumerError):
         self.cause = cause
         described = cause.describe() if cause is not None else "unknown cause"
         super().__init__(
-            message or f"fatal: supervision tree {supervisor!r} gave up: {described}", **context
+            message or self._template.format(supervisor=supervisor, cause=described), **context
         )
 
     def _extra_state(self) -> dict[str, Any]:
         return {"supervisor": self.supervisor, "cause": self.cause}
+
+
+class SupervisorEscalation(_SupervisorGaveUp, FatalError):
+    """A supervisor exceeded its restart intensity; it dies with this so its parent sees why."""
+
+
+class SupervisorFatalError(_SupervisorGaveUp, FatalConsumerError):
+    """The root supervisor gave up: the consumer cannot continue. ``cause`` names the failure."""
+
+    _template = "fatal: supervision tree {supervisor!r} gave up: {cause}"
 
 
 class InjectedFault(Exception):
