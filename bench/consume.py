@@ -1,4 +1,5 @@
-"""Consumer throughput: kafka-actors beside confluent-kafka, aiokafka and kafka-python.
+"""Consumer throughput: kafka-actors (sync and asyncio) beside confluent-kafka, aiokafka and
+kafka-python.
 
 Owns: nothing but its own run. Starts ONE Kafka 4.x broker with the testkit, creates two
 topics (1 and 8 partitions), produces the same data into each once with confluent-kafka
@@ -15,7 +16,11 @@ its own subprocess (so the peak RSS, VmHWM of the child, is that client's alone)
 * ``aiokafka``: ``AIOKafkaConsumer.getmany(max_records=500)`` after ``assign`` +
   ``seek_to_beginning``;
 * ``kafka-python``: ``KafkaConsumer.poll(max_records=500)`` after ``assign`` +
-  ``seek_to_beginning``.
+  ``seek_to_beginning``;
+* ``kafka-actors async``: ``AsyncKafkaConsumer.getmany(max_records=500)`` after ``assign`` +
+  ``seek_to_beginning`` (no group), beside ``aiokafka`` above;
+* ``kafka-actors async iter`` / ``aiokafka iter``: ``async for record in consumer`` (one
+  record per step), the same way.
 
 Same fetch settings where comparable (Java's defaults: fetch.min.bytes 1, fetch.max.wait.ms
 500, fetch.max.bytes 50 MiB, max.partition.fetch.bytes 1 MiB, 500 records per poll), CRCs
@@ -27,10 +32,17 @@ is when the first record arrived; "cpu s" is the child's process CPU time over t
 (every thread; steadier than wall time on a shared machine). Ratios: ``ka/peer rate`` is
 kafka-actors (assign) records/s over the peer's (> 1: we are faster), ``peer/ka cpu`` the
 peer's CPU time over ours (> 1: we use less CPU per record), ``ka/peer RSS`` our peak RSS
-over the peer's (> 1: we use more memory).
+over the peer's (> 1: we use more memory). Every asyncio child also runs a ticker task (5 ms
+sleeps) and reports the event loop's worst lag (oversleep) during the run ("loop lag ms").
+A second table sets each asyncio way of reading beside aiokafka's: ``async/aiokafka rate`` is
+kafka-actors async records/s over aiokafka's (> 1: we are faster), ``aiokafka/async cpu`` the
+CPU time ratio (> 1: we use less CPU).
 
     .venv/bin/python bench/consume.py [--records 1000000] [--value-size 100] [--repeat 1]
-        [--clients kafka-actors,confluent-kafka,...] [--profile DIR]
+        [--clients kafka-actors,confluent-kafka,...] [--bootstrap HOST:PORT] [--profile DIR]
+
+``--repeat N`` lets the clients take turns N times on each topic and keeps each client's best
+(by wall time); every round's async ratios are printed too.
 
 ``--profile DIR`` also runs the kafka-actors (assign) child once more on the 8-partition topic
 under yappi (every thread, CPU clock) and writes ``DIR/consume-<topic>.pstats`` and the top
@@ -40,6 +52,7 @@ functions to stdout. Children are run with ``--child`` (internal).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import json
 import os
@@ -47,7 +60,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +71,15 @@ CLIENTS = (
     "confluent-kafka",
     "aiokafka",
     "kafka-python",
+    "kafka-actors async",
+    "aiokafka iter",
+    "kafka-actors async iter",
 )
+#: asyncio way of reading → (kafka-actors client, aiokafka client)
+ASYNC_PAIRS = {
+    "getmany": ("kafka-actors async", "aiokafka"),
+    "async for": ("kafka-actors async iter", "aiokafka iter"),
+}
 MAX_RECORDS = 500
 FETCH = {
     "fetch.min.bytes": 1,
@@ -82,6 +103,29 @@ class Tally:
         self.nbytes = 0
         self.last_offset = -1
         self.first_at: float | None = None
+
+    def take(self, r: Any) -> None:
+        k = r.key
+        v = r.value
+        self.last_offset = r.offset
+        self.nbytes += len(v) if v is not None else 0
+        self.nbytes += len(k) if k is not None else 0
+        self.count += 1
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
+
+
+class Ticker:
+    """Worst oversleep of 5 ms sleeps: how long the loop was kept from running tasks."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+
+    async def run(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(0.005)
+            self.worst = max(self.worst, time.perf_counter() - t - 0.005)
 
 
 def run_kafka_actors(
@@ -168,50 +212,90 @@ def run_confluent(bootstrap: str, topic: str, partitions: int, expected: int) ->
     return tally
 
 
-def run_aiokafka(bootstrap: str, topic: str, partitions: int, expected: int) -> Tally:
-    import asyncio
+async def read_async(consumer: Any, tally: Tally, expected: int, one_by_one: bool) -> None:
+    """The same loop for both asyncio clients: ``async for`` or ``getmany(500)``."""
+    if one_by_one:
+        async for r in consumer:
+            tally.take(r)
+            if tally.count >= expected:
+                break
+    else:
+        while tally.count < expected:
+            batches = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
+            for records in batches.values():
+                for r in records:
+                    tally.take(r)
 
+
+async def run_kafka_actors_async(
+    bootstrap: str, topic: str, partitions: int, expected: int, one_by_one: bool
+) -> Tally:
+    from kafka_actors.aio import AsyncKafkaConsumer
+    from kafka_actors.protocol.messages import TopicPartition
+
+    tally = Tally()
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "auto.offset.reset": "earliest",
+        "max.poll.records": MAX_RECORDS,
+        **FETCH,
+    }
+    async with AsyncKafkaConsumer(config=config) as consumer:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        await read_async(consumer, tally, expected, one_by_one)
+    return tally
+
+
+async def run_aiokafka(
+    bootstrap: str, topic: str, partitions: int, expected: int, one_by_one: bool
+) -> Tally:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     tally = Tally()
-
-    async def go() -> None:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            check_crcs=True,
-            fetch_min_bytes=FETCH["fetch.min.bytes"],
-            fetch_max_wait_ms=FETCH["fetch.max.wait.ms"],
-            fetch_max_bytes=FETCH["fetch.max.bytes"],
-            max_partition_fetch_bytes=FETCH["max.partition.fetch.bytes"],
-        )
-        await consumer.start()
-        try:
-            tps = [TopicPartition(topic, p) for p in range(partitions)]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            count = nbytes = 0
-            last = -1
-            while count < expected:
-                batches = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
-                if batches and tally.first_at is None:
-                    tally.first_at = time.perf_counter()
-                for records in batches.values():
-                    for r in records:
-                        k = r.key
-                        v = r.value
-                        last = r.offset
-                        nbytes += len(v) if v is not None else 0
-                        nbytes += len(k) if k is not None else 0
-                        count += 1
-            tally.count, tally.nbytes, tally.last_offset = count, nbytes, last
-        finally:
-            await consumer.stop()
-
-    asyncio.run(go())
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        check_crcs=True,
+        fetch_min_bytes=FETCH["fetch.min.bytes"],
+        fetch_max_wait_ms=FETCH["fetch.max.wait.ms"],
+        fetch_max_bytes=FETCH["fetch.max.bytes"],
+        max_partition_fetch_bytes=FETCH["max.partition.fetch.bytes"],
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        await read_async(consumer, tally, expected, one_by_one)
+    finally:
+        await consumer.stop()
     return tally
+
+
+def run_on_loop(
+    runner: Callable[[str, str, int, int, bool], Awaitable[Tally]],
+    args: argparse.Namespace,
+    one_by_one: bool,
+    lag: list[float],
+) -> Tally:
+    """Run an asyncio client beside a ticker; its worst loop lag (ms) goes into ``lag``."""
+
+    async def go() -> Tally:
+        ticker = Ticker()
+        task = asyncio.get_running_loop().create_task(ticker.run())
+        try:
+            return await runner(
+                args.bootstrap, args.topic, args.partitions, args.records, one_by_one
+            )
+        finally:
+            task.cancel()
+            lag.append(ticker.worst * 1000)
+
+    return asyncio.run(go())
 
 
 def run_kafka_python(bootstrap: str, topic: str, partitions: int, expected: int) -> Tally:
@@ -268,6 +352,7 @@ def peak_rss_kb() -> int:
 
 
 def child(args: argparse.Namespace) -> int:
+    lag: list[float] = []  # the asyncio clients' worst loop lag (ms)
     runners: dict[str, Callable[[], Tally]] = {
         "kafka-actors": lambda: run_kafka_actors(
             args.bootstrap, args.topic, args.partitions, args.records, False
@@ -281,10 +366,13 @@ def child(args: argparse.Namespace) -> int:
         "confluent-kafka": lambda: run_confluent(
             args.bootstrap, args.topic, args.partitions, args.records
         ),
-        "aiokafka": lambda: run_aiokafka(args.bootstrap, args.topic, args.partitions, args.records),
+        "aiokafka": lambda: run_on_loop(run_aiokafka, args, False, lag),
+        "aiokafka iter": lambda: run_on_loop(run_aiokafka, args, True, lag),
         "kafka-python": lambda: run_kafka_python(
             args.bootstrap, args.topic, args.partitions, args.records
         ),
+        "kafka-actors async": lambda: run_on_loop(run_kafka_actors_async, args, False, lag),
+        "kafka-actors async iter": lambda: run_on_loop(run_kafka_actors_async, args, True, lag),
     }
     runner = runners[args.child]
     if args.child.startswith("kafka-actors"):
@@ -295,7 +383,10 @@ def child(args: argparse.Namespace) -> int:
     module = {
         "confluent-kafka": "confluent_kafka",
         "aiokafka": "aiokafka",
+        "aiokafka iter": "aiokafka",
         "kafka-python": "kafka",
+        "kafka-actors async": "kafka_actors.aio",
+        "kafka-actors async iter": "kafka_actors.aio",
     }.get(args.child, "kafka_actors.consumer")
     importlib.import_module(module)
     profiler: Any = None
@@ -328,6 +419,7 @@ def child(args: argparse.Namespace) -> int:
         "first_s": (tally.first_at - t0) if tally.first_at is not None else None,
         "cpu_s": cpu,
         "max_rss_kb": peak_rss_kb(),
+        "loop_lag_ms": lag[0] if lag else None,
     }
     print("RESULT " + json.dumps(result), flush=True)
     return 0
@@ -395,15 +487,17 @@ def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
     base = next((r for r in results if r["client"] == "kafka-actors"), None)
     print(f"\n{title}")
     print(
-        f"{'client (decoder)':26} {'records/s':>11} {'MB/s':>8} {'total s':>8} {'first s':>8} "
-        f"{'cpu s':>7} {'peak RSS MB':>12} {'ka/peer rate':>13} {'peer/ka cpu':>12} "
-        f"{'ka/peer RSS':>12}"
+        f"{'client (decoder)':32} {'records/s':>11} {'MB/s':>8} {'total s':>8} {'first s':>8} "
+        f"{'cpu s':>7} {'peak RSS MB':>12} {'loop lag ms':>12} {'ka/peer rate':>13} "
+        f"{'peer/ka cpu':>12} {'ka/peer RSS':>12}"
     )
     for r in results:
         rate = r["records"] / r["seconds"]
         mbs = r["bytes"] / r["seconds"] / 1e6
         rss = r["max_rss_kb"] / 1024
         first = f"{r['first_s']:8.2f}" if r["first_s"] is not None else f"{'-':>8}"
+        lag = r.get("loop_lag_ms")
+        lag_s = f"{lag:12.1f}" if lag is not None else f"{'-':>12}"
         if base is not None:
             base_rate = base["records"] / base["seconds"]
             ratio = f"{base_rate / rate:12.2f}x"
@@ -413,11 +507,42 @@ def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
             ratio = rss_ratio = cpu_ratio = ""
         name = f"{r['client']} ({r['impl']})" if r.get("impl") else r["client"]
         print(
-            f"{name:26} {rate:11,.0f} {mbs:8.1f} {r['seconds']:8.2f} {first} "
-            f"{r['cpu_s']:7.2f} {rss:12.1f} {ratio:>13} {cpu_ratio:>12} {rss_ratio:>12}"
+            f"{name:32} {rate:11,.0f} {mbs:8.1f} {r['seconds']:8.2f} {first} "
+            f"{r['cpu_s']:7.2f} {rss:12.1f} {lag_s} {ratio:>13} {cpu_ratio:>12} {rss_ratio:>12}"
         )
         if r["records"] != n:
             print(f"  !! {r['client']} consumed {r['records']} records, expected {n}")
+
+
+def async_ratios(results: dict[str, dict[str, Any]]) -> list[tuple[str, float, float, float]]:
+    """Per asyncio way of reading run by both: (way, ours records/s, aiokafka's, rate ratio)."""
+    out = []
+    for way, (ours, theirs) in ASYNC_PAIRS.items():
+        if ours in results and theirs in results:
+            a, b = results[ours], results[theirs]
+            rate_a, rate_b = a["records"] / a["seconds"], b["records"] / b["seconds"]
+            out.append((way, rate_a, rate_b, rate_a / rate_b))
+    return out
+
+
+def print_async_table(title: str, results: dict[str, dict[str, Any]]) -> None:
+    rows = async_ratios(results)
+    if not rows:
+        return
+    print(f"\n{title}: asyncio, kafka-actors async beside aiokafka")
+    print(
+        f"{'way of reading':15} {'async rec/s':>12} {'aiokafka rec/s':>15} "
+        f"{'async/aiokafka rate':>20} {'async cpu s':>12} {'aiokafka cpu s':>15} "
+        f"{'aiokafka/async cpu':>19} {'lag ms (ka/aio)':>16}"
+    )
+    for way, rate_a, rate_b, ratio in rows:
+        ours, theirs = ASYNC_PAIRS[way]
+        a, b = results[ours], results[theirs]
+        lags = f"{a['loop_lag_ms']:.1f}/{b['loop_lag_ms']:.1f}"
+        print(
+            f"{way:15} {rate_a:12,.0f} {rate_b:15,.0f} {ratio:19.2f}x {a['cpu_s']:12.2f} "
+            f"{b['cpu_s']:15.2f} {b['cpu_s'] / a['cpu_s']:18.2f}x {lags:>16}"
+        )
 
 
 def main() -> int:
@@ -472,15 +597,24 @@ def main() -> int:
             print(f"produced {name} ({parts} partitions) in {took:.1f}s")
         for name, parts in topics:
             best: dict[str, dict[str, Any]] = {}
-            for _ in range(args.repeat):  # clients take turns: load spreads over all
+            for round_no in range(args.repeat):  # clients take turns: load spreads over all
+                this_round: dict[str, dict[str, Any]] = {}
                 for client in clients:
                     r = run_child(client, bootstrap, name, parts, args.records)
+                    this_round[client] = r
                     if client not in best or r["seconds"] < best[client]["seconds"]:
                         best[client] = r
+                if args.repeat > 1:
+                    ratios = ", ".join(
+                        f"{way} {ratio:.2f}x" for way, _, _, ratio in async_ratios(this_round)
+                    )
+                    if ratios:
+                        print(f"{name} round {round_no + 1}: async/aiokafka rate: {ratios}")
             title = f"{name}: {parts} partition(s)"
             if args.repeat > 1:
                 title += f", best of {args.repeat} (by wall time)"
             print_table(title, [best[c] for c in clients], args.records)
+            print_async_table(title, best)
         if args.profile:
             out = Path(args.profile)
             out.mkdir(parents=True, exist_ok=True)
