@@ -15,6 +15,10 @@ Owns:
   down, or :class:`SupervisorFatalError` once the tree gave up.
 * :func:`start_tree`: starts a root supervisor and returns a :class:`SupervisorTree` handle
   (``fatal_error``, ``ask``, ``shutdown``).
+* Process exit: actor threads are daemon threads, and every tree not shut down by its owner
+  (a consumer that was never closed) is shut down by an ``atexit`` hook, each bounded by
+  :data:`EXIT_SHUTDOWN_TIMEOUT_S`, so that a forgotten ``close()`` never keeps the
+  interpreter from exiting (non-daemon threads are joined *before* ``atexit`` runs).
 
 May touch: pykka actors it starts (via their factories) and their refs, the scheduler.
 
@@ -34,6 +38,8 @@ records the first failure seen by ``_handle_failure`` and notifies from the end 
 
 from __future__ import annotations
 
+import atexit
+import os
 import queue
 import random as _random
 import sys
@@ -358,6 +364,10 @@ class ChildContext:
     path: str = ""
 
 
+EXIT_SHUTDOWN_TIMEOUT_S = 2.0
+"""How long the exit hook waits for each tree still running when the interpreter exits."""
+
+
 class SupervisedActor(pykka.ThreadingActor):
     """A pykka actor that tells its parent when it exits and honours fault injection.
 
@@ -367,6 +377,10 @@ class SupervisedActor(pykka.ThreadingActor):
     crash), ``NORMAL`` otherwise. An injected crash kills the actor even when the matching
     message came through ``ask`` (the caller receives the :class:`InjectedFault`).
     """
+
+    # Daemon threads: a tree its owner never shut down must not keep the process alive (the
+    # exit hook below shuts such trees down in order instead).
+    use_daemon_thread = True
 
     def __init__(
         self,
@@ -819,7 +833,7 @@ class Supervisor(SupervisedActor):
             self.supervision.owner_failed(exception_value)
 
 
-@dataclass
+@dataclass(eq=False)
 class SupervisorTree:
     """Handle on a running root supervisor, for code outside the actor system (a facade)."""
 
@@ -854,6 +868,7 @@ class SupervisorTree:
 
         Call from outside the tree (never from inside an actor of this tree).
         """
+        _live_trees.pop(self, None)
         clock = SystemClock()
         deadline = clock.monotonic() + timeout
         reply: pykka.Future[ShutdownResult] = pykka.ThreadingFuture()
@@ -900,4 +915,24 @@ def start_tree(
         random=random,
         table=table,
     )
-    return SupervisorTree(ref, table, tree)
+    handle = SupervisorTree(ref, table, tree)
+    _live_trees[handle] = None
+    return handle
+
+
+_live_trees: dict[SupervisorTree, None] = {}
+"""Trees started and not yet shut down, oldest first (the exit hook's work list)."""
+
+
+def _shutdown_live_trees() -> None:
+    """``atexit``: shut down, newest first, every tree its owner left running."""
+    for handle in reversed(list(_live_trees)):
+        try:
+            handle.shutdown(timeout=EXIT_SHUTDOWN_TIMEOUT_S)
+        except Exception:  # exiting anyway: never let one tree stop the others
+            continue
+
+
+atexit.register(_shutdown_live_trees)
+# A forked child has none of its parent's actor threads: nothing of theirs to shut down.
+os.register_at_fork(after_in_child=_live_trees.clear)
