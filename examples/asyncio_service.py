@@ -3,9 +3,12 @@
 Two workers of one consumer group read "payment" events from a topic, "process" each one with a
 small asynchronous delay (as a service awaiting a database or an HTTP call would), and commit
 what they processed after every batch. Their rebalance listener is a coroutine: when
-partitions are revoked (the second worker joining, a worker leaving), it hands the commit of
-everything processed so far to the worker's committer task and awaits it, so that the next
-owner of a partition starts exactly where this one stopped (no record processed twice). The
+partitions are revoked (the second worker joining, a worker leaving), it first waits for the
+batch being processed to finish (the revocation can arrive while the worker awaits inside a
+batch: the records already handed out must be processed and committed by this worker, or the
+next owner would process them again), then hands the commit of everything processed so far to
+the worker's committer task and awaits it, so that the next owner of a partition starts
+exactly where this one stopped (no record processed twice). The
 service stops by itself once every produced record has been processed, and prints a summary:
 records per worker, commits, revocations, records processed more than once (expected: 0).
 
@@ -71,12 +74,15 @@ class Worker:
         self.requests: asyncio.Queue[asyncio.Future[dict[TopicPartition, OffsetAndMetadata]]]
         self.requests = asyncio.Queue()
         self.stop = asyncio.Event()
+        self.idle = asyncio.Event()  # set while no batch is being processed
+        self.idle.set()
 
     # The rebalance listener: coroutines, run on the service's event loop.
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         if not revoked:
             return
         self.revocations += 1
+        await self.idle.wait()  # the batch handed out before the revocation is finished
         done = asyncio.get_running_loop().create_future()
         await self.requests.put(done)  # the committer task commits; we wait for it
         committed = await done
@@ -100,9 +106,13 @@ class Worker:
                 done.set_exception(exc)
 
     async def commit(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        if not self.processed:
+        # Only partitions still ours: an offset committed for a partition that moved on would
+        # overwrite its new owner's commits.
+        owned = self.consumer.assignment()
+        offsets = {tp: offset for tp, offset in self.processed.items() if tp in owned}
+        if not offsets:
             return {}
-        result = await self.consumer.commit(dict(self.processed))
+        result = await self.consumer.commit(offsets)
         self.commits += 1
         return result
 
@@ -116,14 +126,19 @@ class Worker:
         try:
             while not self.stop.is_set():
                 batch = await consumer.getmany(timeout_ms=200, max_records=200)
-                for tp, records in batch.items():
-                    for record in records:
-                        await handle(record)
-                        self.seen[(record.partition, record.offset)] += 1
-                        self.count += 1
-                    self.processed[tp] = records[-1].offset + 1
-                if batch:
+                if not batch:
+                    continue
+                self.idle.clear()
+                try:
+                    for tp, records in batch.items():
+                        for record in records:
+                            await handle(record)
+                            self.seen[(record.partition, record.offset)] += 1
+                            self.count += 1
+                        self.processed[tp] = records[-1].offset + 1
                     await self.commit()
+                finally:
+                    self.idle.set()
         finally:
             await self.commit()
             await consumer.close()

@@ -1,0 +1,65 @@
+"""The README's example commands: each runs to the end by itself and reports success.
+
+On the embedded mock (what the README runs) and, for the asyncio service, against the real
+broker under both group protocols (the mock refuses the classic protocol's JoinGroup). Each
+example exits non-zero when a record was missed or processed twice, so a run that returns 0
+is the example's own check passing; the output is asserted too.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.consumer.helpers import unique
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+
+
+@pytest.mark.mock
+@pytest.mark.parametrize("run", range(3))
+def test_asyncio_service_on_the_embedded_mock(run: int) -> None:
+    done = _run("asyncio_service.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "10000 of 10000 records processed" in done.stdout
+    assert "records processed more than once: 0" in done.stdout
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_asyncio_service_on_a_real_broker(kafka_broker: Any, protocol: str) -> None:
+    topic = unique("payments")
+    kafka_broker.create_topic(topic, partitions=6)
+    done = _run(
+        "asyncio_service.py",
+        "--bootstrap-servers", kafka_broker.bootstrap_servers,
+        "--topic", topic,
+        "--records", "6000",
+        "--group-protocol", protocol,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "6000 of 6000 records processed" in done.stdout
+    assert "records processed more than once: 0" in done.stdout
+    assert "revoked" in done.stdout  # the second worker's arrival revoked partitions
+
+
+@pytest.mark.mock
+@pytest.mark.parametrize("base", ["multiprocTCPBase", "simpleSystemBase"])
+def test_thespian_service_on_the_embedded_mock(base: str) -> None:
+    done = _run("thespian_service.py", "--base", base)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "committed offsets = end offsets" in done.stdout
