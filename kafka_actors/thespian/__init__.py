@@ -8,8 +8,10 @@ May touch: nothing beyond its own modules.
 """
 
 from kafka_actors.thespian.bridge import KafkaBridge
+from kafka_actors.thespian.errors import BridgeRequestFailedError, SubscriberFailedError
 from kafka_actors.thespian.messages import (
     Assign,
+    BatchRejected,
     BridgeStats,
     Close,
     Closed,
@@ -20,6 +22,7 @@ from kafka_actors.thespian.messages import (
     Configured,
     ErrorInfo,
     GetStats,
+    Handled,
     PartitionsAssigned,
     PartitionsLost,
     PartitionsRevoked,
@@ -34,6 +37,8 @@ from kafka_actors.thespian.subscriber import StreamSubscriber
 
 __all__ = [
     "Assign",
+    "BatchRejected",
+    "BridgeRequestFailedError",
     "BridgeStats",
     "Close",
     "Closed",
@@ -44,6 +49,7 @@ __all__ = [
     "Configured",
     "ErrorInfo",
     "GetStats",
+    "Handled",
     "KafkaBridge",
     "PartitionsAssigned",
     "PartitionsLost",
@@ -55,4 +61,5 @@ __all__ = [
     "StreamSubscriber",
     "Subscribe",
     "Subscribed",
+    "SubscriberFailedError",
 ]

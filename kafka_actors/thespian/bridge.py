@@ -35,6 +35,22 @@ while the buffer holds less than the demand, so the bridge holds at most the dem
 poll (``max.poll.records``), and after delivering less than one poll; the consumer's own
 prefetch buffer is bounded in bytes (``fetch.max.bytes``).
 
+Flow control and failures: at most ``max_in_flight_batches`` record batches are in flight to
+the subscriber (sent, not acknowledged by ``Request.handled`` / ``Handled``), whatever the
+demand. Thespian's TCP transport (``thespian/system/transport/asyncTransportBase.py``) runs
+``MAX_PENDING_TRANSMITS`` (20) transmits of one actor process at once and queues the rest; from
+``MAX_QUEUED_TRANSMITS`` (950) queued, ``send`` blocks in a transmit-only loop (no message is
+handled: no poll, no commit, no ack) until the queue is back to 780; beyond
+``DROP_TRANSMITS_LEVEL`` (1050) a send fails, and so does a transmit still queued after
+``THESPIAN_TRANSMIT_TIMEOUT_PERIOD`` (five minutes), with ``SendStatus.Failed``, which the
+sending actor is never told about. An unbounded bridge ahead of a slow subscriber lost most of
+a stream that way. A batch that comes back as Thespian's
+``PoisonMessage`` (the subscriber raised on it) is not delivered: the bridge seeks its
+partitions (and those of every later unacknowledged batch) back, drops the demand to zero and
+sends :class:`BatchRejected`. A poisoned rebalance notification is acknowledged with the error
+(the reconciliation goes on). A request the bridge raises on is answered with a typed error; no
+exception leaves ``receiveMessage`` (Thespian would run the handler twice).
+
 Rebalances: the bridge's listener runs inside ``poll()`` on the actor thread. It drops the
 undelivered records of revoked/lost partitions, defers the callback's acknowledgement
 (``consumer.defer_rebalance_ack()``), sends :class:`PartitionsRevoked` / ``Assigned`` /
@@ -58,7 +74,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from thespian.actors import Actor, ActorExitRequest, WakeupMessage
+from thespian.actors import Actor, ActorExitRequest, PoisonMessage, WakeupMessage
 
 from kafka_actors.actors.events import CommitEvent
 from kafka_actors.actors.facade import ConsumerRebalanceListener, RebalanceReply
@@ -72,8 +88,10 @@ from kafka_actors.errors import (
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.supervisors import ChildRestartingError
+from kafka_actors.thespian.errors import BridgeRequestFailedError, SubscriberFailedError
 from kafka_actors.thespian.messages import (
     Assign,
+    BatchRejected,
     BridgeStats,
     Close,
     Closed,
@@ -84,6 +102,7 @@ from kafka_actors.thespian.messages import (
     Configured,
     ErrorInfo,
     GetStats,
+    Handled,
     PartitionsAssigned,
     PartitionsLost,
     PartitionsRevoked,
@@ -106,6 +125,10 @@ _ERROR_BACKOFF_S = 1.0
 _BUSY_INTERVAL_S = 0.001
 #: Polls after the first in one tick, to fill a batch message (each poll(0): no blocking).
 _MAX_EXTRA_POLLS = 8
+#: The most batches a bridge may keep in flight: well under Thespian's MAX_QUEUED_TRANSMITS
+#: (950, when the transport stops receiving to drain) and DROP_TRANSMITS_LEVEL (1050, when it
+#: fails sends), leaving room for commit replies and rebalance notifications.
+MAX_IN_FLIGHT_BATCHES_LIMIT = 512
 
 
 @dataclass(slots=True)
@@ -165,8 +188,12 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         try:
             self._dispatch(message, sender)
         except Exception as exc:  # a handler error must not poison the actor
-            self._log.exception("bridge_message_failed", kind=type(message).__name__)
-            self.send(sender, StreamError(ErrorInfo.of(exc)))
+            kind = type(message).__name__
+            self._log.exception("bridge_message_failed", kind=kind)
+            try:
+                self.send(sender, _failure_reply(message, exc))
+            except Exception:  # not even the reply: Thespian's retry would run it twice
+                self._log.exception("bridge_failure_reply_failed", kind=kind)
 
     def _dispatch(self, message: Any, sender: Any) -> None:
         if isinstance(message, WakeupMessage):
@@ -177,6 +204,10 @@ class KafkaBridge(Actor):  # type: ignore[misc]
                 self._tick()
         elif isinstance(message, Request):
             self._on_request(message, sender)
+        elif isinstance(message, Handled):
+            self._on_handled(message.seq, sender)
+        elif isinstance(message, PoisonMessage):
+            self._on_poison(message, sender)
         elif isinstance(message, Commit):
             self._on_commit(message, sender)
         elif isinstance(message, RebalanceAck):
@@ -202,7 +233,13 @@ class KafkaBridge(Actor):  # type: ignore[misc]
     def _on_configure(self, message: Configure, sender: Any) -> None:
         if self._consumer is not None:
             raise IllegalStateError("This bridge already has a consumer")
+        if not 1 <= message.max_in_flight_batches <= MAX_IN_FLIGHT_BATCHES_LIMIT:
+            raise ValueError(
+                f"max_in_flight_batches must be within 1..{MAX_IN_FLIGHT_BATCHES_LIMIT}, "
+                f"got {message.max_in_flight_batches}"
+            )
         self._settings = message
+        self._stream.max_in_flight = message.max_in_flight_batches
         consumer = KafkaConsumer(dict(message.config))
         self._consumer = consumer
         self._log = self._log.bind(
@@ -299,8 +336,23 @@ class KafkaBridge(Actor):  # type: ignore[misc]
     def _on_request(self, message: Request, sender: Any) -> None:
         if sender != self._subscriber:
             raise IllegalStateError("Request from an actor that is not this bridge's subscriber")
+        if not isinstance(message.n, int) or isinstance(message.n, bool):
+            raise TypeError(f"Request(n) needs an int, got {type(message.n).__name__}")
         was_idle = not self._stream.wants_fetch
+        if message.handled > 0:
+            self._stream.acknowledge(message.handled)
         self._stream.request(message.n)
+        self._resume_stream(was_idle)
+
+    def _on_handled(self, seq: int, sender: Any) -> None:
+        if sender != self._subscriber:
+            raise IllegalStateError("Handled from an actor that is not this bridge's subscriber")
+        was_idle = not self._stream.wants_fetch
+        self._stream.acknowledge(seq)
+        self._resume_stream(was_idle)
+
+    def _resume_stream(self, was_idle: bool) -> None:
+        """After demand or an acknowledgement: send what may go, fetch again if it may."""
         self._deliver()
         if was_idle and self._stream.wants_fetch and self._closing is None:
             self._schedule(immediate=True)
@@ -309,16 +361,16 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         if self._subscriber is None or self._consumer is None:
             return 0
         limit = self._batch_limit()
+        stream = self._stream
         total = 0
-        while True:
-            batch = self._stream.take(limit)
+        while stream.can_send:
+            batch = stream.take(limit)
             if not batch:
                 return total
-            positions: dict[TopicPartition, int] = {}
-            for record in batch:
-                positions[TopicPartition(record.topic, record.partition)] = record.offset + 1
-            self._to_subscriber(RecordBatch(batch, positions))
+            positions = stream.sent(self._seq + 1, batch)
+            self._to_subscriber(RecordBatch(batch, positions))  # numbered self._seq + 1
             total += len(batch)
+        return total
 
     def _batch_limit(self) -> int:
         return max(1, self._settings.max_batch_records)
@@ -402,6 +454,52 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         except IllegalStateError:
             pass  # the assignment changed under us (reconciliation): next tick
 
+    # -- poison: a message its receiver raised on, returned by Thespian ------------------------
+
+    def _on_poison(self, message: PoisonMessage, sender: Any) -> None:
+        poison = message.poisonMessage
+        details = _last_line(message.details)
+        kind = type(poison).__name__
+        if isinstance(poison, RecordBatch) and sender == self._subscriber:
+            self._on_batch_rejected(poison, details)
+        elif isinstance(poison, (PartitionsRevoked, PartitionsAssigned, PartitionsLost)):
+            self._log.warning(
+                "rebalance_notification_failed", kind=kind, rebalance_id=poison.rebalance_id
+            )
+            # The subscriber raised in its callback: acknowledge with that error so the
+            # reconciliation goes on now rather than at max.poll.interval.ms.
+            self._on_ack(RebalanceAck(poison.rebalance_id, f"the subscriber raised: {details}"))
+        else:
+            self._log.warning("bridge_message_returned", kind=kind, details=details)
+
+    def _on_batch_rejected(self, batch: RecordBatch, details: str) -> None:
+        consumer = self._consumer
+        if consumer is None or not 0 < batch.seq <= self._seq:
+            self._log.info("stale_batch_returned", seq=batch.seq)
+            return
+        rewound = self._stream.reject(batch.seq, batch.records)
+        assignment = consumer.assignment()
+        sought: dict[TopicPartition, int] = {}
+        for tp, offset in rewound.items():
+            if tp in assignment:  # a revoked partition is no longer ours to seek
+                consumer.seek(tp, offset)
+                sought[tp] = offset
+        error = SubscriberFailedError(
+            f"the subscriber raised on record batch {batch.seq} ({len(batch.records)} "
+            f"records): {details}"
+        )
+        self._log.warning(
+            "record_batch_rejected",
+            seq=batch.seq,
+            records=len(batch.records),
+            rewound={str(tp): offset for tp, offset in sought.items()},
+            details=details,
+        )
+        self.send(
+            self._subscriber,
+            BatchRejected(batch.seq, self._seq + 1, sought, ErrorInfo.of(error)),
+        )
+
     # -- commits -----------------------------------------------------------------------------
 
     def _on_commit(self, message: Commit, sender: Any) -> None:
@@ -422,7 +520,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         try:
             future = _start_commit(consumer, offsets, self._settings.commit_timeout_ms)
         except Exception as exc:
-            self.send(sender, CommitFailed(message.request_id, ErrorInfo.of(exc)))
+            self.send(sender, CommitFailed(message.request_id, _failure_info(message, exc)))
             return
         self._commits.append(_PendingCommit(message.request_id, sender, future))
         self._arm_commit_check()
@@ -525,6 +623,8 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             rss_bytes=_rss_bytes(),
             pending_rebalance_acks=len(self._rebalances),
             pending_commits=len(self._commits),
+            in_flight_batches=stream.in_flight,
+            rejected_batches=stream.rejected_batches,
         )
 
 
@@ -547,6 +647,29 @@ def _start_commit(
     if not facade.tell("commit", event):
         future.set_exception(ChildRestartingError(child="commit"))
     return future
+
+
+def _failure_info(message: Any, exc: Exception) -> ErrorInfo:
+    if isinstance(exc, KafkaError):
+        return ErrorInfo.of(exc)
+    # A bad request or a bug: named as the bridge's failure, the cause in the message.
+    kind = type(message).__name__
+    return ErrorInfo.of(BridgeRequestFailedError(f"{kind} failed: {type(exc).__name__}: {exc}"))
+
+
+def _failure_reply(message: Any, exc: Exception) -> CommitFailed | StreamError:
+    """The typed reply to a request the bridge raised on."""
+    info = _failure_info(message, exc)
+    request_id = getattr(message, "request_id", None)
+    if isinstance(message, Commit) and isinstance(request_id, int):
+        return CommitFailed(request_id, info)
+    return StreamError(info)
+
+
+def _last_line(details: object) -> str:
+    """The last non-empty line of a PoisonMessage's details (a traceback's exception line)."""
+    lines = [line.strip() for line in str(details or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no details"
 
 
 def _rss_bytes() -> int:

@@ -10,6 +10,24 @@ The stream follows Reactive Streams: the bridge sends :class:`Subscribed` (onSub
 subscriber signals demand with :class:`Request` (a number of *records*), the bridge sends
 :class:`RecordBatch` messages whose sizes never exceed the outstanding demand.
 
+Flow control: besides the demand, the bridge keeps at most ``Configure.max_in_flight_batches``
+record batches in flight to its subscriber, i.e. sent and not yet acknowledged by the
+subscriber's ``Request.handled`` or :class:`Handled` (cumulative: the ``seq`` of the last batch
+the subscriber handled). Thespian's TCP transport (``asyncTransportBase``) runs 20 transmits of
+an actor process at once and queues the rest; from 950 queued the sending actor blocks inside
+``send`` until the queue drains (it handles no message meanwhile), beyond 1050 new sends fail,
+and a transmit still queued after the transmit period (five minutes) fails: all without
+telling the sending actor. The window keeps the bridge far below those whatever the demand,
+and a batch's wait short. A subscriber that never acknowledges receives at most that many
+batches. :meth:`Commit(offsets=None) <Commit>` commits acknowledged positions.
+
+Failures: a subscriber that raises on a :class:`RecordBatch` (Thespian tries twice, then
+returns it to the bridge as ``PoisonMessage``) does not lose its records: the bridge treats
+that batch and every later unacknowledged one as not delivered, seeks back to their first
+offsets, sets the demand to zero and sends :class:`BatchRejected`. A request the bridge raises
+on is answered with a typed error (:class:`CommitFailed` for a Commit, else
+:class:`StreamError`), never with silence.
+
 Ordering: Thespian does not promise that two messages from one actor to another arrive in the
 order sent (``multiprocTCPBase`` keeps up to 20 transmits in flight at once, each on its own
 connection, and was seen delivering a later batch first). Every message of the stream
@@ -33,6 +51,7 @@ from kafka_actors.protocol.records import ConsumerRecord, TimestampType
 
 __all__ = [
     "Assign",
+    "BatchRejected",
     "BridgeStats",
     "Close",
     "Closed",
@@ -43,6 +62,7 @@ __all__ = [
     "Configured",
     "ErrorInfo",
     "GetStats",
+    "Handled",
     "PartitionsAssigned",
     "PartitionsLost",
     "PartitionsRevoked",
@@ -86,13 +106,16 @@ class Configure:
     when records do not flow (no demand, or the last poll was empty). Replied with
     :class:`Configured` or :class:`StreamError`. ``max_batch_records``: the most records in
     one :class:`RecordBatch` (a tick polls several times, up to the demand, to fill one: under
-    ``multiprocTCPBase`` each message costs a transmit)."""
+    ``multiprocTCPBase`` each message costs a transmit). ``max_in_flight_batches``: the most
+    batches sent to the subscriber and not yet acknowledged (see the module docstring: Flow
+    control; 1 .. 512, far below Thespian's queued-transmit limits)."""
 
     config: Mapping[str, object]
     poll_timeout_ms: int = 0
     idle_interval_ms: int = 20
     max_batch_records: int = 2000
     commit_timeout_ms: int | None = None  # default: default.api.timeout.ms
+    max_in_flight_batches: int = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +171,35 @@ class Subscribed:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """Subscriber → bridge: ``n`` more records may be sent (demand adds up)."""
+    """Subscriber → bridge: ``n`` more records may be sent (demand adds up). ``handled``
+    (when > 0) also acknowledges every record batch up to that ``seq`` (see :class:`Handled`)."""
 
     n: int
+    handled: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """Subscriber → bridge: every :class:`RecordBatch` up to ``seq`` has been handled
+    (cumulative). Frees the bridge's in-flight window; their positions become what
+    ``Commit(offsets=None)`` commits."""
+
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRejected:
+    """Bridge → subscriber, outside the stream (``seq`` 0): the record batch ``failed_seq``
+    came back as ``PoisonMessage`` (the subscriber raised on it). It and every later batch
+    not yet acknowledged are void: the subscriber drops record batches numbered below
+    ``resume_seq``. The bridge sought each partition of them back to ``rewound`` (their first
+    offsets; none of it counts as delivered or committable) and set the demand to zero: the
+    next :class:`Request` redelivers from there."""
+
+    failed_seq: int
+    resume_seq: int
+    rewound: Mapping[TopicPartition, int]
+    error: ErrorInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +244,10 @@ class StreamError:
 
     error: ErrorInfo
     fatal: bool = False
-
-    # -- commits ---------------------------------------------------------------------------------
     seq: int = 0  # position in the stream (1, 2, ...); see the module docstring
+
+
+# -- commits ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,3 +339,5 @@ class BridgeStats:
     rss_bytes: int
     pending_rebalance_acks: int
     pending_commits: int
+    in_flight_batches: int = 0  # record batches sent and not acknowledged
+    rejected_batches: int = 0  # record batches returned as PoisonMessage

@@ -1,24 +1,28 @@
-"""The bridge's stream state: demand, records polled but not delivered, delivered positions.
+"""The bridge's stream state: demand, records polled but not sent, batches in flight, and the
+positions the subscriber acknowledged.
 
 Owns: :class:`DemandStream`, a pure state machine (no actors, no I/O, no clock). The bridge
-actor feeds it what ``poll()`` returned and the subscriber's ``Request(n)``; it says which
-records to deliver (never more than the demand, offset order per partition kept), whether the
-consumer should fetch (only with demand and an empty buffer, so the buffer never holds more
-than one poll), and the positions delivered per partition (what ``Commit(offsets=None)``
-commits).
+actor feeds it what ``poll()`` returned, the subscriber's ``Request(n)`` and acknowledgements
+(``Request.handled`` / ``Handled``), and the batches that came back as ``PoisonMessage``. It
+says which records to send (never more than the demand, offset order per partition kept),
+whether another batch may be sent (at most ``max_in_flight`` unacknowledged batches), whether
+the consumer should fetch (only with demand and an empty buffer, so the buffer never holds more
+than one poll), the positions acknowledged per partition (what ``Commit(offsets=None)``
+commits), and, for a rejected batch, where each partition must be sought back to.
 
 May touch: nothing.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 
-__all__ = ["DemandStream", "record_size"]
+__all__ = ["DemandStream", "first_offsets", "record_size"]
 
 
 def record_size(record: ConsumerRecord) -> int:
@@ -29,15 +33,47 @@ def record_size(record: ConsumerRecord) -> int:
     return size
 
 
-class DemandStream:
-    """Reactive-streams demand in records, and the records waiting for it."""
+def first_offsets(records: Iterable[ConsumerRecord]) -> dict[TopicPartition, int]:
+    """The first offset of each partition in ``records`` (offset order per partition)."""
+    first: dict[TopicPartition, int] = {}
+    for record in records:
+        tp = TopicPartition(record.topic, record.partition)
+        if tp not in first:
+            first[tp] = record.offset
+    return first
 
-    def __init__(self) -> None:
+
+@dataclass(slots=True)
+class _InFlight:
+    """A batch sent and not acknowledged: its first offset and its position per partition."""
+
+    first: dict[TopicPartition, int]
+    positions: dict[TopicPartition, int]
+
+
+class DemandStream:
+    """Reactive-streams demand in records, the records waiting for it, the batches in flight."""
+
+    def __init__(self, max_in_flight: int = 16) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        self.max_in_flight = max_in_flight
         self.demand = 0
         self._buffer: deque[ConsumerRecord] = deque()
         self.buffered_bytes = 0
-        self.delivered_records = 0
-        self.delivered: dict[TopicPartition, int] = {}
+        self.delivered_records = 0  # records sent (acknowledged or not)
+        self.delivered: dict[TopicPartition, int] = {}  # acknowledged positions
+        self._in_flight: OrderedDict[int, _InFlight] = OrderedDict()
+        self.rejected_batches = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Batches sent and not acknowledged."""
+        return len(self._in_flight)
+
+    @property
+    def can_send(self) -> bool:
+        return len(self._in_flight) < self.max_in_flight
 
     @property
     def buffered_records(self) -> int:
@@ -71,15 +107,58 @@ class DemandStream:
             return ()
         out = []
         buffer = self._buffer
-        delivered = self.delivered
         for _ in range(n):
             record = buffer.popleft()
             self.buffered_bytes -= record_size(record)
-            delivered[TopicPartition(record.topic, record.partition)] = record.offset + 1
             out.append(record)
         self.demand -= n
         self.delivered_records += n
         return tuple(out)
+
+    def sent(self, seq: int, records: Iterable[ConsumerRecord]) -> dict[TopicPartition, int]:
+        """``records`` (from :meth:`take`) left as the batch ``seq``: in flight until
+        acknowledged. Returns the batch's positions (next offset per partition)."""
+        first: dict[TopicPartition, int] = {}
+        positions: dict[TopicPartition, int] = {}
+        for record in records:
+            tp = TopicPartition(record.topic, record.partition)
+            if tp not in first:
+                first[tp] = record.offset
+            positions[tp] = record.offset + 1
+        self._in_flight[seq] = _InFlight(first, positions)
+        return dict(positions)
+
+    def acknowledge(self, seq: int) -> int:
+        """The subscriber handled every batch up to ``seq``: they leave the window and their
+        positions become committable. Returns how many batches left the window."""
+        freed = 0
+        in_flight = self._in_flight
+        while in_flight:
+            first_seq = next(iter(in_flight))
+            if first_seq > seq:
+                break
+            self.delivered.update(in_flight.pop(first_seq).positions)
+            freed += 1
+        return freed
+
+    def reject(self, seq: int, records: Iterable[ConsumerRecord]) -> dict[TopicPartition, int]:
+        """The batch ``seq`` (its ``records``) came back unhandled: it and every later batch in
+        flight are not delivered. Returns where each of their partitions must be sought back
+        to (the first offset sent of it). Records buffered for those partitions are dropped
+        (they follow the rewind point), acknowledged positions beyond it are pulled back, and
+        the demand drops to zero (the subscriber asks again)."""
+        rewound = first_offsets(records)
+        for later in [s for s in self._in_flight if s >= seq]:
+            entry = self._in_flight.pop(later)
+            for tp, offset in entry.first.items():
+                rewound[tp] = min(offset, rewound.get(tp, offset))
+        for tp, offset in rewound.items():
+            if self.delivered.get(tp, -1) > offset:
+                self.delivered[tp] = offset
+        self._drop_buffered(set(rewound))
+        self.demand = 0
+        self.rejected_batches += 1
+        return rewound
 
     def drop(self, partitions: Iterable[TopicPartition]) -> int:
         """Forget ``partitions`` (revoked or lost): their undelivered records and delivered
@@ -89,6 +168,13 @@ class DemandStream:
             return 0
         for tp in gone:
             self.delivered.pop(tp, None)
+        for entry in self._in_flight.values():
+            for tp in gone:
+                entry.first.pop(tp, None)
+                entry.positions.pop(tp, None)
+        return self._drop_buffered(gone)
+
+    def _drop_buffered(self, gone: set[TopicPartition]) -> int:
         kept: deque[ConsumerRecord] = deque()
         dropped = 0
         for record in self._buffer:
@@ -105,6 +191,7 @@ class DemandStream:
         consumer's positions are already past them)."""
         self.demand = 0
         self.delivered = {}
+        self._in_flight.clear()
 
     def clear(self) -> None:
         self._buffer.clear()

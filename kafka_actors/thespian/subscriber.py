@@ -7,7 +7,17 @@ positions of the revoked partitions through the bridge, waits for the reply, and
 acknowledges, so the next owner starts exactly after what this subscriber processed.
 
 Stream messages are handled in their ``seq`` order (Thespian may reorder messages between
-two actors); a message that arrives early waits for its predecessors.
+two actors); a message that arrives early waits for its predecessors. Each handled
+:class:`RecordBatch` is acknowledged to the bridge (in the next :class:`Request`, or by
+:class:`Handled`), which frees the bridge's window of batches in flight.
+
+Failures: a stream message whose handler raises is tried ``attempts`` times (2, as Thespian
+does), then returned to the bridge as Thespian's ``PoisonMessage``. For a record batch the
+stream waits for the bridge's :class:`BatchRejected` (the batch and those after it are void,
+the bridge sought back), then asks again: the records come again, ``redeliveries`` times in a
+row at most; after that the subscriber stops requesting (:meth:`resume_requesting` restarts),
+and :meth:`on_batch_rejected` says why. A request the bridge raised on comes back as a
+typed error: a :class:`CommitFailed` for a commit, :meth:`on_stream_error` otherwise.
 
 Subclass it and override :meth:`process` (and any ``on_*`` hook). A batch counts as processed
 when :meth:`process` returns; a subclass that processes asynchronously overrides
@@ -19,18 +29,23 @@ May touch: its bridge (by address, from :class:`Subscribed`'s sender), nothing e
 from __future__ import annotations
 
 import itertools
+import traceback
 from collections.abc import Callable
 from typing import Any
 
-from thespian.actors import Actor
+from thespian.actors import Actor, PoisonMessage
 
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.thespian.errors import BridgeRequestFailedError
 from kafka_actors.thespian.messages import (
+    BatchRejected,
     Commit,
     CommitFailed,
     CommitOk,
+    ErrorInfo,
+    Handled,
     PartitionsAssigned,
     PartitionsLost,
     PartitionsRevoked,
@@ -51,6 +66,10 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
 
     #: records requested in flight (initial demand, then topped up after each batch)
     window: int = 1000
+    #: times a stream message's handler runs before it goes back to the bridge as poison
+    attempts: int = 2
+    #: rejected batches in a row (nothing handled between) after which requesting stops
+    redeliveries: int = 1
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -63,6 +82,11 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
         self._next_seq = 1
         self._early: dict[int, Any] = {}  # stream messages that overtook earlier ones
         self.reordered = 0  # how many stream messages arrived before their predecessors
+        self._handled_seq = 0  # the last record batch handled (acknowledged cumulatively)
+        self._acked_seq = 0  # the last acknowledgement sent
+        self._failed_seq = 0  # a batch returned as poison, awaiting the bridge's BatchRejected
+        self._void: tuple[int, int] = (0, 0)  # record batches with seq in (lo, hi) are void
+        self.rejections_in_a_row = 0
         self.log = get_logger("thespian_subscriber")
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -102,6 +126,26 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
     def on_stream_error(self, message: StreamError) -> None:
         self.log.warning("stream_error", error=str(message.error), fatal=message.fatal)
 
+    def on_batch_rejected(self, message: BatchRejected) -> None:
+        """The bridge took back a batch this subscriber raised on (and those after it). Default:
+        ask again (the records are redelivered), unless that already happened ``redeliveries``
+        times in a row: then stop requesting."""
+        self.log.warning(
+            "record_batch_rejected",
+            failed_seq=message.failed_seq,
+            error=str(message.error),
+            in_a_row=self.rejections_in_a_row,
+        )
+        if self.rejections_in_a_row > self.redeliveries:
+            self.log.error("stream_stopped_after_redeliveries", error=str(message.error))
+            self.requesting = False
+            self._owed = self.window
+            return
+        if self.requesting:
+            self.request(self.window)
+        else:
+            self._owed = self.window
+
     def on_other(self, message: Any, sender: Any) -> None:
         """Messages the protocol does not know (a subclass's own control messages)."""
 
@@ -109,7 +153,8 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
 
     def request(self, n: int) -> None:
         if n > 0 and self.bridge is not None:
-            self.send(self.bridge, Request(n))
+            self._acked_seq = self._handled_seq
+            self.send(self.bridge, Request(n, self._handled_seq))
 
     def processed(self, positions: dict[TopicPartition, int]) -> None:
         """Record ``positions`` (next offset per partition) as processed."""
@@ -146,21 +191,94 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
     # -- dispatch ------------------------------------------------------------------------------
 
     def receiveMessage(self, message: Any, sender: Any) -> None:
+        if isinstance(message, PoisonMessage):
+            self._on_poison(message)
+            return
+        if isinstance(message, BatchRejected):
+            self._on_rejected(message)
+            return
         seq = getattr(message, "seq", 0)
         if not isinstance(seq, int) or seq <= 0:
             self._handle(message, sender)
             return
-        if seq != self._next_seq:
+        if seq != self._next_seq or self._failed_seq:
             if seq > self._next_seq:
                 self.reordered += 1
                 self._early[seq] = (message, sender)
             return  # seq below: a duplicate
-        self._handle(message, sender)
-        self._next_seq += 1
-        while self._next_seq in self._early:
-            early, early_sender = self._early.pop(self._next_seq)
-            self._handle(early, early_sender)
-            self._next_seq += 1
+        self._early[seq] = (message, sender)
+        self._drain()
+
+    def _drain(self) -> None:
+        """Handle the stream messages that are next in order, until one is missing or a batch
+        failed (then the stream waits for the bridge's BatchRejected)."""
+        while not self._failed_seq and self._next_seq in self._early:
+            seq = self._next_seq
+            message, sender = self._early.pop(seq)
+            if self._in_order(message, sender, seq):
+                self._next_seq += 1
+
+    def _in_order(self, message: Any, sender: Any, seq: int) -> bool:
+        """Handle one stream message; False when it is a batch that failed (not passed)."""
+        batch = isinstance(message, RecordBatch)
+        if batch and self._void[0] < seq < self._void[1]:
+            return True  # taken back by the bridge: it sends these records again
+        before = self._handled_seq
+        if batch:
+            self._handled_seq = seq
+        details = ""
+        for attempt in range(1, max(1, self.attempts) + 1):
+            try:
+                self._handle(message, sender)
+            except Exception:
+                details = traceback.format_exc()
+                self.log.warning(
+                    "stream_message_failed",
+                    kind=type(message).__name__,
+                    seq=seq,
+                    attempt=attempt,
+                    error=details.strip().splitlines()[-1],
+                )
+                continue
+            if batch:
+                self.rejections_in_a_row = 0
+                if self._acked_seq < seq:
+                    self._acked_seq = seq
+                    self.send(sender, Handled(seq))
+            return True
+        # Given up: back to the bridge, as Thespian itself returns what an actor raised on.
+        self.send(sender, PoisonMessage(message, details))
+        if not batch:
+            return True  # a rebalance notification: the bridge acknowledges it with the error
+        self._handled_seq = before
+        self._failed_seq = seq
+        self.rejections_in_a_row += 1
+        return False
+
+    def _on_rejected(self, message: BatchRejected) -> None:
+        if not self._failed_seq or message.failed_seq != self._failed_seq:
+            self.log.info("batch_rejected_unexpected", failed_seq=message.failed_seq)
+            return
+        self._failed_seq = 0
+        self._next_seq = message.failed_seq + 1
+        self._void = (message.failed_seq, message.resume_seq)
+        self.on_batch_rejected(message)
+        self._drain()
+
+    def _on_poison(self, message: PoisonMessage) -> None:
+        """A request of ours the bridge raised on (Thespian returned it): a typed error."""
+        poison = message.poisonMessage
+        kind = type(poison).__name__
+        lines = str(message.details or "").strip().splitlines()
+        cause = lines[-1] if lines else "no details"
+        error = ErrorInfo.of(BridgeRequestFailedError(f"the bridge raised on {kind}: {cause}"))
+        self.log.warning("request_returned_by_bridge", kind=kind, error=str(error))
+        if isinstance(poison, Commit):
+            waiter = self._commit_waiters.pop(poison.request_id, None)
+            if waiter is not None:
+                waiter(CommitFailed(poison.request_id, error))
+        else:
+            self.on_stream_error(StreamError(error))
 
     def _handle(self, message: Any, sender: Any) -> None:
         if isinstance(message, RecordBatch):

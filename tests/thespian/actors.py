@@ -6,14 +6,18 @@ multiprocTCPBase; every message is a picklable frozen dataclass.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.thespian import (
+    BatchRejected,
+    Commit,
     CommitFailed,
     CommitOk,
+    KafkaBridge,
     PartitionsAssigned,
     PartitionsLost,
     PartitionsRevoked,
@@ -31,6 +35,7 @@ class SetMode:
     window: int
     replenish: bool = True
     ack_revocations: bool = True  # False: never acknowledge a revocation (nor commit in it)
+    delay_ms: float = 0.0  # time spent on each batch (a subscriber slower than the bridge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,16 @@ class CommitProcessed:
 @dataclass(frozen=True, slots=True)
 class GetState:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class GetCount:
+    """How many records so far (cheaper than GetState with many records)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    records: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +95,7 @@ class RecordingSubscriber(StreamSubscriber):
         self.commits: list[CommitOk | CommitFailed] = []
         self.acks: list[int] = []
         self.errors: list[str] = []
+        self.delay_ms = 0.0
 
     def request(self, n: int) -> None:
         if n > 0:
@@ -87,6 +103,8 @@ class RecordingSubscriber(StreamSubscriber):
         super().request(n)
 
     def on_batch(self, message: RecordBatch) -> None:
+        if self.delay_ms:
+            time.sleep(self.delay_ms / 1000)
         size = len(message.records)
         self.over_demand = max(self.over_demand, size - self.outstanding)
         self.outstanding -= size
@@ -136,11 +154,14 @@ class RecordingSubscriber(StreamSubscriber):
             self.window = message.window
             self.replenish = message.replenish
             self.ack_revocations = message.ack_revocations
+            self.delay_ms = message.delay_ms
         elif isinstance(message, Resume):
             self.replenish = True
             self.request(message.n)
         elif isinstance(message, CommitProcessed):
             self.commit(None, self.commits.append)
+        elif isinstance(message, GetCount):
+            self.send(sender, Count(len(self.records)))
         elif isinstance(message, GetState):
             self.send(
                 sender,
@@ -156,3 +177,90 @@ class RecordingSubscriber(StreamSubscriber):
                     reordered=self.reordered,
                 ),
             )
+
+
+# -- failures -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FailOn:
+    """``process`` raises on a batch holding one of ``records`` ((partition, offset)), the
+    first ``times`` times it sees that record (``times`` < 0: always)."""
+
+    records: frozenset[tuple[int, int]]
+    times: int
+
+
+@dataclass(frozen=True, slots=True)
+class StopFailing:
+    """Stop failing and start requesting again (after the subscriber stopped)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlakyState:
+    processed: tuple[ConsumerRecord, ...]
+    failures: int  # times process raised
+    rejections: tuple[BatchRejected, ...]
+    requesting: bool
+    positions: dict[TopicPartition, int]
+    commits: tuple[CommitOk | CommitFailed, ...]
+
+
+class FlakySubscriber(StreamSubscriber):
+    """A StreamSubscriber (its default failure handling) whose ``process`` raises on chosen
+    records; keeps what it processed (only batches whose ``process`` returned)."""
+
+    window = 400
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fail_on: dict[tuple[int, int], int] = {}
+        self.done: list[ConsumerRecord] = []
+        self.failures = 0
+        self.rejections: list[BatchRejected] = []
+        self.commits: list[CommitOk | CommitFailed] = []
+
+    def process(self, records: tuple[ConsumerRecord, ...]) -> None:
+        for record in records:
+            key = (record.partition, record.offset)
+            left = self.fail_on.get(key, 0)
+            if left:
+                self.fail_on[key] = left - 1
+                self.failures += 1
+                raise RuntimeError(f"cannot process offset {record.offset} of {record.partition}")
+        self.done.extend(records)
+
+    def on_batch_rejected(self, message: BatchRejected) -> None:
+        self.rejections.append(message)
+        super().on_batch_rejected(message)
+
+    def on_other(self, message: Any, sender: Any) -> None:
+        if isinstance(message, FailOn):
+            self.fail_on = {key: message.times for key in message.records}
+        elif isinstance(message, StopFailing):
+            self.fail_on = {}
+            self.resume_requesting()
+        elif isinstance(message, CommitProcessed):
+            self.commit(None, self.commits.append)
+        elif isinstance(message, GetState):
+            self.send(
+                sender,
+                FlakyState(
+                    processed=tuple(self.done),
+                    failures=self.failures,
+                    rejections=tuple(self.rejections),
+                    requesting=self.requesting,
+                    positions=dict(self.positions),
+                    commits=tuple(self.commits),
+                ),
+            )
+
+
+class CommitRaisingBridge(KafkaBridge):
+    """A bridge whose handling of Commit raises out of receiveMessage (as a bug would): Thespian
+    retries it, then returns it to the sender as PoisonMessage."""
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        if isinstance(message, Commit):
+            raise RuntimeError("commit handler broken")
+        super().receiveMessage(message, sender)

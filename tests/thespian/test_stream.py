@@ -9,13 +9,17 @@ import pytest
 from kafka_actors.errors import NotCoordinatorError
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+from kafka_actors.thespian.errors import SubscriberFailedError
 from kafka_actors.thespian.messages import (
+    BatchRejected,
     BridgeStats,
     CommitFailed,
     CommitOk,
     ErrorInfo,
+    Handled,
     PartitionsRevoked,
     RecordBatch,
+    Request,
 )
 from kafka_actors.thespian.stream import DemandStream, record_size
 
@@ -47,15 +51,72 @@ def test_fetch_only_when_buffer_drained_and_demand_remains() -> None:
     assert s.demand == 2 and s.wants_fetch
 
 
-def test_take_respects_limit_order_and_tracks_delivered_positions() -> None:
+def test_take_respects_limit_order_and_acknowledged_positions_count_as_delivered() -> None:
     s = DemandStream()
     s.add([rec(0, 0), rec(1, 10), rec(0, 1), rec(1, 11)])
     s.request(10)
     first = s.take(limit=3)
     assert [(r.partition, r.offset) for r in first] == [(0, 0), (1, 10), (0, 1)]
-    assert s.delivered == {TopicPartition("t", 0): 2, TopicPartition("t", 1): 11}
-    assert [r.offset for r in s.take()] == [11]
+    positions = s.sent(1, first)
+    assert positions == {TopicPartition("t", 0): 2, TopicPartition("t", 1): 11}
+    assert s.delivered == {}  # sent is not delivered until the subscriber acknowledges
+    second = s.take()
+    assert [r.offset for r in second] == [11]
+    s.sent(2, second)
     assert s.delivered_records == 4 and s.demand == 6
+    assert s.acknowledge(1) == 1
+    assert s.delivered == {TopicPartition("t", 0): 2, TopicPartition("t", 1): 11}
+    assert s.acknowledge(2) == 1
+    assert s.delivered == {TopicPartition("t", 0): 2, TopicPartition("t", 1): 12}
+    assert s.acknowledge(2) == 0  # cumulative and idempotent
+
+
+def test_window_of_batches_in_flight_whatever_the_demand() -> None:
+    s = DemandStream(max_in_flight=3)
+    s.request(10_000_000)
+    s.add([rec(0, i) for i in range(100)])
+    seq = 0
+    while s.can_send:
+        batch = s.take(limit=10)
+        seq += 1
+        s.sent(seq, batch)
+    assert seq == 3 and s.in_flight == 3 and s.buffered_records == 70
+    assert not s.wants_fetch  # records wait in the buffer: no fetching beyond one poll
+    assert s.acknowledge(2) == 2 and s.can_send and s.in_flight == 1
+    assert s.delivered == {TopicPartition("t", 0): 20}
+    with pytest.raises(ValueError):
+        DemandStream(max_in_flight=0)
+
+
+def test_rejected_batch_and_later_ones_rewind_to_their_first_offsets() -> None:
+    s = DemandStream()
+    s.request(100)
+    s.add([rec(0, 0), rec(0, 1), rec(1, 0), rec(0, 2), rec(1, 1), rec(2, 5), rec(0, 3)])
+    s.sent(1, s.take(limit=2))  # p0 0..1
+    b2 = s.take(limit=2)  # p1 0, p0 2
+    s.sent(2, b2)
+    s.sent(3, s.take(limit=2))  # p1 1, p2 5
+    s.acknowledge(1)
+    assert s.buffered_records == 1  # p0 3
+    rewound = s.reject(2, b2)
+    t0, t1, t2 = (TopicPartition("t", p) for p in range(3))
+    assert rewound == {t0: 2, t1: 0, t2: 5}
+    assert s.in_flight == 0 and s.demand == 0
+    assert s.buffered_records == 0  # p0 3 follows the rewind point of p0
+    assert s.delivered == {t0: 2}  # batch 1 only
+    assert s.rejected_batches == 1
+
+
+def test_reject_pulls_back_positions_acknowledged_before_processing() -> None:
+    s = DemandStream()
+    s.request(10)
+    s.add([rec(0, 4), rec(0, 5)])
+    batch = s.take()
+    s.sent(7, batch)
+    s.acknowledge(7)  # a subscriber that acknowledged on receipt, then raised
+    assert s.delivered == {TopicPartition("t", 0): 6}
+    assert s.reject(7, batch) == {TopicPartition("t", 0): 4}
+    assert s.delivered == {TopicPartition("t", 0): 4}
 
 
 def test_buffered_bytes_follow_add_take_drop() -> None:
@@ -73,11 +134,16 @@ def test_buffered_bytes_follow_add_take_drop() -> None:
 
 def test_drop_forgets_delivered_positions_of_revoked_partitions() -> None:
     s = DemandStream()
-    s.request(2)
+    s.request(4)
     s.add([rec(0, 0), rec(1, 0)])
-    s.take()
+    s.sent(1, s.take())
+    s.acknowledge(1)
+    s.add([rec(0, 1), rec(1, 1)])
+    s.sent(2, s.take())
     s.drop([TopicPartition("t", 0)])
     assert s.delivered == {TopicPartition("t", 1): 1}
+    s.acknowledge(2)  # the batch in flight no longer speaks for the revoked partition
+    assert s.delivered == {TopicPartition("t", 1): 2}
 
 
 def test_request_must_be_positive() -> None:
@@ -93,6 +159,9 @@ def test_messages_pickle() -> None:
         CommitFailed(4, ErrorInfo.of(NotCoordinatorError("moved"))),
         PartitionsRevoked(frozenset({tp}), 9),
         BridgeStats(0, 0, 0, 0, 0, (tp,), (tp,), 0, 0, 0, 0),
+        BatchRejected(3, 9, {tp: 5}, ErrorInfo.of(SubscriberFailedError("raised"))),
+        Handled(4),
+        Request(10, 3),
     ]
     for message in messages:
         assert pickle.loads(pickle.dumps(message)) == message
