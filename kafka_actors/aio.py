@@ -584,6 +584,8 @@ class AsyncKafkaConsumer:
                     raise
             last = taken[-1]
             self._consumed[tp] = last
+            if tp not in self._buffer and buffered.end is not None:
+                subs.advance_consumed(tp, buffered.end)  # all it collected is returned
             if safe is not None:
                 safe.handed_out(tp, last.offset + 1)
             out[tp] = taken
@@ -617,6 +619,8 @@ class AsyncKafkaConsumer:
                     self._buffer.setdefault(tp, buffered)
                     raise
             self._consumed[tp] = record
+            if tp not in self._buffer and buffered.end is not None:
+                subs.advance_consumed(tp, buffered.end)  # all it collected is returned
             safe = self._ctx.safe_commits
             if safe is not None:
                 safe.handed_out(tp, record.offset + 1)
@@ -642,11 +646,13 @@ class AsyncKafkaConsumer:
     def _consumed_offsets(
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """What the application consumed: positions minus the records still buffered here."""
+        """What the application consumed: the first record still buffered here, else the
+        consumed position (moved as a partition's buffer is returned in full, never by a
+        collect whose records are still on their way to this buffer)."""
         subs = self._ctx.subscriptions
         owned = subs.assigned_partitions()
         wanted = owned if partitions is None else [tp for tp in partitions if tp in owned]
-        positions = subs.all_consumed()
+        consumed = subs.all_consumed()
         out: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp in wanted:
             buffered = self._buffer.get(tp)
@@ -655,8 +661,8 @@ class AsyncKafkaConsumer:
                 last = self._consumed.get(tp)
                 epoch = last.leader_epoch if last is not None else first.leader_epoch
                 out[tp] = OffsetAndMetadata(first.offset, "", epoch)
-            elif tp in positions:
-                out[tp] = positions[tp]
+            elif tp in consumed:
+                out[tp] = consumed[tp]
         return out
 
     # -- commits ------------------------------------------------------------------------------

@@ -454,37 +454,62 @@ class KafkaConsumer:
     ) -> ConsumerRecords:
         """Deserialize, and hand out only records of partitions still owned and fetchable;
         the position of a partition paused or being revoked since the fetch actor handed its
-        records out is moved back (compare-and-set), so nothing is skipped."""
-        subs = self._ctx.subscriptions
+        records out is moved back (compare-and-set), so nothing is skipped. The consumed
+        position of a partition moves past its records only here, as they are returned: an
+        auto-commit or a commit before a revocation never covers records not returned."""
         kd, vd = self._key_deserializer, self._value_deserializer
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         for tp, recs in records.items():
             if not recs:
                 continue
-            with subs._lock:
-                state = subs.partition_state(tp)
-                if state is None:
-                    continue  # not owned any more: nothing to rewind
-                if not state.is_fetchable:
-                    new = positions.get(tp)
-                    if state.position is not None and new is not None and (
-                        state.position.offset == new.offset
-                    ):
-                        first = recs[0]
-                        leader = state.position.current_leader
-                        subs.seek(tp, FetchPosition(first.offset, None, leader))
-                    continue
             if kd is None and vd is None:
-                out[tp] = list(recs)
-            else:
-                out[tp] = [
-                    r._replace(
-                        key=kd(r.key) if kd is not None else r.key,
-                        value=vd(r.value) if vd is not None else r.value,
-                    )
-                    for r in recs
-                ]
+                if self._keep(tp, recs, positions, consume=True):
+                    out[tp] = list(recs)
+                continue
+            if not self._keep(tp, recs, positions, consume=False):
+                continue
+            batch = [
+                r._replace(
+                    key=kd(r.key) if kd is not None else r.key,
+                    value=vd(r.value) if vd is not None else r.value,
+                )
+                for r in recs
+            ]
+            if self._keep(tp, recs, positions, consume=True):
+                out[tp] = batch
         return ConsumerRecords(out)
+
+    def _keep(
+        self,
+        tp: TopicPartition,
+        recs: tuple[ConsumerRecord, ...],
+        positions: Mapping[TopicPartition, FetchPosition],
+        *,
+        consume: bool,
+    ) -> bool:
+        """True when ``tp`` is still owned and fetchable (then, with ``consume``, its consumed
+        position moves to where the fetch actor moved its position); else its position moves
+        back to the first of ``recs`` when still where the fetch actor left it."""
+        subs = self._ctx.subscriptions
+        new = positions.get(tp)
+        with subs._lock:
+            state = subs.partition_state(tp)
+            if state is None:
+                return False  # not owned any more: nothing to rewind
+            at_new = (
+                state.position is not None
+                and new is not None
+                and state.position.offset == new.offset
+            )
+            if not state.is_fetchable:
+                if at_new and state.position is not None:
+                    subs.seek(
+                        tp, FetchPosition(recs[0].offset, None, state.position.current_leader)
+                    )
+                return False
+            if consume and at_new and new is not None:
+                subs.advance_consumed(tp, new)
+            return True
 
     def _update_positions(self, trace: str) -> None:
         """Give every assigned partition a position: committed offsets (group) first, then

@@ -85,7 +85,9 @@ Choices (Java's behaviour unless said otherwise), in one place:
   auto-commit off the reply is immediate (nothing committed).
 * **"All consumed"** commits use the :class:`SubscriptionState` snapshot taken when the request
   is made, so a partition no longer owned is never committed by them; explicit offsets may
-  name any partition (as Java).
+  name any partition (as Java). The snapshot holds the *consumed* positions (what the front
+  ends returned to the application), not the fetch positions: records collected but not yet
+  returned, or dropped because their partition is being revoked, are never committed.
 * **OffsetFetch** asks for stable offsets (``require_stable``) from v7, retries
   COORDINATOR_LOAD_IN_PROGRESS, the coordinator errors, UNSTABLE_OFFSET_COMMIT, other
   retriable errors and (consumer protocol, member still in the group) STALE_MEMBER_EPOCH

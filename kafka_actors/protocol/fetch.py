@@ -1160,7 +1160,9 @@ class FetchManager:
         Only partitions assigned, fetchable and at the offset the buffered data continues are
         served; other data is discarded (stale), except that of paused partitions, which is
         kept until they are resumed. Positions advance in SubscriptionState as records are
-        handed out (atomically: a concurrent seek wins and the records are dropped).
+        handed out (atomically: a concurrent seek wins and the records are dropped); consumed
+        positions do not (the front end moves them as it returns the records), except over
+        batches without records when nothing before them waits to be returned.
         """
         limit = self._config.max_poll_records if max_records is None else max_records
         if limit <= 0:
@@ -1210,6 +1212,8 @@ class FetchManager:
                 new_position = replace(new_position, current_leader=state.position.current_leader)
             if new_position is not None:
                 if self._subs.advance_position(cf.tp, cf.next_offset, new_position):
+                    if not taken:  # nothing to return: the consumed position may follow
+                        self._subs.advance_consumed(cf.tp, new_position, from_offset=cf.next_offset)
                     cf.next_offset = new_position.offset
                     cf.last_epoch = new_position.offset_epoch
                     positions[cf.tp] = new_position

@@ -4,11 +4,21 @@ Owns: :class:`SubscriptionState` — the subscription type (topics, pattern, use
 subscribed topics / pattern, the assigned partitions in assignment order, and per assigned
 partition a :class:`TopicPartitionState`: fetch state (initializing, fetching, awaiting reset,
 awaiting validation), position (:class:`FetchPosition`: offset, the leader epoch of the record
-before it, the current leader), paused, pending revocation (cooperative / KIP-848), pending the
-onPartitionsAssigned callback (KIP-848), the reset strategy awaited, retry backoff of resets and
-validations, high watermark, last stable offset, log start offset, preferred read replica with
-its expiry (KIP-392), and "end of partition" tracking. An ``assignment_id`` grows on every
-assignment change so data fetched for an older assignment can be recognised.
+before it, the current leader), the consumed position (see below), paused, pending revocation
+(cooperative / KIP-848), pending the onPartitionsAssigned callback (KIP-848), the reset strategy
+awaited, retry backoff of resets and validations, high watermark, last stable offset, log start
+offset, preferred read replica with its expiry (KIP-392), and "end of partition" tracking. An
+``assignment_id`` grows on every assignment change so data fetched for an older assignment can
+be recognised.
+
+Position and consumed position: the fetch manager moves the *position* when it hands records
+to a front end (:meth:`SubscriptionState.advance_position`); the front end moves the
+*consumed* position when it returns them to the application
+(:meth:`SubscriptionState.advance_consumed`); a seek, reset or validation sets both. "All
+consumed" commits (:meth:`SubscriptionState.all_consumed`: auto-commit, the commit before a
+revocation, ``commit_sync()`` without offsets) use the consumed position, so that they never
+cover records collected but not (or never, when their partition is being revoked) returned to
+the application: Java commits what poll() returned, never more.
 
 Modelled on the Java client's ``SubscriptionState`` (facts only). It is the one mutable object
 shared by reference between the facade and the fetch, commit, offsets and membership actors:
@@ -139,6 +149,9 @@ class TopicPartitionState:
 
     fetch_state: FetchState = FetchState.INITIALIZING
     position: FetchPosition | None = None
+    #: Where the application stands: records before it were returned to it (or skipped by a
+    #: seek or reset); never past ``position``. What "all consumed" commits commit.
+    consumed: FetchPosition | None = None
     high_watermark: int | None = None
     last_stable_offset: int | None = None
     log_start_offset: int | None = None
@@ -424,6 +437,7 @@ class SubscriptionState:
                 tp,
                 fetch_state=FetchState.FETCHING,
                 position=position,
+                consumed=position,
                 reset_strategy=None,
                 next_retry_time_ms=None,
                 end_of_partition_reported=False,
@@ -444,6 +458,7 @@ class SubscriptionState:
                 tp,
                 fetch_state=state,
                 position=position,
+                consumed=position,
                 reset_strategy=None,
                 next_retry_time_ms=None,
                 end_of_partition_reported=False,
@@ -462,6 +477,7 @@ class SubscriptionState:
                 state,
                 fetch_state=FetchState.FETCHING,
                 position=position if position is not None else state.position,
+                consumed=position if position is not None else state.consumed,
                 next_retry_time_ms=None,
             )
             return True
@@ -505,6 +521,30 @@ class SubscriptionState:
             if new_position.current_leader == NO_LEADER:
                 new_position = replace(new_position, current_leader=state.position.current_leader)
             self._assignment[tp] = replace(state, position=new_position)
+            return True
+
+    def advance_consumed(
+        self, tp: TopicPartition, consumed: FetchPosition, *, from_offset: int | None = None
+    ) -> bool:
+        """The application received the records before ``consumed`` (a front end returned
+        them). Never past the position; with ``from_offset``, only if the consumed position is
+        still there (a collect that moved the position over batches without records, such as
+        transaction markers, moves the consumed position along only when nothing before them
+        waits to be returned). False (nothing changed) when not applied."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if (
+                state is None
+                or not state.has_valid_position
+                or state.position is None
+                or consumed.offset > state.position.offset
+            ):
+                return False
+            if from_offset is not None and (
+                state.consumed is None or state.consumed.offset != from_offset
+            ):
+                return False
+            self._assignment[tp] = replace(state, consumed=consumed)
             return True
 
     def update_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> None:
@@ -570,6 +610,7 @@ class SubscriptionState:
             fetch_state=FetchState.AWAIT_RESET,
             reset_strategy=strategy,
             position=None,
+            consumed=None,
             next_retry_time_ms=None,
             end_of_partition_reported=False,
         )
@@ -684,12 +725,13 @@ class SubscriptionState:
     # -- commits ---------------------------------------------------------------------------
 
     def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Positions of partitions with a valid position, as offsets to commit."""
+        """Consumed positions (what the application received, see the module docstring) of
+        partitions with a valid position, as offsets to commit."""
         with self._lock:
             return {
-                tp: OffsetAndMetadata(s.position.offset, "", s.position.offset_epoch)
+                tp: OffsetAndMetadata(s.consumed.offset, "", s.consumed.offset_epoch)
                 for tp, s in self._assignment.items()
-                if s.has_valid_position and s.position is not None
+                if s.has_valid_position and s.consumed is not None
             }
 
     # -- broker-reported offsets, lag ------------------------------------------------------
