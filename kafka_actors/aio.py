@@ -9,11 +9,17 @@ on those positions), and rebalance listeners that may be coroutines.
 
 How the loop is never blocked
 -----------------------------
-* Records come from the fetch actor by a :class:`~kafka_actors.actors.managers.CollectEvent`
-  carrying a future; its completion is moved onto the loop by ``call_soon_threadsafe`` and
-  deposits the records in this consumer's buffer, whether or not the coroutine that asked is
-  still waiting: a cancelled ``getmany`` (or one cut short by ``asyncio.timeout``) loses
-  nothing, the next call returns those records.
+* Records are collected on the loop's thread, as ``KafkaConsumer.poll`` collects on its own
+  (no actor round trip), when the fetch actor's lock is free at once and the compiled decoder
+  is in use (decoding one response then takes a few ms); they go into this consumer's buffer
+  before anything is awaited. Otherwise they come from the fetch actor by a
+  :class:`~kafka_actors.actors.managers.CollectEvent` carrying a future; its completion is
+  moved onto the loop by ``call_soon_threadsafe`` and deposits the records in the buffer,
+  whether or not the coroutine that asked is still waiting. Either way a cancelled
+  ``getmany`` (or one cut short by ``asyncio.timeout``) loses nothing: the next call returns
+  those records.
+* A call that finds records ready at once gives the loop a turn first (``asyncio.sleep(0)``)
+  when it has not had one for 5 ms, so a consumer with a backlog does not starve other tasks.
 * The actors' :class:`~kafka_actors.actors.context.AppSignal` has an observer that wakes the
   loop (coalesced ``call_soon_threadsafe``) when a fetch buffered data, a background event
   (rebalance callback, error) arrived or a future completed; waiting coroutines re-check.
@@ -52,7 +58,6 @@ import concurrent.futures
 import inspect
 import re
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
@@ -85,6 +90,7 @@ from kafka_actors.errors import (
     KafkaTimeoutError,
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
+from kafka_actors.protocol import records as _records
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
@@ -98,17 +104,40 @@ _log = get_logger("aio")
 _REVOKED: Final = "on_partitions_revoked"
 _ASSIGNED: Final = "on_partitions_assigned"
 _LOST: Final = "on_partitions_lost"
+#: A call that finds records ready lets the loop run other tasks first when it has not had
+#: a turn for this long.
+_LOOP_TURN_S: Final = 0.005
 
 
 class _Buffered:
-    """Records of one partition collected but not yet returned, and the position the fetch
-    actor moved the partition to when it handed them out (to move it back, compare-and-set)."""
+    """Records of one partition collected but not yet returned (``records[start:]``: taking
+    a batch is a list slice, not a Python step per record), and the position the fetch actor
+    moved the partition to when it handed them out (to move it back, compare-and-set)."""
 
-    __slots__ = ("end", "records")
+    __slots__ = ("end", "records", "start")
 
     def __init__(self) -> None:
-        self.records: deque[ConsumerRecord] = deque()
+        self.records: list[ConsumerRecord] = []
+        self.start = 0
         self.end: FetchPosition | None = None
+
+    def __len__(self) -> int:
+        return len(self.records) - self.start
+
+    def first(self) -> ConsumerRecord:
+        return self.records[self.start]
+
+    def add(self, records: Iterable[ConsumerRecord]) -> None:
+        if self.start:
+            del self.records[: self.start]
+            self.start = 0
+        self.records.extend(records)
+
+    def take(self, limit: int) -> list[ConsumerRecord]:
+        start = self.start
+        taken = self.records[start : start + limit]
+        self.start = start + len(taken)
+        return taken
 
 
 class _LoopListener(ConsumerRebalanceListener):
@@ -189,6 +218,9 @@ class AsyncKafkaConsumer:
         self._collect_retry_at: float | None = None
         #: Records per collect: a few polls' worth per round trip to the fetch actor.
         self._collect_size = max(2000, 4 * cfg.max_poll_records)
+        self._collect_on_loop = _records.IMPLEMENTATION != "python"
+        #: When the loop last had a turn during a call (see ``_get``).
+        self._turn_at = 0.0
         self._poll_event_due = 0.0
         self._poll_event_sent_for: str | None = None
         self._errors: list[BaseException] = []
@@ -382,6 +414,12 @@ class AsyncKafkaConsumer:
         self, wanted: frozenset[TopicPartition], limit: int, deadline: float
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         self._bind()
+        if time.monotonic() - self._turn_at >= _LOOP_TURN_S:
+            # Records ready at every call would never let the loop run its other tasks (a
+            # consumer with a backlog would starve them): give it a turn now and then, before
+            # anything is taken (a cancellation here loses nothing).
+            await asyncio.sleep(0)
+            self._turn_at = time.monotonic()
         facade = self._facade
         facade.ensure_open()
         ctx = self._ctx
@@ -408,12 +446,15 @@ class AsyncKafkaConsumer:
                     self._empty_at_generation is None
                     or self._empty_at_generation != ctx.fetch_generation
                 ):
+                    if self._collect_now():
+                        continue
                     self._start_collect(trace)
                 done = self._collect_done
                 if done is not None and not done.done():
                     # A collect is bounded (the fetch actor answers at once): wait for it even
                     # past the deadline, so that its records are returned now.
                     await asyncio.shield(done)
+                    self._turn_at = time.monotonic()
                     continue
                 if time.monotonic() >= deadline:
                     return {}
@@ -425,6 +466,7 @@ class AsyncKafkaConsumer:
                         continue
                     wake_by = min(wake_by, retry_at)
                 await self._wait_wake(min(deadline, wake_by))
+                self._turn_at = time.monotonic()
 
     def _send_poll_event(self, trace: str) -> float:
         """Tell the membership manager the application polls (its poll timer, the join):
@@ -444,16 +486,41 @@ class AsyncKafkaConsumer:
             self._poll_event_due = now + interval
         return self._poll_event_due
 
+    def _collect_now(self) -> bool:
+        """Collect on the loop's thread, as ``KafkaConsumer.poll`` does on its own, when the
+        fetch actor's lock is free (else the caller asks the actor: the loop never waits for
+        it). True when records (or none) were deposited; False: ask the actor.
+
+        Only with the compiled decoder: decoding happens at collect, a whole response of a
+        partition at once, which the compiled decoder does in a few ms (about what the same
+        decoding on the fetch actor's thread would keep the loop from the GIL anyway); pure
+        Python takes ten times as long, and on the actor's thread gives the GIL back to the
+        loop every switch interval."""
+        if not self._collect_on_loop:
+            return False
+        try_collect = self._ctx.fetch_try_collector
+        if try_collect is None:
+            return False
+        generation = self._ctx.fetch_generation
+        ran, result = try_collect(self._collect_size)
+        if not ran or result is None:
+            return False
+        self._deposit_result(result, generation)
+        return True
+
     def _prefetch(self, trace: str) -> None:
         """Ask the fetch actor for more before this buffer runs dry, so that the next call
-        finds records here instead of waiting for the round trip."""
+        finds records here instead of waiting for the round trip (not when the next call can
+        collect on the loop's thread: a round trip then only adds thread switches)."""
         if self._collecting is not None or self._collect_retry_at is not None:
+            return
+        if self._collect_on_loop and self._ctx.fetch_try_collector is not None:
             return
         if self._empty_at_generation == self._ctx.fetch_generation:
             return  # the last collect found nothing and nothing arrived since
         buffered = 0
         for b in self._buffer.values():
-            buffered += len(b.records)
+            buffered += len(b)
             if buffered >= self._collect_size // 2:
                 return
         self._start_collect(trace)
@@ -509,7 +576,9 @@ class AsyncKafkaConsumer:
                 self._empty_at_generation = generation
                 self._collect_retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000.0
             return
-        result = future.result()
+        self._deposit_result(future.result(), generation)
+
+    def _deposit_result(self, result: Any, generation: int) -> None:
         if result is None or not result.records:
             self._empty_at_generation = generation
             if result is not None and result.error is not None:
@@ -538,7 +607,7 @@ class AsyncKafkaConsumer:
             buffered = self._buffer.get(tp)
             if buffered is None:
                 buffered = self._buffer[tp] = _Buffered()
-            buffered.records.extend(records)
+            buffered.add(records)
             buffered.end = end
 
     def _take(
@@ -561,11 +630,8 @@ class AsyncKafkaConsumer:
                 self._drop(tp, rewind=state is not None)
                 continue
             buffered = self._buffer.pop(tp)
-            records = buffered.records
-            if len(records) <= limit:
-                taken = list(records)
-            else:
-                taken = [records.popleft() for _ in range(limit)]
+            taken = buffered.take(limit)
+            if len(buffered):
                 self._buffer[tp] = buffered  # to the end: the next call starts elsewhere
             if kd is not None or vd is not None:
                 try:
@@ -577,10 +643,8 @@ class AsyncKafkaConsumer:
                         for r in taken
                     ]
                 except BaseException:
-                    if tp in self._buffer:
-                        records.extendleft(reversed(taken))
-                    else:
-                        self._buffer[tp] = buffered
+                    buffered.start -= len(taken)  # still the records taken: put them back
+                    self._buffer.setdefault(tp, buffered)
                     raise
             last = taken[-1]
             self._consumed[tp] = last
@@ -603,9 +667,9 @@ class AsyncKafkaConsumer:
             state = subs.partition_state(tp)
             if state is None or not state.is_fetchable:
                 return None
-            records = buffered.records
-            record = records.popleft()
-            if not records:
+            record = buffered.records[buffered.start]
+            buffered.start += 1
+            if not len(buffered):
                 del self._buffer[tp]
             kd, vd = self._kd, self._vd
             if kd is not None or vd is not None:
@@ -615,7 +679,7 @@ class AsyncKafkaConsumer:
                         value=vd(record.value) if vd is not None else record.value,
                     )
                 except BaseException:
-                    records.appendleft(record)
+                    buffered.start -= 1
                     self._buffer.setdefault(tp, buffered)
                     raise
             self._consumed[tp] = record
@@ -631,7 +695,7 @@ class AsyncKafkaConsumer:
         """Forget the buffered records of ``tp``; ``rewind``: move its position back to the
         first of them (compare-and-set with the position they were handed out with)."""
         buffered = self._buffer.pop(tp, None)
-        if buffered is None or not buffered.records or not rewind:
+        if buffered is None or not len(buffered) or not rewind:
             return
         subs = self._ctx.subscriptions
         with subs._lock:
@@ -640,7 +704,7 @@ class AsyncKafkaConsumer:
             if state is None or state.position is None or end is None:
                 return
             if state.position.offset == end.offset:
-                first = buffered.records[0]
+                first = buffered.first()
                 subs.seek(tp, FetchPosition(first.offset, None, state.position.current_leader))
 
     def _consumed_offsets(
@@ -656,8 +720,8 @@ class AsyncKafkaConsumer:
         out: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp in wanted:
             buffered = self._buffer.get(tp)
-            if buffered is not None and buffered.records:
-                first = buffered.records[0]
+            if buffered is not None and len(buffered):
+                first = buffered.first()
                 last = self._consumed.get(tp)
                 epoch = last.leader_epoch if last is not None else first.leader_epoch
                 out[tp] = OffsetAndMetadata(first.offset, "", epoch)
@@ -754,8 +818,8 @@ class AsyncKafkaConsumer:
         with traced(trace):
             while True:
                 buffered = self._buffer.get(partition)
-                if buffered is not None and buffered.records:
-                    return buffered.records[0].offset
+                if buffered is not None and len(buffered):
+                    return buffered.first().offset
                 position = subs.valid_position(partition)
                 if position is not None:
                     return position.offset
@@ -1076,7 +1140,7 @@ class AsyncKafkaConsumer:
         ctx = self._ctx
         values: dict[str, Any] = dict(ctx.metrics.snapshot())
         values["assigned-partitions"] = float(ctx.subscriptions.num_assigned_partitions())
-        values["buffered-records"] = float(sum(len(b.records) for b in self._buffer.values()))
+        values["buffered-records"] = float(sum(len(b) for b in self._buffer.values()))
         return values
 
 

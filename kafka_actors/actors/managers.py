@@ -796,7 +796,8 @@ class FetchActor(ManagerActor):
     thread-safe FetchBuffer: every use of the manager, by this actor or by a collect, holds
     ``self.lock``, and a collect that drained buffered data tells this actor to send the next
     fetches. No actor round trip per poll; ``CollectEvent`` (an ask, or a told event with a
-    future) still works.
+    future) still works. :meth:`try_collect` (``ctx.fetch_try_collector``) is the same collect
+    for a caller that must not wait for the lock (the asyncio consumer's loop).
 
     Positions set from committed offsets carry their leader epoch and so await validation
     (KIP-320). This client does not send OffsetsForLeaderEpoch yet: such positions are
@@ -816,11 +817,14 @@ class FetchActor(ManagerActor):
         with self.lock:
             super().on_start()
         self.ctx.fetch_collector = self.collect_direct
+        self.ctx.fetch_try_collector = self.try_collect
 
     def _unpublish(self) -> None:
         self._ended = True
         if self.ctx.fetch_collector == self.collect_direct:
             self.ctx.fetch_collector = None
+        if self.ctx.fetch_try_collector == self.try_collect:
+            self.ctx.fetch_try_collector = None
 
     def on_stop(self) -> None:
         self._unpublish()
@@ -834,12 +838,24 @@ class FetchActor(ManagerActor):
         """Collect on the caller's thread (see the class docstring); None before the manager
         exists or after this incarnation ended."""
         with self.lock:
-            manager: FetchManager | None = self.manager
-            if manager is None or self._ended:
-                return None
-            result = self._collect(manager, max_records)
-            freed = manager.buffered_bytes < self._buffered_before
-        if freed:
+            return self._collect_locked(max_records)
+
+    def try_collect(self, max_records: int) -> tuple[bool, FetchResult | None]:
+        """:meth:`collect_direct` if this actor does not hold the lock now: (True, result);
+        else (False, None) at once (the caller asks with a ``CollectEvent`` instead)."""
+        if not self.lock.acquire(blocking=False):
+            return False, None
+        try:
+            return True, self._collect_locked(max_records)
+        finally:
+            self.lock.release()
+
+    def _collect_locked(self, max_records: int) -> FetchResult | None:
+        manager: FetchManager | None = self.manager
+        if manager is None or self._ended:
+            return None
+        result = self._collect(manager, max_records)
+        if manager.buffered_bytes < self._buffered_before:
             try:
                 self.actor_ref.tell(PositionsChangedEvent())  # poll: fetch what was drained
             except pykka.ActorDeadError:
