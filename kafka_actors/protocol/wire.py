@@ -292,56 +292,85 @@ class FrameDecoder:
     larger than ``max_frame_size`` raises FrameTooLargeError as soon as the prefix arrives, a
     negative one raises InvalidFrameError; after either the decoder stays failed and raises
     the same error on every later feed (the connection must be closed).
+
+    Each frame is copied once: sliced from the chunk that holds all of it, or joined from
+    views of the chunks it spans (a large Fetch response arrives in many reads), never
+    gathered in a growing buffer first.
     """
 
-    __slots__ = ("_buffer", "_error", "_expected", "max_frame_size")
+    __slots__ = ("_error", "_expected", "_have", "_head", "_parts", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         if max_frame_size < 0:
             raise ValueError("max_frame_size must be >= 0")
         self.max_frame_size = max_frame_size
-        self._buffer = bytearray()
+        #: Bytes of a size prefix split across reads.
+        self._head = b""
+        #: Size of the frame being received (its prefix read), else None.
         self._expected: int | None = None
+        #: Views of the received part of that frame, and their total length.
+        self._parts: list[memoryview] = []
+        self._have = 0
         self._error: ProtocolError | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as part of a frame."""
-        return len(self._buffer)
+        if self._expected is None:
+            return len(self._head)
+        return 4 + self._have
 
     @property
     def bytes_needed(self) -> int:
         """Bytes still missing to complete the next size prefix or frame (a read-size hint)."""
         if self._expected is None:
-            return 4 - len(self._buffer)
-        return self._expected + 4 - len(self._buffer)
+            return 4 - len(self._head)
+        return self._expected - self._have
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         if self._error is not None:
             raise self._error
-        self._buffer += data
+        if not isinstance(data, bytes):
+            data = bytes(data)  # the caller may reuse its buffer; views below must not change
         frames: list[bytes] = []
-        buffer = self._buffer
-        start = 0
-        available = len(buffer)
-        while True:
-            if self._expected is None:
-                if available - start < 4:
-                    break
-                size: int = _SIZE.unpack_from(buffer, start)[0]
+        pos = 0
+        total = len(data)
+        while pos < total:
+            expected = self._expected
+            if expected is None:
+                if not self._head and total - pos >= 4:
+                    size: int = _SIZE.unpack_from(data, pos)[0]
+                    pos += 4
+                else:
+                    head = self._head + data[pos : pos + 4 - len(self._head)]
+                    pos += len(head) - len(self._head)
+                    if len(head) < 4:
+                        self._head = head
+                        break
+                    self._head = b""
+                    size = _SIZE.unpack(head)[0]
                 if size < 0:
                     self._error = InvalidFrameError(f"Negative frame size {size}")
                     raise self._error
                 if size > self.max_frame_size:
                     self._error = FrameTooLargeError(size, self.max_frame_size)
                     raise self._error
-                self._expected = size
-            end = start + 4 + self._expected
-            if end > available:
-                break
-            frames.append(bytes(buffer[start + 4 : end]))
-            start = end
-            self._expected = None
-        if start:
-            del buffer[:start]
+                expected = self._expected = size
+            need = expected - self._have
+            if not self._have and total - pos >= need:
+                frames.append(data[pos : pos + need])  # all of it in this chunk
+                pos += need
+                self._expected = None
+                continue
+            take = min(need, total - pos)
+            if not take:
+                break  # the prefix ended this chunk
+            self._parts.append(memoryview(data)[pos : pos + take])
+            self._have += take
+            pos += take
+            if self._have == expected:
+                frames.append(b"".join(self._parts))
+                self._parts = []
+                self._have = 0
+                self._expected = None
         return frames

@@ -212,6 +212,43 @@ def test_frame_decoder_any_chunking(payloads: list[bytes], cuts: list[int]) -> N
     assert out == payloads
 
 
+@given(
+    payloads=st.lists(st.binary(max_size=300), max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=3000), max_size=10),
+)
+def test_frame_decoder_counts_what_it_holds(payloads: list[bytes], cuts: list[int]) -> None:
+    stream = frames_of(*payloads)
+    points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    for start, end in itertools.pairwise(points):
+        out += decoder.feed(stream[start:end])
+        held = end - sum(4 + len(f) for f in out)
+        assert decoder.buffered == held
+        if end < len(stream):
+            assert 0 < decoder.bytes_needed <= len(stream) - end
+
+
+def test_frame_decoder_copies_from_a_reused_buffer() -> None:
+    stream = frames_of(b"a" * 10, b"b" * 10)
+    decoder = FrameDecoder()
+    buffer = bytearray(stream[:20])  # the first frame and 6 bytes of the second
+    assert decoder.feed(buffer) == [b"a" * 10]
+    buffer[:] = b"\0" * len(buffer)  # the caller reads into the same buffer again
+    assert decoder.feed(bytearray(stream[20:])) == [b"b" * 10]
+
+
+def test_frame_decoder_large_frame_in_many_reads() -> None:
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    stream = frames_of(payload, b"tail")
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    for start in range(0, len(stream), 65_536):
+        out += decoder.feed(stream[start : start + 65_536])
+    assert out == [payload, b"tail"]
+    assert decoder.buffered == 0
+
+
 # -- Garbage in, typed errors out -----------------------------------------------------------------
 
 RESPONSE_TYPES = [
