@@ -14,10 +14,12 @@ two actors); a message that arrives early waits for its predecessors. Each handl
 Failures: a stream message whose handler raises is tried ``attempts`` times (2, as Thespian
 does), then returned to the bridge as Thespian's ``PoisonMessage``. For a record batch the
 stream waits for the bridge's :class:`BatchRejected` (the batch and those after it are void,
-the bridge sought back), then asks again: the records come again, ``redeliveries`` times in a
-row at most; after that the subscriber stops requesting (:meth:`resume_requesting` restarts),
-and :meth:`on_batch_rejected` says why. A request the bridge raised on comes back as a
-typed error: a :class:`CommitFailed` for a commit, :meth:`on_stream_error` otherwise.
+the bridge sought back), then asks again: the records come again, ``redeliveries`` times at
+most while a batch keeps failing at the same position (the same first offset of a partition,
+with no batch of that partition handled since); after that the subscriber stops requesting
+(:meth:`resume_requesting` restarts), and :meth:`on_batch_rejected` says why. A request the
+bridge raised on comes back as a typed error: a :class:`CommitFailed` for a commit,
+:meth:`on_stream_error` otherwise.
 
 Subclass it and override :meth:`process` (and any ``on_*`` hook). A batch counts as processed
 when :meth:`process` returns; a subclass that processes asynchronously overrides
@@ -55,6 +57,7 @@ from kafka_actors.thespian.messages import (
     StreamError,
     Subscribed,
 )
+from kafka_actors.thespian.stream import first_offsets
 
 __all__ = ["StreamSubscriber"]
 
@@ -68,7 +71,7 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
     window: int = 1000
     #: times a stream message's handler runs before it goes back to the bridge as poison
     attempts: int = 2
-    #: rejected batches in a row (nothing handled between) after which requesting stops
+    #: redeliveries of a batch failing at the same position, after which requesting stops
     redeliveries: int = 1
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -86,7 +89,10 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
         self._acked_seq = 0  # the last acknowledgement sent
         self._failed_seq = 0  # a batch returned as poison, awaiting the bridge's BatchRejected
         self._void: tuple[int, int] = (0, 0)  # record batches with seq in (lo, hi) are void
-        self.rejections_in_a_row = 0
+        #: per partition: the first offset of the last batch that failed, and how many times a
+        #: batch failed there (forgotten once a batch of the partition is handled)
+        self.failed_at: dict[TopicPartition, tuple[int, int]] = {}
+        self.rejections_at_position = 0  # the most failures at one position (last failure)
         self.log = get_logger("thespian_subscriber")
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -128,15 +134,15 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
 
     def on_batch_rejected(self, message: BatchRejected) -> None:
         """The bridge took back a batch this subscriber raised on (and those after it). Default:
-        ask again (the records are redelivered), unless that already happened ``redeliveries``
-        times in a row: then stop requesting."""
+        ask again (the records are redelivered), unless they were redelivered ``redeliveries``
+        times and failed at the same position again: then stop requesting."""
         self.log.warning(
             "record_batch_rejected",
             failed_seq=message.failed_seq,
             error=str(message.error),
-            in_a_row=self.rejections_in_a_row,
+            failures_at_position=self.rejections_at_position,
         )
-        if self.rejections_in_a_row > self.redeliveries:
+        if self.rejections_at_position > self.redeliveries:
             self.log.error("stream_stopped_after_redeliveries", error=str(message.error))
             self.requesting = False
             self._owed = self.window
@@ -241,7 +247,8 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
                 )
                 continue
             if batch:
-                self.rejections_in_a_row = 0
+                for tp in message.positions:
+                    self.failed_at.pop(tp, None)
                 if self._acked_seq < seq:
                     self._acked_seq = seq
                     self.send(sender, Handled(seq))
@@ -252,7 +259,13 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
             return True  # a rebalance notification: the bridge acknowledges it with the error
         self._handled_seq = before
         self._failed_seq = seq
-        self.rejections_in_a_row += 1
+        worst = 0
+        for tp, offset in first_offsets(message.records).items():
+            last, times = self.failed_at.get(tp, (-1, 0))
+            times = times + 1 if last == offset else 1
+            self.failed_at[tp] = (offset, times)
+            worst = max(worst, times)
+        self.rejections_at_position = worst
         return False
 
     def _on_rejected(self, message: BatchRejected) -> None:

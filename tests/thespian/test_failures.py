@@ -155,7 +155,10 @@ def test_record_that_always_fails_stops_the_stream_and_is_not_committed(
     )
     asys.listen(1.0)
     stopped = flaky_state(asys, sub)
-    assert len(stopped.rejections) == 2 and stopped.failures == 4
+    # Twice at the failing record's batch (once more if the redelivered batches were cut
+    # elsewhere); two attempts each.
+    assert 2 <= len(stopped.rejections) <= 3
+    assert stopped.failures == 2 * len(stopped.rejections)
     assert all(r.error.type == "SubscriberFailedError" for r in stopped.rejections)
     tp = TopicPartition(topic, poison[0])
     handled = sorted(r.offset for r in stopped.processed if r.partition == poison[0])

@@ -110,14 +110,18 @@ def run(asys: Any, kafka_broker: Any, total: int, delay_ms: float) -> None:
     samples: list[BridgeStats] = []
     deadline = time.monotonic() + 420
     count = 0
+    progressed = time.monotonic()
     while count < total:
         reply = asys.ask(sub, GetCount(), 60)
         assert isinstance(reply, Count), reply
+        if reply.records > count:
+            progressed = time.monotonic()
         count = reply.records
         stats = asys.ask(bridge, GetStats(), 60)
         assert isinstance(stats, BridgeStats), stats
         samples.append(stats)
-        assert time.monotonic() < deadline, (
+        now = time.monotonic()
+        assert now < deadline and now - progressed < 120, (
             f"{count} of {total} records after {time.monotonic() - started:.0f} s; "
             f"bridge: demand {stats.demand}, in flight {stats.in_flight_batches}, "
             f"delivered {stats.delivered_records}"
