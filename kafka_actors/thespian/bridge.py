@@ -41,7 +41,7 @@ demand. Thespian's TCP transport (``thespian/system/transport/asyncTransportBase
 ``MAX_PENDING_TRANSMITS`` (20) transmits of one actor process at once and queues the rest; from
 ``MAX_QUEUED_TRANSMITS`` (950) queued, ``send`` blocks in a transmit-only loop (no message is
 handled: no poll, no commit, no ack) until the queue is back to 780; beyond
-``DROP_TRANSMITS_LEVEL`` (1050) a send fails, and so does a transmit still queued after
+``DROP_TRANSMITS_LEVEL`` (1050) a send fails, and so does a transmit not done within
 ``THESPIAN_TRANSMIT_TIMEOUT_PERIOD`` (five minutes), with ``SendStatus.Failed``, which the
 sending actor is never told about. An unbounded bridge ahead of a slow subscriber lost most of
 a stream that way. A batch that comes back as Thespian's
@@ -65,6 +65,7 @@ the sender's and subscriber's addresses.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import itertools
 import os
@@ -129,6 +130,9 @@ _MAX_EXTRA_POLLS = 8
 #: (950, when the transport stops receiving to drain) and DROP_TRANSMITS_LEVEL (1050, when it
 #: fails sends), leaving room for commit replies and rebalance notifications.
 MAX_IN_FLIGHT_BATCHES_LIMIT = 512
+#: A batch unacknowledged this long is logged (once): a subscriber stuck on a batch, dead, or a
+#: transmit Thespian failed without telling us (the window then stays full: a stall, no loss).
+_UNACKNOWLEDGED_WARNING_S = 60.0
 
 
 @dataclass(slots=True)
@@ -170,6 +174,8 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         self._stream = DemandStream()
         self._subscriber: Any = None
         self._seq = 0  # the last stream message's seq (see messages: Ordering)
+        self._sent_at: collections.deque[tuple[int, float]] = collections.deque()
+        self._warned_seq = 0
         self._tick_serial = 0
         self._commits: list[_PendingCommit] = []
         self._commit_check_armed = False
@@ -276,6 +282,8 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         if subscriber != self._subscriber:
             self._stream.restart()  # a new stream starts with no demand (records stay)
             self._seq = 0
+            self._sent_at.clear()
+            self._warned_seq = 0
         self._subscriber = subscriber
 
     def _to_subscriber(self, message: Any) -> None:
@@ -369,6 +377,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
                 return total
             positions = stream.sent(self._seq + 1, batch)
             self._to_subscriber(RecordBatch(batch, positions))  # numbered self._seq + 1
+            self._sent_at.append((self._seq, time.monotonic()))
             total += len(batch)
         return total
 
@@ -392,6 +401,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             return
         self._complete_commits()
         self._prune_rebalances()
+        self._check_unacknowledged()
         closing = self._closing
         if closing is not None and time.monotonic() >= closing.deadline:
             self._log.warning("close_revocation_not_acknowledged")
@@ -437,6 +447,24 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         # interval (under simpleSystemBase, ticks always due would keep listen() running).
         flowing = bool(records) or delivered > 0
         self._schedule(immediate=flowing and self._stream.wants_fetch and self._closing is None)
+
+    def _check_unacknowledged(self) -> None:
+        oldest = self._stream.oldest_in_flight
+        sent_at = self._sent_at
+        while sent_at and (oldest is None or sent_at[0][0] < oldest):
+            sent_at.popleft()
+        if not sent_at:
+            return
+        seq, at = sent_at[0]
+        age = time.monotonic() - at
+        if age >= _UNACKNOWLEDGED_WARNING_S and seq != self._warned_seq:
+            self._warned_seq = seq
+            self._log.warning(
+                "record_batch_unacknowledged",
+                seq=seq,
+                age_s=round(age, 1),
+                in_flight=self._stream.in_flight,
+            )
 
     def _apply_backpressure(self, consumer: KafkaConsumer, fetch: bool) -> None:
         try:

@@ -16,10 +16,13 @@ subscriber's ``Request.handled`` or :class:`Handled` (cumulative: the ``seq`` of
 the subscriber handled). Thespian's TCP transport (``asyncTransportBase``) runs 20 transmits of
 an actor process at once and queues the rest; from 950 queued the sending actor blocks inside
 ``send`` until the queue drains (it handles no message meanwhile), beyond 1050 new sends fail,
-and a transmit still queued after the transmit period (five minutes) fails: all without
-telling the sending actor. The window keeps the bridge far below those whatever the demand,
-and a batch's wait short. A subscriber that never acknowledges receives at most that many
-batches. :meth:`Commit(offsets=None) <Commit>` commits acknowledged positions.
+and a transmit not done within the transmit period (five minutes) fails: all without
+telling the sending actor. The window keeps the bridge far below those whatever the demand.
+The default (16) is also below the 20 transmits that run at once, so batches go straight to
+sockets, none waits in that queue, and the subscriber's transport takes them all in between
+two messages it handles: a batch waits about one batch's processing time, far from the
+transmit period. A subscriber that never acknowledges receives at most that many batches.
+:meth:`Commit(offsets=None) <Commit>` commits acknowledged positions.
 
 Failures: a subscriber that raises on a :class:`RecordBatch` (Thespian tries twice, then
 returns it to the bridge as ``PoisonMessage``) does not lose its records: the bridge treats
@@ -108,7 +111,9 @@ class Configure:
     one :class:`RecordBatch` (a tick polls several times, up to the demand, to fill one: under
     ``multiprocTCPBase`` each message costs a transmit). ``max_in_flight_batches``: the most
     batches sent to the subscriber and not yet acknowledged (see the module docstring: Flow
-    control; 1 .. 512, far below Thespian's queued-transmit limits)."""
+    control; 1 .. 512, far below Thespian's queued-transmit limits; above 20 batches queue in
+    Thespian's transport, and the window times a batch's processing time must stay well
+    under its transmit period, five minutes)."""
 
     config: Mapping[str, object]
     poll_timeout_ms: int = 0

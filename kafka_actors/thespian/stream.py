@@ -72,6 +72,11 @@ class DemandStream:
         return len(self._in_flight)
 
     @property
+    def oldest_in_flight(self) -> int | None:
+        """The seq of the oldest batch not acknowledged, if any."""
+        return next(iter(self._in_flight), None)
+
+    @property
     def can_send(self) -> bool:
         return len(self._in_flight) < self.max_in_flight
 

@@ -82,7 +82,9 @@ def test_window_of_batches_in_flight_whatever_the_demand() -> None:
         s.sent(seq, batch)
     assert seq == 3 and s.in_flight == 3 and s.buffered_records == 70
     assert not s.wants_fetch  # records wait in the buffer: no fetching beyond one poll
+    assert s.oldest_in_flight == 1
     assert s.acknowledge(2) == 2 and s.can_send and s.in_flight == 1
+    assert s.oldest_in_flight == 3
     assert s.delivered == {TopicPartition("t", 0): 20}
     with pytest.raises(ValueError):
         DemandStream(max_in_flight=0)
