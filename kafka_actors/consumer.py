@@ -81,10 +81,12 @@ from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import (
     ConfigError,
     ConsumerClosedError,
+    DeserializationOrigin,
     IllegalStateError,
     InvalidGroupIdError,
     KafkaError,
     KafkaTimeoutError,
+    RecordDeserializationError,
     UnsupportedVersionError,
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
@@ -127,6 +129,42 @@ _client_ids = itertools.count(1)
 _log = get_logger("consumer")
 
 Deserializer = Callable[[bytes | None], Any]
+
+
+def deserialize_records(
+    records: Iterable[ConsumerRecord],
+    key_deserializer: Deserializer | None,
+    value_deserializer: Deserializer | None,
+) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
+    """``records`` with keys and values deserialized, up to the first record a deserializer
+    raises for (each deserializer is called once per record, in order): (the records before
+    it, the error naming it, its raw key and value, with the deserializer's exception as
+    ``__cause__``); (all of them, None) when none raised."""
+    kd, vd = key_deserializer, value_deserializer
+    out: list[ConsumerRecord] = []
+    append = out.append
+    origin = DeserializationOrigin.KEY
+    record: ConsumerRecord | None = None
+    try:
+        for record in records:
+            origin = DeserializationOrigin.KEY
+            key = record.key if kd is None else kd(record.key)
+            origin = DeserializationOrigin.VALUE
+            value = record.value if vd is None else vd(record.value)
+            append(record._replace(key=key, value=value))
+    except Exception as exc:
+        assert record is not None
+        error = RecordDeserializationError(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            origin=origin,
+            key=record.key,
+            value=record.value,
+        )
+        error.__cause__ = exc
+        return out, error
+    return out, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +222,8 @@ class KafkaConsumer:
         self.config = cfg
         self._key_deserializer = key_deserializer or cfg.key_deserializer
         self._value_deserializer = value_deserializer or cfg.value_deserializer
+        #: Per partition, a record a deserializer failed on, where its position stopped.
+        self._undeserializable: dict[TopicPartition, ConsumerRecord] = {}
         self._log = _log.bind(client_id=cfg.client_id, group_id=cfg.group_id)
         subscriptions = SubscriptionState(
             OffsetResetStrategy.of(cfg.auto_offset_reset, cfg.auto_offset_reset_duration)
@@ -429,6 +469,8 @@ class KafkaConsumer:
 
     def _collect(self, trace: str) -> ConsumerRecords:
         ctx = self._ctx
+        if self._undeserializable:
+            self._raise_undeserializable()
         try:
             collector = ctx.fetch_collector  # on this thread, no actor round trip
             result = collector(self.config.max_poll_records) if collector is not None else None
@@ -447,6 +489,32 @@ class KafkaConsumer:
             raise result.error
         return self._hand_out(result.records, result.positions)
 
+    def _raise_undeserializable(self) -> None:
+        """Raise again for a record a deserializer failed on, while its partition's position
+        is still at it and the deserializer still fails (tried again, as Java does: a
+        deserializer may fail for a while, a schema registry being down, say). Forget it when
+        the position moved (a seek past it, a reset) or the partition is no longer owned."""
+        pending = self._undeserializable
+        subs = self._ctx.subscriptions
+        for tp, record in list(pending.items()):
+            state = subs.partition_state(tp)
+            if (
+                state is None
+                or state.position is None
+                or not state.has_valid_position
+                or state.position.offset != record.offset
+            ):
+                del pending[tp]
+                continue
+            if not state.is_fetchable:
+                continue  # paused or being revoked: its records are not returned either
+            _, error = deserialize_records(
+                (record,), self._key_deserializer, self._value_deserializer
+            )
+            if error is not None:
+                raise error
+            del pending[tp]  # it deserializes now: the collect returns it
+
     def _hand_out(
         self,
         records: Mapping[TopicPartition, tuple[ConsumerRecord, ...]],
@@ -456,9 +524,16 @@ class KafkaConsumer:
         the position of a partition paused or being revoked since the fetch actor handed its
         records out is moved back (compare-and-set), so nothing is skipped. The consumed
         position of a partition moves past its records only here, as they are returned: an
-        auto-commit or a commit before a revocation never covers records not returned."""
+        auto-commit or a commit before a revocation never covers records not returned.
+
+        A record a deserializer fails on (Java's RecordDeserializationException, KIP-334): the
+        records before it are returned, and its partition's position (and consumed position)
+        moves back to it; the error is raised now when nothing is returned, else by the next
+        poll, and by every poll after while the position stays there (see
+        ``_raise_undeserializable``)."""
         kd, vd = self._key_deserializer, self._value_deserializer
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        failed: RecordDeserializationError | None = None
         for tp, recs in records.items():
             if not recs:
                 continue
@@ -468,16 +543,52 @@ class KafkaConsumer:
                 continue
             if not self._keep(tp, recs, positions, consume=False):
                 continue
-            batch = [
-                r._replace(
-                    key=kd(r.key) if kd is not None else r.key,
-                    value=vd(r.value) if vd is not None else r.value,
-                )
-                for r in recs
-            ]
+            batch, error = deserialize_records(recs, kd, vd)
+            if error is not None:
+                if self._stop_at(tp, len(batch), recs, positions):
+                    failed = failed or error
+                if batch:
+                    out[tp] = batch
+                continue
             if self._keep(tp, recs, positions, consume=True):
                 out[tp] = batch
+        if failed is not None and not out:
+            raise failed
         return ConsumerRecords(out)
+
+    def _stop_at(
+        self,
+        tp: TopicPartition,
+        index: int,
+        recs: tuple[ConsumerRecord, ...],
+        positions: Mapping[TopicPartition, FetchPosition],
+    ) -> bool:
+        """Move the position (and the consumed position) of ``tp`` back to ``recs[index]``, a
+        record a deserializer failed on, when still where the fetch actor moved it for
+        ``recs`` (compare-and-set: a seek since wins); remember that record, so that the next
+        polls raise again for it. True when done."""
+        subs = self._ctx.subscriptions
+        new = positions.get(tp)
+        bad = recs[index]
+        with subs._lock:
+            state = subs.partition_state(tp)
+            if (
+                state is None
+                or state.position is None
+                or new is None
+                or state.position.offset != new.offset
+            ):
+                return False
+            if index > 0:
+                epoch = recs[index - 1].leader_epoch
+            elif state.consumed is not None and state.consumed.offset == bad.offset:
+                epoch = state.consumed.offset_epoch
+            else:
+                epoch = None
+            subs.seek(tp, FetchPosition(bad.offset, epoch, state.position.current_leader))
+            self._undeserializable[tp] = bad
+        self._facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
+        return True
 
     def _keep(
         self,

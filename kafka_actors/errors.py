@@ -19,6 +19,7 @@ Shape::
         ├── AuthenticationError     SASL failed (SslAuthenticationError: TLS handshake failed)
         ├── ProtocolError           bad frames, undecodable responses
         ├── CorruptRecordError, UnsupportedRecordFormatError   record decoding
+        ├── RecordDeserializationError   the user's key / value deserializer raised
         └── ConfigError, ConsumerClosedError, WakeupError, CommitFailedError, ...
 
 Every error code Apache Kafka defines (as listed by ``kio.schema.errors.ErrorCode``) maps to one
@@ -34,6 +35,7 @@ instance and shown in ``str()``, so an error raised to the user names what it co
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, NoReturn
 
@@ -46,6 +48,7 @@ __all__ = [
     "CoordinatorError",
     "CorrelationIdMismatchError",
     "CorruptRecordError",
+    "DeserializationOrigin",
     "DisconnectedError",
     "FatalConsumerError",
     "FatalError",
@@ -61,6 +64,7 @@ __all__ = [
     "NoOffsetForPartitionError",
     "OffsetError",
     "ProtocolError",
+    "RecordDeserializationError",
     "RetriableError",
     "SslAuthenticationError",
     "TruncatedFrameError",
@@ -999,6 +1003,51 @@ class CorruptRecordError(FatalError):
 
 class UnsupportedRecordFormatError(FatalError):
     """The record batch uses a format this client cannot decode (message format v0/v1)."""
+
+
+class DeserializationOrigin(enum.Enum):
+    """Which part of a record a deserializer failed on (Java's DeserializationExceptionOrigin,
+    KIP-1036)."""
+
+    KEY = "key"
+    VALUE = "value"
+
+
+class RecordDeserializationError(FatalError):
+    """The key or value deserializer raised for one record (Java RecordDeserializationException,
+    KIP-334). The deserializer's exception is chained as ``__cause__``.
+
+    Records before it are returned first; then every poll raises this error again (the
+    deserializer is tried again each time) while the partition's position stays at ``offset``:
+    nothing is skipped and commits of consumed offsets do not pass it. To go on without the
+    record, seek past it: ``consumer.seek(TopicPartition(e.topic, e.partition), e.offset + 1)``.
+    ``key`` and ``value`` are the record's raw bytes (for a dead-letter topic, say).
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        node: int | str | None = None,
+        origin: DeserializationOrigin = DeserializationOrigin.VALUE,
+        key: bytes | None = None,
+        value: bytes | None = None,
+    ) -> None:
+        self.origin = DeserializationOrigin(origin)
+        self.key = key
+        self.value = value
+        if message is None:
+            message = (
+                f"Error deserializing the {self.origin.value} of the record of {topic}-{partition}"
+                f" at offset {offset}; seek past it to go on without it"
+            )
+        super().__init__(message, topic=topic, partition=partition, offset=offset, node=node)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"origin": self.origin, "key": self.key, "value": self.value}
 
 
 class ConfigError(FatalError):
