@@ -83,6 +83,7 @@ from kafka_actors.consumer import (
     KafkaConsumer,
     _keys,
     _offsets,
+    deserialize_records,
 )
 from kafka_actors.errors import (
     ConsumerClosedError,
@@ -613,7 +614,12 @@ class AsyncKafkaConsumer:
     def _take(
         self, wanted: frozenset[TopicPartition], limit: int
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Up to ``limit`` buffered records of fetchable partitions (round robin)."""
+        """Up to ``limit`` buffered records of fetchable partitions (round robin).
+
+        A record a deserializer fails on stays first in its partition's buffer, and the
+        partition first in the buffer: the records before it are returned (with those taken
+        from other partitions), then each call raises ``RecordDeserializationError`` for it
+        (the deserializer tried again) until a seek past it, as Java's consumer does."""
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         if not self._buffer:
             return out
@@ -633,19 +639,18 @@ class AsyncKafkaConsumer:
             taken = buffered.take(limit)
             if len(buffered):
                 self._buffer[tp] = buffered  # to the end: the next call starts elsewhere
+            failed = False
             if kd is not None or vd is not None:
-                try:
-                    taken = [
-                        r._replace(
-                            key=kd(r.key) if kd is not None else r.key,
-                            value=vd(r.value) if vd is not None else r.value,
-                        )
-                        for r in taken
-                    ]
-                except BaseException:
-                    buffered.start -= len(taken)  # still the records taken: put them back
-                    self._buffer.setdefault(tp, buffered)
-                    raise
+                ok, error = deserialize_records(taken, kd, vd)
+                if error is not None:
+                    failed = True
+                    buffered.start -= len(taken) - len(ok)  # the failing record on: back
+                    self._to_front(tp, buffered)
+                    if not ok:
+                        if out:
+                            break  # raised by the next call
+                        raise error
+                taken = ok
             last = taken[-1]
             self._consumed[tp] = last
             if tp not in self._buffer and buffered.end is not None:
@@ -654,9 +659,16 @@ class AsyncKafkaConsumer:
                 safe.handed_out(tp, last.offset + 1)
             out[tp] = taken
             limit -= len(taken)
-            if limit <= 0:
+            if limit <= 0 or failed:
                 break
         return out
+
+    def _to_front(self, tp: TopicPartition, buffered: _Buffered) -> None:
+        """Put ``tp``'s buffer back, first: the next call starts with it."""
+        buffer = self._buffer
+        buffer[tp] = buffered
+        for other in [k for k in buffer if k != tp]:
+            buffer[other] = buffer.pop(other)
 
     def _take_one(self, wanted: frozenset[TopicPartition]) -> ConsumerRecord | None:
         """One buffered record of a fetchable partition, or None (then ``_take`` decides)."""
@@ -673,15 +685,12 @@ class AsyncKafkaConsumer:
                 del self._buffer[tp]
             kd, vd = self._kd, self._vd
             if kd is not None or vd is not None:
-                try:
-                    record = record._replace(
-                        key=kd(record.key) if kd is not None else record.key,
-                        value=vd(record.value) if vd is not None else record.value,
-                    )
-                except BaseException:
+                ok, error = deserialize_records((record,), kd, vd)
+                if error is not None:
                     buffered.start -= 1
-                    self._buffer.setdefault(tp, buffered)
-                    raise
+                    self._to_front(tp, buffered)
+                    raise error
+                record = ok[0]
             self._consumed[tp] = record
             if tp not in self._buffer and buffered.end is not None:
                 subs.advance_consumed(tp, buffered.end)  # all it collected is returned
