@@ -641,11 +641,16 @@ class AsyncKafkaConsumer:
                 self._buffer[tp] = buffered  # to the end: the next call starts elsewhere
             failed = False
             if kd is not None or vd is not None:
-                ok, error = deserialize_records(taken, kd, vd)
+                ok: list[ConsumerRecord] = []
+                error = None
+                try:
+                    ok, error = deserialize_records(taken, kd, vd)
+                finally:
+                    if len(ok) < len(taken):  # the failing record on (all if interrupted): back
+                        buffered.start -= len(taken) - len(ok)
+                        self._to_front(tp, buffered)
                 if error is not None:
                     failed = True
-                    buffered.start -= len(taken) - len(ok)  # the failing record on: back
-                    self._to_front(tp, buffered)
                     if not ok:
                         if out:
                             break  # raised by the next call
@@ -685,10 +690,15 @@ class AsyncKafkaConsumer:
                 del self._buffer[tp]
             kd, vd = self._kd, self._vd
             if kd is not None or vd is not None:
-                ok, error = deserialize_records((record,), kd, vd)
+                ok: list[ConsumerRecord] = []
+                error = None
+                try:
+                    ok, error = deserialize_records((record,), kd, vd)
+                finally:
+                    if not ok:  # failed (or interrupted): back, first
+                        buffered.start -= 1
+                        self._to_front(tp, buffered)
                 if error is not None:
-                    buffered.start -= 1
-                    self._to_front(tp, buffered)
                     raise error
                 record = ok[0]
             self._consumed[tp] = record

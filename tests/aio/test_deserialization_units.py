@@ -143,3 +143,32 @@ def test_a_deserializer_that_recovers_returns_the_record() -> None:
             return got
 
     assert asyncio.run(main()) == [[0, 1], [2, 3]]
+
+
+class _Interrupt(BaseException):
+    """Not a deserializer error (as KeyboardInterrupt): raised as is, nothing lost."""
+
+
+def test_an_interrupted_deserializer_loses_nothing() -> None:
+    calls = {"n": 0}
+
+    def interrupted_once(data: bytes | None) -> Any:
+        calls["n"] += 1
+        if calls["n"] in (2, 4):
+            raise _Interrupt()
+        return data
+
+    async def main() -> list[int]:
+        async with AsyncKafkaConsumer(config=_config(), value_deserializer=interrupted_once) as c:
+            c.assign([TP0])
+            c.seek(TP0, 0)
+            _fill(c, TP0, _records(0, 4))
+            with pytest.raises(_Interrupt):
+                await c.getmany(max_records=10)  # at record 1: 0 and 1 back
+            first = await c.getone()
+            with pytest.raises(_Interrupt):
+                await c.getone()  # at record 1 again: back
+            rest = await c.getmany(max_records=10)
+            return [first.offset] + [r.offset for r in rest[TP0]]
+
+    assert asyncio.run(main()) == [0, 1, 2, 3]
