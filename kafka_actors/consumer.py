@@ -543,7 +543,11 @@ class KafkaConsumer:
                 continue
             if not self._keep(tp, recs, positions, consume=False):
                 continue
-            batch, error = deserialize_records(recs, kd, vd)
+            try:
+                batch, error = deserialize_records(recs, kd, vd)
+            except BaseException:  # not a deserializer error (KeyboardInterrupt ...)
+                self._stop_at(tp, 0, recs, positions)  # fetched again, deserialized again
+                raise
             if error is not None:
                 if self._stop_at(tp, len(batch), recs, positions):
                     failed = failed or error

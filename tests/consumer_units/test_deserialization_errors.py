@@ -192,3 +192,26 @@ def test_a_deserializer_that_recovers_returns_the_record() -> None:
         with pytest.raises(RecordDeserializationError):
             consumer.poll(0.2)
         assert [r.offset for r in consumer.poll(1.0)] == [3, 4]  # tried again: no skip
+
+
+class _Interrupt(BaseException):
+    """Not a deserializer error (as KeyboardInterrupt): raised as is, nothing lost."""
+
+
+def test_an_interrupted_deserializer_loses_nothing() -> None:
+    calls = {"n": 0}
+
+    def interrupted_once(data: bytes | None) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise _Interrupt()
+        return data
+
+    consumer = _consumer(
+        {TP0: _records(0, [b"0", b"1", b"2"])}, value_deserializer=interrupted_once
+    )
+    with consumer:
+        with pytest.raises(_Interrupt):
+            consumer.poll(1.0)
+        assert consumer.position(TP0) == 0 and _consumed(consumer, TP0) == 0
+        assert [r.offset for r in consumer.poll(1.0)] == [0, 1, 2]
