@@ -16,7 +16,7 @@ __all__ = ["BridgeRequestFailedError", "SubscriberFailedError"]
 
 
 class SubscriberFailedError(FatalError):
-    """The subscriber raised on a stream message (it was tried twice, then returned to the
+    """The subscriber raised on a stream message (it was tried again, then returned to the
     bridge as Thespian's ``PoisonMessage``). Records of a failed batch are not delivered."""
 
 

@@ -24,7 +24,7 @@ two messages it handles: a batch waits about one batch's processing time, far fr
 transmit period. A subscriber that never acknowledges receives at most that many batches.
 :meth:`Commit(offsets=None) <Commit>` commits acknowledged positions.
 
-Failures: a subscriber that raises on a :class:`RecordBatch` (Thespian tries twice, then
+Failures: a subscriber that raises on a :class:`RecordBatch` (Thespian tries it again, then
 returns it to the bridge as ``PoisonMessage``) does not lose its records: the bridge treats
 that batch and every later unacknowledged one as not delivered, seeks back to their first
 offsets, sets the demand to zero and sends :class:`BatchRejected`. A request the bridge raises

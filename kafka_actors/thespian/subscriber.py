@@ -11,8 +11,10 @@ two actors); a message that arrives early waits for its predecessors. Each handl
 :class:`RecordBatch` is acknowledged to the bridge (in the next :class:`Request`, or by
 :class:`Handled`), which frees the bridge's window of batches in flight.
 
-Failures: a stream message whose handler raises is tried ``attempts`` times (2, as Thespian
-does), then returned to the bridge as Thespian's ``PoisonMessage``. For a record batch the
+Failures: a stream message whose handler raises is tried ``attempts`` times (2, as Thespian's
+process bases do; ``simpleSystemBase`` delivers 3 times), then returned to the bridge as
+Thespian's ``PoisonMessage``; the subscriber never raises out of ``receiveMessage`` for a
+stream message (Thespian's retry would run it again out of order). For a record batch the
 stream waits for the bridge's :class:`BatchRejected` (the batch and those after it are void,
 the bridge sought back), then asks again: the records come again, ``redeliveries`` times at
 most while a batch keeps failing at the same position (the same first offset of a partition,

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from thespian.actors import Actor
+
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.thespian import (
@@ -17,13 +19,17 @@ from kafka_actors.thespian import (
     Commit,
     CommitFailed,
     CommitOk,
+    Handled,
     KafkaBridge,
     PartitionsAssigned,
     PartitionsLost,
     PartitionsRevoked,
+    RebalanceAck,
     RecordBatch,
+    Request,
     StreamError,
     StreamSubscriber,
+    Subscribed,
 )
 
 
@@ -264,3 +270,51 @@ class CommitRaisingBridge(KafkaBridge):
         if isinstance(message, Commit):
             raise RuntimeError("commit handler broken")
         super().receiveMessage(message, sender)
+
+
+class RawSubscriber(Actor):  # type: ignore[misc]
+    """A subscriber written against the protocol alone (no StreamSubscriber): it raises out of
+    receiveMessage on a chosen record (``FailOn``), so Thespian itself retries the batch and
+    returns it to the bridge as PoisonMessage. It acknowledges every batch it handles and asks
+    again after a BatchRejected."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fail_on: dict[tuple[int, int], int] = {}
+        self.done: list[ConsumerRecord] = []
+        self.failures = 0
+        self.rejections: list[BatchRejected] = []
+        self.bridge: Any = None
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        if isinstance(message, Subscribed) and self.bridge is None:
+            self.bridge = sender
+            self.send(sender, Request(100_000))
+        elif isinstance(message, RecordBatch):
+            for record in message.records:
+                key = (record.partition, record.offset)
+                if self.fail_on.get(key, 0):
+                    self.fail_on[key] -= 1
+                    self.failures += 1
+                    raise RuntimeError(f"raw subscriber cannot take offset {record.offset}")
+            self.done.extend(message.records)
+            self.send(sender, Handled(message.seq))
+        elif isinstance(message, (PartitionsAssigned, PartitionsRevoked, PartitionsLost)):
+            self.send(sender, RebalanceAck(message.rebalance_id))
+        elif isinstance(message, BatchRejected):
+            self.rejections.append(message)
+            self.send(self.bridge, Request(100_000))
+        elif isinstance(message, FailOn):
+            self.fail_on = {key: message.times for key in message.records}
+        elif isinstance(message, GetState):
+            self.send(
+                sender,
+                FlakyState(
+                    processed=tuple(self.done),
+                    failures=self.failures,
+                    rejections=tuple(self.rejections),
+                    requesting=True,
+                    positions={},
+                    commits=(),
+                ),
+            )
