@@ -46,7 +46,7 @@ import concurrent.futures
 import itertools
 import threading
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import pykka
 
@@ -762,6 +762,10 @@ class OffsetsActor(ManagerActor):
 # -- fetch ----------------------------------------------------------------------------------------
 
 
+#: How long :meth:`FetchActor.try_collect` waits for the lock (the asyncio loop's bound).
+TRY_COLLECT_WAIT_S: Final = 0.002
+
+
 @dataclass(frozen=True, slots=True)
 class CollectEvent:
     """Ask (facade → fetch): hand out up to ``max_records`` buffered records (FetchResult).
@@ -797,7 +801,7 @@ class FetchActor(ManagerActor):
     ``self.lock``, and a collect that drained buffered data tells this actor to send the next
     fetches. No actor round trip per poll; ``CollectEvent`` (an ask, or a told event with a
     future) still works. :meth:`try_collect` (``ctx.fetch_try_collector``) is the same collect
-    for a caller that must not wait for the lock (the asyncio consumer's loop).
+    for a caller that may wait for the lock only briefly (the asyncio consumer's loop).
 
     Positions set from committed offsets carry their leader epoch and so await validation
     (KIP-320). This client does not send OffsetsForLeaderEpoch yet: such positions are
@@ -841,9 +845,12 @@ class FetchActor(ManagerActor):
             return self._collect_locked(max_records)
 
     def try_collect(self, max_records: int) -> tuple[bool, FetchResult | None]:
-        """:meth:`collect_direct` if this actor does not hold the lock now: (True, result);
-        else (False, None) at once (the caller asks with a ``CollectEvent`` instead)."""
-        if not self.lock.acquire(blocking=False):
+        """:meth:`collect_direct` if the lock can be had within ``TRY_COLLECT_WAIT_S``: (True,
+        result); else (False, None) (the caller asks with a ``CollectEvent`` instead). This
+        actor holds the lock only while it handles one message; a caller that waits for it
+        releases the GIL, so the actor finishes at once (a caller that gave up at once found
+        it taken before one poll in ten and paid a round trip through this actor)."""
+        if not self.lock.acquire(timeout=TRY_COLLECT_WAIT_S):
             return False, None
         try:
             return True, self._collect_locked(max_records)
