@@ -10,9 +10,10 @@ on those positions), and rebalance listeners that may be coroutines.
 How the loop is never blocked
 -----------------------------
 * Records are collected on the loop's thread, as ``KafkaConsumer.poll`` collects on its own
-  (no actor round trip), when the fetch actor's lock is had within 2 ms (the actor holds it
-  while it handles one message) and the compiled decoder is in use (decoding one response
-  then takes a few ms); they go into this consumer's buffer before anything is awaited.
+  (no actor round trip), when the fetch actor's lock is free at that moment (it is never
+  waited for: the actor holds it while it handles one message) and the compiled decoder is
+  in use (decoding one response then takes a few ms); they go into this consumer's buffer
+  before anything is awaited.
   Otherwise they come from the fetch actor by a
   :class:`~kafka_actors.actors.managers.CollectEvent` carrying a future; its completion is
   moved onto the loop by ``call_soon_threadsafe`` and deposits the records in the buffer,
@@ -490,8 +491,8 @@ class AsyncKafkaConsumer:
 
     def _collect_now(self) -> bool:
         """Collect on the loop's thread, as ``KafkaConsumer.poll`` does on its own, when the
-        fetch actor's lock is had within 2 ms (else the caller asks the actor: the loop never
-        waits longer). True when records (or none) were deposited; False: ask the actor.
+        fetch actor's lock is free (else the caller asks the actor: the loop never waits for a
+        lock). True when records (or none) were deposited; False: ask the actor.
 
         Only with the compiled decoder: decoding happens at collect, a whole response of a
         partition at once, which the compiled decoder does in a few ms (about what the same

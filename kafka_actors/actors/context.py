@@ -233,9 +233,9 @@ class ConsumerContext:
     #: The running fetch actor's direct collect (``collect(max_records) -> FetchResult | None``)
     #: for the polling thread; None while no fetch actor runs (then poll asks the actor).
     fetch_collector: Callable[[int], Any] | None = None
-    #: The same waiting at most 2 ms for the fetch actor's lock (``try_collect(max_records) ->
-    #: (ran, FetchResult | None)``, ran False when it was not had): the asyncio consumer
-    #: collects on the loop's thread with it.
+    #: The same when the fetch actor's lock is free, never waiting for it
+    #: (``try_collect(max_records) -> (ran, FetchResult | None)``, ran False when the lock was
+    #: taken): the asyncio consumer collects on the loop's thread with it.
     fetch_try_collector: Callable[[int], tuple[bool, Any]] | None = None
     #: Rebalance-safe commits (``rebalance.safe.commits``): RebalanceSafeCommits or None.
     safe_commits: Any = None

@@ -46,7 +46,7 @@ import concurrent.futures
 import itertools
 import threading
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, cast
 
 import pykka
 
@@ -762,10 +762,6 @@ class OffsetsActor(ManagerActor):
 # -- fetch ----------------------------------------------------------------------------------------
 
 
-#: How long :meth:`FetchActor.try_collect` waits for the lock (the asyncio loop's bound).
-TRY_COLLECT_WAIT_S: Final = 0.002
-
-
 @dataclass(frozen=True, slots=True)
 class CollectEvent:
     """Ask (facade → fetch): hand out up to ``max_records`` buffered records (FetchResult).
@@ -845,12 +841,11 @@ class FetchActor(ManagerActor):
             return self._collect_locked(max_records)
 
     def try_collect(self, max_records: int) -> tuple[bool, FetchResult | None]:
-        """:meth:`collect_direct` if the lock can be had within ``TRY_COLLECT_WAIT_S``: (True,
-        result); else (False, None) (the caller asks with a ``CollectEvent`` instead). This
-        actor holds the lock only while it handles one message; a caller that waits for it
-        releases the GIL, so the actor finishes at once (a caller that gave up at once found
-        it taken before one poll in ten and paid a round trip through this actor)."""
-        if not self.lock.acquire(timeout=TRY_COLLECT_WAIT_S):
+        """:meth:`collect_direct` if the lock is free right now: (True, result); else (False,
+        None) and the caller asks with a ``CollectEvent`` instead. Never waits: the asyncio
+        loop calls it, and no call may wait on the loop's thread (the lock was found taken
+        before about one call in twelve, which then paid a round trip through this actor)."""
+        if not self.lock.acquire(blocking=False):
             return False, None
         try:
             return True, self._collect_locked(max_records)

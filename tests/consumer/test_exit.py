@@ -51,7 +51,7 @@ SYNC = """
         got += len(c.poll(0.2))
         if got >= {wanted}:
             break
-    print("got", got, flush=True)
+    print(f"got {{got}}", flush=True)
     {ending}
 """
 
@@ -70,7 +70,7 @@ ASYNC = """
             got += sum(len(v) for v in batch.values())
             if got >= {wanted}:
                 break
-        print("got", got, flush=True)
+        print(f"got {{got}}", flush=True)
         {ending}
 
     asyncio.run(main())
