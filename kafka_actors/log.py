@@ -60,9 +60,64 @@ def get_logger(component: str, **bind: Any) -> Any:
 
     The logger stays lazy: it follows the structlog configuration in force when it logs, not
     the one at creation, so module-level loggers obey a later :func:`configure` (or the
-    service's own ``structlog.configure``).
+    service's own ``structlog.configure``). While nobody configured structlog, it logs
+    warnings and errors only, to stderr (as stdlib logging's last-resort handler does), so
+    that a program which never set up logging is not flooded with the consumer's debug lines.
     """
-    return structlog.get_logger(f"kafka_actors.{component}", **bind)
+    return _Logger(f"kafka_actors.{component}", bind)
+
+
+class _Logger:
+    """Lazy logger: structlog's configured chain when there is one, else the quiet default."""
+
+    __slots__ = ("_bind", "_name")
+
+    def __init__(self, name: str, bind: dict[str, Any]) -> None:
+        self._name = name
+        self._bind = bind
+
+    def _target(self) -> Any:
+        if structlog.is_configured():
+            return structlog.get_logger(self._name, **self._bind)
+        return _unconfigured_default().bind(**self._bind)
+
+    def bind(self, **more: Any) -> _Logger:
+        return _Logger(self._name, {**self._bind, **more})
+
+    def new(self, **values: Any) -> _Logger:
+        return _Logger(self._name, dict(values))
+
+    def unbind(self, *keys: str) -> _Logger:
+        bound = dict(self._bind)
+        for key in keys:
+            del bound[key]
+        return _Logger(self._name, bound)
+
+    def try_unbind(self, *keys: str) -> _Logger:
+        return _Logger(self._name, {k: v for k, v in self._bind.items() if k not in keys})
+
+    def __getattr__(self, name: str) -> Any:
+        # debug / info / warning / error / exception / critical / msg / log and the rest
+        return getattr(self._target(), name)
+
+
+_DEFAULT: Any = None
+
+
+def _unconfigured_default() -> Any:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = structlog.wrap_logger(
+            structlog.PrintLogger(sys.stderr),
+            processors=[
+                *stdlib_processors(),
+                structlog.processors.format_exc_info,
+                structlog.dev.ConsoleRenderer(colors=False),
+            ],
+            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+            cache_logger_on_first_use=True,
+        )
+    return _DEFAULT
 
 
 def new_trace_id() -> str:

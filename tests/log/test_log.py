@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import MutableMapping
+from typing import Any
 
 import pytest
 import structlog
@@ -79,3 +81,41 @@ def test_stdlib_routing_with_reserved_keys(caplog: pytest.LogCaptureFixture) -> 
         log.get_logger("x").info("tell_dropped", message="m", args=(1,))
     record = next(r for r in caplog.records if r.name == "kafka_actors.x")
     assert getattr(record, "message_", None) == "m"
+
+
+def test_unconfigured_structlog_logs_only_warnings_to_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # Nobody configured structlog (structlog's own defaults would print debug lines to stdout).
+    structlog.reset_defaults()
+    logger = log.get_logger("fetch", client_id="c1").bind(node=1)
+    with log.traced("t1"):
+        logger.debug("fetch_request", sent=1)
+        logger.info("assigned")
+        logger.warning("commit_failed", sasl_password="hunter2")
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert "fetch_request" not in err and "assigned" not in err
+    assert "commit_failed" in err
+    assert "client_id=c1" in err and "node=1" in err and "trace_id=t1" in err
+    assert "hunter2" not in err
+    # A later configuration is followed by the same logger object (it stays lazy).
+    buf = io.StringIO()
+    log.configure(json=True, level="DEBUG", stream=buf)
+    logger.debug("fetch_request", sent=2)
+    assert json.loads(buf.getvalue())["sent"] == 2
+
+
+def test_a_services_own_structlog_configuration_is_followed() -> None:
+    seen: list[dict[str, object]] = []
+
+    def keep(_: Any, __: str, event: MutableMapping[str, Any]) -> str:
+        seen.append(dict(event))
+        return ""
+
+    structlog.configure(
+        processors=[keep], logger_factory=structlog.ReturnLoggerFactory(),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+    )
+    log.get_logger("network", client_id="c2").debug("node_ready", node=3)
+    assert seen == [{"client_id": "c2", "node": 3, "event": "node_ready"}]
