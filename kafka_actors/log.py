@@ -103,11 +103,20 @@ class _Logger:
 _DEFAULT: Any = None
 
 
+class _Stderr:
+    """Writes to ``sys.stderr`` as it is when a line is logged (not when it was created)."""
+
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    log = debug = info = warning = warn = error = critical = exception = failure = fatal = msg
+
+
 def _unconfigured_default() -> Any:
     global _DEFAULT
     if _DEFAULT is None:
         _DEFAULT = structlog.wrap_logger(
-            structlog.PrintLogger(sys.stderr),
+            _Stderr(),
             processors=[
                 *stdlib_processors(),
                 structlog.processors.format_exc_info,
