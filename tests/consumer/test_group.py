@@ -221,21 +221,32 @@ def test_two_members_split_and_no_duplicates(kafka_broker: Any, protocol: str) -
     stop = threading.Event()
     a_records: list[ConsumerRecord] = []
     b_records: list[ConsumerRecord] = []
-    thread_a, consumer_a = member("a", a_records, stop)
-    deadline = time.monotonic() + 60
-    while len(a_records) < 60:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    thread_b, consumer_b = member("b", b_records, stop)
-    deadline = time.monotonic() + 120
-    while len(a_records) + len(b_records) < total or not b_records:
-        assert time.monotonic() < deadline, (len(a_records), len(b_records))
-        time.sleep(0.1)
-    time.sleep(1.0)
-    assignment_a, assignment_b = consumer_a.assignment(), consumer_b.assignment()
-    stop.set()
-    thread_a.join(30)
-    thread_b.join(30)
+    threads: list[threading.Thread] = []
+    try:
+        thread_a, consumer_a = member("a", a_records, stop)
+        threads.append(thread_a)
+        deadline = time.monotonic() + 60
+        while len(a_records) < 60:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        thread_b, consumer_b = member("b", b_records, stop)
+        threads.append(thread_b)
+        deadline = time.monotonic() + 120
+        while len(set(_offsets(a_records + b_records))) < total or not b_records:
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"a {len(a_records)}, b {len(b_records)} records; "
+                    f"a owns {sorted(tp.partition for tp in consumer_a.assignment())}, "
+                    f"b owns {sorted(tp.partition for tp in consumer_b.assignment())}; "
+                    f"missing {_missing(a_records + b_records, 6, total // 6)}"
+                )
+            time.sleep(0.1)
+        time.sleep(1.0)
+        assignment_a, assignment_b = consumer_a.assignment(), consumer_b.assignment()
+    finally:
+        stop.set()  # also when failing: the members close instead of running on
+        for thread in threads:
+            thread.join(30)
     assert assignment_a and assignment_b and not assignment_a & assignment_b
     assert len(assignment_a | assignment_b) == 6
     seen = [(r.partition, r.offset) for r in a_records + b_records]
@@ -275,3 +286,19 @@ def test_future_reply(kafka_broker: Any) -> None:
             if not future.done():
                 future.set_result(None)
         assert len(poll_until(consumer, 5)) == 5
+
+
+def _offsets(records: list[ConsumerRecord]) -> list[tuple[int, int]]:
+    return [(r.partition, r.offset) for r in records]
+
+
+def _missing(records: list[ConsumerRecord], partitions: int, per_partition: int) -> str:
+    """Which offsets no member received, per partition, as ranges (for a failure message)."""
+    seen = set(_offsets(records))
+    out = []
+    for p in range(partitions):
+        ends = [o for o in range(per_partition + 1000) if (p, o) in seen]
+        top = max(ends) if ends else -1
+        gaps = [o for o in range(top + 1) if (p, o) not in seen]
+        out.append(f"p{p}: up to {top}, {len(gaps)} gaps from {gaps[:3]}")
+    return "; ".join(out)
