@@ -91,6 +91,7 @@ from kafka_actors.errors import (
     ConsumerClosedError,
     IllegalStateError,
     KafkaTimeoutError,
+    RecordDeserializationError,
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.protocol import records as _records
@@ -602,10 +603,8 @@ class AsyncKafkaConsumer:
                 if not state.is_fetchable and not (state.paused and not state.pending_revocation):
                     # Being revoked (or reset) since the fetch actor handed these out: move
                     # the position back (compare-and-set) so that nothing is skipped.
-                    if state.position is not None and end is not None:
-                        if state.position.offset == end.offset:
-                            leader = state.position.current_leader
-                            subs.seek(tp, FetchPosition(records[0].offset, None, leader))
+                    if end is not None:
+                        subs.seek_back_if_at(tp, end.offset, records[0].offset)
                     continue
             buffered = self._buffer.get(tp)
             if buffered is None:
@@ -626,7 +625,6 @@ class AsyncKafkaConsumer:
         if not self._buffer:
             return out
         subs = self._ctx.subscriptions
-        safe = self._ctx.safe_commits
         kd, vd = self._kd, self._vd
         for tp in list(self._buffer):
             if wanted and tp not in wanted:
@@ -643,27 +641,14 @@ class AsyncKafkaConsumer:
                 self._buffer[tp] = buffered  # to the end: the next call starts elsewhere
             failed = False
             if kd is not None or vd is not None:
-                ok: list[ConsumerRecord] = []
-                error = None
-                try:
-                    ok, error = deserialize_records(taken, kd, vd)
-                finally:
-                    if len(ok) < len(taken):  # the failing record on (all if interrupted): back
-                        buffered.start -= len(taken) - len(ok)
-                        self._to_front(tp, buffered)
+                taken, error = self._deserialize(tp, buffered, taken)
                 if error is not None:
                     failed = True
-                    if not ok:
+                    if not taken:
                         if out:
                             break  # raised by the next call
                         raise error
-                taken = ok
-            last = taken[-1]
-            self._consumed[tp] = last
-            if tp not in self._buffer and buffered.end is not None:
-                subs.advance_consumed(tp, buffered.end)  # all it collected is returned
-            if safe is not None:
-                safe.handed_out(tp, last.offset + 1)
+            self._returned(tp, buffered, taken[-1])
             out[tp] = taken
             limit -= len(taken)
             if limit <= 0 or failed:
@@ -690,43 +675,50 @@ class AsyncKafkaConsumer:
             buffered.start += 1
             if not len(buffered):
                 del self._buffer[tp]
-            kd, vd = self._kd, self._vd
-            if kd is not None or vd is not None:
-                ok: list[ConsumerRecord] = []
-                error = None
-                try:
-                    ok, error = deserialize_records((record,), kd, vd)
-                finally:
-                    if not ok:  # failed (or interrupted): back, first
-                        buffered.start -= 1
-                        self._to_front(tp, buffered)
+            if self._kd is not None or self._vd is not None:
+                ok, error = self._deserialize(tp, buffered, [record])
                 if error is not None:
                     raise error
                 record = ok[0]
-            self._consumed[tp] = record
-            if tp not in self._buffer and buffered.end is not None:
-                subs.advance_consumed(tp, buffered.end)  # all it collected is returned
-            safe = self._ctx.safe_commits
-            if safe is not None:
-                safe.handed_out(tp, record.offset + 1)
+            self._returned(tp, buffered, record)
             return record
         return None
+
+    def _deserialize(
+        self, tp: TopicPartition, buffered: _Buffered, taken: list[ConsumerRecord]
+    ) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
+        """``taken`` (just taken from ``buffered``) deserialized up to a record a deserializer
+        fails on; that record and those after it (all of them when interrupted) go back into
+        the buffer, which goes first, so that the next call starts with it."""
+        ok: list[ConsumerRecord] = []
+        error = None
+        try:
+            ok, error = deserialize_records(taken, self._kd, self._vd)
+        finally:
+            if len(ok) < len(taken):
+                buffered.start -= len(taken) - len(ok)
+                self._to_front(tp, buffered)
+        return ok, error
+
+    def _returned(self, tp: TopicPartition, buffered: _Buffered, last: ConsumerRecord) -> None:
+        """Records of ``tp`` up to ``last`` are returned to the application: what it consumed
+        (the consumed position once its buffer is empty), what rebalance-safe commits wait
+        for."""
+        self._consumed[tp] = last
+        if tp not in self._buffer and buffered.end is not None:
+            self._ctx.subscriptions.advance_consumed(tp, buffered.end)  # all it collected
+        safe = self._ctx.safe_commits
+        if safe is not None:
+            safe.handed_out(tp, last.offset + 1)
 
     def _drop(self, tp: TopicPartition, *, rewind: bool) -> None:
         """Forget the buffered records of ``tp``; ``rewind``: move its position back to the
         first of them (compare-and-set with the position they were handed out with)."""
         buffered = self._buffer.pop(tp, None)
-        if buffered is None or not len(buffered) or not rewind:
+        if buffered is None or not len(buffered) or not rewind or buffered.end is None:
             return
         subs = self._ctx.subscriptions
-        with subs._lock:
-            state = subs.partition_state(tp)
-            end = buffered.end
-            if state is None or state.position is None or end is None:
-                return
-            if state.position.offset == end.offset:
-                first = buffered.first()
-                subs.seek(tp, FetchPosition(first.offset, None, state.position.current_leader))
+        subs.seek_back_if_at(tp, buffered.end.offset, buffered.first().offset)
 
     def _consumed_offsets(
         self, partitions: Iterable[TopicPartition] | None = None

@@ -576,12 +576,7 @@ class KafkaConsumer:
         bad = recs[index]
         with subs._lock:
             state = subs.partition_state(tp)
-            if (
-                state is None
-                or state.position is None
-                or new is None
-                or state.position.offset != new.offset
-            ):
+            if state is None or new is None:
                 return False
             if index > 0:
                 epoch = recs[index - 1].leader_epoch
@@ -589,7 +584,8 @@ class KafkaConsumer:
                 epoch = state.consumed.offset_epoch
             else:
                 epoch = None
-            subs.seek(tp, FetchPosition(bad.offset, epoch, state.position.current_leader))
+            if not subs.seek_back_if_at(tp, new.offset, bad.offset, epoch):
+                return False
             self._undeserializable[tp] = bad
         self._facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
         return True
@@ -611,19 +607,13 @@ class KafkaConsumer:
             state = subs.partition_state(tp)
             if state is None:
                 return False  # not owned any more: nothing to rewind
-            at_new = (
-                state.position is not None
-                and new is not None
-                and state.position.offset == new.offset
-            )
             if not state.is_fetchable:
-                if at_new and state.position is not None:
-                    subs.seek(
-                        tp, FetchPosition(recs[0].offset, None, state.position.current_leader)
-                    )
+                if new is not None:
+                    subs.seek_back_if_at(tp, new.offset, recs[0].offset)
                 return False
-            if consume and at_new and new is not None:
-                subs.advance_consumed(tp, new)
+            if consume and new is not None and state.position is not None:
+                if state.position.offset == new.offset:  # no seek since the collect
+                    subs.advance_consumed(tp, new)
             return True
 
     def _update_positions(self, trace: str) -> None:

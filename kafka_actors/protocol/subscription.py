@@ -443,6 +443,21 @@ class SubscriptionState:
                 end_of_partition_reported=False,
             )
 
+    def seek_back_if_at(
+        self, tp: TopicPartition, at_offset: int, offset: int, epoch: int | None = None
+    ) -> bool:
+        """Move ``tp``'s position (and consumed position) back to ``offset`` (keeping its
+        current leader) only while it is still at ``at_offset``, where the fetch manager moved
+        it when it handed records out (compare-and-set: a seek or reset since wins). How a
+        front end gives back records it will not return, so that nothing is skipped. True
+        when moved."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.position is None or state.position.offset != at_offset:
+                return False
+            self.seek(tp, FetchPosition(offset, epoch, state.position.current_leader))
+            return True
+
     def seek_unvalidated(self, tp: TopicPartition, position: FetchPosition) -> None:
         """Set a position that must first be validated against the leader's log (truncation
         detection, KIP-320) when it carries a leader epoch; without one it is used as is."""
