@@ -30,6 +30,7 @@ kafka-actors logs through ``structlog.get_logger("kafka_actors.<component>")``. 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -69,16 +70,20 @@ def get_logger(component: str, **bind: Any) -> Any:
 class _Logger:
     """Lazy logger: structlog's configured chain when there is one, else the quiet default."""
 
-    __slots__ = ("_bind", "_name")
+    __slots__ = ("_bind", "_name", "_quiet")
 
     def __init__(self, name: str, bind: dict[str, Any]) -> None:
         self._name = name
         self._bind = bind
+        self._quiet: Any = None  # the quiet default with ``bind`` bound, made once
 
     def _target(self) -> Any:
         if structlog.is_configured():
             return structlog.get_logger(self._name, **self._bind)
-        return _unconfigured_default().bind(**self._bind)
+        quiet = self._quiet
+        if quiet is None:
+            quiet = self._quiet = _unconfigured_default().bind(**self._bind)
+        return quiet
 
     def bind(self, **more: Any) -> _Logger:
         return _Logger(self._name, {**self._bind, **more})
@@ -100,9 +105,6 @@ class _Logger:
         return getattr(self._target(), name)
 
 
-_DEFAULT: Any = None
-
-
 class _Stderr:
     """Writes to ``sys.stderr`` as it is when a line is logged (not when it was created)."""
 
@@ -112,20 +114,19 @@ class _Stderr:
     log = debug = info = warning = warn = error = critical = exception = failure = fatal = msg
 
 
+@functools.cache
 def _unconfigured_default() -> Any:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = structlog.wrap_logger(
-            _Stderr(),
-            processors=[
-                *stdlib_processors(),
-                structlog.processors.format_exc_info,
-                structlog.dev.ConsoleRenderer(colors=False),
-            ],
-            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-            cache_logger_on_first_use=True,
-        )
-    return _DEFAULT
+    """What our loggers log through while nobody configured structlog (made once)."""
+    return structlog.wrap_logger(
+        _Stderr(),
+        processors=[
+            *stdlib_processors(),
+            structlog.processors.format_exc_info,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        cache_logger_on_first_use=True,
+    )
 
 
 def new_trace_id() -> str:
