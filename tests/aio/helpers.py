@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
+from kafka_actors import KafkaConsumer
 from tests.consumer.helpers import base_config
 
 
@@ -81,3 +83,24 @@ class LoopLag:
     @property
     def mean(self) -> float:
         return self.total / self.samples if self.samples else 0.0
+
+
+class PollingMember:
+    """A group member subscribed to ``topic`` that polls on its own thread (0.2 s polls) and
+    keeps what it receives in ``records``, until :meth:`stop`; closing it is the caller's."""
+
+    def __init__(self, config: dict[str, Any], topic: str) -> None:
+        self.consumer = KafkaConsumer(config)
+        self.consumer.subscribe([topic])
+        self.records: list[Any] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.records.extend(self.consumer.poll(0.2))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)

@@ -17,7 +17,7 @@ from kafka_actors import KafkaConsumer, TopicPartition
 from kafka_actors.aio import AsyncKafkaConsumer
 from kafka_actors.errors import KafkaTimeoutError
 from kafka_actors.protocol.messages import OffsetAndMetadata
-from tests.aio.helpers import fast_group_heartbeats, group_config
+from tests.aio.helpers import PollingMember, fast_group_heartbeats, group_config
 from tests.consumer.helpers import produce, unique
 
 pytestmark = pytest.mark.broker
@@ -158,17 +158,8 @@ def test_seed_scenario_sync(kafka_broker: Any, protocol: str) -> None:
             recs = records.records(tp)
             processed[tp] = recs[-1].offset + 1
             got += len(recs)
-    b = KafkaConsumer(group_config(bootstrap, group, protocol))
-    b.subscribe([topic])
-    b_records: list[Any] = []
-    stop = threading.Event()
-
-    def run_b() -> None:
-        while not stop.is_set():
-            b_records.extend(b.poll(0.2))
-
-    thread_b = threading.Thread(target=run_b)
-    thread_b.start()
+    member_b = PollingMember(group_config(bootstrap, group, protocol), topic)
+    b, b_records = member_b.consumer, member_b.records
     try:
         deadline = time.monotonic() + 60
         while not (revocations and a.assignment() and b.assignment()):
@@ -178,8 +169,7 @@ def test_seed_scenario_sync(kafka_broker: Any, protocol: str) -> None:
                 processed[tp] = records.records(tp)[-1].offset + 1
         time.sleep(2.0)
     finally:
-        stop.set()
-        thread_b.join(30)
+        member_b.stop()
     revoked, committed, committer_thread = revocations[0]
     assert committer_thread.startswith("committer")
     assert revoked and committed
@@ -276,17 +266,8 @@ def test_safe_commits_hold_the_sync_consumer_revocation(kafka_broker: Any, proto
     while len(handed) < 2:
         assert time.monotonic() < deadline
         poll_a()
-    b = KafkaConsumer(group_config(bootstrap, group, protocol))
-    b.subscribe([topic])
-    b_records: list[Any] = []
-    stop = threading.Event()
-
-    def run_b() -> None:
-        while not stop.is_set():
-            b_records.extend(b.poll(0.2))
-
-    thread_b = threading.Thread(target=run_b)
-    thread_b.start()
+    member_b = PollingMember(group_config(bootstrap, group, protocol), topic)
+    b, b_records = member_b.consumer, member_b.records
     try:
         held_until = time.monotonic() + 6.0
         while time.monotonic() < held_until:  # the revocation is held: B gets nothing
@@ -300,8 +281,7 @@ def test_safe_commits_hold_the_sync_consumer_revocation(kafka_broker: Any, proto
             assert time.monotonic() < deadline, "the rebalance did not complete"
             poll_a()
     finally:
-        stop.set()
-        thread_b.join(30)
+        member_b.stop()
     first: dict[TopicPartition, int] = {}
     for r in b_records:
         first.setdefault(TopicPartition(r.topic, r.partition), r.offset)
