@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kafka_actors.actors.context import ConsumerContext, Routed, fail
 from kafka_actors.actors.events import CallbackCompletedEvent
@@ -424,7 +424,7 @@ class Facade:
             previous = self.current_reply()
             self._current.reply = reply
             try:
-                result = getattr(listener, method)(partitions)
+                result = _listener_method(listener, method)(partitions)
             except WakeupError as exc:
                 error = exc
             except Exception as exc:
@@ -490,6 +490,22 @@ class Facade:
     def pending_callbacks(self) -> int:
         with self._callback_lock:
             return len(self._deferred)
+
+
+def _listener_method(listener: Any, method: str) -> Callable[[set[TopicPartition]], Any]:
+    """``listener.<method>``; for a listener object without ``on_partitions_lost`` (one not
+    derived from :class:`ConsumerRebalanceListener`), its ``on_partitions_revoked``, as Java's
+    default method; a listener without either method is not called."""
+    fn = getattr(listener, method, None)
+    if fn is None and method == "on_partitions_lost":
+        fn = getattr(listener, "on_partitions_revoked", None)
+    if fn is None:
+        return _no_callback
+    return cast(Callable[[set[TopicPartition]], Any], fn)
+
+
+def _no_callback(_partitions: set[TopicPartition]) -> None:
+    return None
 
 
 def _poke() -> Any:
