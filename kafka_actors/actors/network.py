@@ -451,6 +451,8 @@ class _Node:
     transport: _Transport | None = None
     address_index: int = 0
     down_announced: bool = False
+    #: When the last ``node_unavailable`` warning was logged (monotonic s; None: never).
+    warned_at: float | None = None
 
 
 @dataclass(order=True)
@@ -516,6 +518,7 @@ class NetworkActor(SupervisedActor):
         self._seq = itertools.count()
         self._events: deque[ConnectionEvent] = deque(maxlen=event_log_size)
         self._closed = False
+        self._all_down_warned_at: float | None = None
         self.supervision = Supervision(
             self,
             supervisor_spec or SupervisorSpec(),
@@ -965,19 +968,58 @@ class NetworkActor(SupervisedActor):
                 else:
                     self._unassigned.append(pending)
             self._record(node, "auth_failed", error)
-            log = node.log.warning if not node.down_announced else node.log.debug
+            first = not node.down_announced
+            log = node.log.warning if first else node.log.debug
             log("node_authentication_failed", error=str(error), backoff_ms=backoff_ms)
             node.down_announced = True
+            # node_authentication_failed was the warning the first time.
+            self._warn_unavailable(node, "authentication failed", error, announced=not first)
         elif was is ConnectionState.READY:
             self._record(node, "disconnected", error)
             node.log.info("node_disconnected", error=str(error), backoff_ms=backoff_ms)
             node.down_announced = True
+            if node.node_id < 0 and not any(n >= 0 for n in self._nodes):
+                # Java's "Bootstrap broker host:port disconnected": no broker learned yet.
+                self._warn_unavailable(node, "bootstrap broker disconnected", error)
         else:
             self._record(node, "connect_failed", error)
             log = node.log.info if not node.down_announced else node.log.debug
             log("node_connect_failed", error=str(error), backoff_ms=backoff_ms)
             node.down_announced = True
+            self._warn_unavailable(node, "connection could not be established", error)
         self._handle(node, events)
+
+    def _warn_unavailable(
+        self, node: _Node, reason: str, error: KafkaError, *, announced: bool = True
+    ) -> None:
+        """A WARNING a user sees with default logging, at most once per node per
+        ``reconnect.backoff.max.ms`` (Java's NetworkClient warns at each failed attempt, which
+        its reconnect backoff spaces out); and one when every known node is down."""
+        now = self._clock.monotonic()
+        period = self.settings.reconnect_backoff_max_ms / 1000.0
+        if node.warned_at is None or now - node.warned_at >= period:
+            node.warned_at = now
+            if announced:
+                node.log.warning(
+                    "node_unavailable",
+                    reason=reason,
+                    error=str(error),
+                    bootstrap=node.node_id < 0,
+                    failed_attempts=node.conn.failed_attempts,
+                    backoff_ms=round(node.conn.last_backoff * 1000),
+                )
+        if not all(
+            n.conn.state is ConnectionState.DISCONNECTED and n.conn.last_error is not None
+            for n in self._nodes.values()
+        ):
+            return
+        if self._all_down_warned_at is None or now - self._all_down_warned_at >= period:
+            self._all_down_warned_at = now
+            self._log.warning(
+                "all_brokers_unavailable",
+                addresses=sorted({str(n.address) for n in self._nodes.values()}),
+                last_error=str(error),
+            )
 
     # -- events and replies --------------------------------------------------------------------
 

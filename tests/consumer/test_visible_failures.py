@@ -1,0 +1,150 @@
+"""Failures a user can see: a wrong ``bootstrap.servers`` is announced on stderr.
+
+With default logging (structlog unconfigured: warnings and errors to stderr), a consumer whose
+bootstrap server refuses connections logs a WARNING naming the address within
+``reconnect.backoff.max.ms`` of its start (issue 10, Show 5), for the sync and the asyncio
+consumer. Each runs in a child process (so logging is the untouched default of a new program),
+which the test kills by its PID when done.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+BACKOFF_MAX_MS = 2_000  # reconnect.backoff.max.ms (Java's default is 1000; slack for load)
+ROOT = Path(__file__).resolve().parents[2]
+
+_SYNC = """
+    import sys, time
+    from kafka_actors import KafkaConsumer
+    print("START", time.time(), flush=True)
+    consumer = KafkaConsumer({config!r})
+    consumer.subscribe(["orders"])
+    end = time.monotonic() + {run_s}
+    while time.monotonic() < end:
+        consumer.poll(0.2)
+    consumer.close(timeout=5)
+"""
+
+_ASYNC = """
+    import asyncio, sys, time
+    from kafka_actors.aio import AsyncKafkaConsumer
+
+    async def main():
+        print("START", time.time(), flush=True)
+        async with AsyncKafkaConsumer("orders", config={config!r}) as consumer:
+            end = time.monotonic() + {run_s}
+            while time.monotonic() < end:
+                await consumer.getmany(timeout_ms=200)
+
+    asyncio.run(main())
+"""
+
+
+def _closed_port() -> int:
+    """A loopback port nobody listens on (bound, then closed: connections are refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _run_child(script: str, run_s: float) -> tuple[float, list[str]]:
+    """Run ``script`` for ``run_s`` seconds, then kill it (by its PID); its start time (from
+    its stdout) and the stderr lines it wrote meanwhile."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_ACTORS_LOG")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+    try:
+        first = proc.stdout.readline() if proc.stdout else ""  # "START <time>" (or EOF)
+        deadline = time.monotonic() + run_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+    match = re.search(r"START ([0-9.]+)", first)
+    assert match, f"the child did not start: {first!r} {''.join(lines)[-2000:]!r}"
+    return float(match.group(1)), [line.rstrip("\n") for line in lines]
+
+
+def _stamp(line: str) -> float:
+    iso = line.split()[0].replace("Z", "+00:00")
+    return datetime.fromisoformat(iso).timestamp()
+
+
+@pytest.mark.parametrize("front_end", ["sync", "asyncio"])
+def test_wrong_bootstrap_server_warns_on_stderr(front_end: str) -> None:
+    port = _closed_port()
+    address = f"127.0.0.1:{port}"
+    config = {
+        "bootstrap.servers": address,
+        "group.id": "visible-failures",
+        "reconnect.backoff.max.ms": BACKOFF_MAX_MS,
+    }
+    run_s = 2.5 * BACKOFF_MAX_MS / 1000
+    template = _SYNC if front_end == "sync" else _ASYNC
+    script = textwrap.dedent(template).format(config=config, run_s=run_s)
+    started, lines = _run_child(script, run_s)
+    warnings = [line for line in lines if "[warning" in line and address in line]
+    assert warnings, "no WARNING naming the address on stderr:\n" + "\n".join(lines[-30:])
+    first = warnings[0]
+    assert "node_unavailable" in first and "connection could not be established" in first
+    assert "Connection refused" in first, first
+    assert _stamp(first) - started <= BACKOFF_MAX_MS / 1000, (first, started)
+    # Every bootstrap server is down: said once per reconnect.backoff.max.ms.
+    assert any("all_brokers_unavailable" in line and address in line for line in lines), lines
+    # Rate-limited: at most one node_unavailable per node per reconnect.backoff.max.ms
+    # (the consumer retried every 50..2000 ms meanwhile: without the limit, more lines).
+    per_node = [line for line in warnings if "node_unavailable" in line]
+    assert 1 <= len(per_node) <= run_s / (BACKOFF_MAX_MS / 1000) + 1, per_node
+    gaps = [_stamp(b) - _stamp(a) for a, b in itertools.pairwise(per_node)]
+    assert all(gap >= BACKOFF_MAX_MS / 1000 - 0.01 for gap in gaps), gaps
+    # Nothing below WARNING by default.
+    assert not any("[info" in line or "[debug" in line for line in lines), lines[:10]
+
+
+def test_unreachable_warning_is_silenced_by_structlog_configuration() -> None:
+    """The warnings go through structlog: a service's own configuration decides (here: the
+    default quiet path is not taken once structlog is configured at ERROR)."""
+    port = _closed_port()
+    script = textwrap.dedent(
+        """
+        import time
+        from kafka_actors.log import configure
+        configure(level="ERROR")
+        from kafka_actors import KafkaConsumer
+        print("START", time.time(), flush=True)
+        consumer = KafkaConsumer({"bootstrap.servers": "127.0.0.1:PORT"})
+        consumer.subscribe(["orders"])
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            consumer.poll(0.2)
+        consumer.close(timeout=5)
+        """
+    ).replace("PORT", str(port))
+    _started, lines = _run_child(script, 2.0)
+    assert not any("node_unavailable" in line for line in lines), lines
