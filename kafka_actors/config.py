@@ -447,6 +447,20 @@ def _range(key: str, number: int, lo: int, hi: int) -> None:
         )
 
 
+def _buffer_size(key: str, value: object) -> int:
+    """send.buffer.bytes / receive.buffer.bytes: -1 (the OS default) or a positive size (Java's
+    ``Socket.setSendBufferSize`` refuses 0 when the connection is made; we refuse it here)."""
+    number = _as_integer(key, value, _INT_MIN, _INT_MAX, "32-bit integer")
+    _range(key, number, -1, _INT_MAX)
+    if number == 0:
+        raise _error(
+            key,
+            f"Invalid value 0 for configuration {key}: Value must be -1 (the operating "
+            "system's default) or a positive number of bytes",
+        )
+    return number
+
+
 def _enum(*allowed: str, upper: bool = False) -> Parser:
     def parse(key: str, value: object) -> str:
         text = _as_string(key, value)
@@ -544,8 +558,8 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         _long(),
         30_000,
     ),
-    "receive.buffer.bytes": ("receive_buffer_bytes", _int(-1), 65_536),
-    "send.buffer.bytes": ("send_buffer_bytes", _int(-1), 131_072),
+    "receive.buffer.bytes": ("receive_buffer_bytes", _buffer_size, 65_536),
+    "send.buffer.bytes": ("send_buffer_bytes", _buffer_size, 131_072),
     "max.in.flight.requests.per.connection": (
         "max_in_flight_requests_per_connection",
         _int(1),

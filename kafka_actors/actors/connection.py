@@ -113,6 +113,9 @@ class ConnectionSettings:
     request_timeout_ms: int = 30_000  # request.timeout.ms
     max_in_flight: int = 100  # max.in.flight.requests.per.connection
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    max_idle_ms: int = 540_000  # connections.max.idle.ms (< 0: never closed for idleness)
+    send_buffer_bytes: int = 131_072  # send.buffer.bytes (-1: the OS default)
+    receive_buffer_bytes: int = 65_536  # receive.buffer.bytes (-1: the OS default)
 
     @classmethod
     def from_config(cls, config: Any) -> ConnectionSettings:
@@ -125,6 +128,9 @@ class ConnectionSettings:
             setup_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
             request_timeout_ms=config.request_timeout_ms,
             max_in_flight=config.max_in_flight_requests_per_connection,
+            max_idle_ms=config.connections_max_idle_ms,
+            send_buffer_bytes=config.send_buffer_bytes,
+            receive_buffer_bytes=config.receive_buffer_bytes,
         )
 
 
@@ -254,6 +260,37 @@ class NodeConnection:
         self._ids = CorrelationIds()
         self._decoder = FrameDecoder(settings.max_frame_size)
         self._setup = _Setup()
+        #: Last time bytes went out or came in on the ready connection (connections.max.idle.ms).
+        self.last_used = 0.0
+        #: No request may be sent before this time: the broker throttled us (KIP-219).
+        self.throttled_until = 0.0
+
+    # -- idleness and throttling -------------------------------------------------------------
+
+    def touch(self, now: float) -> None:
+        """The connection was used (a request written, a response read)."""
+        self.last_used = now
+
+    def idle_deadline(self) -> float | None:
+        """When the ready connection counts as idle (nothing queued or in flight since
+        ``last_used`` for connections.max.idle.ms); None if it cannot become idle now."""
+        if self.state is not ConnectionState.READY or self.load or self.settings.max_idle_ms < 0:
+            return None
+        return self.last_used + self.settings.max_idle_ms / 1000.0
+
+    def close_idle(self) -> None:
+        """The shell closed the idle transport: disconnected, with no backoff and no failure
+        (the next request reconnects at once, as Java's idle expiry)."""
+        if self.idle_deadline() is None:
+            raise RuntimeError(f"node {self.node_id}: idle close while {self.state.value}")
+        self.state = ConnectionState.DISCONNECTED
+        self.backoff_until = 0.0
+        self.versions = None
+        self._setup = _Setup()
+
+    def throttle(self, now: float, throttle_time_ms: int) -> None:
+        """The broker asked for no request before ``now + throttle_time_ms`` (KIP-219)."""
+        self.throttled_until = max(self.throttled_until, now + throttle_time_ms / 1000.0)
 
     # -- introspection ----------------------------------------------------------------------
 
@@ -305,6 +342,8 @@ class NodeConnection:
             times.append(min(p.deadline for p in self._queued))
             if self.state is ConnectionState.DISCONNECTED:
                 times.append(self.backoff_until)
+            elif self.state is ConnectionState.READY and self.throttled_until:
+                times.append(self.throttled_until)
         return min(times) if times else None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -401,6 +440,10 @@ class NodeConnection:
         """
         if self.state is not ConnectionState.READY or not self._queued:
             return b"", []
+        if self.throttled_until:
+            if now < self.throttled_until:  # KIP-219: queued until the throttle ends
+                return b"", []
+            self.throttled_until = 0.0
         chunks: list[bytes] = []
         events: list[Event] = []
         limit = max(1, self.settings.max_in_flight)
@@ -422,6 +465,8 @@ class NodeConnection:
                 continue
             self._in_flight[correlation_id] = InFlight(pending, correlation_id, now)
             chunks.append(data)
+        if chunks:
+            self.last_used = now
         return b"".join(chunks), events
 
     def _check_version(self, pending: PendingRequest) -> KafkaError | None:

@@ -63,8 +63,17 @@ Host names are resolved with ``getaddrinfo`` on the actor thread when a connecti
 (blocking, as in Java's NetworkClient; instant for loopback and hosts-file names); successive
 attempts to a node rotate through the addresses it resolves to.
 
-Not done here (yet): closing idle connections (connections.max.idle.ms), re-bootstrapping when
-every known node is unreachable (KIP-899), moving a connected node to a new address.
+Idle connections: a ready connection with nothing queued or in flight for
+``connections.max.idle.ms`` is closed (event ``idle_closed``, no backoff) and reopened by the
+next request for its node. Sockets get ``send.buffer.bytes`` / ``receive.buffer.bytes``
+(SO_SNDBUF / SO_RCVBUF; -1 keeps the OS default) before they connect.
+
+Throttling (KIP-219): a response whose ``throttle_time_ms`` is positive, at a version where
+the broker expects the client to throttle itself, holds every further request to that node
+in its queue until the throttle ends (event ``throttled``, its ``backoff`` the throttle in s).
+
+Not done here (yet): re-bootstrapping when every known node is unreachable (KIP-899), moving a
+connected node to a new address.
 """
 
 from __future__ import annotations
@@ -138,6 +147,7 @@ __all__ = [
     "ConnectionEvent",
     "GetConnectionEvents",
     "GetNodeStates",
+    "GetSocketBuffers",
     "NetworkActor",
     "RequestFailed",
     "Response",
@@ -154,6 +164,28 @@ _BOOTSTRAP_BASE: Final = -1000
 _RECV_SIZE: Final = 256 * 1024
 
 Reply = "Response | RequestFailed"
+
+
+#: KIP-219: from which version of each response the broker no longer delays the response
+#: itself but expects the client to hold back its next requests for ``throttle_time_ms``
+#: (Java's ``AbstractResponse.shouldClientThrottle``); APIs not listed are newer than KIP-219
+#: and always client-throttled.
+_CLIENT_THROTTLES_FROM: Final[Mapping[int, int]] = {
+    ApiKey.FETCH: 8,
+    ApiKey.LIST_OFFSETS: 3,
+    ApiKey.METADATA: 6,
+    ApiKey.OFFSET_COMMIT: 4,
+    ApiKey.OFFSET_FETCH: 4,
+    ApiKey.FIND_COORDINATOR: 2,
+    ApiKey.JOIN_GROUP: 3,
+    ApiKey.HEARTBEAT: 2,
+    ApiKey.LEAVE_GROUP: 2,
+    ApiKey.SYNC_GROUP: 2,
+    ApiKey.DESCRIBE_GROUPS: 2,
+    16: 2,  # ListGroups
+    ApiKey.API_VERSIONS: 2,
+    23: 2,  # OffsetForLeaderEpoch
+}
 
 
 def bootstrap_node_id(index: int) -> int:
@@ -236,12 +268,21 @@ class GetNodeStates:
 
 
 @dataclass(frozen=True, slots=True)
+class GetSocketBuffers:
+    """Ask: ``(SO_SNDBUF, SO_RCVBUF)`` of ``node``'s socket as the kernel reports them
+    (``getsockopt``; Linux reports twice the size set), or None without a socket."""
+
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionEvent:
     """One step of a node's connection life, with the actor clock's time (monotonic s).
 
     ``kind``: ``connect`` (an attempt starts), ``ready``, ``connect_failed`` (before ready),
-    ``auth_failed``, ``disconnected`` (after ready). ``backoff`` is the reconnect backoff chosen
-    after a failure (seconds).
+    ``auth_failed``, ``disconnected`` (after ready), ``idle_closed`` (connections.max.idle.ms),
+    ``throttled`` (KIP-219). ``backoff`` is the reconnect backoff chosen after a failure, or
+    the throttle time (seconds).
     """
 
     node: int
@@ -570,6 +611,15 @@ class NetworkActor(SupervisedActor):
             return tuple(e for e in self._events if message.node is None or e.node == message.node)
         if isinstance(message, GetNodeStates):
             return {n.node_id: (n.conn.state.value, str(n.address)) for n in self._nodes.values()}
+        if isinstance(message, GetSocketBuffers):
+            node = self._nodes.get(message.node)
+            if node is None or node.transport is None:
+                return None
+            sock = node.transport.sock
+            return (
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+            )
         return super().on_receive(message)
 
     def on_stop(self) -> None:
@@ -696,7 +746,28 @@ class NetworkActor(SupervisedActor):
                     transport.flush()
                 except KafkaError as exc:
                     self._close_node(node, exc)
+            idle = conn.idle_deadline()
+            if idle is not None and now >= idle and node.transport is not None:
+                if not node.transport.out:
+                    self._close_idle(node, now)
+                    continue
             self._update_interest(node)
+
+    def _close_idle(self, node: _Node, now: float) -> None:
+        """connections.max.idle.ms passed with nothing queued or in flight: close the
+        connection; the next request for the node opens a new one (no backoff)."""
+        transport, node.transport = node.transport, None
+        if transport is not None:
+            if transport.registered_mask:
+                try:
+                    self._inbox.selector.unregister(transport.sock)
+                except (KeyError, ValueError):
+                    pass
+            transport.close()
+        idle_ms = round((now - node.conn.last_used) * 1000)
+        node.conn.close_idle()
+        self._record(node, "idle_closed")
+        node.log.debug("node_idle_closed", idle_ms=idle_ms)
 
     def _expire(self, now: float) -> None:
         for node in list(self._nodes.values()):
@@ -739,6 +810,7 @@ class NetworkActor(SupervisedActor):
 
     def _next_deadline(self) -> float | None:
         times = [t for n in self._nodes.values() if (t := n.conn.next_deadline()) is not None]
+        times.extend(t for n in self._nodes.values() if (t := n.conn.idle_deadline()) is not None)
         if self._delayed:
             times.append(self._delayed[0].due)
         for pending in self._dropped:
@@ -844,6 +916,16 @@ class NetworkActor(SupervisedActor):
         sock.setblocking(False)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # send.buffer.bytes / receive.buffer.bytes (-1: the OS default), before connect
+            # so the TCP window scale is negotiated for them (as Java's Selector does).
+            if self.settings.send_buffer_bytes > 0:
+                sock.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_SNDBUF, self.settings.send_buffer_bytes
+                )
+            if self.settings.receive_buffer_bytes > 0:
+                sock.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_RCVBUF, self.settings.receive_buffer_bytes
+                )
             code = sock.connect_ex(sockaddr)
         except OSError as exc:
             code = exc.errno or errno.EIO
@@ -900,6 +982,7 @@ class NetworkActor(SupervisedActor):
             transport.flush()
 
     def _received(self, node: _Node, transport: _Transport, data: bytes, now: float) -> None:
+        node.conn.touch(now)
         out, events = node.conn.receive(data, now)
         transport.write(out)
         self._handle(node, events)
@@ -1030,6 +1113,7 @@ class NetworkActor(SupervisedActor):
             elif isinstance(event, Failed):
                 self._fail(event.request, event.error, node.node_id)
             elif isinstance(event, Ready):
+                node.conn.touch(self._clock.monotonic())
                 self._record(node, "ready")
                 node.log.info(
                     "node_ready",
@@ -1045,6 +1129,17 @@ class NetworkActor(SupervisedActor):
         api = pending.api_key
         if api == ApiKey.METADATA:
             self._learn(event.response)
+        throttle = getattr(event.response, "throttle_time", None)
+        if throttle is not None:
+            throttle_ms = round(throttle.total_seconds() * 1000)
+            version = int(pending.request.__version__)
+            if throttle_ms > 0 and version >= _CLIENT_THROTTLES_FROM.get(api, 0):
+                now = self._clock.monotonic()
+                node.conn.throttle(now, throttle_ms)
+                self._events.append(
+                    ConnectionEvent(node.node_id, "throttled", now, None, throttle_ms / 1000.0)
+                )
+                node.log.debug("node_throttled", api=_api_label(api), throttle_time_ms=throttle_ms)
         faults = self.faults
         if faults is not None:
             fault = faults.on_response(api, node.node_id)
