@@ -914,7 +914,8 @@ class KafkaConsumer:
 
     def metrics(self) -> dict[str, Any]:
         """Java-named consumer metrics: fetch rate and latency, records consumed rate,
-        ``records-lag`` per partition (``records-lag-max`` over them), poll rate, commits."""
+        ``records-lag`` per partition (``records-lag-max`` over them), poll rate, commits, the
+        throttle time of the Fetch responses (``fetch-throttle-time-avg`` / ``-max``, ms)."""
         ctx = self._ctx
         values: dict[str, Any] = dict(ctx.metrics.snapshot())
         subs = ctx.subscriptions
@@ -930,7 +931,8 @@ class KafkaConsumer:
         except Exception:
             fetch = None
         if fetch is not None:
-            values["fetch-throttle-time-avg"] = 0.0
+            values["fetch-throttle-time-avg"] = fetch.fetch_throttle_time_avg_ms or 0.0
+            values["fetch-throttle-time-max"] = float(fetch.fetch_throttle_time_max_ms)
             values["buffered-bytes"] = fetch.buffered_bytes
             values["fetch-latency-avg"] = fetch.fetch_latency_avg_ms or 0.0
             values["fetch-latency-max"] = float(fetch.fetch_latency_max_ms)

@@ -137,7 +137,6 @@ class ConsumerMetrics:
         self._started = time.monotonic()
         self._fetch_requests = _Rate()
         self._fetch_bytes = _Rate()
-        self._records_fetched = _Rate()
         self._records_consumed = _Rate()
         self._bytes_consumed = _Rate()
         self._polls = _Rate()
@@ -145,15 +144,17 @@ class ConsumerMetrics:
         self.fetch_latency_ms_max = 0.0
         self.commits = 0
         self.commit_latency_ms_total = 0.0
+        self.commit_latency_samples = 0
         self.rebalances = 0
         self.last_poll_at: float | None = None
+        #: Milliseconds between the last two polls (Java's time-between-poll-last).
+        self.time_between_polls_ms: float | None = None
 
-    def fetch_completed(self, latency_ms: float, num_bytes: int, num_records: int) -> None:
+    def fetch_completed(self, latency_ms: float, num_bytes: int) -> None:
         now = time.monotonic()
         with self._lock:
             self._fetch_requests.record(1, now)
             self._fetch_bytes.record(num_bytes, now)
-            self._records_fetched.record(num_records, now)
             self.fetch_latency_ms_total += latency_ms
             self.fetch_latency_ms_max = max(self.fetch_latency_ms_max, latency_ms)
 
@@ -167,12 +168,18 @@ class ConsumerMetrics:
         now = time.monotonic()
         with self._lock:
             self._polls.record(1, now)
+            if self.last_poll_at is not None:
+                self.time_between_polls_ms = (now - self.last_poll_at) * 1000.0
             self.last_poll_at = now
 
-    def committed(self, latency_ms: float) -> None:
+    def committed(self, latency_ms: float | None) -> None:
+        """A commit succeeded; ``latency_ms`` None when it was not timed (interval
+        auto-commits): counted in commit-total, not in commit-latency-avg."""
         with self._lock:
             self.commits += 1
-            self.commit_latency_ms_total += latency_ms
+            if latency_ms is not None:
+                self.commit_latency_ms_total += latency_ms
+                self.commit_latency_samples += 1
 
     def snapshot(self) -> dict[str, float]:
         now = time.monotonic()
@@ -187,17 +194,16 @@ class ConsumerMetrics:
                 "fetch-size-avg": (self._fetch_bytes.total / fetches) if fetches else 0.0,
                 "fetch-latency-avg": (self.fetch_latency_ms_total / fetches) if fetches else 0.0,
                 "fetch-latency-max": self.fetch_latency_ms_max,
-                "records-fetched-total": self._records_fetched.total,
                 "records-consumed-rate": self._records_consumed.rate(now, started),
                 "records-consumed-total": self._records_consumed.total,
                 "poll-rate": self._polls.rate(now, started),
                 "poll-total": self._polls.total,
-                "time-between-poll-last": (
-                    (now - self.last_poll_at) * 1000.0 if self.last_poll_at is not None else 0.0
-                ),
+                "time-between-poll-last": self.time_between_polls_ms or 0.0,
                 "commit-total": float(self.commits),
                 "commit-latency-avg": (
-                    self.commit_latency_ms_total / self.commits if self.commits else 0.0
+                    self.commit_latency_ms_total / self.commit_latency_samples
+                    if self.commit_latency_samples
+                    else 0.0
                 ),
                 "rebalance-total": float(self.rebalances),
             }

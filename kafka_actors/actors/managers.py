@@ -675,7 +675,7 @@ class CommitActor(ManagerActor):
             if event.error is not None:
                 self.log.info("auto_commit_failed", error=str(event.error))
             else:
-                self.ctx.metrics.committed(0)
+                self.ctx.metrics.committed(None)  # counted; its latency is not timed
         elif isinstance(event, m848.CoordinatorUnknown):
             self.emit("coordinator", event)
         else:
@@ -929,9 +929,7 @@ class FetchActor(ManagerActor):
         super().on_response(request_id, response, now_ms)
         after = self.manager.metrics()
         latency = after.last_fetch_latency_ms or 0
-        self.ctx.metrics.fetch_completed(
-            float(latency), after.bytes_fetched - before.bytes_fetched, 0
-        )
+        self.ctx.metrics.fetch_completed(float(latency), after.bytes_fetched - before.bytes_fetched)
         if after.buffered_bytes > 0:
             self.ctx.fetch_generation += 1
             self.ctx.signal.notify()

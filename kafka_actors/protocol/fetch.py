@@ -316,6 +316,9 @@ class FetchMetrics:
     fetch_failures: int = 0
     fetch_latency_total_ms: int = 0
     fetch_latency_max_ms: int = 0
+    #: throttle_time_ms of the Fetch responses (KIP-219), summed over all of them and the max.
+    fetch_throttle_time_total_ms: int = 0
+    fetch_throttle_time_max_ms: int = 0
     last_fetch_latency_ms: int | None = None
     first_request_ms: int | None = None
     last_response_ms: int | None = None
@@ -334,6 +337,12 @@ class FetchMetrics:
         if not self.fetch_responses:
             return None
         return self.fetch_latency_total_ms / self.fetch_responses
+
+    @property
+    def fetch_throttle_time_avg_ms(self) -> float | None:
+        if not self.fetch_responses:
+            return None
+        return self.fetch_throttle_time_total_ms / self.fetch_responses
 
 
 # -- fetch sessions (KIP-227) ------------------------------------------------------------------
@@ -576,6 +585,8 @@ class FetchManager:
         self._m_failures = 0
         self._m_latency_total = 0
         self._m_latency_max = 0
+        self._m_throttle_total = 0
+        self._m_throttle_max = 0
         self._m_latency_last: int | None = None
         self._m_first_request: int | None = None
         self._m_last_response: int | None = None
@@ -936,6 +947,11 @@ class FetchManager:
         self._m_latency_max = max(self._m_latency_max, latency)
         self._m_latency_last = latency
         self._m_last_response = now_ms
+        throttle = getattr(response, "throttle_time", None)
+        throttle_ms = round(throttle.total_seconds() * 1000) if throttle is not None else 0
+        # Java's fetch-throttle-time sensor: one sample per Fetch response, zeros included.
+        self._m_throttle_total += throttle_ms
+        self._m_throttle_max = max(self._m_throttle_max, throttle_ms)
         self._node_backoff_until.pop(in_flight.node, None)
         self._unanswered.pop(in_flight.node, None)
         node = in_flight.node
@@ -952,8 +968,7 @@ class FetchManager:
                 name = str(topic.topic)
             for part in topic.partitions:
                 data.append((TopicPartition(name, int(part.partition_index)), part))
-        throttle = getattr(response, "throttle_time", None)
-        throttled = throttle is not None and throttle.total_seconds() > 0
+        throttled = throttle_ms > 0
         if in_flight.session is not None:
             accepted = in_flight.session.handle_response(
                 top_error,
@@ -1289,6 +1304,8 @@ class FetchManager:
             fetch_failures=self._m_failures,
             fetch_latency_total_ms=self._m_latency_total,
             fetch_latency_max_ms=self._m_latency_max,
+            fetch_throttle_time_total_ms=self._m_throttle_total,
+            fetch_throttle_time_max_ms=self._m_throttle_max,
             last_fetch_latency_ms=self._m_latency_last,
             first_request_ms=self._m_first_request,
             last_response_ms=self._m_last_response,
