@@ -760,7 +760,8 @@ class AsyncKafkaConsumer:
             return {}
         trace = new_trace_id()
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
-        with traced(trace):
+        named = self._facade.commit_timeout("commit", wanted, timeout)
+        with traced(trace), named:
             result: dict[TopicPartition, OffsetAndMetadata] = await self._call(
                 "commit", lambda f, d: CommitEvent(wanted, True, d, f, trace), deadline, "commit"
             )
@@ -805,7 +806,7 @@ class AsyncKafkaConsumer:
         wanted = frozenset([partitions] if isinstance(partitions, TopicPartition) else partitions)
         trace = new_trace_id()
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
-        with traced(trace):
+        with traced(trace), self._facade.committed_timeout(wanted, timeout):
             result: dict[TopicPartition, OffsetAndMetadata | None] = await self._call(
                 "commit",
                 lambda f, d: FetchCommittedEvent(wanted, d, f, trace),
@@ -828,7 +829,8 @@ class AsyncKafkaConsumer:
             )
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
         trace = new_trace_id()
-        with traced(trace):
+        named = self._facade.position_timeout(partition, timeout)
+        with traced(trace), named:
             while True:
                 buffered = self._buffer.get(partition)
                 if buffered is not None and len(buffered):
@@ -840,10 +842,7 @@ class AsyncKafkaConsumer:
                     raise IllegalStateError(f"Partition {partition} is no longer assigned")
                 self._inner._update_positions(trace)
                 if time.monotonic() >= deadline:
-                    raise KafkaTimeoutError(
-                        f"Timeout expired before the position for partition {partition} "
-                        "could be determined"
-                    )
+                    raise named.error()
                 await self._wait_wake(min(deadline, time.monotonic() + 0.5))
                 self._facade.raise_if_fatal()
 
@@ -914,7 +913,7 @@ class AsyncKafkaConsumer:
             return {}
         trace = new_trace_id()
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
-        with traced(trace):
+        with traced(trace), self._facade.list_offsets_timeout(kind, timestamps, timeout):
             return await self._call(
                 "offsets",
                 lambda f, d: ListOffsetsEvent(kind, timestamps, d, f, trace),
@@ -942,7 +941,7 @@ class AsyncKafkaConsumer:
         self._facade.ensure_open()
         trace = new_trace_id()
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
-        with traced(trace):
+        with traced(trace), self._facade.metadata_timeout(topics, timeout):
             result: Mapping[str, tuple[PartitionInfo, ...]] = await self._call(
                 "metadata",
                 lambda f, d: TopicMetadataEvent(topics, d, f, trace),
@@ -1094,7 +1093,7 @@ class AsyncKafkaConsumer:
         self._drain_background()
         if not done:
             wrapped.cancel()
-            raise KafkaTimeoutError("Leaving the group timed out")
+            raise KafkaTimeoutError("Leaving the group timed out")  # named by close()
         wrapped.result()
 
     async def close(self, timeout: float | None = None) -> None:
@@ -1126,7 +1125,10 @@ class AsyncKafkaConsumer:
                             self._log.warning("commit_on_close_failed", error=str(exc))
                     if subs.has_auto_assigned_partitions():
                         try:
-                            await self._leave_group(deadline)
+                            with facade.leave_timeout(
+                                timeout, round(DEFAULT_CLOSE_TIMEOUT_S * 1000)
+                            ):
+                                await self._leave_group(deadline)
                         except Exception as exc:
                             self._log.warning("leave_on_close_failed", error=str(exc))
                 for tp in list(self._buffer):

@@ -58,6 +58,7 @@ from kafka_actors.actors.events import (
 )
 from kafka_actors.actors.facade import (
     AsyncCommitDone,
+    CallTimeout,
     ConsumerRebalanceListener,
     ConsumerRecords,
     Facade,
@@ -669,7 +670,8 @@ class KafkaConsumer:
         wanted = _offsets(offsets)
         trace = new_trace_id()
         deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
-        with traced(trace):
+        named = facade.commit_timeout("commit_sync", wanted, timeout)
+        with traced(trace), named:
             result: dict[TopicPartition, OffsetAndMetadata] = facade.call(
                 "commit",
                 lambda f, d: CommitEvent(wanted, True, d, f, trace),
@@ -723,7 +725,7 @@ class KafkaConsumer:
         wanted = frozenset([partitions] if isinstance(partitions, TopicPartition) else partitions)
         trace = new_trace_id()
         deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
-        with traced(trace):
+        with traced(trace), facade.committed_timeout(wanted, timeout):
             result: dict[TopicPartition, OffsetAndMetadata | None] = facade.call(
                 "commit",
                 lambda f, d: FetchCommittedEvent(wanted, d, f, trace),
@@ -746,7 +748,8 @@ class KafkaConsumer:
             )
         deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
         trace = new_trace_id()
-        with traced(trace):
+        named = facade.position_timeout(partition, timeout)
+        with traced(trace), named:
             while True:
                 position = subs.valid_position(partition)
                 if position is not None:
@@ -755,10 +758,7 @@ class KafkaConsumer:
                     raise IllegalStateError(f"Partition {partition} is no longer assigned")
                 self._update_positions(trace)
                 if time.monotonic() >= deadline:
-                    raise KafkaTimeoutError(
-                        f"Timeout expired before the position for partition {partition} "
-                        "could be determined"
-                    )
+                    raise named.error()
                 self._ctx.signal.wait_until(
                     lambda: subs.valid_position(partition) is not None
                     or facade._wakeup.is_set()
@@ -858,7 +858,7 @@ class KafkaConsumer:
         deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
         if not timestamps:
             return {}
-        with traced(trace):
+        with traced(trace), facade.list_offsets_timeout(kind, timestamps, timeout):
             return facade.call(
                 "offsets",
                 lambda f, d: ListOffsetsEvent(kind, timestamps, d, f, trace),
@@ -888,7 +888,7 @@ class KafkaConsumer:
         facade.ensure_open()
         trace = new_trace_id()
         deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
-        with traced(trace):
+        with traced(trace), facade.metadata_timeout(topics, timeout):
             result: Mapping[str, tuple[PartitionInfo, ...]] = facade.call(
                 "metadata",
                 lambda f, d: TopicMetadataEvent(topics, d, f, trace),
@@ -967,18 +967,29 @@ class KafkaConsumer:
                 if fatal is None and self._uses_group:
                     if self.config.enable_auto_commit and subs.assigned_partitions():
                         try:
-                            facade.call(
-                                "commit",
-                                lambda f, d: CommitOnCloseEvent(d, f, trace),
-                                deadline,
-                                "commit on close",
-                                wakeable=False,
-                            )
+                            with CallTimeout(
+                                "close()",
+                                timeout,
+                                round(DEFAULT_CLOSE_TIMEOUT_S * 1000),
+                                lambda: "the commit on close (OffsetCommit to "
+                                f"{facade.describe_coordinator()})",
+                                key="the default close timeout",
+                            ):
+                                facade.call(
+                                    "commit",
+                                    lambda f, d: CommitOnCloseEvent(d, f, trace),
+                                    deadline,
+                                    "commit on close",
+                                    wakeable=False,
+                                )
                         except Exception as exc:
                             self._log.warning("commit_on_close_failed", error=str(exc))
                     if subs.has_auto_assigned_partitions():
                         try:
-                            self._leave_group(deadline, trace)
+                            with facade.leave_timeout(
+                                timeout, round(DEFAULT_CLOSE_TIMEOUT_S * 1000)
+                            ):
+                                self._leave_group(deadline, trace)
                         except Exception as exc:
                             self._log.warning("leave_on_close_failed", error=str(exc))
                     try:
@@ -1010,7 +1021,7 @@ class KafkaConsumer:
         while not future.done():
             facade.process_background()
             if time.monotonic() >= deadline:
-                raise KafkaTimeoutError("Leaving the group timed out")
+                raise KafkaTimeoutError("Leaving the group timed out")  # named by close()
             ctx.signal.wait_until(
                 lambda: future.done() or bool(ctx.background) or facade.closed, deadline
             )

@@ -70,6 +70,7 @@ from kafka_actors.supervisors import (
 
 __all__ = [
     "AsyncCommitDone",
+    "CallTimeout",
     "ConsumerRebalanceListener",
     "ConsumerRecords",
     "Facade",
@@ -205,6 +206,75 @@ class FacadeActor(SupervisedActor):
         return super().on_receive(message)
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def partition_names(partitions: Any) -> str:
+    """``orders-0, orders-1`` (sorted), or ``none``."""
+    names = sorted(str(tp) for tp in partitions)
+    return ", ".join(names) if names else "none"
+
+
+class CallTimeout:
+    """Names what a blocking call waited for in its KafkaTimeoutError (issue 10).
+
+    Used as ``with CallTimeout(...):`` around the call's wait: a KafkaTimeoutError escaping
+    (the facade's own at the deadline, or the request manager's) is raised again as::
+
+        position(orders-0) timed out after 60000 ms (default.api.timeout.ms) waiting for
+        the offset reset of orders-0 (ListOffsets to node 1): <the manager's detail>
+
+    ``waiting_for`` is called only then, so it describes the state at the timeout (which
+    coordinator, which leader). The new error keeps the cause's topic/partition/node and
+    chains it as ``__cause__``.
+    """
+
+    __slots__ = ("call", "source", "timeout_ms", "waiting_for")
+
+    def __init__(
+        self,
+        call: str,
+        timeout: float | None,
+        default_ms: int,
+        waiting_for: Callable[[], str],
+        *,
+        key: str = "default.api.timeout.ms",
+    ) -> None:
+        self.call = call
+        if timeout is None:
+            self.timeout_ms, self.source = int(default_ms), key
+        else:
+            self.timeout_ms, self.source = round(max(0.0, float(timeout)) * 1000), "timeout"
+        self.waiting_for = waiting_for
+
+    def error(self, cause: KafkaTimeoutError | None = None) -> KafkaTimeoutError:
+        try:
+            what = self.waiting_for()
+        except Exception as exc:  # a description must never hide the timeout
+            what = f"an answer (state unavailable: {exc!r})"
+        message = (
+            f"{self.call} timed out after {self.timeout_ms} ms ({self.source}) waiting for {what}"
+        )
+        if cause is not None and cause.message and not cause.message.endswith(" timed out"):
+            message += f": {cause.message}"
+        error = KafkaTimeoutError(
+            message,
+            topic=None if cause is None else cause.topic,
+            partition=None if cause is None else cause.partition,
+            node=None if cause is None else cause.node,
+        )
+        error.__cause__ = cause
+        error._named_call = True  # type: ignore[attr-defined]
+        return error
+
+    def __enter__(self) -> CallTimeout:
+        return self
+
+    def __exit__(self, _type: Any, exc: BaseException | None, _tb: Any) -> None:
+        if isinstance(exc, KafkaTimeoutError) and not getattr(exc, "_named_call", False):
+            raise self.error(exc) from exc
+
+
 class Facade:
     """The application side (see the module docstring). Thread-safe."""
 
@@ -271,6 +341,142 @@ class Facade:
     def deadline(timeout: float | None, default_ms: int) -> float:
         seconds = default_ms / 1000.0 if timeout is None else max(0.0, float(timeout))
         return time.monotonic() + seconds
+
+    # -- what a call waits for (CallTimeout descriptions) -------------------------------------
+
+    def describe_coordinator(self) -> str:
+        """``the group coordinator (node 1 at host:9092)`` or that it is not known yet."""
+        connection = self.ctx.coordinator_id
+        if connection is None:
+            return "the group coordinator (not known yet: FindCoordinator pending)"
+        node = _INT32_MAX - connection if connection > _INT32_MAX // 2 else connection
+        return f"the group coordinator (node {node}{self._at(node)})"
+
+    def describe_leaders(self, partitions: Any, api: str) -> str:
+        """``ListOffsets to node 1`` (per leader), or which partitions have no known leader."""
+        cluster = self.ctx.cluster
+        by_node: dict[int, list[TopicPartition]] = {}
+        unknown: list[TopicPartition] = []
+        for tp in sorted(partitions, key=str):
+            found = cluster.leader_for(tp) if cluster is not None else None
+            if found is None or found[0] is None or found[0] < 0:
+                unknown.append(tp)
+            else:
+                by_node.setdefault(found[0], []).append(tp)
+        parts = []
+        if len(by_node) == 1 and not unknown:
+            (node,) = by_node
+            return f"{api} to node {node}{self._at(node)}"
+        for node, tps in sorted(by_node.items()):
+            parts.append(f"{api} to node {node}{self._at(node)} for {partition_names(tps)}")
+        if unknown:
+            parts.append(f"no known leader for {partition_names(unknown)} (Metadata)")
+        return "; ".join(parts) if parts else f"{api}"
+
+    def describe_brokers(self) -> str:
+        """The brokers Metadata named, or the bootstrap servers when none answered yet."""
+        cluster = self.ctx.cluster
+        nodes = [] if cluster is None else sorted(cluster.nodes.values(), key=lambda n: n.node_id)
+        if nodes:
+            return "brokers " + ", ".join(f"{n.node_id} at {n.host}:{n.port}" for n in nodes)
+        servers = ", ".join(str(a) for a in self.ctx.config.bootstrap_servers)
+        return f"bootstrap.servers {servers} (no broker answered yet)"
+
+    def describe_position(self, tp: TopicPartition) -> str:
+        """What the position of ``tp`` waits for: its committed offset, an offset reset, or
+        the validation of its position after a leader change."""
+        state = self.ctx.subscriptions.partition_state(tp)
+        if state is not None and state.awaiting_reset:
+            strategy = state.reset_strategy
+            kind = f"{strategy.kind.value} " if strategy is not None else ""
+            return (
+                f"the {kind}offset reset of {tp} "
+                f"({self.describe_leaders([tp], 'ListOffsets')})"
+            )
+        if state is not None and state.awaiting_validation:
+            return (
+                f"the validation of the position of {tp} after a leader change "
+                f"({self.describe_leaders([tp], 'OffsetForLeaderEpoch')})"
+            )
+        if self.ctx.config.group_id is not None:
+            return (
+                f"the committed offset of {tp} (OffsetFetch to {self.describe_coordinator()})"
+            )
+        return f"the initial position of {tp} ({self.describe_leaders([tp], 'ListOffsets')})"
+
+    # -- the CallTimeout of each blocking call -------------------------------------------------
+
+    def _default_ms(self) -> int:
+        return self.ctx.config.default_api_timeout_ms
+
+    def commit_timeout(self, call: str, partitions: Any, timeout: float | None) -> CallTimeout:
+        """commit_sync / commit (asyncio) / the commit on close; ``partitions`` None: all
+        consumed positions."""
+        names = "the consumed positions" if partitions is None else partition_names(partitions)
+        label = "all consumed" if partitions is None else names
+        return CallTimeout(
+            f"{call}({label})",
+            timeout,
+            self._default_ms(),
+            lambda: f"the OffsetCommit of {names} to {self.describe_coordinator()}",
+        )
+
+    def committed_timeout(self, partitions: Any, timeout: float | None) -> CallTimeout:
+        names = partition_names(partitions)
+        return CallTimeout(
+            f"committed({names})",
+            timeout,
+            self._default_ms(),
+            lambda: f"the committed offsets of {names} (OffsetFetch to "
+            f"{self.describe_coordinator()})",
+        )
+
+    def position_timeout(self, tp: TopicPartition, timeout: float | None) -> CallTimeout:
+        return CallTimeout(
+            f"position({tp})", timeout, self._default_ms(), lambda: self.describe_position(tp)
+        )
+
+    def list_offsets_timeout(
+        self, kind: str, partitions: Any, timeout: float | None
+    ) -> CallTimeout:
+        """``kind``: the call's name (beginning_offsets, end_offsets, offsets_for_times)."""
+        names = partition_names(partitions)
+        which = {"beginning_offsets": "beginning", "end_offsets": "end"}.get(kind, "timestamp")
+        return CallTimeout(
+            f"{kind}({names})",
+            timeout,
+            self._default_ms(),
+            lambda: f"the {which} offsets of {names} "
+            f"({self.describe_leaders(partitions, 'ListOffsets')})",
+        )
+
+    def metadata_timeout(self, topics: Any, timeout: float | None) -> CallTimeout:
+        if topics is None:
+            call, what = "list_topics()", "all topics"
+        else:
+            listed = ", ".join(sorted(topics))
+            call, what = f"partitions_for({listed})", f"topic {listed}"
+        return CallTimeout(
+            call,
+            timeout,
+            self._default_ms(),
+            lambda: f"the metadata of {what} (Metadata to any of {self.describe_brokers()})",
+        )
+
+    def leave_timeout(self, timeout: float | None, default_ms: int) -> CallTimeout:
+        api = "ConsumerGroupHeartbeat" if self.ctx.group_protocol == "consumer" else "LeaveGroup"
+        return CallTimeout(
+            "close()",
+            timeout,
+            default_ms,
+            lambda: f"the group leave ({api} to {self.describe_coordinator()})",
+            key="the default close timeout",
+        )
+
+    def _at(self, node: int) -> str:
+        cluster = self.ctx.cluster
+        found = cluster.node(node) if cluster is not None else None
+        return f" at {found.host}:{found.port}" if found is not None else ""
 
     def deadline_ms(self, deadline: float) -> int:
         """A monotonic-seconds deadline on the actors' clock, in ms."""
@@ -454,8 +660,8 @@ class Facade:
         def expire() -> None:
             reply.ack(
                 KafkaTimeoutError(
-                    f"{reply.method} was not acknowledged within max.poll.interval.ms "
-                    f"({self.ctx.config.max_poll_interval_ms} ms)"
+                    f"{reply.method}({partition_names(reply.partitions)}) was not acknowledged "
+                    f"within max.poll.interval.ms ({self.ctx.config.max_poll_interval_ms} ms)"
                 )
             )
 
