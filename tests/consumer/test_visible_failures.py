@@ -20,6 +20,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,3 +149,47 @@ def test_unreachable_warning_is_silenced_by_structlog_configuration() -> None:
     ).replace("PORT", str(port))
     _started, lines = _run_child(script, 2.0)
     assert not any("node_unavailable" in line for line in lines), lines
+
+
+def test_authentication_failure_warns_and_repeats_rate_limited(kafka_broker_secured: Any) -> None:
+    """A wrong password: the first failure is a WARNING (node_authentication_failed); while
+    the consumer keeps retrying, node_unavailable (reason 'authentication failed') repeats at
+    most once per reconnect.backoff.max.ms; the password never appears."""
+    spec = kafka_broker_secured.listener("SASL_PLAINTEXT")
+    bootstrap = kafka_broker_secured.listener_bootstrap("SASL_PLAINTEXT")
+    address = bootstrap.split(",")[0]
+    password = "not-alices-password-7c1e"
+    config = {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": spec.security_protocol,
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "alice",
+        "sasl.password": password,
+        "reconnect.backoff.ms": 100,
+        "reconnect.backoff.max.ms": 800,
+    }
+    script = textwrap.dedent(
+        """
+        import time
+        from kafka_actors import KafkaConsumer
+        print("START", time.time(), flush=True)
+        consumer = KafkaConsumer(CONFIG)
+        consumer.assign([])
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            try:
+                consumer.list_topics(timeout=1)
+            except Exception:
+                pass
+        """
+    ).replace("CONFIG", repr(config))
+    _started, lines = _run_child(script, 8.0)
+    text = "\n".join(lines)
+    assert password not in text
+    first = [line for line in lines if "node_authentication_failed" in line]
+    assert first and "[warning" in first[0] and address in first[0], text[-3000:]
+    repeats = [line for line in lines if "node_unavailable" in line and address in line]
+    assert repeats, text[-3000:]
+    assert all("reason='authentication failed'" in line for line in repeats), repeats
+    gaps = [_stamp(b) - _stamp(a) for a, b in itertools.pairwise(repeats)]
+    assert all(gap >= 0.8 - 0.01 for gap in gaps), gaps
