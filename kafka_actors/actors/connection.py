@@ -527,7 +527,9 @@ class NodeConnection:
         return events, broken
 
     def _queued_timeout(self, pending: PendingRequest) -> KafkaTimeoutError:
-        if self.state is ConnectionState.READY:
+        if self.state is ConnectionState.READY and self.throttled_until:
+            why = "while the broker throttles this client (throttle_time_ms, KIP-219)"
+        elif self.state is ConnectionState.READY:
             why = "waiting for an in-flight slot"
         elif self.auth_failed:
             why = "while authentication to the node fails"

@@ -262,3 +262,15 @@ def test_in_flight_request_is_not_idle(
     while "idle_closed" not in _kinds(ref, leader):
         assert time.monotonic() < deadline, _kinds(ref, leader)
         time.sleep(0.05)
+
+
+def test_a_request_queued_past_its_deadline_by_a_throttle_says_so(clock: ManualClock) -> None:
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    connect_ready(conn, clock, FakeBroker())
+    conn.throttle(clock.monotonic(), 10_000)
+    conn.enqueue(pending(clock, timeout=1.0))
+    assert conn.flush(clock.monotonic())[0] == b""
+    clock.advance(1.0)
+    [failed], broken = conn.check_timeouts(clock.monotonic())
+    assert broken is None
+    assert "throttles this client" in str(failed.error)  # type: ignore[union-attr]
