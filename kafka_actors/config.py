@@ -32,6 +32,9 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
   (default -1: ``max.poll.interval.ms``) are this client's own (zio-kafka's
   ``rebalanceSafeCommits``): a revocation is acknowledged only once the records handed out
   for the revoked partitions are committed, or the maximum duration passed.
+* ``send.buffer.bytes`` / ``receive.buffer.bytes`` = 0 is refused here (Java's socket refuses it
+  only when the connection is made); -1 keeps the operating system's default.
+  ``connections.max.idle.ms`` < 0 never closes a connection for idleness.
 * ``retry.backoff.ms`` > ``retry.backoff.max.ms`` is accepted with a warning (as Java, which
   then uses the max as a fixed backoff); the warning is in :attr:`ConsumerConfig.warnings`.
 """
