@@ -274,3 +274,65 @@ def test_a_request_queued_past_its_deadline_by_a_throttle_says_so(clock: ManualC
     [failed], broken = conn.check_timeouts(clock.monotonic())
     assert broken is None
     assert "throttles this client" in str(failed.error)  # type: ignore[union-attr]
+
+
+# -- actor: a bootstrap broker that disconnects before any broker is known -----------------------
+
+
+def test_bootstrap_broker_disconnect_before_metadata_warns(
+    start_network: Any, captured_logs: Any
+) -> None:
+    """Java's "Bootstrap broker host:port disconnected": a bootstrap server that completes
+    ApiVersions and then drops the connection, before any Metadata named a broker, is a
+    WARNING (node_unavailable, reason 'bootstrap broker disconnected')."""
+    import json
+    import threading
+
+    from tests.actors.test_connection import api_versions_v4
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                broker = FakeBroker()
+                got: list[Any] = []
+                conn.settimeout(5)
+                while not got:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    got = broker.take(data)
+                if got:
+                    header, _body = got[0]
+                    conn.sendall(broker.answer(api_versions_v4(), header.correlation_id))
+                    time.sleep(0.1)  # ready, then the "broker" goes away
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        ref = start_network(network_config(f"127.0.0.1:{port}"))
+        send(ref, metadata_request(), timeout_ms=5_000)
+        deadline = time.monotonic() + 15
+        while "disconnected" not in _kinds(ref, BOOT):
+            assert time.monotonic() < deadline, _kinds(ref, BOOT)
+            time.sleep(0.05)
+        lines = [json.loads(x) for x in captured_logs.getvalue().splitlines() if x.startswith("{")]
+        warned = [e for e in lines if e.get("event") == "node_unavailable"]
+        assert warned, [e.get("event") for e in lines]
+        assert warned[0]["level"] == "warning"
+        assert warned[0]["reason"] == "bootstrap broker disconnected"
+        assert warned[0]["address"] == f"127.0.0.1:{port}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        server.close()
