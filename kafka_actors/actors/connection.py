@@ -39,6 +39,13 @@ Semantics, following the Java client:
   connection is closed (Java's ``NetworkClient`` closes a connection with a timed-out request,
   since the answers of the requests behind it can no longer be trusted).
 * at most ``max.in.flight.requests.per.connection`` requests are in flight; the rest queue.
+* idleness (``connections.max.idle.ms``): :meth:`NodeConnection.idle_deadline` is when a
+  ready connection with nothing queued or in flight since its last use counts as idle; the
+  shell then closes it and calls :meth:`NodeConnection.close_idle` (disconnected, no backoff,
+  not a failure: the next request reconnects at once).
+* throttling (KIP-219): after :meth:`NodeConnection.throttle` (a response's
+  ``throttle_time_ms``), ``flush`` sends nothing until the throttle ends; requests stay queued
+  and ``next_deadline`` wakes the shell when it ends.
 * a lost connection fails every in-flight request with a retriable DisconnectedError naming
   the node; queued requests stay queued (until the node is ready or their deadline), except
   after an authentication failure, when every queued request fails with that (non-retriable)
