@@ -12,6 +12,7 @@ allows, RSS at the start and at its peak, how long close() took. The parent deci
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -63,6 +64,10 @@ class Calls:
 def main(spec: dict[str, Any]) -> dict[str, Any]:
     from kafka_actors import KafkaConsumer, TopicPartition
 
+    if os.environ.get("KAFKA_ACTORS_LOG_LEVEL"):  # to debug a case: its logs on stderr
+        from kafka_actors import log
+
+        log.configure()
     rss_start = _rss_kb("VmRSS")
     calls = Calls(spec.get("slack", 5.0))
     topic = spec["topic"]

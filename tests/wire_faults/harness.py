@@ -58,6 +58,8 @@ RANDOM_MUTATIONS = (
 BOUNDED_DECODING_MERGED = False
 
 RSS_GROWTH_LIMIT_KB = 100 * 1024
+REQUEST_TIMEOUT_MS = 4_000
+JOIN_REBALANCE_TIMEOUT_MS = 8_000
 SLACK_S = 5.0  # a call may return this much later than its timeout (a loaded 2-core machine)
 
 
@@ -94,6 +96,8 @@ class Outcome:
     stderr_tail: str
     elapsed_s: float
     killed: bool = False
+    #: The mutated answers as sent: (API key, version, bytes with their size prefix).
+    mutated: list[tuple[int, int, bytes]] = field(default_factory=list)
 
     @property
     def aborted(self) -> bool:
@@ -151,6 +155,15 @@ def produce(bootstrap: str, topic: str, partitions: int, count: int) -> Dataset:
     return data
 
 
+def save_frames(outcome: Outcome, directory: Path) -> Path:
+    """Write the mutated answers of ``outcome`` to ``directory/<case id>.json`` (API key,
+    version, hex) for replaying them through the decoder without a broker."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{outcome.case.id}.json"
+    path.write_text(json.dumps([[a, v, f.hex()] for a, v, f in outcome.mutated]))
+    return path
+
+
 def consumer_config(bootstrap: str, protocol: str) -> dict[str, Any]:
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
@@ -159,7 +172,7 @@ def consumer_config(bootstrap: str, protocol: str) -> dict[str, Any]:
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
         "fetch.max.wait.ms": 100,
-        "request.timeout.ms": 4_000,
+        "request.timeout.ms": REQUEST_TIMEOUT_MS,
         "default.api.timeout.ms": 8_000,
         "reconnect.backoff.ms": 50,
         "reconnect.backoff.max.ms": 500,
@@ -169,7 +182,15 @@ def consumer_config(bootstrap: str, protocol: str) -> dict[str, Any]:
         "socket.connection.setup.timeout.max.ms": 5_000,
     }
     if protocol == "classic":
-        config.update({"session.timeout.ms": 10_000, "heartbeat.interval.ms": 300})
+        # JoinGroup may be held by the broker up to the rebalance timeout (max.poll.interval.ms)
+        # and so waits that long (+5 s) for an answer, as in Java: keep it short here.
+        config.update(
+            {
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": 300,
+                "max.poll.interval.ms": JOIN_REBALANCE_TIMEOUT_MS,
+            }
+        )
     return config
 
 
@@ -177,6 +198,12 @@ def run_case(data: Dataset, case: Case, *, deadline_s: float = 35.0) -> Outcome:
     """Run ``case``: arm a proxy in front of the broker, run the consumer child through it,
     stop both (the child by PID, killed past its deadline) and collect what happened."""
     api, protocol = APIS[case.api]
+    if case.mutation == "silence":
+        # Each unanswered request waits for its timeout before it is retried.
+        wait_ms = (
+            JOIN_REBALANCE_TIMEOUT_MS + 5_000 if api == ApiKey.JOIN_GROUP else REQUEST_TIMEOUT_MS
+        )
+        deadline_s += case.count * wait_ms / 1000.0
     host, port = data.bootstrap.rsplit(":", 1)
     started = time.monotonic()
     proxy = FaultProxy((host, int(port)))
@@ -232,9 +259,10 @@ def run_case(data: Dataset, case: Case, *, deadline_s: float = 35.0) -> Outcome:
         report,
         list(proxy.applied),
         dict(proxy.answers),
-        _fatal_stack(stderr) + stderr[-3000:],
+        _fatal_stack(stderr) + stderr[-int(os.environ.get("WIRE_FAULTS_STDERR", "3000")) :],
         time.monotonic() - started,
         killed,
+        list(proxy.mutated),
     )
 
 

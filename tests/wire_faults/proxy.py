@@ -208,6 +208,9 @@ class FaultProxy:
         self._stop = False
         #: (API name, version, what was done), in order.
         self.applied: list[tuple[str, int, str]] = []
+        #: (API key, version, the bytes sent instead, size prefix included), in order: a failing
+        #: case's answers can be decoded again without a broker.
+        self.mutated: list[tuple[int, int, bytes]] = []
         #: Answers forwarded per API key (mutated or not).
         self.answers: dict[int, int] = {}
         self.accepted = 0
@@ -357,6 +360,7 @@ class FaultProxy:
             rule.count -= 1
             action, what = MUTATIONS[rule.mutation](frame, rule.rng)
             self.applied.append((api_name(frame.api), frame.version, what))
+            self.mutated.append((frame.api, frame.version, action or b""))
             return action
 
     def _rewrite(self, payload: bytes, api: int, version: int) -> bytes:
