@@ -27,14 +27,38 @@ def _rss_kb(field: str) -> int:
     return 0
 
 
+FAILED = object()  # what Calls.run returns when the call raised
+
+
 class Calls:
-    """Runs consumer calls, timing each and recording what it raised."""
+    """Runs consumer calls, timing each and recording what it raised (once per call and error
+    class, with a count)."""
 
     def __init__(self, slack: float) -> None:
         self.slack = slack
         self.errors: list[dict[str, Any]] = []
+        self._seen: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.late: list[dict[str, Any]] = []
         self.count = 0
+
+    def failed(self, name: str, exc: BaseException) -> None:
+        key = (name, type(exc).__module__, type(exc).__name__)
+        seen = self._seen.get(key)
+        if seen is not None:
+            seen["count"] += 1
+            return
+        self._seen[key] = entry = {
+            "call": name,
+            "type": type(exc).__name__,
+            "module": type(exc).__module__,
+            "message": str(exc)[:500],
+            "retriable": getattr(exc, "retriable", None),
+            "count": 1,
+            "traceback": traceback.format_exc()[-1500:]
+            if not type(exc).__module__.startswith("kafka_actors")
+            else "",
+        }
+        self.errors.append(entry)
 
     def run(self, name: str, limit: float, call: Any, *args: Any, **kwargs: Any) -> Any:
         self.count += 1
@@ -42,19 +66,10 @@ class Calls:
         try:
             return call(*args, **kwargs)
         except Exception as exc:
-            self.errors.append(
-                {
-                    "call": name,
-                    "type": type(exc).__name__,
-                    "module": type(exc).__module__,
-                    "message": str(exc)[:500],
-                    "retriable": getattr(exc, "retriable", None),
-                    "traceback": traceback.format_exc()[-1500:]
-                    if not type(exc).__module__.startswith("kafka_actors")
-                    else "",
-                }
-            )
-            return None
+            self.failed(name, exc)
+            if name == "poll":
+                time.sleep(limit)  # as a user loop would: no spinning on a failing poll
+            return FAILED
         finally:
             took = time.monotonic() - started
             if took > limit + self.slack:
@@ -91,7 +106,7 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
             len(records) < expected or time.monotonic() < linger_until
         ) and time.monotonic() < deadline:
             got = calls.run("poll", 0.5, consumer.poll, 0.5)
-            for record in got or ():
+            for record in () if got is FAILED else got:
                 records.append(
                     [
                         record.partition,
@@ -106,26 +121,19 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
         if spec.get("group", True) and records:
             # Commit what was consumed; retry typed failures until the case's deadline.
             while time.monotonic() < deadline + api_timeout:
-                before = len(calls.errors)
-                calls.run("commit_sync", api_timeout, consumer.commit_sync, timeout=api_timeout)
-                if len(calls.errors) == before:
+                done = calls.run(
+                    "commit_sync", api_timeout, consumer.commit_sync, timeout=api_timeout
+                )
+                if done is not FAILED:
                     break
+                time.sleep(0.2)
             found = calls.run(
                 "committed", api_timeout, consumer.committed, set(partitions), timeout=api_timeout
             )
-            for tp, meta in (found or {}).items():
+            for tp, meta in ({} if found is FAILED else found).items():
                 committed[str(tp.partition)] = None if meta is None else meta.offset
     except Exception as exc:  # an error outside the timed calls (constructor, subscribe)
-        calls.errors.append(
-            {
-                "call": "setup",
-                "type": type(exc).__name__,
-                "module": type(exc).__module__,
-                "message": str(exc)[:500],
-                "retriable": getattr(exc, "retriable", None),
-                "traceback": traceback.format_exc()[-1500:],
-            }
-        )
+        calls.failed("setup", exc)
     finally:
         if consumer is not None:
             close_timeout = spec.get("close_timeout_s", 10.0)

@@ -335,6 +335,44 @@ def problems(outcome: Outcome, data: Dataset) -> list[str]:
     return found
 
 
+def recovery_only(found: list[str]) -> bool:
+    """Only recovery failed (records, commit): nothing crashed, hung, leaked or ran late."""
+    return bool(found) and all(f.startswith(("records differ", "committed")) for f in found)
+
+
+_DECODE = """
+import json, sys
+from kafka_actors.protocol.apis import response_type
+from kafka_actors.protocol.wire import decode_response
+for api, version, frame in json.loads(sys.stdin.read()):
+    try:
+        decode_response(bytes.fromhex(frame)[4:], response_type(api, version))
+        print("decoded", flush=True)
+    except Exception:
+        print("failed", flush=True)
+"""
+
+
+def decodes_as_valid(outcome: Outcome) -> bool:
+    """Some mutated answer of ``outcome`` still decodes: a flipped bit that makes another valid
+    answer (a different heartbeat interval, topic id, record byte, error code). Kafka responses
+    carry no checksum, so the client cannot tell it from the broker's word (records do have a
+    CRC: a flipped record byte is a CorruptRecordError, which stays until the user seeks, as
+    in Java). Decoded in a child process: a frame may abort kio's reader (bug 2)."""
+    frames = [[a, v, f.hex()] for a, v, f in outcome.mutated if len(f) > 4]
+    if not frames:
+        return False
+    child = subprocess.run(
+        [sys.executable, "-c", _DECODE],
+        input=json.dumps(frames),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    return "decoded" in child.stdout.split()
+
+
 def aborts_in_native_reader(outcome: Outcome) -> bool:
     """The child died of SIGABRT while decoding a response (``protocol/wire.py`` on the dying
     thread's stack): kio's native reader allocating a size read from the frame, bug 2 of

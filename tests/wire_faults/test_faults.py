@@ -7,7 +7,10 @@ process (an abort is a failure with its signal, not a dead pytest). Every case a
 kafka_actors' typed errors reach the user, no call returns past its timeout (+ slack), the
 child's RSS grows by less than 100 MB, close() returns within its timeout, and once the proxy
 stops mutating every record arrives exactly as produced (key, value, headers, offsets), in
-order, none twice, and the commit lands.
+order, none twice, and the commit lands. One exception to recovery only: a bit flip whose answer
+still decodes is another valid answer (Kafka responses have no checksum; a flipped record byte
+fails its CRC and stays a CorruptRecordError until the user seeks, as in Java): such a case must
+stay safe (typed errors, timeouts, memory, close) but is not owed the records.
 
 The short run (in the normal test command) runs two cases per API: a garbage body (bug 1 of
 the issue, on every API) and one mutation picked by a seeded random; ``--fuzz-minutes N`` adds a
@@ -45,6 +48,12 @@ def _check(outcome: Outcome, data: Dataset) -> None:
     found = harness.problems(outcome, data)
     if found and harness.aborts_in_native_reader(outcome) and not harness.BOUNDED_DECODING_MERGED:
         pytest.xfail(f"bounded decoding lands from wip/wire: {outcome.describe()} aborted")
+    if (
+        outcome.case.mutation == "bit_flip"
+        and harness.recovery_only(found)
+        and harness.decodes_as_valid(outcome)
+    ):
+        pytest.xfail(f"{outcome.describe()}: a flipped bit decoded as another valid answer")
     assert not found, (
         f"{outcome.describe()}:\n  "
         + "\n  ".join(found)
@@ -127,6 +136,7 @@ def test_fuzz_minutes(
     end = time.monotonic() + minutes * 60
     failures: list[str] = []
     aborts: list[str] = []
+    wrong: list[str] = []  # bit flips that decoded as another valid answer (no recovery owed)
     tried = 0
     counts: dict[str, int] = {}
 
@@ -156,6 +166,12 @@ def test_fuzz_minutes(
             found = harness.problems(outcome, dataset)
             if found and harness.aborts_in_native_reader(outcome):
                 aborts.append(outcome.describe())
+            elif (
+                outcome.case.mutation == "bit_flip"
+                and harness.recovery_only(found)
+                and harness.decodes_as_valid(outcome)
+            ):
+                wrong.append(f"{outcome.describe()}: {found[0][:160]}")
             elif found:
                 saved = harness.save_frames(outcome, frames_dir)
                 failures.append(
@@ -166,9 +182,10 @@ def test_fuzz_minutes(
     print(
         f"\nwire faults long run: seed {seed}, {tried} cases in {minutes} min "
         f"({sorted(counts.items())}); {len(failures)} failed, {len(aborts)} aborted in kio's "
-        "native reader (bounded decoding: wip/wire)"
+        f"native reader (bounded decoding: wip/wire), {len(wrong)} bit flips decoded as another "
+        "valid answer and did not recover (not failures)"
     )
-    for line in failures + aborts:
+    for line in failures + aborts + wrong:
         print("  " + line)
     assert not failures, "\n".join(failures)
     if aborts and harness.BOUNDED_DECODING_MERGED:
