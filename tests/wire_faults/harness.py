@@ -98,6 +98,8 @@ class Outcome:
     killed: bool = False
     #: The mutated answers as sent: (API key, version, bytes with their size prefix).
     mutated: list[tuple[int, int, bytes]] = field(default_factory=list)
+    #: Connections the client opened through the proxy.
+    connections: int = 0
 
     @property
     def aborted(self) -> bool:
@@ -263,6 +265,7 @@ def run_case(data: Dataset, case: Case, *, deadline_s: float = 35.0) -> Outcome:
         time.monotonic() - started,
         killed,
         list(proxy.mutated),
+        proxy.accepted,
     )
 
 

@@ -77,6 +77,10 @@ def test_one_fetch_body_garbage_then_all_records_once(dataset: Dataset) -> None:
     outcome = harness.run_case(dataset, Case("Fetch", "garbage", count=1, seed=2))
     _check(outcome, dataset)
     assert len(outcome.applied) == 1, outcome.applied
+    clean = harness.run_case(dataset, Case("Fetch", "garbage", count=0))
+    _check(clean, dataset)
+    # The connection the garbage came on was replaced by a new one.
+    assert outcome.connections > clean.connections, (outcome.connections, clean.connections)
 
 
 # -- the short run: two cases per API ---------------------------------------------------------
