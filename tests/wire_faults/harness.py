@@ -41,6 +41,12 @@ APIS: dict[str, tuple[ApiKey, str]] = {
     "Fetch": (ApiKey.FETCH, "consumer"),
 }
 
+#: The handshake APIs of a SASL listener (tests with the secured broker only).
+SASL_APIS: dict[str, tuple[ApiKey, str]] = {
+    "SaslHandshake": (ApiKey.SASL_HANDSHAKE, "consumer"),
+    "SaslAuthenticate": (ApiKey.SASL_AUTHENTICATE, "consumer"),
+}
+
 #: Mutations a random case may pick ("huge_first_count" is the issue's 18-byte reproducer).
 RANDOM_MUTATIONS = (
     "bit_flip",
@@ -196,17 +202,26 @@ def consumer_config(bootstrap: str, protocol: str) -> dict[str, Any]:
     return config
 
 
-def run_case(data: Dataset, case: Case, *, deadline_s: float = 35.0) -> Outcome:
+def run_case(
+    data: Dataset,
+    case: Case,
+    *,
+    deadline_s: float = 35.0,
+    target: str | None = None,
+    security: dict[str, Any] | None = None,
+) -> Outcome:
     """Run ``case``: arm a proxy in front of the broker, run the consumer child through it,
-    stop both (the child by PID, killed past its deadline) and collect what happened."""
-    api, protocol = APIS[case.api]
+    stop both (the child by PID, killed past its deadline) and collect what happened.
+    ``target``: the listener the proxy forwards to (default: where the data was produced);
+    ``security``: the consumer's security settings for that listener."""
+    api, protocol = {**APIS, **SASL_APIS}[case.api]
     if case.mutation == "silence":
         # Each unanswered request waits for its timeout before it is retried.
         wait_ms = (
             JOIN_REBALANCE_TIMEOUT_MS + 5_000 if api == ApiKey.JOIN_GROUP else REQUEST_TIMEOUT_MS
         )
         deadline_s += case.count * wait_ms / 1000.0
-    host, port = data.bootstrap.rsplit(":", 1)
+    host, port = (target or data.bootstrap).rsplit(":", 1)
     started = time.monotonic()
     proxy = FaultProxy((host, int(port)))
     child: subprocess.Popen[str] | None = None
@@ -215,7 +230,7 @@ def run_case(data: Dataset, case: Case, *, deadline_s: float = 35.0) -> Outcome:
     try:
         proxy.arm(api, case.mutation, case.count, seed=case.seed, skip=case.skip)
         spec = {
-            "config": consumer_config(proxy.address, protocol),
+            "config": {**consumer_config(proxy.address, protocol), **(security or {})},
             "topic": data.topic,
             "partitions": data.partitions,
             "expected": len(data.records),

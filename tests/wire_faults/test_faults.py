@@ -83,6 +83,49 @@ def test_one_fetch_body_garbage_then_all_records_once(dataset: Dataset) -> None:
     assert outcome.connections > clean.connections, (outcome.connections, clean.connections)
 
 
+# -- the connection setup over SASL: undecodable handshake answers --------------------------
+
+SASL_CASES = [
+    Case("SaslHandshake", "garbage", count=2, seed=3),
+    Case("SaslAuthenticate", "garbage", count=2, seed=4),
+    Case("SaslAuthenticate", "truncate", count=1, seed=5),
+    Case("ApiVersions", "huge", count=2, seed=6),
+]
+
+
+def test_sasl_setup_answers_that_do_not_decode(kafka_broker_secured) -> None:  # type: ignore[no-untyped-def]
+    """SCRAM-SHA-256 over SASL_PLAINTEXT (several SaslAuthenticate rounds): an undecodable
+    handshake answer breaks that connection attempt, the next one (after the reconnect backoff)
+    succeeds, and the records arrive."""
+    broker = kafka_broker_secured
+    topic = f"wire-faults-sasl-{uuid.uuid4().hex[:10]}"
+    broker.create_topic(topic, partitions=2)
+    data = harness.produce(broker.bootstrap_servers, topic, 2, 30)
+    security = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+    }
+    target = broker.listener_bootstrap("SASL_PLAINTEXT")
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        outcomes = list(
+            pool.map(
+                lambda c: harness.run_case(data, c, target=target, security=security), SASL_CASES
+            )
+        )
+    failed = []
+    for outcome in outcomes:
+        found = harness.problems(outcome, data)
+        if not outcome.applied:
+            found.append(f"the mutation never applied ({outcome.answers})")
+        if found and not (
+            harness.aborts_in_native_reader(outcome) and not harness.BOUNDED_DECODING_MERGED
+        ):
+            failed.append(f"{outcome.describe()}:\n  " + "\n  ".join(found))
+    assert not failed, "\n".join(failed)
+
+
 # -- the short run: two cases per API ---------------------------------------------------------
 
 
