@@ -12,6 +12,7 @@ Shape::
     │   ├── FetchSessionError       the fetch session (KIP-227) must be reset
     │   ├── KafkaTimeoutError       a deadline passed (client side, or REQUEST_TIMED_OUT)
     │   └── KafkaConnectionError    a connection failed or was lost (carries the node)
+    │       └── DisconnectedError   (CorruptResponseError: an undecodable response, its API)
     └── FatalError                  retrying the same operation will not help
         ├── GroupError              group membership answers (the membership manager rejoins)
         ├── OffsetError             offsets out of range, too large, moved ...
@@ -48,6 +49,7 @@ __all__ = [
     "CoordinatorError",
     "CorrelationIdMismatchError",
     "CorruptRecordError",
+    "CorruptResponseError",
     "DeserializationOrigin",
     "DisconnectedError",
     "FatalConsumerError",
@@ -189,6 +191,30 @@ class KafkaConnectionError(RetriableError):
 
 class DisconnectedError(KafkaConnectionError):
     """The connection closed while requests were in flight; they failed with this error."""
+
+
+class CorruptResponseError(DisconnectedError):
+    """A response from a broker could not be decoded (bad bytes, impossible sizes).
+
+    The request it answered fails with this error and the connection it came on is closed
+    (its other answers can no longer be trusted); retriable like any lost connection, so the
+    request manager retries with its backoff on a new connection. ``api`` names the API of
+    the request (e.g. ``"Metadata"``), ``node`` the broker; the decoding failure (a
+    :class:`ProtocolError`) is chained as ``__cause__``.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        api: str | None = None,
+        node: int | str | None = None,
+    ) -> None:
+        self.api = api
+        super().__init__(message, node=node)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"api": self.api}
 
 
 class GroupError(FatalError):

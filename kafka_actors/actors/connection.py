@@ -46,6 +46,11 @@ Semantics, following the Java client:
 * throttling (KIP-219): after :meth:`NodeConnection.throttle` (a response's
   ``throttle_time_ms``), ``flush`` sends nothing until the throttle ends; requests stay queued
   and ``next_deadline`` wakes the shell when it ends.
+* a response that cannot be decoded fails the request it answers with a retriable
+  CorruptResponseError naming the node and the API (the decoding error chained), and the
+  connection breaks: the stream cannot be trusted any more, so the other requests in flight
+  fail as disconnected. An undecodable ApiVersions or SASL answer breaks the connection with
+  the same error (reconnect backoff as for any failed attempt).
 * a lost connection fails every in-flight request with a retriable DisconnectedError naming
   the node; queued requests stay queued (until the node is ready or their deadline), except
   after an authentication failure, when every queued request fails with that (non-retriable)
@@ -63,6 +68,7 @@ from typing import Any, Final
 from kafka_actors.errors import (
     AuthenticationError,
     CorrelationIdMismatchError,
+    CorruptResponseError,
     DisconnectedError,
     IllegalSaslStateError,
     KafkaError,
@@ -70,7 +76,7 @@ from kafka_actors.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
-from kafka_actors.protocol.apis import ApiKey, response_type_for
+from kafka_actors.protocol.apis import ApiKey, api_name, response_type_for
 from kafka_actors.protocol.sasl import SaslExchange, SaslMechanism
 from kafka_actors.protocol.versions import ApiVersionsHandshake, Done, NegotiatedVersions
 from kafka_actors.protocol.wire import (
@@ -230,6 +236,7 @@ class _Setup:
     handshake: ApiVersionsHandshake | None = None
     correlation_id: int | None = None
     expecting: int | None = None  # API key of the handshake request outstanding
+    request: Any = None  # the handshake request outstanding
     sasl: SaslExchange | None = None
     sasl_request: Any = None
 
@@ -563,7 +570,9 @@ class NodeConnection:
         for frame in frames:
             try:
                 if self.state is ConnectionState.READY:
-                    events.append(self._response(frame))
+                    events.extend(self._response(frame))
+                    if isinstance(events[-1], Broken):
+                        break
                 elif self.state in (ConnectionState.API_VERSIONS, ConnectionState.AUTHENTICATING):
                     data_out, more = self._setup_frame(frame, now)
                     out.append(data_out)
@@ -580,7 +589,11 @@ class NodeConnection:
             error.node = self.node_id
         return error
 
-    def _response(self, frame: bytes) -> Completed:
+    def _response(self, frame: bytes) -> list[Event]:
+        """The answer to the oldest request in flight: Completed, or, when its bytes cannot be
+        decoded, Failed with a CorruptResponseError for that request and Broken (the stream
+        cannot be trusted any more). A frame matching no request raises (Broken; the requests
+        in flight then fail as disconnected)."""
         correlation_id = read_correlation_id(frame)
         if not self._in_flight:
             raise ProtocolError(f"Response with correlation id {correlation_id} but none pending")
@@ -588,10 +601,29 @@ class NodeConnection:
         if correlation_id != expected:
             raise CorrelationIdMismatchError(expected=expected, received=correlation_id)
         del self._in_flight[expected]
-        response = decode_response(
-            frame, response_type_for(flight.pending.request), correlation_id=expected
+        try:
+            response = decode_response(
+                frame, response_type_for(flight.pending.request), correlation_id=expected
+            )
+        except ProtocolError as exc:
+            error = self._corrupt(flight.pending.request, expected, exc)
+            return [Failed(flight.pending, error), Broken(error)]
+        return [Completed(flight.pending, expected, response)]
+
+    def _corrupt(
+        self, request: Any, correlation_id: int | None, cause: ProtocolError
+    ) -> CorruptResponseError:
+        """The typed, retriable error for an undecodable answer to ``request``."""
+        api = api_name(int(request.__api_key__))
+        error = CorruptResponseError(
+            f"Cannot decode the {api} v{int(request.__version__)} response from node "
+            f"{self.node_id} (correlation id {correlation_id}): {cause.message}; "
+            "closing the connection",
+            api=api,
+            node=self.node_id,
         )
-        return Completed(flight.pending, expected, response)
+        error.__cause__ = cause
+        return error
 
     # -- handshakes ------------------------------------------------------------------------
 
@@ -599,11 +631,24 @@ class NodeConnection:
         correlation_id = self._ids.next()
         self._setup.correlation_id = correlation_id
         self._setup.expecting = int(request.__api_key__)
+        self._setup.request = request
         return encode_request(
             request, correlation_id=correlation_id, client_id=self.settings.client_id
         )
 
     def _setup_frame(self, frame: bytes, now: float) -> tuple[bytes, list[Event]]:
+        """A handshake answer. One that cannot be decoded raises CorruptResponseError naming
+        the API (the shell closes the connection and backs off before the next attempt)."""
+        try:
+            return self._setup_step(frame)
+        except CorrelationIdMismatchError:
+            raise
+        except ProtocolError as exc:
+            if self._setup.request is None:
+                raise
+            raise self._corrupt(self._setup.request, self._setup.correlation_id, exc) from exc
+
+    def _setup_step(self, frame: bytes) -> tuple[bytes, list[Event]]:
         setup = self._setup
         expecting = setup.expecting
         if expecting == ApiKey.API_VERSIONS:
