@@ -3,13 +3,16 @@ offset" (``b'none-116'*3`` at offset 5 in ``test_exact_ranges_every_codec_with_h
 
 The reader was right: the log held record 116 at offset 5. The test's producer was not
 idempotent and kept many requests in flight; when the first Produce requests to a new topic are
-answered NOT_LEADER_OR_FOLLOWER (a broker publishes a new topic's leader in its metadata cache
-before its replica manager has made the partition: BrokerMetadataPublisher sets the image,
-then applies the topic delta) and are retried, the batches behind them are appended first.
-Three failed requests of 37 records each put record 3*37+5 = 116 at offset 5. Shown here
-deterministically on librdkafka's mock cluster (failed Produce requests injected, responses
-delayed so that every batch is in flight), and the reader's decode path is shown to keep no
-view of a receive buffer that is reused (the aliasing first suspected).
+answered NOT_LEADER_OR_FOLLOWER and retried, the batches behind them are appended first.
+Three failed requests of 37 records each put record 3*37+5 = 116 at offset 5. A broker
+publishes a new topic's leader in its metadata cache before its replica manager has made the
+partition (BrokerMetadataPublisher sets the image, then applies the topic delta); on a loaded
+machine that took 400 ms for one partition, and librdkafka logged "MessageSet with 37
+message(s) (MsgId 0) encountered error: Broker: Not leader for partition" right after the
+testkit's create_topic had seen the leader. Shown here deterministically on librdkafka's mock
+cluster (failed Produce requests injected, responses delayed so that every batch is in
+flight); the reader's loop is also shown to keep no view of a receive buffer that is reused
+(the aliasing first suspected).
 
 No JVM: the mock cluster runs in this process.
 """
@@ -56,15 +59,16 @@ def flaky_leader() -> Iterator[MockCluster]:
 
 
 def _produce_plain(bootstrap: str, count: int) -> None:
-    """What the broker test's producer was before the fix: not idempotent, requests in flight
-    without limit (librdkafka's default), 37 records a batch."""
+    """The broker test's producer before the fix (not idempotent, requests in flight without
+    limit: librdkafka's default, 37 records a batch), with batches cut by count alone (a long
+    linger; flush sends the last one at once), so that the numbers are those of the failure."""
     from confluent_kafka import Producer
 
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "compression.type": "none",
-            "linger.ms": 5,
+            "linger.ms": 1000,
             "batch.num.messages": 37,
         }
     )
@@ -122,6 +126,7 @@ def test_retried_produce_requests_reorder_a_plain_producers_log(
     flaky_leader: MockCluster,
 ) -> None:
     bootstrap = flaky_leader.bootstrap_servers
+    flaky_leader.set_broker_rtt(1, 1000)  # all 14 batches are sent before the first answer
     _produce_plain(bootstrap, 500)
     flaky_leader.set_broker_rtt(1, 0)
     logged = _consume(bootstrap, 5, 433)
