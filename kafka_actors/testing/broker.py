@@ -568,7 +568,8 @@ class KafkaCluster:
 
         With several brokers, each running broker is then asked on its own (a fresh client
         bootstrapped from it alone), so that no broker's metadata cache still lacks the
-        topic when this returns."""
+        topic when this returns. Last, every partition's leader must answer ListOffsets, so
+        that a Produce sent next is not refused while the leader is still being made."""
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout
@@ -588,6 +589,18 @@ class KafkaCluster:
                 if time.monotonic() > deadline:
                     raise KafkaLaunchError(f"topic {name} not ready after {timeout}s: {last}")
                 time.sleep(0.2)
+        # A broker shows a new partition's leader in its metadata before its replica manager
+        # has made the partition (it publishes the metadata image first, then applies the
+        # topic delta; 400 ms on a loaded machine): a Produce sent in between fails with
+        # NOT_LEADER_OR_FOLLOWER, and a plain producer's retry lands its batch after later
+        # ones (issue 10, bug 5). ListOffsets passes the same leader check: wait for it.
+        while True:
+            ok, last = _leaders_serve(clients[0], name)
+            if ok:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaLaunchError(f"topic {name} leaders not serving after {timeout}s: {last}")
+            time.sleep(0.05)
 
     def delete_topic(self, name: str, timeout: float = 60.0) -> None:
         admin = self._admin()
@@ -968,6 +981,27 @@ def _topic_ready(
     ok = bool(parts) and (partitions is None or len(parts) == partitions)
     ok = ok and all(p.leader >= 0 and (isr is None or len(p.isrs) >= isr) for p in parts.values())
     return ok, str({p.id: (p.leader, p.isrs) for p in parts.values()})
+
+
+def _leaders_serve(admin: Any, name: str) -> tuple[bool, str]:
+    """Whether every partition's leader answers ListOffsets for ``name``; else the errors."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    latest: Any = OffsetSpec.latest  # untyped in confluent-kafka
+    try:
+        topic = admin.list_topics(topic=name, timeout=5).topics[name]
+        request = {TopicPartition(name, p): latest() for p in topic.partitions}
+        futures = admin.list_offsets(request, request_timeout=5)
+    except Exception as exc:
+        return False, repr(exc)
+    errors: dict[int, str] = {}
+    for tp, future in futures.items():
+        try:
+            future.result(10)
+        except Exception as exc:
+            errors[tp.partition] = repr(exc)
+    return not errors, str(errors)
 
 
 def _prop_value(v: Any) -> str:
