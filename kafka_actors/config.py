@@ -23,7 +23,9 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
 * ``key.deserializer`` / ``value.deserializer`` are Python callables ``(bytes | None) -> Any``
   (default: none, the raw bytes are returned).
 * ``sasl.username`` / ``sasl.password`` (librdkafka's names) are accepted as a convenience in
-  place of ``sasl.jaas.config``; giving both is an error.
+  place of ``sasl.jaas.config``; giving both is an error. ``ssl.ca.location`` (librdkafka's
+  name for a PEM file of trusted CA certificates) is accepted in place of
+  ``ssl.truststore.location``, so the testkit's ``client_config`` serves both clients.
 * ``max.in.flight.requests.per.connection`` is a producer setting in Java; the Java consumer
   hard-codes 100 per connection, which is our default.
 * ``client.id`` is kept as given (Java generates ``consumer-<group>-<n>`` when empty; the
@@ -580,6 +582,7 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "sasl.username": ("sasl_username", _as_optional_string, None),
     "sasl.password": ("sasl_password", _as_password, None),
     "ssl.truststore.location": ("ssl_truststore_location", _as_optional_string, None),
+    "ssl.ca.location": ("ssl_ca_location", _as_optional_string, None),
     "ssl.truststore.type": ("ssl_truststore_type", _ssl_store_type, "PEM"),
     "ssl.truststore.certificates": ("ssl_truststore_certificates", _as_password, None),
     "ssl.truststore.password": ("ssl_truststore_password", _as_password, None),
@@ -694,6 +697,7 @@ class ConsumerConfig:
     sasl_username: str | None = None
     sasl_password: Password | None = None
     ssl_truststore_location: str | None = None
+    ssl_ca_location: str | None = None
     ssl_truststore_type: str = "PEM"
     ssl_truststore_certificates: Password | None = None
     ssl_truststore_password: Password | None = None
@@ -864,6 +868,16 @@ def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[s
         values["sasl_password"] = password
         token = module.options.get("tokenauth")
         values["sasl_token_auth"] = token is not None and token.value().lower() == "true"
+    # librdkafka's ssl.ca.location: a PEM file of trusted certificates, i.e.
+    # ssl.truststore.location with ssl.truststore.type=PEM.
+    ca = values.get("ssl_ca_location")
+    if ca is not None:
+        if "ssl.truststore.location" in explicit or "ssl.truststore.certificates" in explicit:
+            raise _error(
+                "ssl.ca.location",
+                "Set either ssl.ca.location or ssl.truststore.location/certificates, not both",
+            )
+        values["ssl_truststore_location"] = ca
     values["warnings"] = tuple(warnings)
     return values
 

@@ -23,7 +23,7 @@ Usage::
 
     sasl = ListenerSpec("SASL_SSL", "SASL_SSL", ("SCRAM-SHA-512",))
     with KafkaBroker(listeners=[sasl]) as b:           # users: DEFAULT_USERS
-        conf = b.client_config("SASL_SSL")             # librdkafka settings, CA included
+        conf = b.client_config("SASL_SSL")             # for confluent-kafka and ours, with CA
 
     with MockCluster(num_brokers=3) as mock:           # librdkafka's mock, in-process
         mock.create_topic("m", partitions=8)

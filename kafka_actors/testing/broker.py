@@ -373,7 +373,8 @@ class KafkaCluster:
         user: str | None = None,
         mechanism: str | None = None,
     ) -> dict[str, str]:
-        """A confluent-kafka (librdkafka) config reaching this cluster on ``listener``."""
+        """A client config reaching this cluster on ``listener``, accepted by confluent-kafka
+        (librdkafka) and by kafka-actors' consumers alike."""
         if listener == INTERNAL_LISTENER:
             return {"bootstrap.servers": self.bootstrap_servers}
         spec = self.listener(listener)
