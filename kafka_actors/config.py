@@ -20,8 +20,10 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
 * ``ssl.truststore.type`` / ``ssl.keystore.type`` accept only ``PEM`` and default to ``PEM``
   (Java: JKS); ``sasl.mechanism`` accepts PLAIN and SCRAM-SHA-256/512 (Java's default GSSAPI
   is kept as the default value and rejected once a SASL security protocol is chosen).
-* ``key.deserializer`` / ``value.deserializer`` are Python callables ``(bytes | None) -> Any``
-  (default: none, the raw bytes are returned).
+* ``key.deserializer`` / ``value.deserializer`` are Python objects, not class names: a
+  callable ``(bytes | None) -> Any``, or one that receives the record's topic, partition,
+  headers and key/value (see :mod:`kafka_actors.serialization`; default: none, the raw bytes
+  are returned).
 * ``sasl.username`` / ``sasl.password`` (librdkafka's names) are accepted as a convenience in
   place of ``sasl.jaas.config``; giving both is an error. ``ssl.ca.location`` (librdkafka's
   name for a PEM file of trusted CA certificates) is accepted in place of
@@ -410,14 +412,19 @@ def _as_password(key: str, value: object) -> Password | None:
     )
 
 
-def _as_deserializer(key: str, value: object) -> Callable[[bytes | None], Any] | None:
-    if value is None or callable(value):
-        return value
-    raise _error(
-        key,
-        f"Invalid value {value!r} for configuration {key}: expected a callable "
-        "(bytes | None) -> Any (Java class names are not supported)",
-    )
+def _as_deserializer(key: str, value: object) -> Any:
+    from kafka_actors.serialization import as_deserializer
+
+    try:
+        return as_deserializer(value)
+    except TypeError:
+        raise _error(
+            key,
+            f"Invalid value {value!r} for configuration {key}: expected a callable "
+            "(bytes | None) -> Any, an object with deserialize(topic, headers, data), a "
+            "kafka_actors.serialization.ContextDeserializer or a confluent-kafka Deserializer "
+            "(Java class names are not supported)",
+        ) from None
 
 
 Parser = Callable[[str, object], object]
@@ -689,8 +696,8 @@ class ConsumerConfig:
     receive_buffer_bytes: int = 65_536
     send_buffer_bytes: int = 131_072
     max_in_flight_requests_per_connection: int = 100
-    key_deserializer: Callable[[bytes | None], Any] | None = None
-    value_deserializer: Callable[[bytes | None], Any] | None = None
+    key_deserializer: Any = None
+    value_deserializer: Any = None
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = "GSSAPI"
     sasl_jaas_config: Password | None = None
