@@ -1,7 +1,7 @@
 """kafka_actors.testing: the testkit.
 
 Owns nothing itself; it re-exports the public names of its modules: a real Apache Kafka
-broker/cluster launcher (KRaft, jars from Maven Central), the embedded librdkafka mock
+broker/cluster launcher (KRaft, Kafka's jars resolved by Maven), the embedded librdkafka mock
 cluster, listener/security descriptions, and jar resolution. The pytest fixtures live in
 :mod:`kafka_actors.testing.pytest_plugin` (auto-registered by the ``pytest11`` entry point).
 Importing this package starts nothing and downloads nothing.

@@ -1,4 +1,4 @@
-"""A real Apache Kafka cluster (KRaft) on loopback, launched from Maven Central jars.
+"""A real Apache Kafka cluster (KRaft) on loopback, launched from Kafka's jars (via Maven).
 
 Owns: the KRaft nodes it starts (their JVMs are recorded by PID in
 :mod:`kafka_actors.testing.processes`, which stops them, only by PID, on ``stop()``, context
