@@ -416,7 +416,7 @@ def _as_deserializer(key: str, value: object) -> Any:
     from kafka_actors.serialization import as_deserializer
 
     try:
-        return as_deserializer(value)
+        as_deserializer(value)  # validated here; normalized by the consumer (kept picklable)
     except TypeError:
         raise _error(
             key,
@@ -425,6 +425,7 @@ def _as_deserializer(key: str, value: object) -> Any:
             "kafka_actors.serialization.ContextDeserializer or a confluent-kafka Deserializer "
             "(Java class names are not supported)",
         ) from None
+    return value
 
 
 Parser = Callable[[str, object], object]

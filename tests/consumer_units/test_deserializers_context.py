@@ -138,3 +138,18 @@ def test_config_and_constructor_accept_every_kind_and_reject_others() -> None:
         assert error is None and out[0].value == "v" and out[0].key == b"k0"
     finally:
         consumer.close(timeout=5)
+
+
+def test_a_context_deserializer_given_in_the_config_is_called_with_context() -> None:
+    java = JavaStyle()
+    config = ConsumerConfig.from_dict({"bootstrap.servers": "h:1", "value.deserializer": java})
+    assert config.value_deserializer is java  # the config keeps the object as given
+    consumer = KafkaConsumer(config)
+    try:
+        out, error = deserialize_records(
+            _records(b"v"), consumer._key_deserializer, consumer._value_deserializer
+        )
+    finally:
+        consumer.close(timeout=5)
+    assert error is None and out[0].value == "V"
+    assert java.calls == [("orders", HEADERS, b"v")]
