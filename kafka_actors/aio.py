@@ -81,11 +81,9 @@ from kafka_actors.config import ConsumerConfig
 from kafka_actors.consumer import (
     DEFAULT_CLOSE_TIMEOUT_S,
     ConsumerGroupMetadata,
-    Deserializer,
     KafkaConsumer,
     _keys,
     _offsets,
-    deserialize_records,
 )
 from kafka_actors.errors import (
     ConsumerClosedError,
@@ -100,6 +98,7 @@ from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.protocol.subscription import FetchPosition
+from kafka_actors.serialization import Deserializer, deserialize_records
 from kafka_actors.supervisors import ChildRestartingError, FaultInjector, SupervisorFatalError
 
 __all__ = ["AsyncKafkaConsumer", "ConsumerRebalanceListener"]

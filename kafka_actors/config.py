@@ -20,10 +20,14 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
 * ``ssl.truststore.type`` / ``ssl.keystore.type`` accept only ``PEM`` and default to ``PEM``
   (Java: JKS); ``sasl.mechanism`` accepts PLAIN and SCRAM-SHA-256/512 (Java's default GSSAPI
   is kept as the default value and rejected once a SASL security protocol is chosen).
-* ``key.deserializer`` / ``value.deserializer`` are Python callables ``(bytes | None) -> Any``
-  (default: none, the raw bytes are returned).
+* ``key.deserializer`` / ``value.deserializer`` are Python objects, not class names: a
+  callable ``(bytes | None) -> Any``, or one that receives the record's topic, partition,
+  headers and key/value (see :mod:`kafka_actors.serialization`; default: none, the raw bytes
+  are returned).
 * ``sasl.username`` / ``sasl.password`` (librdkafka's names) are accepted as a convenience in
-  place of ``sasl.jaas.config``; giving both is an error.
+  place of ``sasl.jaas.config``; giving both is an error. ``ssl.ca.location`` (librdkafka's
+  name for a PEM file of trusted CA certificates) is accepted in place of
+  ``ssl.truststore.location``, so the testkit's ``client_config`` serves both clients.
 * ``max.in.flight.requests.per.connection`` is a producer setting in Java; the Java consumer
   hard-codes 100 per connection, which is our default.
 * ``client.id`` is kept as given (Java generates ``consumer-<group>-<n>`` when empty; the
@@ -408,14 +412,20 @@ def _as_password(key: str, value: object) -> Password | None:
     )
 
 
-def _as_deserializer(key: str, value: object) -> Callable[[bytes | None], Any] | None:
-    if value is None or callable(value):
-        return value
-    raise _error(
-        key,
-        f"Invalid value {value!r} for configuration {key}: expected a callable "
-        "(bytes | None) -> Any (Java class names are not supported)",
-    )
+def _as_deserializer(key: str, value: object) -> Any:
+    from kafka_actors.serialization import as_deserializer
+
+    try:
+        as_deserializer(value)  # validated here; normalized by the consumer (kept picklable)
+    except TypeError:
+        raise _error(
+            key,
+            f"Invalid value {value!r} for configuration {key}: expected a callable "
+            "(bytes | None) -> Any, an object with deserialize(topic, headers, data), a "
+            "kafka_actors.serialization.ContextDeserializer or a confluent-kafka Deserializer "
+            "(Java class names are not supported)",
+        ) from None
+    return value
 
 
 Parser = Callable[[str, object], object]
@@ -580,6 +590,7 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "sasl.username": ("sasl_username", _as_optional_string, None),
     "sasl.password": ("sasl_password", _as_password, None),
     "ssl.truststore.location": ("ssl_truststore_location", _as_optional_string, None),
+    "ssl.ca.location": ("ssl_ca_location", _as_optional_string, None),
     "ssl.truststore.type": ("ssl_truststore_type", _ssl_store_type, "PEM"),
     "ssl.truststore.certificates": ("ssl_truststore_certificates", _as_password, None),
     "ssl.truststore.password": ("ssl_truststore_password", _as_password, None),
@@ -686,14 +697,15 @@ class ConsumerConfig:
     receive_buffer_bytes: int = 65_536
     send_buffer_bytes: int = 131_072
     max_in_flight_requests_per_connection: int = 100
-    key_deserializer: Callable[[bytes | None], Any] | None = None
-    value_deserializer: Callable[[bytes | None], Any] | None = None
+    key_deserializer: Any = None
+    value_deserializer: Any = None
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = "GSSAPI"
     sasl_jaas_config: Password | None = None
     sasl_username: str | None = None
     sasl_password: Password | None = None
     ssl_truststore_location: str | None = None
+    ssl_ca_location: str | None = None
     ssl_truststore_type: str = "PEM"
     ssl_truststore_certificates: Password | None = None
     ssl_truststore_password: Password | None = None
@@ -864,6 +876,16 @@ def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[s
         values["sasl_password"] = password
         token = module.options.get("tokenauth")
         values["sasl_token_auth"] = token is not None and token.value().lower() == "true"
+    # librdkafka's ssl.ca.location: a PEM file of trusted certificates, i.e.
+    # ssl.truststore.location with ssl.truststore.type=PEM.
+    ca = values.get("ssl_ca_location")
+    if ca is not None:
+        if "ssl.truststore.location" in explicit or "ssl.truststore.certificates" in explicit:
+            raise _error(
+                "ssl.ca.location",
+                "Set either ssl.ca.location or ssl.truststore.location/certificates, not both",
+            )
+        values["ssl_truststore_location"] = ca
     values["warnings"] = tuple(warnings)
     return values
 

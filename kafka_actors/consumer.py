@@ -82,7 +82,6 @@ from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import (
     ConfigError,
     ConsumerClosedError,
-    DeserializationOrigin,
     IllegalStateError,
     InvalidGroupIdError,
     KafkaError,
@@ -103,6 +102,7 @@ from kafka_actors.protocol.subscription import (
     ResetKind,
     SubscriptionState,
 )
+from kafka_actors.serialization import Deserializer, as_deserializer, deserialize_records
 from kafka_actors.supervisors import (
     ChildRestartingError,
     ChildSpec,
@@ -128,45 +128,6 @@ DEFAULT_CLOSE_TIMEOUT_S: Final = 30.0
 _POLL_EVENT_INTERVAL_S: Final = 0.1
 _client_ids = itertools.count(1)
 _log = get_logger("consumer")
-
-Deserializer = Callable[[bytes | None], Any]
-
-
-def deserialize_records(
-    records: Iterable[ConsumerRecord],
-    key_deserializer: Deserializer | None,
-    value_deserializer: Deserializer | None,
-) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
-    """``records`` with keys and values deserialized, up to the first record a deserializer
-    raises for (each deserializer is called once per record, in order): (the records before
-    it, the error naming it, its raw key and value, with the deserializer's exception as
-    ``__cause__``); (all of them, None) when none raised."""
-    kd, vd = key_deserializer, value_deserializer
-    out: list[ConsumerRecord] = []
-    append = out.append
-    origin = DeserializationOrigin.KEY
-    record: ConsumerRecord | None = None
-    try:
-        for record in records:
-            origin = DeserializationOrigin.KEY
-            key = record.key if kd is None else kd(record.key)
-            origin = DeserializationOrigin.VALUE
-            value = record.value if vd is None else vd(record.value)
-            append(record._replace(key=key, value=value))
-    except Exception as exc:
-        assert record is not None
-        error = RecordDeserializationError(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            origin=origin,
-            key=record.key,
-            value=record.value,
-        )
-        error.__cause__ = exc
-        return out, error
-    return out, None
-
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupMetadata:
@@ -221,8 +182,8 @@ class KafkaConsumer:
                 {"client.id": f"consumer-{cfg.group_id or ''}-{next(_client_ids)}"}
             )
         self.config = cfg
-        self._key_deserializer = key_deserializer or cfg.key_deserializer
-        self._value_deserializer = value_deserializer or cfg.value_deserializer
+        self._key_deserializer = as_deserializer(key_deserializer or cfg.key_deserializer)
+        self._value_deserializer = as_deserializer(value_deserializer or cfg.value_deserializer)
         #: Per partition, a record a deserializer failed on, where its position stopped.
         self._undeserializable: dict[TopicPartition, ConsumerRecord] = {}
         self._log = _log.bind(client_id=cfg.client_id, group_id=cfg.group_id)

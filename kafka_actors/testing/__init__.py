@@ -1,7 +1,7 @@
 """kafka_actors.testing: the testkit.
 
 Owns nothing itself; it re-exports the public names of its modules: a real Apache Kafka
-broker/cluster launcher (KRaft, jars from Maven Central), the embedded librdkafka mock
+broker/cluster launcher (KRaft, Kafka's jars resolved by Maven), the embedded librdkafka mock
 cluster, listener/security descriptions, and jar resolution. The pytest fixtures live in
 :mod:`kafka_actors.testing.pytest_plugin` (auto-registered by the ``pytest11`` entry point).
 Importing this package starts nothing and downloads nothing.
@@ -23,7 +23,7 @@ Usage::
 
     sasl = ListenerSpec("SASL_SSL", "SASL_SSL", ("SCRAM-SHA-512",))
     with KafkaBroker(listeners=[sasl]) as b:           # users: DEFAULT_USERS
-        conf = b.client_config("SASL_SSL")             # librdkafka settings, CA included
+        conf = b.client_config("SASL_SSL")             # for confluent-kafka and ours, with CA
 
     with MockCluster(num_brokers=3) as mock:           # librdkafka's mock, in-process
         mock.create_topic("m", partitions=8)

@@ -100,7 +100,7 @@ def _mock(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kafka_actors.testing")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("fetch", help="resolve Kafka's jars from Maven Central into the cache")
+    p = sub.add_parser("fetch", help="resolve Kafka's jars with Maven into the cache")
     p.add_argument(
         "--kafka-version",
         action="append",

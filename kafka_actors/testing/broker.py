@@ -1,4 +1,4 @@
-"""A real Apache Kafka cluster (KRaft) on loopback, launched from Maven Central jars.
+"""A real Apache Kafka cluster (KRaft) on loopback, launched from Kafka's jars (via Maven).
 
 Owns: the KRaft nodes it starts (their JVMs are recorded by PID in
 :mod:`kafka_actors.testing.processes`, which stops them, only by PID, on ``stop()``, context
@@ -373,7 +373,8 @@ class KafkaCluster:
         user: str | None = None,
         mechanism: str | None = None,
     ) -> dict[str, str]:
-        """A confluent-kafka (librdkafka) config reaching this cluster on ``listener``."""
+        """A client config reaching this cluster on ``listener``, accepted by confluent-kafka
+        (librdkafka) and by kafka-actors' consumers alike."""
         if listener == INTERNAL_LISTENER:
             return {"bootstrap.servers": self.bootstrap_servers}
         spec = self.listener(listener)

@@ -1,11 +1,12 @@
-"""Resolution of Apache Kafka's own jars from Maven Central into a per-user cache.
+"""Resolution of Apache Kafka's own jars through Maven into a per-user cache.
 
 Owns: the cache directory ``${KAFKA_ACTORS_CACHE:-~/.cache/kafka-actors}/kafka-<version>/``,
 the generated Maven pom in it, the inter-process lock that serialises resolution, and the
 choice of logging backend per Kafka line (log4j2 for 4.x, reload4j for 3.x).
 May touch: the cache directory, Maven's local repository inside it (``<cache>/m2``), and the
-network through ``mvn`` only (and HTTPS HEAD/GET of Maven Central metadata). It never
-touches the project tree.
+network through ``mvn`` only: Maven's configured repositories and mirrors (``settings.xml``)
+decide where the jars come from, so resolution works behind a company mirror; no repository
+address is written here. It never touches the project tree.
 
 Layout of one resolved version::
 
@@ -15,9 +16,10 @@ Layout of one resolved version::
       tools/           jars of org.apache.kafka:kafka-tools (ConsumerGroupCommand, ...)
       resolved.json    written last: the stamp that makes resolution idempotent
 
-The broker and the tools get separate class paths because Maven Central may publish the
+The broker and the tools get separate class paths because a repository may publish the
 ``kafka-tools`` artifact of a release later than (or not at all beside) the broker; then the
-newest published ``kafka-tools`` not newer than the broker is used, recorded in
+newest published ``kafka-tools`` of the same major version not newer than the broker is used
+(a Maven version range), recorded in
 ``resolved.json`` (tools talk to the broker over the network, so that skew is harmless), and
 the broker's own runtime dependency on ``kafka-tools-api`` follows it when missing too.
 """
@@ -31,13 +33,10 @@ import os
 import re
 import shutil
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 DEFAULT_KAFKA_VERSION = "4.4.0"
 DEFAULT_KAFKA39_VERSION = "3.9.2"
 SCALA_BINARY = "2.13"
@@ -108,44 +107,27 @@ def _check_version(version: str) -> None:
         raise JarResolutionError(f"Kafka {version}: only 3.x (KRaft) and newer are supported")
 
 
-def _artifact_exists(artifact: str, version: str) -> bool:
-    url = f"{MAVEN_CENTRAL}/org/apache/kafka/{artifact}/{version}/{artifact}-{version}.pom"
-    req = urllib.request.Request(url, method="HEAD")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return bool(resp.status == 200)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return False
-        raise JarResolutionError(f"Maven Central answered {exc.code} for {url}") from exc
-    except OSError as exc:
-        raise JarResolutionError(f"cannot reach Maven Central ({url}): {exc}") from exc
+def _mvn() -> str:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JarResolutionError("Maven (mvn) is not on PATH; it resolves Kafka's jars")
+    return mvn
 
 
-def _published_versions(artifact: str) -> list[str]:
-    url = f"{MAVEN_CENTRAL}/org/apache/kafka/{artifact}/maven-metadata.xml"
-    try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
-            text = resp.read().decode()
-    except OSError as exc:
-        raise JarResolutionError(f"cannot read {url}: {exc}") from exc
-    return re.findall(r"<version>(\d+\.\d+\.\d+)</version>", text)
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split("."))
-
-
-def _tools_version_for(version: str) -> str:
-    """``version`` if kafka-tools has it on Maven Central, else the newest older release."""
-    if _artifact_exists("kafka-tools", version):
-        return version
-    older = [v for v in _published_versions("kafka-tools") if _vkey(v) <= _vkey(version)]
-    older = [v for v in older if _vkey(v)[0] == _vkey(version)[0]] or older
-    for candidate in sorted(older, key=_vkey, reverse=True):
-        if _artifact_exists("kafka-tools", candidate):
-            return candidate
-    raise JarResolutionError(f"no org.apache.kafka:kafka-tools release <= {version}")
+def _artifact_exists(artifact: str, version: str, m2: Path) -> bool:
+    """Whether org.apache.kafka:``artifact``:``version`` resolves (its pom) through Maven's
+    configured repositories."""
+    cmd = [
+        _mvn(),
+        "-B",
+        "-q",
+        f"-Dmaven.repo.local={m2}",
+        "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:get",
+        f"-Dartifact=org.apache.kafka:{artifact}:{version}:pom",
+        "-Dtransitive=false",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    return proc.returncode == 0
 
 
 def _dep(group: str, artifact: str, version: str, exclusions: tuple[str, ...] = ()) -> str:
@@ -195,9 +177,7 @@ def _pom(name: str, deps: list[str]) -> str:
 
 
 def _run_mvn(pom: Path, out_dir: Path, m2: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise JarResolutionError("Maven (mvn) is not on PATH; it resolves Kafka's jars")
+    mvn = _mvn()
     tmp_out = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp_out, ignore_errors=True)
     cmd = [
@@ -217,6 +197,18 @@ def _run_mvn(pom: Path, out_dir: Path, m2: Path) -> None:
         raise JarResolutionError(f"mvn failed for {pom} (exit {proc.returncode}):\n{tail}")
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp_out.rename(out_dir)
+
+
+def _copied_version(directory: Path, artifact: str) -> str:
+    """The version of ``artifact`` whose jar Maven copied into ``directory``."""
+    found = [
+        m.group(1)
+        for p in directory.glob(f"{artifact}-*.jar")
+        if (m := re.fullmatch(rf"{re.escape(artifact)}-(\d+\.\d+\.\d+)\.jar", p.name))
+    ]
+    if len(found) != 1:
+        raise JarResolutionError(f"expected one {artifact} jar in {directory}, found {found}")
+    return found[0]
 
 
 @contextlib.contextmanager
@@ -263,20 +255,29 @@ def resolve(version: str | None = None) -> KafkaJars:
         found = _load(directory, version)
         if found is not None:
             return found
-        if not _artifact_exists(f"kafka_{SCALA_BINARY}", version):
-            raise JarResolutionError(
-                f"org.apache.kafka:kafka_{SCALA_BINARY}:{version} is not on Maven Central"
-            )
-        tools_version = _tools_version_for(version)
         major = int(version.split(".", 1)[0])
         directory.mkdir(parents=True, exist_ok=True)
         m2 = maven_repo()
+        # The tools first: the newest kafka-tools of this major version not newer than the
+        # broker (a version range Maven resolves from its repositories' metadata).
+        tools_pom = directory / "tools-pom.xml"
+        tools_pom.write_text(
+            _pom(
+                "tools",
+                [
+                    _dep("org.apache.kafka", "kafka-tools", f"[{major}.0.0,{version}]"),
+                    *_logging_deps(major),
+                ],
+            )
+        )
+        _run_mvn(tools_pom, directory / "tools", m2)
+        tools_version = _copied_version(directory / "tools", "kafka-tools")
         broker_pom = directory / "broker-pom.xml"
         broker_excl: tuple[str, ...] = _LOG_EXCLUSIONS
         extra: list[str] = []
-        if tools_version != version and not _artifact_exists("kafka-tools-api", version):
+        if tools_version != version and not _artifact_exists("kafka-tools-api", version, m2):
             # The broker's runtime dependency on kafka-tools-api (a few plug-in interfaces)
-            # follows kafka-tools when Maven Central lacks this release of it.
+            # follows kafka-tools when the repositories lack this release of it.
             broker_excl = (*broker_excl, "org.apache.kafka:kafka-tools-api")
             extra.append(_dep("org.apache.kafka", "kafka-tools-api", tools_version))
         broker_pom.write_text(
@@ -290,19 +291,7 @@ def resolve(version: str | None = None) -> KafkaJars:
                 ],
             )
         )
-        tools_pom = directory / "tools-pom.xml"
-        tools_pom.write_text(
-            _pom(
-                "tools",
-                [
-                    _dep("org.apache.kafka", "kafka-tools", tools_version, _LOG_EXCLUSIONS),
-                    _dep("org.apache.kafka", "kafka-clients", tools_version),
-                    *_logging_deps(int(tools_version.split(".", 1)[0])),
-                ],
-            )
-        )
         _run_mvn(broker_pom, directory / "broker", m2)
-        _run_mvn(tools_pom, directory / "tools", m2)
         data = {
             "format": _FORMAT,
             "version": version,

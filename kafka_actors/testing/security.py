@@ -133,7 +133,8 @@ def client_config(
     mechanism: str | None = None,
     ca_path: Path | None = None,
 ) -> dict[str, str]:
-    """librdkafka (confluent-kafka) settings for a client of listener ``spec``."""
+    """Settings for a client of listener ``spec`` that both confluent-kafka (librdkafka) and
+    kafka-actors' consumers accept (``sasl.username``/``sasl.password``, ``ssl.ca.location``)."""
     conf = {"bootstrap.servers": bootstrap, "security.protocol": spec.security_protocol}
     if spec.uses_sasl:
         mech = mechanism or spec.sasl_mechanisms[0]
