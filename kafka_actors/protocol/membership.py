@@ -1003,10 +1003,11 @@ class ConsumerMembershipManager(GroupMemberBase):
             fields["subscribed_topic_names"] = tuple(TopicName(name) for name in names)
             sent.subscribed_topic_names = names
         regex = self._subscribed_regex
-        if config.heartbeat_api_version >= 1 and (
-            (send_all and regex is not None) or regex != sent.subscribed_topic_regex
-        ):
-            # An empty string tells the broker the regex subscription is gone.
+        if config.heartbeat_api_version >= 1 and (send_all or regex != sent.subscribed_topic_regex):
+            # An empty string tells the broker there is no regex subscription (or no longer
+            # one). The join sends it with the topic names, as librdkafka does: its mock
+            # cluster (the embedded default) aborts the process on a join heartbeat that has
+            # names and a null regex.
             fields["subscribed_topic_regex"] = regex if regex is not None else ""
             sent.subscribed_topic_regex = regex
         assignor = config.server_assignor
