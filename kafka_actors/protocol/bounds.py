@@ -247,11 +247,10 @@ def min_encoded_size(cls: type) -> int:
 
 
 class _Gen:
-    """Generates one walk function per (struct class, field path) into one namespace; the
-    path is baked into the error messages, so the walk itself carries nothing but positions."""
+    """Generates the walk of one message class; field paths are baked into the error
+    messages, so the walk itself carries nothing but positions."""
 
     def __init__(self) -> None:
-        self.names: dict[tuple[type, str], str] = {}
         self.sources: list[str] = []
         self._counter = 0
 
@@ -260,12 +259,17 @@ class _Gen:
         return f"{stem}{self._counter}"
 
     def function(self, cls: type, path: str) -> str:
-        key = (cls, path)
-        name = self.names.get(key)
-        if name is not None:
-            return name
-        name = f"walk_{cls.__name__}_{len(self.names)}"
-        self.names[key] = name
+        """A function ``walk(buf, pos, end) -> pos`` stepping over one ``cls`` struct."""
+        name = f"walk_{cls.__name__}"
+        lines = [f"def {name}(buf, pos, end):"]
+        lines += [f"    {line}" for line in self.body(cls, path)]
+        lines.append("    return pos")
+        self.sources.append("\n".join(lines))
+        return name
+
+    def body(self, cls: type, path: str) -> list[str]:
+        """Lines stepping over one ``cls`` struct; nested structs are inlined (a call per
+        partition of a large Metadata response costs more than the checks themselves)."""
         regular, tagged = _fields(cls)
         body: list[str] = []
         run: list[str] = []  # fixed-size fields not yet stepped over
@@ -283,11 +287,7 @@ class _Gen:
             body += self._fixed(size, _join(path, run))
         if getattr(cls, "__flexible__", False):
             body += self._tags(tagged, path)
-        lines = [f"def {name}(buf, pos, end):"]
-        lines += [f"    {line}" for line in body] or ["    pass"]
-        lines.append("    return pos")
-        self.sources.append("\n".join(lines))
-        return name
+        return body or ["pass"]
 
     @staticmethod
     def _fixed(size: int, path: str) -> list[str]:
@@ -345,13 +345,14 @@ class _Gen:
         ]
 
     def _struct(self, struct_: _Struct, path: str) -> list[str]:
-        walk = self.function(struct_.cls, path)
+        body = self.body(struct_.cls, path)
         if not struct_.nullable:
-            return [f"pos = {walk}(buf, pos, end)"]
+            return body
         return [
             f"if pos >= end: raise _short({path + ' (null marker)'!r}, 1, 0)",
             "pos += 1",
-            f"if buf[pos - 1] != 255: pos = {walk}(buf, pos, end)",
+            "if buf[pos - 1] != 255:",
+            *[f"    {line}" for line in body],
         ]
 
     def _array(self, array: _Array, path: str) -> list[str]:
@@ -376,8 +377,8 @@ class _Gen:
             return lines
         item_path = f"{path}[]"
         if isinstance(item, _Struct):
-            walk = self.function(item.cls, item_path)
-            lines.append(f"    for _ in range({n}): pos = {walk}(buf, pos, end)")
+            lines.append(f"    for _ in range({n}):")
+            lines += [f"        {line}" for line in self.body(item.cls, item_path)]
             return lines
         lines.append(f"    for _ in range({n}):")
         lines += [f"        {line}" for line in self._prim(item, item_path)]
