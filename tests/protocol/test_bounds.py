@@ -236,3 +236,33 @@ def test_subscription_round_trip_unchanged() -> None:
     subscription = Subscription(topics=("a", "b"), user_data=b"x")
     assert decode_subscription(encode_subscription(subscription)).topics == ("a", "b")
     assert issubclass(TruncatedFrameError, ProtocolError)
+
+
+def test_api_versions_handshake_with_huge_counts_is_typed_in_a_child_process() -> None:
+    """The first response on every connection goes through the same bound (versions.py)."""
+    child = run_child(
+        """
+        import struct
+        from kafka_actors.errors import KafkaError, TruncatedFrameError
+        from kafka_actors.protocol.versions import ApiVersionsHandshake
+
+        handshake = ApiVersionsHandshake()
+        request, version = handshake.initial_request()
+        assert version >= 3, version  # flexible: a compact (varint) api_keys count
+        huge = struct.pack(">ih", 9, 0) + b"\\xff\\xff\\xff\\xff\\x7f"
+        try:
+            handshake.handle_response_bytes(huge, correlation_id=9)
+        except TruncatedFrameError as exc:
+            print("typed:", exc)
+        # UNSUPPORTED_VERSION (35): the v0 fallback reads an int32 count of 2**31-1
+        refused = struct.pack(">ihi", 9, 35, 2**31 - 1) + b"\\x00" * 12
+        try:
+            print("fallback:", type(ApiVersionsHandshake().handle_response_bytes(refused)).__name__)
+        except KafkaError as exc:
+            print("fallback typed:", type(exc).__name__)
+        """
+    )
+    assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
+    assert "typed: ApiVersionsResponse v" in child.stdout
+    assert "api_keys claims 34359738366 items" in child.stdout
+    assert "fallback" in child.stdout
