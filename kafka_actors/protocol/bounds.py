@@ -250,7 +250,12 @@ class _Gen:
     """Generates the walk of one message class; field paths are baked into the error
     messages, so the walk itself carries nothing but positions."""
 
-    def __init__(self) -> None:
+    def __init__(self, fast: bool = False) -> None:
+        #: The fast walk leaves out every check that a later read or the final position
+        #: catches anyway (a read past the end raises IndexError; positions only grow, so an
+        #: overrun shows in the end position); it keeps every count check, made against the
+        #: true position. Any failure reruns the careful walk, which names the field.
+        self.fast = fast
         self.sources: list[str] = []
         self._counter = 0
 
@@ -289,17 +294,16 @@ class _Gen:
             body += self._tags(tagged, path)
         return body or ["pass"]
 
-    @staticmethod
-    def _fixed(size: int, path: str) -> list[str]:
-        return [
-            f"if end - pos < {size}: raise _short({path!r}, {size}, end - pos)",
-            f"pos += {size}",
-        ]
+    def _fixed(self, size: int, path: str) -> list[str]:
+        step = f"pos += {size}"
+        if self.fast:
+            return [step]
+        return [f"if end - pos < {size}: raise _short({path!r}, {size}, end - pos)", step]
 
-    @staticmethod
-    def _uvarint(target: str, path: str) -> list[str]:
+    def _uvarint(self, target: str, path: str) -> list[str]:
+        check = [] if self.fast else [f"if pos >= end: raise _short({path + ' (varint)'!r}, 1, 0)"]
         return [
-            f"if pos >= end: raise _short({path + ' (varint)'!r}, 1, 0)",
+            *check,
             f"{target} = buf[pos]",
             f"if {target} & 0x80: {target}, pos = _uvarint(buf, pos, end, {path!r})",
             "else: pos += 1",
@@ -327,6 +331,8 @@ class _Gen:
             else:
                 lines.append(f"if not {n}: {null}")
                 inner = ""
+            if self.fast:
+                return [*lines, f"{inner}pos += {n} - 1"]
             return [
                 *lines,
                 f"{inner}{n} -= 1",
@@ -348,8 +354,11 @@ class _Gen:
         body = self.body(struct_.cls, path)
         if not struct_.nullable:
             return body
+        check = (
+            [] if self.fast else [f"if pos >= end: raise _short({path + ' (null marker)'!r}, 1, 0)"]
+        )
         return [
-            f"if pos >= end: raise _short({path + ' (null marker)'!r}, 1, 0)",
+            *check,
             "pos += 1",
             "if buf[pos - 1] != 255:",
             *[f"    {line}" for line in body],
@@ -395,12 +404,13 @@ class _Gen:
             first = False
         unknown = f"raise _Bad({where!r} + f': unknown tag {{{tag}}}')"
         loop.append(f"else: {unknown}" if not first else unknown)
+        check = [] if self.fast else [f"if pos >= end: raise _short({where!r}, 1, 0)"]
         return [
-            f"if pos >= end: raise _short({where!r}, 1, 0)",
+            *check,
             f"{t} = buf[pos]",
             f"if not {t}: pos += 1",
             "else:",
-            *[f"    {line}" for line in self._uvarint(t, where)],
+            *[f"    {line}" for line in self._uvarint(t, where)[1 - self.fast :]],
             f"    for _ in range({t}):",
             *[f"        {line}" for line in loop],
         ]
@@ -412,33 +422,43 @@ def _join(path: str, names: list[str]) -> str:
 
 
 _lock = threading.Lock()
-_WALKS: dict[type, Walk] = {}
+_WALKS: dict[type, tuple[Walk, Walk]] = {}
 _SOURCES: dict[type, str] = {}
 
 
-def _walk_for(cls: type) -> Walk:
-    walk = _WALKS.get(cls)
-    if walk is not None:
-        return walk
+def _compile(cls: type, fast: bool) -> tuple[Walk, str]:
+    gen = _Gen(fast)
+    name = gen.function(cls, "")
+    source = "\n\n".join(gen.sources)
+    namespace = dict(_HELPERS)
+    kind = "fast" if fast else "careful"
+    code = compile(source, f"<bounds {kind} {cls.__module__}.{cls.__qualname__}>", "exec")
+    exec(code, namespace)  # our own source, generated from kio's schema
+    walk: Walk = namespace[name]
+    return walk, source
+
+
+def _walks_for(cls: type) -> tuple[Walk, Walk]:
+    """The (fast, careful) walks of ``cls``, generated once."""
+    walks = _WALKS.get(cls)
+    if walks is not None:
+        return walks
     with _lock:
-        walk = _WALKS.get(cls)
-        if walk is None:
-            gen = _Gen()
-            name = gen.function(cls, "")
-            source = "\n\n".join(gen.sources)
-            namespace = dict(_HELPERS)
-            exec(
-                compile(source, f"<bounds {cls.__module__}.{cls.__qualname__}>", "exec"), namespace
-            )
-            walk = namespace[name]
+        walks = _WALKS.get(cls)
+        if walks is None:
+            fast, _ = _compile(cls, True)
+            careful, source = _compile(cls, False)
+            walks = (fast, careful)
             _SOURCES[cls] = source
-            _WALKS[cls] = walk
-    return walk
+            _WALKS[cls] = walks
+    return walks
 
 
-def plan_source(cls: type) -> str:
+def plan_source(cls: type, *, fast: bool = False) -> str:
     """The generated walk for ``cls`` (for reading and debugging)."""
-    _walk_for(cls)
+    if fast:
+        return _compile(cls, True)[1]
+    _walks_for(cls)
     return _SOURCES[cls]
 
 
@@ -457,8 +477,17 @@ def check_entity(frame: Buffer, offset: int, cls: type, what: str | None = None)
     InvalidFrameError when a length, varint or tag is malformed. ``what`` names the message in
     the error (default: the class name and version).
     """
+    fast, careful = _walks_for(cls)
+    end = len(frame)
     try:
-        return _walk_for(cls)(frame, offset, len(frame))
+        pos = fast(frame, offset, end)
+        if pos <= end:
+            return pos
+    except (IndexError, struct.error, _Short, _Bad):
+        pass
+    try:  # something is wrong: the careful walk says what and where
+        careful(frame, offset, end)
+        raise _Short("frame ended early")  # pragma: no cover - the walks agree
     except _Short as exc:
         raise TruncatedFrameError(f"{what or _label(cls)}: {exc}") from None
     except _Bad as exc:
