@@ -82,6 +82,10 @@ def test_huge_counts_in_consumer_protocol_assignment_are_typed_errors_in_a_child
     assert child.stdout.count("typed: TruncatedFrameError consumer protocol assignment v0") == 2
 
 
+_LONG_FUZZ = "KAFKA_ACTORS_FUZZ_EXAMPLES" in os.environ
+
+
+@pytest.mark.timeout(7200 if _LONG_FUZZ else 300)
 def test_every_response_decoder_survives_mutations_in_a_child_process() -> None:
     """Show 3: hypothesis-generated valid responses of every API and version the consumer
     uses round-trip as before; their mutations (every length/count set to its maximum, bit
@@ -95,7 +99,7 @@ def test_every_response_decoder_survives_mutations_in_a_child_process() -> None:
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
-        timeout=3600,
+        timeout=7000 if _LONG_FUZZ else 240,
         check=False,
     )
     assert child.returncode == 0, (child.returncode, child.stderr[-4000:])
