@@ -326,9 +326,10 @@ def _gunzip(payload: bytes | memoryview, max_size: int) -> bytes:
     return out[0] if len(out) == 1 else b"".join(out)
 
 
-def _lz4_bound(data: bytes | memoryview) -> int:
+def _lz4_bound(data: bytes | memoryview, limit: int) -> int:
     """Most bytes an LZ4 frame sequence can decode to, from its block headers (each block
-    decodes to at most the frame's block maximum size; uncompressed blocks to their size)."""
+    decodes to at most the frame's block maximum size, which the decoder enforces;
+    uncompressed blocks to their size). Stops counting once past ``limit``."""
     total = 0
     pos = 0
     end = len(data)
@@ -359,14 +360,17 @@ def _lz4_bound(data: bytes | memoryview) -> int:
                 break
             stored = size & 0x7FFFFFFF
             total += stored if size & 0x80000000 else block_max
+            if total > limit:
+                return total
             pos += stored + block_checksum
         pos += 4 if flags & 0x04 else 0
     return total
 
 
-def _zstd_bound(data: bytes | memoryview) -> int:
+def _zstd_bound(data: bytes | memoryview, limit: int) -> int:
     """Most bytes a zstd frame sequence can decode to, from its block headers (raw and RLE
-    blocks state their size; a compressed block decodes to at most 128 KiB)."""
+    blocks state their size; a compressed block decodes to at most 128 KiB, which the decoder
+    enforces). Stops counting once past ``limit``."""
     total = 0
     pos = 0
     end = len(data)
@@ -405,6 +409,8 @@ def _zstd_bound(data: bytes | memoryview) -> int:
                 pos += size
             else:
                 raise _Corrupt("ZSTD decompression failed: reserved block type")
+            if total > limit:
+                return total
             if header & 0x01:
                 break
         pos += 4 if descriptor & 0x04 else 0
@@ -423,6 +429,9 @@ def _decompress_into_bound(codec: int, payload: bytes | memoryview, max_size: in
             else:
                 size = cramjam.zstd.decompress_into(payload, buffer)
         except Exception as exc:
+            # cramjam's error for output that does not fit the buffer (checked by
+            # tests/records/test_decompression_bound.py; any other message still ends as a
+            # CorruptRecordError, and nothing past the buffer is written either way).
             if "failed to write whole buffer" in str(exc):
                 raise _too_large(codec, max_size + 1, max_size, "expands past") from None
             raise
@@ -444,11 +453,11 @@ def _decompress(codec: int, payload: bytes | memoryview, max_size: int) -> bytes
     """
     try:
         if codec == CompressionType.LZ4:
-            if _lz4_bound(payload) <= max_size:
+            if _lz4_bound(payload, max_size) <= max_size:
                 return bytes(cramjam.lz4.decompress(payload))
             return _decompress_into_bound(codec, payload, max_size)
         if codec == CompressionType.ZSTD:
-            if _zstd_bound(payload) <= max_size:
+            if _zstd_bound(payload, max_size) <= max_size:
                 return bytes(cramjam.zstd.decompress(payload))
             return _decompress_into_bound(codec, payload, max_size)
         if codec == CompressionType.GZIP:
