@@ -2,7 +2,8 @@
 
 Run: python bench/bounds_overhead.py   (from the repository root)
 Prints µs per call for the check alone and for the full decode_response (which includes the
-check), on a Fetch v17 response (8 partitions x 1 MiB of records) and a Metadata v13 response
+check), on Fetch v17 responses (8 partitions x 1 MiB of records; 1,000 partitions x 1 KiB) and a
+Metadata v13 response
 (50 topics x 100 partitions = 5,000 partitions, 3 replicas each).
 """
 
@@ -20,7 +21,7 @@ from kafka_actors.protocol.bounds import check_response
 from kafka_actors.protocol.wire import decode_response, encode_response, response_header_type
 
 
-def fetch_frame() -> tuple[bytes, type]:
+def fetch_frame(partitions: int = 8, record_bytes: int = 1 << 20) -> tuple[bytes, type]:
     cls = response_type(1, 17)
     mod = __import__(cls.__module__, fromlist=["x"])
     parts = tuple(
@@ -32,9 +33,9 @@ def fetch_frame() -> tuple[bytes, type]:
             log_start_offset=i64(0),
             aborted_transactions=(),
             preferred_read_replica=i32(-1),
-            records=b"\x01" * (1 << 20),
+            records=b"\x01" * record_bytes,
         )
-        for p in range(8)
+        for p in range(partitions)
     )
     topic = mod.FetchableTopicResponse(topic_id=uuid.uuid4(), partitions=parts)
     body = cls(
@@ -103,4 +104,5 @@ def measure(name: str, frame: bytes, cls: type) -> None:
 
 if __name__ == "__main__":
     measure("Fetch v17, 8 x 1 MiB", *fetch_frame())
+    measure("Fetch v17, 1,000 partitions x 1 KiB", *fetch_frame(1000, 1024))
     measure("Metadata v13, 5,000 partitions", *metadata_frame())

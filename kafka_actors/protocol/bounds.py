@@ -305,8 +305,11 @@ class _Gen:
         return [
             *check,
             f"{target} = buf[pos]",
-            f"if {target} & 0x80: {target}, pos = _uvarint(buf, pos, end, {path!r})",
-            "else: pos += 1",
+            f"if {target} < 0x80: pos += 1",
+            "elif pos + 1 < end and buf[pos + 1] < 0x80:",  # two bytes: a record set's length
+            f"    {target} = ({target} & 0x7F) | (buf[pos + 1] << 7)",
+            "    pos += 2",
+            f"else: {target}, pos = _uvarint(buf, pos, end, {path!r})",
         ]
 
     def _field(self, described: _Field, path: str) -> list[str]:
