@@ -39,6 +39,12 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
 * ``send.buffer.bytes`` / ``receive.buffer.bytes`` = 0 is refused here (Java's socket refuses it
   only when the connection is made); -1 keeps the operating system's default.
   ``connections.max.idle.ms`` < 0 never closes a connection for idleness.
+* ``max.decompressed.batch.bytes`` (default 268435456, 256 MiB; an int >= 1) is this client's
+  own: the most bytes one compressed record batch may decompress to. A larger batch raises
+  ``DecompressedBatchTooLargeError`` (a ``CorruptRecordError`` naming topic, partition and
+  offset) and nothing past the bound is allocated. Java has no bound; librdkafka caps
+  decompression at ``receive.message.max.bytes`` (100 MB). 256 MiB is 5x ``fetch.max.bytes``'
+  default and lets a 1 MiB batch expand 256 times (repetitive text compresses 10-100x).
 * ``retry.backoff.ms`` > ``retry.backoff.max.ms`` is accepted with a warning (as Java, which
   then uses the max as a fixed backoff); the warning is in :attr:`ConsumerConfig.warnings`.
 """
@@ -555,6 +561,7 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         "read_uncommitted",
     ),
     "check.crcs": ("check_crcs", _as_bool, True),
+    "max.decompressed.batch.bytes": ("max_decompressed_batch_bytes", _int(1), 268_435_456),
     "exclude.internal.topics": ("exclude_internal_topics", _as_bool, True),
     "allow.auto.create.topics": ("allow_auto_create_topics", _as_bool, True),
     "request.timeout.ms": ("request_timeout_ms", _int(0), 30_000),
@@ -682,6 +689,7 @@ class ConsumerConfig:
     max_partition_fetch_bytes: int = 1_048_576
     isolation_level: str = "read_uncommitted"
     check_crcs: bool = True
+    max_decompressed_batch_bytes: int = 268_435_456
     exclude_internal_topics: bool = True
     allow_auto_create_topics: bool = True
     request_timeout_ms: int = 30_000

@@ -50,6 +50,7 @@ __all__ = [
     "CorrelationIdMismatchError",
     "CorruptRecordError",
     "CorruptResponseError",
+    "DecompressedBatchTooLargeError",
     "DeserializationOrigin",
     "DisconnectedError",
     "FatalConsumerError",
@@ -68,6 +69,7 @@ __all__ = [
     "ProtocolError",
     "RecordDeserializationError",
     "RetriableError",
+    "ScramIterationsError",
     "SslAuthenticationError",
     "TruncatedFrameError",
     "UnknownApiError",
@@ -234,6 +236,12 @@ class AuthorizationError(FatalError):
 
 class AuthenticationError(FatalError):
     """Authentication with the broker failed (SASL)."""
+
+
+class ScramIterationsError(AuthenticationError):
+    """The SCRAM server's iteration count is outside the range this client accepts (below
+    Java's minimum of 4096, or above the client's maximum: a hostile server could make the
+    client spin on PBKDF2)."""
 
 
 class SslAuthenticationError(AuthenticationError):
@@ -1025,6 +1033,12 @@ class CorruptRecordError(FatalError):
             offset=offset,
             node=node,
         )
+
+
+class DecompressedBatchTooLargeError(CorruptRecordError):
+    """A compressed record batch expands past the decompression bound
+    (``max.decompressed.batch.bytes``); decompression stopped at the bound. Carries the topic,
+    partition and base offset of the batch."""
 
 
 class UnsupportedRecordFormatError(FatalError):

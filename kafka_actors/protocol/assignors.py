@@ -82,6 +82,7 @@ from kio.serial.errors import SerialError
 from kio.static.primitive import i32
 
 from kafka_actors.errors import InconsistentGroupProtocolError, ProtocolError
+from kafka_actors.protocol.bounds import check_entity
 from kafka_actors.protocol.messages import TopicPartition
 
 __all__ = [
@@ -211,6 +212,8 @@ def decode_subscription(data: bytes) -> Subscription:
     version = _read_version(data, "subscription")
     schema = _SUBSCRIPTION_TYPES[min(version, HIGHEST_SUPPORTED_VERSION)]
     entity: Any
+    # Bound every count by the bytes that remain before kio's native reader allocates.
+    check_entity(data, 2, schema, f"consumer protocol subscription v{version}")
     try:
         entity, _size = entity_reader(schema)(data, 2)
     except (SerialError, ValueError, UnicodeDecodeError) as exc:
@@ -254,6 +257,8 @@ def decode_assignment(data: bytes) -> Assignment:
     version = _read_version(data, "assignment")
     schema = _ASSIGNMENT_TYPES[min(version, HIGHEST_SUPPORTED_VERSION)]
     entity: Any
+    # Bound every count by the bytes that remain before kio's native reader allocates.
+    check_entity(data, 2, schema, f"consumer protocol assignment v{version}")
     try:
         entity, _size = entity_reader(schema)(data, 2)
     except (SerialError, ValueError, UnicodeDecodeError) as exc:

@@ -92,7 +92,12 @@ from kafka_actors.errors import (
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
-from kafka_actors.protocol.records import ConsumerRecord, DecodedRecords, decode_records
+from kafka_actors.protocol.records import (
+    DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
+    ConsumerRecord,
+    DecodedRecords,
+    decode_records,
+)
 from kafka_actors.protocol.requests import FetchPartition, ForgottenTopic, fetch_request
 from kafka_actors.protocol.subscription import (
     FetchPosition,
@@ -216,6 +221,8 @@ class FetchConfig:
     #: module docstring); False: Java's rule (no fetch while data is buffered). The consumer
     #: turns it on (:meth:`from_consumer_config`).
     fetch_ahead: bool = False
+    #: Bound on one batch's decompressed records (``max.decompressed.batch.bytes``).
+    max_decompressed_batch_bytes: int = DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES
 
     @property
     def buffer_limit(self) -> int:
@@ -246,6 +253,7 @@ class FetchConfig:
             max_poll_records=config.max_poll_records,
             prefetch_buffer_bytes=prefetch_buffer_bytes,
             fetch_ahead=fetch_ahead,
+            max_decompressed_batch_bytes=config.max_decompressed_batch_bytes,
         )
 
 
@@ -1220,6 +1228,7 @@ class FetchManager:
                     isolation_level=self._config.isolation_level,
                     aborted_transactions=cf.aborted,
                     partial_on_error=True,
+                    max_decompressed_size=self._config.max_decompressed_batch_bytes,
                 )
             decoded = cf.decoded
             taken, new_position, drained = self._take_records(cf, remaining)

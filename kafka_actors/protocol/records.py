@@ -28,8 +28,10 @@ demand by iterating a :class:`DecodedRecords`.
 from __future__ import annotations
 
 import heapq
+import mmap
 import struct
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -40,10 +42,16 @@ from typing import NamedTuple, Protocol
 import cramjam
 from crc32c import crc32c
 
-from kafka_actors.errors import CorruptRecordError, KafkaError, UnsupportedRecordFormatError
+from kafka_actors.errors import (
+    CorruptRecordError,
+    DecompressedBatchTooLargeError,
+    KafkaError,
+    UnsupportedRecordFormatError,
+)
 
 __all__ = [
     "BATCH_HEADER_SIZE",
+    "DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES",
     "AbortedTransaction",
     "CompressionType",
     "ConsumerRecord",
@@ -233,12 +241,57 @@ def _read_varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
     raise _Corrupt("varint longer than 10 bytes")
 
 
-def _unxerial(data: bytes | memoryview) -> bytes:
-    """Decompress snappy in the xerial (snappy-java stream) framing."""
+class _TooLarge(_Corrupt):
+    """Internal: the batch decompresses past the bound; turned into
+    DecompressedBatchTooLargeError."""
+
+
+#: Default bound on one batch's decompressed records section (``max.decompressed.batch.bytes``).
+DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES = 256 * 1024 * 1024
+
+_LZ4_MAGIC = 0x184D2204
+_ZSTD_MAGIC = 0xFD2FB528
+_SKIPPABLE_MASK = 0xFFFFFFF0
+_LZ4_SKIPPABLE = 0x184D2A50  # also zstd's skippable frames
+_LZ4_BLOCK_MAX = (0, 0, 0, 0, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
+_ZSTD_BLOCK_MAX = 128 << 10  # a zstd block never decodes to more (format limit)
+
+
+def _too_large(codec: int, size: int, max_size: int, what: str) -> _TooLarge:
+    return _TooLarge(
+        f"{CompressionType(codec).name} batch {what} {size} bytes, more than the bound of "
+        f"{max_size} (max.decompressed.batch.bytes)"
+    )
+
+
+def _uvarint32(data: bytes | memoryview, pos: int) -> int:
+    """Snappy's length preamble: an unsigned varint of at most 5 bytes."""
+    value = 0
+    for i in range(5):
+        if pos + i >= len(data):
+            raise _Corrupt("truncated snappy length")
+        b = data[pos + i]
+        value |= (b & 0x7F) << (7 * i)
+        if b < 0x80:
+            return value
+    raise _Corrupt("bad snappy length")
+
+
+def _snappy_raw(data: bytes | memoryview, budget: int, max_size: int) -> bytes:
+    """Raw snappy: its preamble declares the exact decompressed size (checked before any
+    allocation; the decoder refuses data that does not match it)."""
+    declared = _uvarint32(data, 0)
+    if declared > budget:
+        raise _too_large(CompressionType.SNAPPY, max_size - budget + declared, max_size, "declares")
+    return bytes(cramjam.snappy.decompress_raw(data))
+
+
+def _unxerial(data: bytes | memoryview, max_size: int) -> bytes:
+    """Decompress snappy in the xerial (snappy-java stream) framing, at most ``max_size``."""
     out = []
     pos = _XERIAL_HEADER_SIZE
     end = len(data)
-    decompress_raw = cramjam.snappy.decompress_raw
+    budget = max_size
     while pos < end:
         if pos + 4 > end:
             raise _Corrupt("truncated xerial snappy block length")
@@ -246,24 +299,173 @@ def _unxerial(data: bytes | memoryview) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise _Corrupt("bad xerial snappy block length")
-        out.append(bytes(decompress_raw(data[pos : pos + n])))
+        block = _snappy_raw(data[pos : pos + n], budget, max_size)
+        budget -= len(block)
+        out.append(block)
         pos += n
     return b"".join(out)
 
 
-def _decompress(codec: int, payload: bytes | memoryview) -> bytes:
-    """Decompress a batch's records section; raises the internal corrupt error."""
+def _gunzip(payload: bytes | memoryview, max_size: int) -> bytes:
+    """gzip (one or more members), streamed: never more than ``max_size + 1`` bytes out."""
+    out: list[bytes] = []
+    size = 0
+    data: bytes | memoryview = payload
+    while data:
+        inflater = zlib.decompressobj(31)
+        chunk = inflater.decompress(data, max_size - size + 1)
+        size += len(chunk)
+        if size > max_size:
+            raise _too_large(CompressionType.GZIP, size, max_size, "expands past")
+        out.append(chunk)
+        if not inflater.eof:
+            raise _Corrupt("GZIP decompression failed: truncated stream")
+        data = inflater.unused_data
+    if not out:
+        raise _Corrupt("GZIP decompression failed: empty stream")
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _lz4_bound(data: bytes | memoryview, limit: int) -> int:
+    """Most bytes an LZ4 frame sequence can decode to, from its block headers (each block
+    decodes to at most the frame's block maximum size, which the decoder enforces;
+    uncompressed blocks to their size). Stops counting once past ``limit``."""
+    total = 0
+    pos = 0
+    end = len(data)
+    while pos < end:
+        if end - pos < 4:
+            raise _Corrupt("LZ4 decompression failed: truncated frame")
+        (magic,) = struct.unpack_from("<I", data, pos)
+        if magic & _SKIPPABLE_MASK == _LZ4_SKIPPABLE:
+            if end - pos < 8:
+                raise _Corrupt("LZ4 decompression failed: truncated skippable frame")
+            (skip,) = struct.unpack_from("<I", data, pos + 4)
+            pos += 8 + skip
+            continue
+        if magic != _LZ4_MAGIC or end - pos < 7:
+            raise _Corrupt("LZ4 decompression failed: not an LZ4 frame")
+        flags = data[pos + 4]
+        block_max = _LZ4_BLOCK_MAX[(data[pos + 5] >> 4) & 0x07]
+        if not block_max:
+            raise _Corrupt("LZ4 decompression failed: bad block maximum size")
+        pos += 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0) + 1
+        block_checksum = 4 if flags & 0x10 else 0
+        while True:
+            if end - pos < 4:
+                raise _Corrupt("LZ4 decompression failed: truncated block")
+            (size,) = struct.unpack_from("<I", data, pos)
+            pos += 4
+            if size == 0:
+                break
+            stored = size & 0x7FFFFFFF
+            total += stored if size & 0x80000000 else block_max
+            if total > limit:
+                return total
+            pos += stored + block_checksum
+        pos += 4 if flags & 0x04 else 0
+    return total
+
+
+def _zstd_bound(data: bytes | memoryview, limit: int) -> int:
+    """Most bytes a zstd frame sequence can decode to, from its block headers (raw and RLE
+    blocks state their size; a compressed block decodes to at most 128 KiB, which the decoder
+    enforces). Stops counting once past ``limit``."""
+    total = 0
+    pos = 0
+    end = len(data)
+    while pos < end:
+        if end - pos < 4:
+            raise _Corrupt("ZSTD decompression failed: truncated frame")
+        (magic,) = struct.unpack_from("<I", data, pos)
+        if magic & _SKIPPABLE_MASK == _LZ4_SKIPPABLE:
+            if end - pos < 8:
+                raise _Corrupt("ZSTD decompression failed: truncated skippable frame")
+            (skip,) = struct.unpack_from("<I", data, pos + 4)
+            pos += 8 + skip
+            continue
+        if magic != _ZSTD_MAGIC or end - pos < 5:
+            raise _Corrupt("ZSTD decompression failed: not a zstd frame")
+        descriptor = data[pos + 4]
+        fcs_flag = descriptor >> 6
+        single_segment = descriptor & 0x20
+        pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 0x03]
+        pos += (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+        while True:
+            if end - pos < 3:
+                raise _Corrupt("ZSTD decompression failed: truncated block")
+            header = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)
+            pos += 3
+            kind = (header >> 1) & 0x03
+            size = header >> 3
+            if kind == 0:  # raw
+                total += size
+                pos += size
+            elif kind == 1:  # RLE: one byte repeated size times
+                total += size
+                pos += 1
+            elif kind == 2:
+                total += _ZSTD_BLOCK_MAX
+                pos += size
+            else:
+                raise _Corrupt("ZSTD decompression failed: reserved block type")
+            if total > limit:
+                return total
+            if header & 0x01:
+                break
+        pos += 4 if descriptor & 0x04 else 0
+    return total
+
+
+def _decompress_into_bound(codec: int, payload: bytes | memoryview, max_size: int) -> bytes:
+    """Decompress into a buffer of ``max_size + 1`` bytes that the kernel fills on first touch,
+    for batches whose headers allow more than the bound (a legitimately high ratio, or a bomb):
+    output past the buffer is an error, so nothing beyond the bound is ever allocated."""
+    buffer = mmap.mmap(-1, max_size + 1)
+    try:
+        try:
+            if codec == CompressionType.LZ4:
+                size = cramjam.lz4.decompress_into(payload, buffer)
+            else:
+                size = cramjam.zstd.decompress_into(payload, buffer)
+        except Exception as exc:
+            # cramjam's error for output that does not fit the buffer (checked by
+            # tests/records/test_decompression_bound.py; any other message still ends as a
+            # CorruptRecordError, and nothing past the buffer is written either way).
+            if "failed to write whole buffer" in str(exc):
+                raise _too_large(codec, max_size + 1, max_size, "expands past") from None
+            raise
+        if size > max_size:
+            raise _too_large(codec, size, max_size, "expands to")
+        return buffer[:size]
+    finally:
+        buffer.close()
+
+
+def _decompress(codec: int, payload: bytes | memoryview, max_size: int) -> bytes:
+    """Decompress a batch's records section, at most ``max_size`` bytes of it.
+
+    Nothing past ``max_size`` is allocated: snappy's declared sizes are checked first, gzip is
+    streamed with an output limit, LZ4 and zstd are decompressed in one step when their block
+    headers prove the output fits and into a bounded buffer otherwise. Raises the internal
+    corrupt error (``_TooLarge`` past the bound), which the caller turns into
+    CorruptRecordError / DecompressedBatchTooLargeError naming topic, partition and offset.
+    """
     try:
         if codec == CompressionType.LZ4:
-            return bytes(cramjam.lz4.decompress(payload))
+            if _lz4_bound(payload, max_size) <= max_size:
+                return bytes(cramjam.lz4.decompress(payload))
+            return _decompress_into_bound(codec, payload, max_size)
         if codec == CompressionType.ZSTD:
-            return bytes(cramjam.zstd.decompress(payload))
+            if _zstd_bound(payload, max_size) <= max_size:
+                return bytes(cramjam.zstd.decompress(payload))
+            return _decompress_into_bound(codec, payload, max_size)
         if codec == CompressionType.GZIP:
-            return bytes(cramjam.gzip.decompress(payload))
+            return _gunzip(payload, max_size)
         if codec == CompressionType.SNAPPY:
             if payload[:8] == _XERIAL_MAGIC:
-                return _unxerial(payload)
-            return bytes(cramjam.snappy.decompress_raw(payload))
+                return _unxerial(payload, max_size)
+            return _snappy_raw(payload, max_size, max_size)
     except _Corrupt:
         raise
     except Exception as exc:  # cramjam raises DecompressionError, ValueError, TypeError...
@@ -511,6 +713,7 @@ def decode_records(
     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     aborted_transactions: Iterable[_AbortedTransactionLike] | None = None,
     partial_on_error: bool = False,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
 ) -> DecodedRecords:
     """Decode the record batches of one fetched partition.
 
@@ -520,7 +723,9 @@ def decode_records(
     are never returned. Raises ``CorruptRecordError`` (CRC mismatch or malformed batch,
     naming the batch's base offset) and ``UnsupportedRecordFormatError`` (magic v0/v1);
     with ``partial_on_error`` the error is returned in ``DecodedRecords.error`` instead,
-    together with the records of the batches before the bad one.
+    together with the records of the batches before the bad one. A compressed batch whose
+    records section would decompress past ``max_decompressed_size`` bytes raises
+    ``DecompressedBatchTooLargeError`` (a CorruptRecordError) without allocating past it.
     """
     out = DecodedRecords(topic, partition, next_fetch_offset=max(fetch_offset, 0))
     try:
@@ -531,6 +736,7 @@ def decode_records(
             check_crcs,
             isolation_level == IsolationLevel.READ_COMMITTED,
             aborted_transactions,
+            max_decompressed_size,
         )
     except (CorruptRecordError, UnsupportedRecordFormatError) as exc:
         if not partial_on_error:
@@ -547,6 +753,7 @@ def _decode_into(
     check_crcs: bool,
     read_committed: bool,
     aborted_transactions: Iterable[_AbortedTransactionLike] | None,
+    max_decompressed_size: int,
 ) -> None:
     """Decode every complete batch of ``buf`` into ``out``; raises the typed errors."""
     topic = out.topic
@@ -636,7 +843,9 @@ def _decode_into(
                     aborted_producers.add(heapq.heappop(aborted_heap)[1])
                 if is_control:
                     if codec:
-                        cbuf = _decompress(codec, memoryview(buf)[records_start:end])
+                        cbuf = _decompress(
+                            codec, memoryview(buf)[records_start:end], max_decompressed_size
+                        )
                         ctype = _control_type(cbuf, 0, len(cbuf))
                     else:
                         ctype = _control_type(buf, records_start, end)
@@ -646,7 +855,9 @@ def _decode_into(
                     is_control = 1  # skip like a control batch: aborted data
             if not is_control and last_offset >= fetch_offset and count:
                 if codec:
-                    rbuf = _decompress(codec, memoryview(buf)[records_start:end])
+                    rbuf = _decompress(
+                        codec, memoryview(buf)[records_start:end], max_decompressed_size
+                    )
                     rpos, rend = 0, len(rbuf)
                 else:
                     rbuf, rpos, rend = buf, records_start, end
@@ -666,7 +877,14 @@ def _decode_into(
                         else TimestampType.CREATE_TIME
                     )
                     out.batch_leader_epochs.append(leader_epoch if leader_epoch >= 0 else None)
-        except _Corrupt as corrupt:  # its own name: mypyc types each bound name once
+        except _TooLarge as too_large:  # its own name: mypyc types each bound name once
+            raise DecompressedBatchTooLargeError(
+                str(too_large),
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            ) from None
+        except _Corrupt as corrupt:
             raise CorruptRecordError(
                 str(corrupt),
                 topic=topic,

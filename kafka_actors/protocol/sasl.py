@@ -40,6 +40,7 @@ from kafka_actors.errors import (
     IllegalSaslStateError,
     KafkaError,
     SaslAuthenticationFailedError,
+    ScramIterationsError,
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
@@ -49,6 +50,7 @@ from kafka_actors.protocol.requests import sasl_authenticate_request, sasl_hands
 from kafka_actors.protocol.versions import NegotiatedVersions
 
 __all__ = [
+    "MAX_SCRAM_ITERATIONS",
     "MIN_SCRAM_ITERATIONS",
     "PlainMechanism",
     "SaslExchange",
@@ -60,6 +62,12 @@ __all__ = [
 
 #: Kafka's ``ScramMechanism.minIterations()`` for both SHA-256 and SHA-512.
 MIN_SCRAM_ITERATIONS: Final = 4096
+#: Most PBKDF2 iterations this client runs for a server (Java's client has no bound beyond
+#: int, so a hostile server can make it spin for hours). A KRaft broker stores no credential
+#: above 16384 iterations (``ScramControlManager.MAX_ITERATIONS``, KIP-554); 100,000 leaves
+#: room for credentials made elsewhere (ZooKeeper-era ``kafka-configs``, proxies) and costs
+#: about 0.1 s of PBKDF2 (SHA-256) or 0.13 s (SHA-512) per connection at the bound.
+MAX_SCRAM_ITERATIONS: Final = 100_000
 _HIDDEN: Final = "[hidden]"
 #: SCRAM's GS2 header for a client without channel binding and without authzid.
 _GS2_HEADER: Final = "n,,"
@@ -186,7 +194,8 @@ class ScramMechanism:
 
     As Kafka's ``ScramSaslClient``: client-first ``n,,n=<saslname>,r=<nonce>[,ext=value...]``
     (extensions such as ``tokenauth=true`` for delegation tokens), server-first ``r, s, i``
-    whose nonce must extend ours and whose iteration count must be at least 4096,
+    whose nonce must extend ours and whose iteration count must be 4096..100,000
+    (``ScramIterationsError`` otherwise),
     client-final ``c=biws,r=<nonce>,p=<proof>``, and server-final ``v=<signature>`` checked in
     constant time (``e=<error>`` is the server refusing). The password is used as its UTF-8
     bytes (Kafka does not apply SASLprep). ``nonce_factory`` is injected for tests.
@@ -248,10 +257,12 @@ class ScramMechanism:
     def complete(self) -> bool:
         return self._state is _ScramState.COMPLETE
 
-    def _fail(self, message: str) -> AuthenticationError:
+    def _fail(
+        self, message: str, error: type[AuthenticationError] = AuthenticationError
+    ) -> AuthenticationError:
         self._state = _ScramState.FAILED
         self._salted_password = b""
-        return AuthenticationError(f"{self._name}: {message}")
+        return error(f"{self._name}: {message}")
 
     def _hmac(self, key: bytes, data: bytes) -> bytes:
         return hmac.new(key, data, self._digest).digest()
@@ -297,12 +308,24 @@ class ScramMechanism:
             raise self._fail("invalid salt in server-first message") from None
         if not salt:
             raise self._fail("empty salt in server-first message")
-        if not iterations_text.isdigit():
+        if not iterations_text.isascii() or not iterations_text.isdigit():
             raise self._fail("invalid iteration count in server-first message")
+        if len(iterations_text) > 10:  # no int() of a huge digit string either
+            raise self._fail(
+                f"requested iterations {iterations_text[:12]}... exceed the maximum "
+                f"{MAX_SCRAM_ITERATIONS}",
+                ScramIterationsError,
+            )
         iterations = int(iterations_text)
         if iterations < MIN_SCRAM_ITERATIONS:
             raise self._fail(
-                f"requested iterations {iterations} is less than minimum {MIN_SCRAM_ITERATIONS}"
+                f"requested iterations {iterations} is less than minimum {MIN_SCRAM_ITERATIONS}",
+                ScramIterationsError,
+            )
+        if iterations > MAX_SCRAM_ITERATIONS:
+            raise self._fail(
+                f"requested iterations {iterations} exceed the maximum {MAX_SCRAM_ITERATIONS}",
+                ScramIterationsError,
             )
         channel_binding = base64.b64encode(_GS2_HEADER.encode()).decode()
         without_proof = f"c={channel_binding},r={nonce}"

@@ -36,6 +36,7 @@ from kafka_actors.errors import (
     TruncatedFrameError,
     UnknownApiError,
 )
+from kafka_actors.protocol.bounds import check_request, check_response
 
 __all__ = [
     "API_VERSIONS_KEY",
@@ -228,6 +229,9 @@ def decode_response_with_header(
     """
     rtype = cast(type[ResponsePayload], response_type)
     header_type = response_header_type(rtype)
+    # Every length and count bounded by the bytes that remain before kio's native reader
+    # allocates for them (a huge count aborts the process: see protocol.bounds).
+    check_response(frame, header_type, rtype)
     header, used = _read(entity_reader(header_type), frame, 0, "response header")
     if correlation_id is not None and header.correlation_id != correlation_id:
         raise CorrelationIdMismatchError(expected=correlation_id, received=header.correlation_id)
@@ -275,6 +279,7 @@ def decode_request(
     except Exception as exc:
         raise UnknownApiError(f"No codec for API {api_key} v{api_version}") from exc
     header_type = request_header_type(body_type)
+    check_request(frame, header_type, body_type)
     header, used = _read(entity_reader(header_type), frame, 0, "request header")
     body, size = _read(entity_reader(body_type), frame, used, "request body")
     if used + size != len(frame):

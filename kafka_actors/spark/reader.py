@@ -407,6 +407,7 @@ class RangeReader:
                 check_crcs=config.check_crcs,
                 isolation_level=isolation,
                 aborted_transactions=part.aborted_transactions,
+                max_decompressed_size=config.max_decompressed_batch_bytes,
             )
             batch = to_arrow(decoded, self._include_headers, stop=end)
             if batch is not None:

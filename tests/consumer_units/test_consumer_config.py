@@ -92,6 +92,16 @@ def test_project_defaults_that_differ_from_java() -> None:
     assert c.key_deserializer is None and c.value_deserializer is None
 
 
+def test_max_decompressed_batch_bytes_is_validated() -> None:
+    """This client's own bound on one batch's decompressed size (issue 10)."""
+    assert ConsumerConfig.from_dict(BASE).max_decompressed_batch_bytes == 256 * 1024 * 1024
+    c = ConsumerConfig.from_dict({**BASE, "max.decompressed.batch.bytes": "1048576"})
+    assert c.get("max.decompressed.batch.bytes") == 1_048_576
+    for bad in (0, -1, "lots", 2**31):
+        with pytest.raises(ConfigError, match=r"max\.decompressed\.batch\.bytes"):
+            ConsumerConfig.from_dict({**BASE, "max.decompressed.batch.bytes": bad})
+
+
 def test_every_key_has_an_attribute_and_reads_back() -> None:
     c = ConsumerConfig.from_dict(BASE)
     for key in config_keys():

@@ -839,3 +839,27 @@ def test_session_handler_topic_id_change_forces_full_fetch() -> None:
     recreated = handler.build({T0: part}, {"t": "id-2"})
     assert (recreated.session_id, recreated.epoch) == (5, 0)
     assert recreated.to_send == (part,)
+
+
+def test_batch_decompressing_past_the_bound_raises_after_the_good_records() -> None:
+    """max.decompressed.batch.bytes reaches the decoder from the fetch path (issue 10)."""
+    from kafka_actors.config import ConsumerConfig
+    from kafka_actors.errors import DecompressedBatchTooLargeError
+    from kafka_actors.protocol.record_builder import RecordSpec, build_batch
+    from kafka_actors.protocol.records import CompressionType
+
+    config = ConsumerConfig.from_dict(
+        {"bootstrap.servers": "h:1", "max.decompressed.batch.bytes": 100_000}
+    )
+    bound = FetchConfig.from_consumer_config(config).max_decompressed_batch_bytes
+    assert bound == 100_000
+    big = build_batch(
+        [RecordSpec(value=b"x" * 200_000)], base_offset=3, compression=CompressionType.ZSTD
+    )
+    fm, subs = setup({T0: 0}, LEADERS, max_decompressed_batch_bytes=bound)
+    _deliver(fm, {T0: Part(batch(0, 3) + big)})
+    assert values(fm.collect().records[T0]) == [0, 1, 2]
+    error = fm.collect().error
+    assert isinstance(error, DecompressedBatchTooLargeError)
+    assert (error.topic, error.partition, error.offset) == ("t", 0, 3)
+    assert subs.position(T0).offset == 3  # type: ignore[union-attr]

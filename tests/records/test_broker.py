@@ -188,6 +188,25 @@ def test_decode_what_confluent_kafka_produced(kafka_broker: Any, codec: str) -> 
         assert len(parts) > 1
 
 
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_decode_what_the_java_broker_compressed(kafka_broker: Any, codec: str) -> None:
+    """A topic's own compression.type makes the broker recompress uncompressed batches with
+    Kafka's Java codecs (GZIPOutputStream, snappy-java's xerial stream, Kafka's LZ4 block
+    stream, zstd-jni): the bounded decompression (block-header walks, declared sizes) reads
+    them as before."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = _create_topic(bootstrap, {"compression.type": codec})
+    produced = _produce(bootstrap, topic, "none", n=300)
+    with BlockingKafkaConnection.bootstrap(bootstrap, client_id="records-test") as conn:
+        first = _fetch(conn, topic, 0, 0, int(IsolationLevel.READ_UNCOMMITTED)).records
+    codec_id = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]
+    assert first[21 + 1] & 0x07 == codec_id  # attributes (int16 at 21): the broker's codec
+    decoded, _parts = fetch_all(bootstrap, topic, IsolationLevel.READ_UNCOMMITTED)
+    assert list(zip(decoded.offsets, decoded.keys, decoded.values, strict=True)) == [
+        (p.offset, p.key, p.value) for p in produced
+    ]
+
+
 def test_log_append_time_from_the_broker(kafka_broker: Any) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = _create_topic(bootstrap, {"message.timestamp.type": "LogAppendTime"})

@@ -260,6 +260,38 @@ def test_scram_iterations_below_4096_are_refused(iterations: int) -> None:
 
 
 @pytest.mark.parametrize(
+    "iterations", ["100001", "2147483647", "99999999999", "9" * 5000, "\u00b2"]
+)
+def test_scram_iterations_above_the_maximum_are_refused_before_pbkdf2(iterations: str) -> None:
+    """Issue 10, bug 4: a hostile server's huge iteration count made the client spin."""
+    from kafka_actors.errors import ScramIterationsError
+
+    mech = ScramMechanism("SCRAM-SHA-512", "alice", SECRET, nonce_factory=nonce("cn"))
+    mech.initial_response()
+    salt = base64.b64encode(b"salt").decode()
+    expected = AuthenticationError if iterations == "\u00b2" else ScramIterationsError
+    with pytest.raises(expected, match="iteration") as caught:
+        mech.evaluate(f"r=cnSRV,s={salt},i={iterations}".encode())
+    assert not mech.complete
+    if expected is ScramIterationsError:
+        assert "maximum 100000" in str(caught.value)
+
+
+def test_scram_iterations_at_the_bounds_are_accepted() -> None:
+    from kafka_actors.errors import ScramIterationsError
+    from kafka_actors.protocol.sasl import MAX_SCRAM_ITERATIONS
+
+    for iterations in (MIN_SCRAM_ITERATIONS, 16384, MAX_SCRAM_ITERATIONS):
+        server = ScramServer("sha256", "alice", SECRET, iterations=iterations)
+        mech = ScramMechanism("SCRAM-SHA-256", "alice", SECRET, nonce_factory=nonce("cn"))
+        final = mech.evaluate(server.first(mech.initial_response()))
+        assert final is not None
+        mech.evaluate(server.final(final))
+        assert server.authenticated and mech.complete, iterations
+    assert issubclass(ScramIterationsError, AuthenticationError)
+
+
+@pytest.mark.parametrize(
     "server_nonce",
     ["other-nonce", "cn", "xcnSRV", "CNSRV"],  # unrelated, not extended, prefix elsewhere, case
 )

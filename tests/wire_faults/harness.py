@@ -60,9 +60,6 @@ RANDOM_MUTATIONS = (
     "close",
 )
 
-#: Set to True once bounded decoding (wip/wire) is merged: then an abort is a plain failure.
-BOUNDED_DECODING_MERGED = False
-
 RSS_GROWTH_LIMIT_KB = 100 * 1024
 REQUEST_TIMEOUT_MS = 4_000
 JOIN_REBALANCE_TIMEOUT_MS = 8_000
