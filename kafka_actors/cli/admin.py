@@ -17,7 +17,7 @@ from typing import Any
 
 import pykka
 
-from kafka_actors.actors.network import ANY_NODE, NetworkActor, request
+from kafka_actors.actors.network import ANY_NODE, NetworkActor, UpdateNodes, request
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import (
     GroupIdNotFoundError,
@@ -58,6 +58,9 @@ class MemberDescription:
     client_id: str
     client_host: str
     assignment: tuple[TopicPartition, ...]
+    #: KIP-848 groups only: the member's epoch and the assignment it is moving to.
+    member_epoch: int | None = None
+    target_assignment: tuple[TopicPartition, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,8 @@ class GroupDescription:
     assignor: str
     epoch: int | None
     members: tuple[MemberDescription, ...]
+    #: KIP-848 groups only: the epoch of the group's target assignment.
+    assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,12 +183,12 @@ class ClusterClient:
     def coordinator(self, group: str) -> int:
         version = self._version(ApiKey.FIND_COORDINATOR)
         response = self._send(rq.find_coordinator_request(version, key=group))
-        if version >= 4:
-            [entry] = response.coordinators
-            raise_for_code(int(entry.error_code), entry.error_message)
-            return int(entry.node_id)
-        raise_for_code(int(response.error_code), response.error_message)
-        return int(response.node_id)
+        entry = response.coordinators[0] if version >= 4 else response
+        raise_for_code(int(entry.error_code), entry.error_message)
+        node = int(entry.node_id)
+        # The NetworkActor learns addresses from Metadata; tell it the coordinator's.
+        self._ref.tell(UpdateNodes(((node, str(entry.host), int(entry.port)),)))
+        return node
 
     def describe_group(self, group: str) -> GroupDescription:
         """The group's state and members: ConsumerGroupDescribe first (KIP-848 groups), then
@@ -262,6 +267,16 @@ class ClusterClient:
         return result
 
 
+def _partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    return tuple(
+        sorted(
+            TopicPartition(str(tp.topic_name), int(p))
+            for tp in assignment.topic_partitions
+            for p in tp.partitions
+        )
+    )
+
+
 def _from_consumer_group(described: Any) -> GroupDescription:
     members = tuple(
         MemberDescription(
@@ -269,13 +284,9 @@ def _from_consumer_group(described: Any) -> GroupDescription:
             instance_id=None if m.instance_id is None else str(m.instance_id),
             client_id=str(m.client_id),
             client_host=str(m.client_host),
-            assignment=tuple(
-                sorted(
-                    TopicPartition(str(tp.topic_name), int(p))
-                    for tp in m.assignment.topic_partitions
-                    for p in tp.partitions
-                )
-            ),
+            assignment=_partitions(m.assignment),
+            member_epoch=int(m.member_epoch),
+            target_assignment=_partitions(m.target_assignment),
         )
         for m in described.members
     )
@@ -286,6 +297,7 @@ def _from_consumer_group(described: Any) -> GroupDescription:
         assignor=str(described.assignor_name),
         epoch=int(described.group_epoch),
         members=members,
+        assignment_epoch=int(described.assignment_epoch),
     )
 
 

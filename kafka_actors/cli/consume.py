@@ -180,6 +180,7 @@ def run_consume(
     def spec_for(tp: Any) -> StartSpec | None:
         return partition_specs.get(tp.partition, default_spec)
 
+    changed_at = time.monotonic()  # when the assignment last changed (group mode)
     with KafkaConsumer(cfg) as consumer:
         pending: list[Any] = []
 
@@ -230,9 +231,9 @@ def run_consume(
                 end_offsets.update(consumer.end_offsets(wanted, timeout=timeout))
 
         idle_since = time.monotonic()
-        changed_at = time.monotonic()  # when the assignment last changed (group mode)
         while max_records is None or printed < max_records:
-            batch = consumer.poll(0.2)
+            batch: Iterable[Any] = consumer.poll(0.2)
+            seeked: set[Any] = set()
             if pending:
                 assigned = list(pending)
                 pending.clear()
@@ -246,9 +247,12 @@ def run_consume(
                     and s.kind not in ("stored", "beginning", "end")
                 }
                 _resolve(consumer, specs, timeout)
+                seeked = set(specs)
                 if exit_at_end:
                     end_offsets.update(consumer.end_offsets(assigned, timeout=timeout))
-                continue  # records polled before the seek may be from the old position
+            if seeked:
+                # Records of a partition fetched before its seek are not where it starts.
+                batch = [r for r in batch if TopicPartition(r.topic, r.partition) not in seeked]
             for record in batch:
                 if max_records is not None and printed >= max_records:
                     break

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TextIO
 
-from kafka_actors.cli.admin import ClusterClient, GroupDescription, group_lag
+from kafka_actors.cli.admin import ClusterClient, group_lag
+from kafka_actors.protocol.messages import TopicPartition
 
 __all__ = ["format_table", "print_group", "print_topics"]
 
@@ -51,10 +52,10 @@ def print_topics(
     return 0
 
 
-def _assignment_text(description: GroupDescription, index: int) -> str:
-    member = description.members[index]
+def _assignment_text(partitions: Sequence[TopicPartition]) -> str:
+    """``topic:0,1;other:2`` (``-`` when empty, as the table prints None)."""
     by_topic: dict[str, list[int]] = {}
-    for tp in member.assignment:
+    for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     return ";".join(f"{t}:{','.join(map(str, sorted(p)))}" for t, p in sorted(by_topic.items()))
 
@@ -88,22 +89,27 @@ def print_group(
         if not description.members:
             out.write(f"Consumer group '{group}' has no active members.\n")
             return 0
-        out.write(
-            format_table(
-                ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+        # As kafka-consumer-groups 4.x: each member's epoch and assignment and the target
+        # it moves to (KIP-848 groups; "-" for the epochs and target of a classic group).
+        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        member_rows: list[list[object]] = []
+        for m in description.members:
+            target = m.target_assignment
+            member_rows.append(
                 [
-                    [
-                        group,
-                        m.member_id,
-                        m.client_host,
-                        m.client_id,
-                        len(m.assignment),
-                        _assignment_text(description, i) or None,
-                    ]
-                    for i, m in enumerate(description.members)
-                ],
+                    group,
+                    m.member_id,
+                    m.client_host,
+                    m.client_id,
+                    len(m.assignment),
+                    m.member_epoch,
+                    _assignment_text(m.assignment) or None,
+                    description.assignment_epoch,
+                    None if target is None else (_assignment_text(target) or None),
+                ]
             )
-        )
+        out.write(format_table(header, member_rows))
         return 0
     partitions = {tp for m in description.members for tp in m.assignment} | set(committed)
     ends = client.log_end_offsets(partitions)
