@@ -335,14 +335,18 @@ def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -
     )
 
 
-def _embedded(args: argparse.Namespace, run: Any) -> int:
-    """Run ``run(bootstrap)`` against the embedded mock cluster with a demo topic."""
+def _embedded(args: argparse.Namespace, run: Any, banner: TextIO | None = None) -> int:
+    """Run ``run(bootstrap)`` against the embedded mock cluster with a demo topic (the
+    cluster's address goes to ``banner``, default stderr)."""
     from kafka_actors.cli.probe import produce_demo
     from kafka_actors.testing.mock import MockCluster
 
     topics = list(getattr(args, "topic", None) or [_DEMO_TOPIC])
     with MockCluster(num_brokers=3) as cluster:
-        print(f"% embedded mock cluster at {cluster.bootstrap_servers}", file=sys.stderr)
+        if banner is None:
+            print(f"% embedded mock cluster at {cluster.bootstrap_servers}", file=sys.stderr)
+        else:
+            print(f"== embedded mock cluster at {cluster.bootstrap_servers}", file=banner)
         for topic in topics:
             cluster.create_topic(topic, partitions=4)
             produce_demo(cluster.bootstrap_servers, topic, args.records)
@@ -377,6 +381,7 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         return _embedded(
             argparse.Namespace(topic=[args.topic], records=args.records),
             lambda bootstrap, _topics: probe(bootstrap, args.topic, out),
+            banner=out,
         )
 
     configure(level="WARNING", stream=sys.stderr)  # stdout carries the output only
