@@ -10,10 +10,11 @@ writes to the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import pykka
 
@@ -22,6 +23,7 @@ from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import (
     GroupIdNotFoundError,
     KafkaError,
+    RetriableError,
     UnsupportedVersionError,
     raise_for_code,
 )
@@ -30,6 +32,8 @@ from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.assignors import decode_assignment
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.versions import NegotiatedVersions, api_versions_request
+
+_T = TypeVar("_T")
 
 __all__ = [
     "ClusterClient",
@@ -180,11 +184,28 @@ class ClusterClient:
             )
         return sorted(result, key=lambda d: d.name)
 
+    def _retrying(self, what: Callable[[], _T]) -> _T:
+        """Run ``what`` again after a retriable error (the coordinator is still loading or
+        moved, a connection broke), with backoff, until this client's timeout."""
+        deadline = time.monotonic() + self._timeout
+        backoff = 0.1
+        while True:
+            try:
+                return what()
+            except RetriableError:
+                if time.monotonic() + backoff >= deadline:
+                    raise
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
     def coordinator(self, group: str) -> int:
+        return self._retrying(lambda: self._find_coordinator(group))
+
+    def _find_coordinator(self, group: str) -> int:
         version = self._version(ApiKey.FIND_COORDINATOR)
         response = self._send(rq.find_coordinator_request(version, key=group))
         entry = response.coordinators[0] if version >= 4 else response
-        raise_for_code(int(entry.error_code), entry.error_message)
+        raise_for_code(int(entry.error_code), entry.error_message or None)
         node = int(entry.node_id)
         # The NetworkActor learns addresses from Metadata; tell it the coordinator's.
         self._ref.tell(UpdateNodes(((node, str(entry.host), int(entry.port)),)))
@@ -192,7 +213,11 @@ class ClusterClient:
 
     def describe_group(self, group: str) -> GroupDescription:
         """The group's state and members: ConsumerGroupDescribe first (KIP-848 groups), then
-        DescribeGroups for a classic group (or a broker without ConsumerGroupDescribe)."""
+        DescribeGroups for a classic group (or a broker without ConsumerGroupDescribe). A
+        group the broker does not know is ``Dead`` with no members."""
+        return self._retrying(lambda: self._describe_group(group))
+
+    def _describe_group(self, group: str) -> GroupDescription:
         node = self.coordinator(group)
         versions = self.versions()
         if versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
@@ -204,16 +229,21 @@ class ClusterClient:
             if code == 0:
                 return _from_consumer_group(described)
             if code != GroupIdNotFoundError.code:
-                raise_for_code(code, described.error_message)
+                raise_for_code(code, described.error_message or None)
         payload = rq.describe_groups_request(
             versions.version_for(ApiKey.DESCRIBE_GROUPS), groups=[group]
         )
         [described] = self._send(payload, node).groups
-        raise_for_code(int(described.error_code), getattr(described, "error_message", None))
+        if int(described.error_code) == GroupIdNotFoundError.code:
+            return GroupDescription(group, "Dead", "classic", "", None, ())
+        raise_for_code(int(described.error_code), getattr(described, "error_message", None) or None)
         return _from_classic_group(described)
 
     def committed(self, group: str) -> dict[TopicPartition, int]:
         """Every committed offset of ``group`` (OffsetFetch for all partitions)."""
+        return self._retrying(lambda: self._committed(group))
+
+    def _committed(self, group: str) -> dict[TopicPartition, int]:
         node = self.coordinator(group)
         version = min(self._version(ApiKey.OFFSET_FETCH), 9)  # v10 names topics by id only
         response = self._send(

@@ -193,11 +193,24 @@ def test_group_matches_kafka_consumer_groups(kafka_broker: Any, protocol: str) -
         assert our_members == java_members
         [om] = our_members
         assert parse_assignment(om["CURRENT-ASSIGNMENT"], topic) == {0, 1, 2}
+        [state] = _ours(kafka_broker, group, "--state")
+        assert (state["PROTOCOL"], state["STATE"].lower(), state["#MEMBERS"]) == (
+            protocol,
+            "stable",
+            "1",
+        )
     # After the member left: no active members, the committed offsets remain.
     java_after = {(r["TOPIC"], r["PARTITION"]): r for r in _describe(kafka_broker, group)}
     ours_after = {(r["TOPIC"], r["PARTITION"]): r for r in _ours(kafka_broker, group)}
     assert ours_after == java_after
     assert set(ours_after) == {(topic, "0"), (topic, "1")}
+
+
+def test_group_that_does_not_exist(kafka_broker: Any) -> None:
+    out = io.StringIO()
+    group = unique("no-such-group")
+    assert main(["group", group, "-b", kafka_broker.bootstrap_servers], out=out) == 1
+    assert out.getvalue() == f"Consumer group '{group}' does not exist.\n"
 
 
 def test_consume_in_a_group_commits_then_group_shows_no_lag(kafka_broker: Any) -> None:
