@@ -101,7 +101,8 @@ def test_kill_the_coordinator_connection_during_a_commit(
     topic = new_topic(kafka_broker, partitions=1)
     produce(kafka_broker.bootstrap_servers, topic, 20)
     tp = TopicPartition(topic, 0)
-    with KafkaConsumer(config(kafka_broker), faults=fault_injector) as consumer:
+    cfg = config(kafka_broker, **{"request.timeout.ms": 3000})
+    with KafkaConsumer(cfg, faults=fault_injector) as consumer:
         consumer.subscribe([topic])
         seen: list[Any] = []
         while len(seen) < 20:
@@ -125,6 +126,11 @@ def test_kill_the_coordinator_connection_during_a_commit(
             consumer.commit_sync()
         assert fault_injector.pending() == 0, "the connection was not severed"
         assert consumer.committed([tp])[tp].offset == 20  # type: ignore[union-attr]
+        # The commit's answer lost on the way: commit_sync retries after request.timeout.ms.
+        fault_injector.drop_response("OffsetCommit")
+        consumer.commit_sync({tp: 15})  # type: ignore[dict-item]
+        assert fault_injector.pending() == 0
+        assert consumer.committed([tp])[tp].offset == 15  # type: ignore[union-attr]
 
 
 # -- recipe 3: crash the fetch actor ---------------------------------------------------------------
