@@ -18,7 +18,7 @@ Run it on the embedded default (librdkafka's mock cluster, in this process)::
 
 or against a real cluster (the topic must exist or be auto-created)::
 
-    python examples/asyncio_service.py --bootstrap-servers host:9092 --records 20000
+    python examples/asyncio_service.py --bootstrap-servers host:9092 --records 20000 --produce-demo
 """
 
 from __future__ import annotations
@@ -213,7 +213,17 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="consumer")
+    parser.add_argument(
+        "--produce-demo",
+        action="store_true",
+        help="allow writing --records demo records into --topic of --bootstrap-servers",
+    )
     args = parser.parse_args()
+    if args.bootstrap_servers and not args.produce_demo:
+        parser.error(
+            f"this example writes {args.records} demo records into {args.topic!r} of the "
+            "cluster you named: pass --produce-demo to allow it"
+        )
     protocol = args.group_protocol
     with cluster(args.bootstrap_servers, args.topic, args.partitions) as bootstrap:
         produce(bootstrap, args.topic, args.records)

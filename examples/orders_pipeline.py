@@ -20,7 +20,7 @@ Run it on the embedded default (librdkafka's mock cluster, in this process; it k
 
 or against a real cluster::
 
-    python examples/orders_pipeline.py --bootstrap-servers host:9092 --topic orders
+    python examples/orders_pipeline.py --bootstrap-servers host:9092 --topic orders --produce-demo
 
 Needs the ``spark`` extra (pyspark >= 4.2, pyarrow) and Java 17+.
 """
@@ -83,7 +83,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="subscribe by the regex ^topic$ (always on the embedded mock)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--produce-demo",
+        action="store_true",
+        help="allow creating --topic and writing the generated orders into --bootstrap-servers",
+    )
+    args = parser.parse_args(argv)
+    if args.bootstrap_servers and not args.produce_demo:
+        parser.error(
+            "this example creates a topic and writes generated orders into the cluster you "
+            "named: pass --produce-demo to allow it"
+        )
+    return args
 
 
 @dataclass

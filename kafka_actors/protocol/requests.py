@@ -39,7 +39,9 @@ __all__ = [
     "READ_UNCOMMITTED",
     "FetchPartition",
     "ForgottenTopic",
+    "consumer_group_describe_request",
     "consumer_group_heartbeat_request",
+    "describe_groups_request",
     "fetch_request",
     "find_coordinator_request",
     "heartbeat_request",
@@ -471,6 +473,37 @@ def sync_group_request(
         protocol_type=protocol_type,
         protocol_name=protocol_name,
         assignments=[{"member_id": m, "assignment": a} for m, a in items],
+    )
+
+
+def describe_groups_request(
+    version: int, *, groups: Sequence[str], include_authorized_operations: bool = False
+) -> Any:
+    """DescribeGroups of classic groups: state, protocol and members with their metadata and
+    assignment bytes (the consumer protocol's Subscription / Assignment). Send it to each
+    group's coordinator. ``include_authorized_operations`` needs v3+."""
+    api = ApiKey.DESCRIBE_GROUPS
+    if include_authorized_operations and version < 3:
+        raise _refuse(api, version, "include_authorized_operations", 3)
+    return make_request(
+        api,
+        version,
+        groups=list(groups),
+        include_authorized_operations=include_authorized_operations,
+    )
+
+
+def consumer_group_describe_request(
+    version: int, *, group_ids: Sequence[str], include_authorized_operations: bool = False
+) -> Any:
+    """ConsumerGroupDescribe (KIP-848) of consumer-protocol groups: epochs, assignor and each
+    member's current and target assignment. Send it to each group's coordinator; a classic
+    group answers GROUP_ID_NOT_FOUND (describe it with DescribeGroups)."""
+    return make_request(
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
+        version,
+        group_ids=list(group_ids),
+        include_authorized_operations=include_authorized_operations,
     )
 
 

@@ -28,6 +28,16 @@ Usage::
     with MockCluster(num_brokers=3) as mock:           # librdkafka's mock, in-process
         mock.create_topic("m", partitions=8)
 
+Fault injection for a service's own tests (guide: ``docs/fault-injection.md``)::
+
+    from kafka_actors.testing import FaultInjector
+
+    faults = FaultInjector()                   # or the ``fault_injector`` pytest fixture
+    consumer = KafkaConsumer(config, faults=faults)
+    faults.error_response("ConsumerGroupHeartbeat", "FENCED_MEMBER_EPOCH")  # fence once
+    faults.crash("fetch")                      # the fetch actor crashes and is restarted
+    faults.delay_response("Fetch", seconds=2.0)
+
 Command line: ``python -m kafka_actors.testing {fetch,broker,mock} --help``.
 Environment: ``KAFKA_ACTORS_CACHE`` (jar cache root), ``KAFKA_ACTORS_MAVEN_REPO``,
 ``KAFKA_ACTORS_KAFKA_VERSION`` / ``KAFKA_ACTORS_KAFKA39_VERSION`` (fixture versions),
@@ -35,6 +45,7 @@ Environment: ``KAFKA_ACTORS_CACHE`` (jar cache root), ``KAFKA_ACTORS_MAVEN_REPO`
 ``KAFKA_ACTORS_PDEATHSIG=0`` (do not tie JVM lifetime to this process's main thread).
 """
 
+from kafka_actors.supervisors.faults import ACTOR_NAMES, FaultInjector
 from kafka_actors.testing.broker import KafkaBroker, KafkaCluster, KafkaLaunchError, KafkaNode
 from kafka_actors.testing.jars import (
     DEFAULT_KAFKA39_VERSION,
@@ -47,8 +58,10 @@ from kafka_actors.testing.mock import MockCluster, MockClusterError
 from kafka_actors.testing.security import ListenerSpec, TestCertificates
 
 __all__ = [
+    "ACTOR_NAMES",
     "DEFAULT_KAFKA39_VERSION",
     "DEFAULT_KAFKA_VERSION",
+    "FaultInjector",
     "JarResolutionError",
     "KafkaBroker",
     "KafkaCluster",

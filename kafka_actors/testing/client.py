@@ -55,6 +55,8 @@ BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.HEARTBEAT: rq.heartbeat_request,
     ApiKey.LEAVE_GROUP: rq.leave_group_request,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: rq.consumer_group_heartbeat_request,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: rq.consumer_group_describe_request,
+    ApiKey.DESCRIBE_GROUPS: rq.describe_groups_request,
     ApiKey.SASL_HANDSHAKE: rq.sasl_handshake_request,
     ApiKey.SASL_AUTHENTICATE: rq.sasl_authenticate_request,
 }

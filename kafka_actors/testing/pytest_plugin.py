@@ -3,7 +3,9 @@
 Owns: the session fixtures ``kafka_broker`` (newest Kafka 4.x, one KRaft node),
 ``kafka_broker_39`` (Kafka 3.9.x), ``kafka_cluster`` (3 brokers and a controller),
 ``kafka_broker_secured`` (4.x with SASL_PLAINTEXT, SSL and SASL_SSL listeners),
-``mock_cluster`` (librdkafka mock, 3 brokers), the ``kafka_topic`` factory, and the hooks that
+``mock_cluster`` (librdkafka mock, 3 brokers), the ``kafka_topic`` factory, ``fault_injector``
+(a fresh :class:`~kafka_actors.supervisors.FaultInjector` per test, see
+``docs/fault-injection.md``), and the hooks that
 restart brokers a test left stopped, attach broker log tails to failure reports and, at
 session end, stop any JVM the tests started that is still alive (by PID).
 May touch: the testkit's own modules (broker, mock, processes) only.
@@ -22,6 +24,7 @@ from typing import Any, Protocol
 
 import pytest
 
+from kafka_actors.supervisors.faults import FaultInjector
 from kafka_actors.testing import jars as _jars
 from kafka_actors.testing import processes as _processes
 from kafka_actors.testing.broker import KafkaBroker, KafkaCluster
@@ -118,6 +121,20 @@ def kafka_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
         return name
 
     return make
+
+
+@pytest.fixture
+def fault_injector() -> Iterator[FaultInjector]:
+    """A fresh FaultInjector for this test: pass it as ``faults=`` to a consumer
+    (``KafkaConsumer``, ``AsyncKafkaConsumer``, the Thespian bridge's ``Configure``) and add
+    rules by Kafka's names while it runs, e.g.
+    ``fault_injector.error_response("ConsumerGroupHeartbeat", "FENCED_MEMBER_EPOCH")``.
+    Every rule is cleared after the test."""
+    injector = FaultInjector()
+    try:
+        yield injector
+    finally:
+        injector.clear()
 
 
 def _clusters_of(item: pytest.Item) -> list[tuple[str, KafkaCluster]]:

@@ -246,7 +246,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             )
         self._settings = message
         self._stream.max_in_flight = message.max_in_flight_batches
-        consumer = KafkaConsumer(dict(message.config))
+        consumer = KafkaConsumer(dict(message.config), faults=message.faults)
         self._consumer = consumer
         self._log = self._log.bind(
             client_id=consumer.config.client_id, group_id=consumer.config.group_id

@@ -121,6 +121,10 @@ class Configure:
     max_batch_records: int = 2000
     commit_timeout_ms: int | None = None  # default: default.api.timeout.ms
     max_in_flight_batches: int = 16
+    #: A :class:`~kafka_actors.supervisors.FaultInjector` for tests, passed to the consumer as
+    #: ``faults=``. In-process system bases only (``simpleSystemBase``): an injector holds a
+    #: lock and predicates, so it cannot travel to another process.
+    faults: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,10 +46,15 @@ def test_asyncio_service_on_a_real_broker(kafka_broker: Any, protocol: str) -> N
     kafka_broker.create_topic(topic, partitions=6)
     done = _run(
         "asyncio_service.py",
-        "--bootstrap-servers", kafka_broker.bootstrap_servers,
-        "--topic", topic,
-        "--records", "6000",
-        "--group-protocol", protocol,
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--topic",
+        topic,
+        "--records",
+        "6000",
+        "--group-protocol",
+        protocol,
+        "--produce-demo",
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "6000 of 6000 records processed" in done.stdout
@@ -63,3 +68,11 @@ def test_thespian_service_on_the_embedded_mock(base: str) -> None:
     done = _run("thespian_service.py", "--base", base)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "committed offsets = end offsets" in done.stdout
+
+
+@pytest.mark.parametrize("script", ["asyncio_service.py", "orders_pipeline.py"])
+def test_examples_refuse_to_write_to_a_named_cluster_unless_asked(script: str) -> None:
+    # Port 9 (discard) on loopback: nothing is contacted, the refusal comes first.
+    done = _run(script, "--bootstrap-servers", "127.0.0.1:9")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "--produce-demo" in done.stderr

@@ -51,4 +51,4 @@ def test_pipeline_on_the_embedded_mock_cluster() -> None:
 
 @pytest.mark.broker
 def test_pipeline_on_a_real_broker(kafka_broker: Any) -> None:
-    _check(_run("--bootstrap-servers", kafka_broker.bootstrap_servers))
+    _check(_run("--bootstrap-servers", kafka_broker.bootstrap_servers, "--produce-demo"))

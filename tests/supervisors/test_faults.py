@@ -104,3 +104,43 @@ def test_counts_are_exact_under_concurrency() -> None:
     for t in threads:
         t.join(30)
     assert hits == [500, 500]
+
+
+def test_apis_and_errors_by_kafkas_names_classes_and_numbers() -> None:
+    from kafka_actors.errors import FencedMemberEpochError, NotCoordinatorError
+    from kafka_actors.protocol.apis import ApiKey
+
+    f = FaultInjector()
+    f.error_response("ConsumerGroupHeartbeat", "FENCED_MEMBER_EPOCH")
+    f.error_response("CONSUMER_GROUP_HEARTBEAT", FencedMemberEpochError)
+    f.error_response(ApiKey.HEARTBEAT, NotCoordinatorError("x"))
+    f.error_response(68, 110)  # the numeric form keeps working
+    f.delay_response("Fetch", seconds=0.25)
+    f.drop_response("offsetcommit")
+    assert [f.on_response(68, 1) for _ in range(4)] == [
+        ErrorCode(110),
+        ErrorCode(110),
+        ErrorCode(110),
+        None,
+    ]
+    assert f.on_response(12, 1) == ErrorCode(16)
+    assert f.on_response(1, 1) == Delay(0.25)
+    assert f.on_response(8, 1) == Drop()
+    assert f.pending() == 0
+
+
+def test_unknown_names_are_refused_with_the_known_ones() -> None:
+    from kafka_actors.errors import KafkaError
+
+    f = FaultInjector()
+    with pytest.raises(ValueError, match="ConsumerGroupHeartbeat"):
+        f.error_response("ConsumerGroupHeartbeatz", "FENCED_MEMBER_EPOCH")
+    with pytest.raises(ValueError, match="unknown Kafka error name"):
+        f.error_response("Heartbeat", "FENCED_MEMBER")
+    with pytest.raises(ValueError, match="no single Kafka error code"):
+        f.error_response("Heartbeat", KafkaError)
+    with pytest.raises(ValueError, match="NONE"):
+        f.error_response("Heartbeat", "NONE")
+    with pytest.raises(TypeError):
+        f.error_response("Heartbeat", 1.5)  # type: ignore[arg-type]
+    assert f.pending() == 0

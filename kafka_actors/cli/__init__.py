@@ -1,0 +1,441 @@
+"""Command line of kafka-actors: ``python -m kafka_actors <command>``.
+
+Owns: argument parsing, the consumer configuration a command runs with (``--consumer-config``
+files, ``-X key=value``), and the lifetime of what a command starts. The commands live in
+their own modules: :mod:`.consume`, :mod:`.admin` (``list``, ``group``), :mod:`.probe`.
+May touch: the public consumer API, the NetworkActor (admin queries), the testkit (to start
+the embedded cluster when no ``--bootstrap-servers`` is given).
+
+Commands (``--help`` on each for every option):
+
+* ``consume``: print records, kcat style (``-f`` format strings or JSON lines), from the
+  beginning / end / an offset / a timestamp, per partition; ``-e`` exits at the end of the
+  partitions. In a group it subscribes and commits what it printed.
+* ``list``: topics with their partitions, leaders, replicas and in-sync replicas.
+* ``group``: a group's state, members, assignments, committed offsets, log end offsets and
+  lag (``kafka-consumer-groups --describe``).
+* ``probe``: ApiVersions, metadata and the records of one topic through the protocol layer.
+
+Every command but ``probe`` takes the consumer's whole configuration (so SASL and TLS
+clusters work): ``--consumer-config FILE`` (Java properties, as Kafka's tools read them; may
+be repeated) and ``-X key=value`` (may be repeated; applied after the files), then the
+command's own options. Without a bootstrap server from any of them, ``consume``, ``list`` and
+``probe`` start the embedded mock cluster and fill a demo topic. Nothing writes to a cluster
+you name unless asked (``probe --produce-demo``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from kafka_actors.cli.output import FORMAT_TOKENS, RecordFormatter
+from kafka_actors.cli.properties import load_properties, parse_properties
+
+__all__ = ["build_config", "load_properties", "main", "parse_properties"]
+
+_DEMO_TOPIC = "kafka-actors-demo"
+_TEXT_FORMAT = "%t-%p@%o\\t%k\\t%s\\n"
+_ISSUES = 2  # exit status of a usage or configuration error
+
+
+def _add_config_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-b",
+        "--bootstrap-servers",
+        "--bootstrap-server",
+        metavar="HOST:PORT[,...]",
+        help="brokers to start from (overrides bootstrap.servers of -X and the config files); "
+        "without any, the embedded mock cluster is started with demo records",
+    )
+    p.add_argument(
+        "--consumer-config",
+        "--command-config",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="a Java properties file of consumer settings (key=value or key: value, # and ! "
+        "comments, \\ continuations and escapes), e.g. security.protocol, sasl.mechanism, "
+        "sasl.jaas.config, ssl.truststore.location; may be repeated, later files win",
+    )
+    p.add_argument(
+        "-X",
+        dest="settings",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="one consumer setting by Kafka's name (e.g. -X security.protocol=SASL_SSL "
+        "-X fetch.max.bytes=1048576); may be repeated; applied after --consumer-config",
+    )
+
+
+def build_config(args: argparse.Namespace) -> dict[str, object]:
+    """The consumer settings of a command: files, then ``-X``, then ``--bootstrap-servers``."""
+    config: dict[str, object] = {}
+    for path in args.consumer_config:
+        config.update(load_properties(path))
+    for item in args.settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"-X {item!r}: expected KEY=VALUE")
+        config[key.strip()] = value
+    if args.bootstrap_servers:
+        config["bootstrap.servers"] = args.bootstrap_servers
+    return config
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kafka_actors",
+        description="kafka-actors on the command line: consume, list topics, describe groups.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tokens = ", ".join(f"%{k} {v}" for k, v in FORMAT_TOKENS.items())
+    consume = sub.add_parser(
+        "consume",
+        help="print records of topics (kcat style)",
+        description="Print the records of topics, one per line. With --group (and no "
+        "--partition) the consumer joins the group, starts at the committed offsets and "
+        "commits what it printed; otherwise it reads the partitions without a group. "
+        "Records go to stdout; a progress line goes to stderr when stdout is not a terminal.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Offsets (--offset, repeatable; SPEC for every partition or P=SPEC for one):\n"
+        "  beginning | end | stored (the group's committed offset) | N (absolute) |\n"
+        "  -N (N records before the end) | @TIMESTAMP_MS (first record at or after it).\n"
+        "  Default: stored in a group, end otherwise. In a group, beginning/end only apply\n"
+        "  where nothing is committed (auto.offset.reset).\n"
+        f"Format tokens (-f): {tokens};\n  escapes \\n \\t \\r \\\\.\n"
+        "Examples:\n"
+        "  python -m kafka_actors consume -b H:P -t orders -o @1700000000000 -e -f '%o %s\\n'\n"
+        "  python -m kafka_actors consume --consumer-config client.properties -t orders -G g\n",
+    )
+    _add_config_options(consume)
+    consume.add_argument(
+        "-t",
+        "--topic",
+        action="append",
+        default=None,
+        metavar="TOPIC",
+        help="a topic to read; may be repeated (default: the demo topic on the embedded cluster)",
+    )
+    consume.add_argument(
+        "--pattern",
+        metavar="REGEX",
+        help="subscribe to every topic matching REGEX (needs --group; instead of --topic)",
+    )
+    consume.add_argument(
+        "-G", "--group", metavar="GROUP", help="join GROUP (subscribe, commit what is printed)"
+    )
+    consume.add_argument(
+        "-p",
+        "--partition",
+        type=int,
+        action="append",
+        default=None,
+        metavar="P",
+        help="read only partition P of each topic (repeatable); assigns, never subscribes",
+    )
+    consume.add_argument(
+        "-o",
+        "--offset",
+        action="append",
+        default=[],
+        metavar="[P=]SPEC",
+        help="where to start: SPEC for all partitions, P=SPEC for partition P (see below)",
+    )
+    consume.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="same as --offset beginning",
+    )
+    fmt = consume.add_mutually_exclusive_group()
+    fmt.add_argument(
+        "-f",
+        "--format-string",
+        metavar="FMT",
+        help="kcat-style output format, e.g. '%%t %%p %%o %%T %%k %%s %%h\\n' (tokens below)",
+    )
+    fmt.add_argument(
+        "--format",
+        choices=("text", "jsonl", "value"),
+        default=None,
+        help="text: topic-partition@offset<TAB>key<TAB>value (default); jsonl: one JSON "
+        "object per record (topic, partition, offset, timestamp, timestamp_type, key, value, "
+        "headers); value: the value only (kcat's default)",
+    )
+    consume.add_argument(
+        "--bytes",
+        choices=("base64", "utf8"),
+        default="base64",
+        help="how jsonl writes keys, values and header values (default base64)",
+    )
+    consume.add_argument(
+        "--null",
+        default="",
+        metavar="TEXT",
+        help="what a null key or value prints as in text formats (default: nothing)",
+    )
+    consume.add_argument(
+        "-e",
+        "--exit",
+        action="store_true",
+        help="exit once every partition is read to its end (its log end offset, looked at "
+        "again when reached)",
+    )
+    consume.add_argument(
+        "-c",
+        "--max-records",
+        type=int,
+        default=None,
+        metavar="N",
+        help="exit after N records",
+    )
+    consume.add_argument(
+        "--idle-timeout",
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="exit after SECONDS without a record (default: never)",
+    )
+    consume.add_argument(
+        "--no-commit",
+        action="store_true",
+        help="in a group, do not commit what was printed",
+    )
+    consume.add_argument(
+        "--group-protocol",
+        choices=("consumer", "classic"),
+        default=None,
+        help="group.protocol (default: the consumer's, consumer = KIP-848)",
+    )
+    consume.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="the progress line on stderr: auto = when stdout is not a terminal (default)",
+    )
+    consume.add_argument(
+        "--progress-interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often the progress line is written (default 2)",
+    )
+    consume.add_argument(
+        "--records",
+        type=int,
+        default=100,
+        metavar="N",
+        help="demo records to produce (embedded cluster only)",
+    )
+
+    lister = sub.add_parser(
+        "list",
+        help="topics with partitions, leaders, replicas and in-sync replicas",
+        description="List topics (internal ones with --internal) with their partitions, "
+        "leader, replicas and in-sync replicas, and the cluster's brokers.",
+    )
+    _add_config_options(lister)
+    lister.add_argument(
+        "-t", "--topic", action="append", default=None, metavar="TOPIC", help="only TOPIC"
+    )
+    lister.add_argument("--internal", action="store_true", help="include internal topics")
+    lister.add_argument(
+        "--records", type=int, default=100, metavar="N", help="demo records (embedded only)"
+    )
+
+    group = sub.add_parser(
+        "group",
+        help="describe a group: members, assignments, committed offsets and lag",
+        description="Describe a consumer group as kafka-consumer-groups --describe does: one "
+        "row per partition the group has assigned or committed (committed offset, log end "
+        "offset, lag, owning member), or with --members one row per member. Read-only.",
+    )
+    _add_config_options(group)
+    group.add_argument("group", metavar="GROUP", help="the group id")
+    group.add_argument(
+        "--members", action="store_true", help="one row per member with its assignment"
+    )
+    group.add_argument(
+        "--state", action="store_true", help="the group's state, protocol, assignor, epoch"
+    )
+
+    probe = sub.add_parser(
+        "probe",
+        help="ApiVersions, metadata and records of a cluster (protocol layer)",
+        description="Print the negotiated ApiVersions, the cluster's metadata and the records "
+        "of one topic fetched and decoded by kafka-actors' protocol layer. Plaintext "
+        "listeners only. Without --bootstrap-servers it runs on the embedded mock cluster "
+        "with demo records; it writes to a cluster you name only with --produce-demo.",
+    )
+    probe.add_argument(
+        "-b",
+        "--bootstrap-servers",
+        "--bootstrap-server",
+        default=None,
+        metavar="HOST:PORT[,...]",
+        help="a plaintext cluster to probe (default: the embedded mock cluster)",
+    )
+    probe.add_argument("-t", "--topic", default=_DEMO_TOPIC, help="the topic to read")
+    probe.add_argument(
+        "--records", type=int, default=100, help="demo records to produce (see --produce-demo)"
+    )
+    probe.add_argument(
+        "--produce-demo",
+        action="store_true",
+        help="write --records demo records into --topic of the named cluster first",
+    )
+    return parser
+
+
+def _formatter(args: argparse.Namespace) -> RecordFormatter:
+    if args.format == "jsonl":
+        return RecordFormatter.jsonl(bytes_as=args.bytes)
+    if args.format_string is not None:
+        return RecordFormatter(args.format_string, null=args.null)
+    if args.format == "value":
+        return RecordFormatter("%s\\n", null=args.null)
+    return RecordFormatter(_TEXT_FORMAT, null=args.null)
+
+
+def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> int:
+    from kafka_actors.cli.consume import StartSpec, parse_offset_specs, run_consume
+
+    default, per_partition = parse_offset_specs(args.offset)
+    if args.from_beginning:
+        default = StartSpec("beginning")
+    if args.group_protocol is not None:
+        config["group.protocol"] = args.group_protocol
+    if args.progress == "auto":
+        progress = not bool(getattr(out, "isatty", lambda: False)())
+    else:
+        progress = args.progress == "always"
+    return run_consume(
+        config,
+        topics=list(args.topic or []),
+        pattern=args.pattern,
+        group=args.group,
+        partitions=args.partition,
+        default_spec=default,
+        partition_specs=per_partition,
+        formatter=_formatter(args),
+        exit_at_end=args.exit,
+        max_records=args.max_records,
+        idle_timeout=args.idle_timeout,
+        commit=not args.no_commit,
+        progress=progress,
+        progress_interval=args.progress_interval,
+        out=out,
+        err=sys.stderr,
+    )
+
+
+def _embedded(args: argparse.Namespace, run: Any, banner: TextIO | None = None) -> int:
+    """Run ``run(bootstrap)`` against the embedded mock cluster with a demo topic (the
+    cluster's address goes to ``banner``, default stderr)."""
+    from kafka_actors.cli.probe import produce_demo
+    from kafka_actors.testing.mock import MockCluster
+
+    topics = list(getattr(args, "topic", None) or [_DEMO_TOPIC])
+    with MockCluster(num_brokers=3) as cluster:
+        if banner is None:
+            print(f"% embedded mock cluster at {cluster.bootstrap_servers}", file=sys.stderr)
+        else:
+            print(f"== embedded mock cluster at {cluster.bootstrap_servers}", file=banner)
+        for topic in topics:
+            cluster.create_topic(topic, partitions=4)
+            produce_demo(cluster.bootstrap_servers, topic, args.records)
+        result: int = run(cluster.bootstrap_servers, topics)
+        return result
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    stream = out if out is not None else sys.stdout
+    args = _parser().parse_args(argv)
+    from kafka_actors.errors import KafkaError
+
+    try:
+        return _dispatch(args, stream)
+    except (KafkaError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _ISSUES
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
+    from kafka_actors.log import configure
+
+    if args.command == "probe":
+        from kafka_actors.cli.probe import probe, produce_demo
+
+        if args.bootstrap_servers:
+            if args.produce_demo:
+                produce_demo(args.bootstrap_servers, args.topic, args.records)
+            return probe(args.bootstrap_servers, args.topic, out)
+        return _embedded(
+            argparse.Namespace(topic=[args.topic], records=args.records),
+            lambda bootstrap, _topics: probe(bootstrap, args.topic, out),
+            banner=out,
+        )
+
+    configure(level="WARNING", stream=sys.stderr)  # stdout carries the output only
+    config = build_config(args)
+    if args.command == "consume":
+        if not config.get("bootstrap.servers"):
+
+            def demo(bootstrap: str, topics: list[str]) -> int:
+                config["bootstrap.servers"] = bootstrap
+                if args.group is not None and args.partition is None:
+                    # librdkafka's mock serves KIP-848 groups subscribed by regex only.
+                    args.pattern = "^(" + "|".join(re.escape(t) for t in topics) + ")$"
+                    args.topic = None
+                    args.group_protocol = "consumer"
+                else:
+                    args.topic = topics
+                if not args.offset and not args.from_beginning:
+                    args.from_beginning = True
+                if args.idle_timeout is None and args.max_records is None:
+                    args.exit = True
+                return _consume(args, config, out)
+
+            return _embedded(args, demo)
+        if not args.topic and args.pattern is None:
+            raise ValueError("consume needs --topic (or --pattern with --group)")
+        return _consume(args, config, out)
+
+    from kafka_actors.cli.admin import ClusterClient
+    from kafka_actors.config import ConsumerConfig
+
+    if args.command == "list":
+        if not config.get("bootstrap.servers"):
+
+            def listing(bootstrap: str, _topics: list[str]) -> int:
+                config["bootstrap.servers"] = bootstrap
+                return _list(args, config, out)
+
+            return _embedded(args, listing)
+        return _list(args, config, out)
+
+    if args.command == "group":
+        if not config.get("bootstrap.servers"):
+            raise ValueError("group needs --bootstrap-servers (or bootstrap.servers)")
+        from kafka_actors.cli.tables import print_group
+
+        with ClusterClient(ConsumerConfig.from_dict(config)) as client:
+            return print_group(client, args.group, out, members=args.members, state=args.state)
+    return _ISSUES
+
+
+def _list(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> int:
+    from kafka_actors.cli.admin import ClusterClient
+    from kafka_actors.cli.tables import print_topics
+    from kafka_actors.config import ConsumerConfig
+
+    with ClusterClient(ConsumerConfig.from_dict(config)) as client:
+        return print_topics(client, out, topics=args.topic, internal=args.internal)

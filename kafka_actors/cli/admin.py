@@ -1,0 +1,377 @@
+"""The CLI's read-only cluster queries: topics with partitions and leaders, and a group's
+members, assignments, committed offsets, log end offsets and lag.
+
+Owns: :class:`ClusterClient`, a NetworkActor of its own (so every connection setting of the
+consumer applies: SASL, TLS, timeouts) and the sequential requests it sends through it:
+ApiVersions, Metadata, FindCoordinator, ConsumerGroupDescribe / DescribeGroups, OffsetFetch,
+ListOffsets. May touch: the NetworkActor (``request``), the protocol package, errors. It never
+writes to the cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+import pykka
+
+from kafka_actors.actors.network import ANY_NODE, NetworkActor, UpdateNodes, request
+from kafka_actors.config import ConsumerConfig
+from kafka_actors.errors import (
+    GroupIdNotFoundError,
+    KafkaError,
+    RetriableError,
+    UnsupportedVersionError,
+    raise_for_code,
+)
+from kafka_actors.protocol import requests as rq
+from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.assignors import decode_assignment
+from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.versions import NegotiatedVersions, api_versions_request
+
+_T = TypeVar("_T")
+
+__all__ = [
+    "ClusterClient",
+    "GroupDescription",
+    "MemberDescription",
+    "PartitionLag",
+    "TopicDescription",
+    "group_lag",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    """A topic: name, id and ``(partition, leader, replicas, isr)`` per partition."""
+
+    name: str
+    topic_id: str | None
+    internal: bool
+    partitions: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: tuple[TopicPartition, ...]
+    #: KIP-848 groups only: the member's epoch and the assignment it is moving to.
+    member_epoch: int | None = None
+    target_assignment: tuple[TopicPartition, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """``protocol``: ``consumer`` (KIP-848) or ``classic``; ``epoch``: the group epoch or the
+    classic generation (None when the response does not carry it)."""
+
+    group_id: str
+    state: str
+    protocol: str
+    assignor: str
+    epoch: int | None
+    members: tuple[MemberDescription, ...]
+    #: KIP-848 groups only: the epoch of the group's target assignment.
+    assignment_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """One row of ``group --describe``: committed offset and lag are None without a commit;
+    the member is None for a partition no member owns."""
+
+    topic: str
+    partition: int
+    committed: int | None
+    log_end: int | None
+    member: MemberDescription | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.committed is None or self.log_end is None:
+            return None
+        return max(0, self.log_end - self.committed)
+
+
+class ClusterClient:
+    """Blocking, sequential admin queries through a private NetworkActor (see module doc)."""
+
+    def __init__(self, config: ConsumerConfig, timeout: float = 30.0) -> None:
+        self._timeout = timeout
+        self._ref: pykka.ActorRef[Any] = NetworkActor.start(config)
+        self._versions: NegotiatedVersions | None = None
+
+    def __enter__(self) -> ClusterClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._ref.stop(block=True, timeout=15)
+        except pykka.ActorDeadError:
+            pass
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _send(self, payload: Any, node: int = ANY_NODE) -> Any:
+        return request(self._ref, payload, node=node, timeout=self._timeout).response
+
+    def versions(self) -> NegotiatedVersions:
+        if self._versions is None:
+            last: KafkaError | None = None
+            for version in (3, 2, 1, 0):
+                try:
+                    response = self._send(api_versions_request(version))
+                except UnsupportedVersionError as exc:
+                    last = exc
+                    continue
+                if int(response.error_code) == 0:
+                    self._versions = NegotiatedVersions.from_api_keys(
+                        response.api_keys, api_versions_version=version
+                    )
+                    break
+            if self._versions is None:
+                raise last or UnsupportedVersionError("no ApiVersions version was accepted")
+        return self._versions
+
+    def _version(self, api: ApiKey) -> int:
+        return self.versions().version_for(api)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def metadata(self, topics: Sequence[str] | None = None) -> Any:
+        return self._send(rq.metadata_request(self._version(ApiKey.METADATA), topics=topics))
+
+    def topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
+        """Topics (all when ``names`` is None), sorted by name; an unknown name raises."""
+        response = self.metadata(names)
+        result: list[TopicDescription] = []
+        for t in response.topics:
+            raise_for_code(int(t.error_code), topic=t.name)
+            partitions = tuple(
+                sorted(
+                    (
+                        int(p.partition_index),
+                        int(p.leader_id),
+                        tuple(int(r) for r in p.replica_nodes),
+                        tuple(int(r) for r in p.isr_nodes),
+                    )
+                    for p in t.partitions
+                )
+            )
+            topic_id = getattr(t, "topic_id", None)
+            result.append(
+                TopicDescription(
+                    str(t.name),
+                    None if topic_id is None else str(topic_id),
+                    bool(getattr(t, "is_internal", False)),
+                    partitions,
+                )
+            )
+        return sorted(result, key=lambda d: d.name)
+
+    def _retrying(self, what: Callable[[], _T]) -> _T:
+        """Run ``what`` again after a retriable error (the coordinator is still loading or
+        moved, a connection broke), with backoff, until this client's timeout."""
+        deadline = time.monotonic() + self._timeout
+        backoff = 0.1
+        while True:
+            try:
+                return what()
+            except RetriableError:
+                if time.monotonic() + backoff >= deadline:
+                    raise
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    def coordinator(self, group: str) -> int:
+        return self._retrying(lambda: self._find_coordinator(group))
+
+    def _find_coordinator(self, group: str) -> int:
+        version = self._version(ApiKey.FIND_COORDINATOR)
+        response = self._send(rq.find_coordinator_request(version, key=group))
+        entry = response.coordinators[0] if version >= 4 else response
+        raise_for_code(int(entry.error_code), entry.error_message or None)
+        node = int(entry.node_id)
+        # The NetworkActor learns addresses from Metadata; tell it the coordinator's.
+        self._ref.tell(UpdateNodes(((node, str(entry.host), int(entry.port)),)))
+        return node
+
+    def describe_group(self, group: str) -> GroupDescription:
+        """The group's state and members: ConsumerGroupDescribe first (KIP-848 groups), then
+        DescribeGroups for a classic group (or a broker without ConsumerGroupDescribe). A
+        group the broker does not know is ``Dead`` with no members."""
+        return self._retrying(lambda: self._describe_group(group))
+
+    def _describe_group(self, group: str) -> GroupDescription:
+        node = self.coordinator(group)
+        versions = self.versions()
+        if versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
+            payload = rq.consumer_group_describe_request(
+                versions.version_for(ApiKey.CONSUMER_GROUP_DESCRIBE), group_ids=[group]
+            )
+            [described] = self._send(payload, node).groups
+            code = int(described.error_code)
+            if code == 0:
+                return _from_consumer_group(described)
+            if code != GroupIdNotFoundError.code:
+                raise_for_code(code, described.error_message or None)
+        payload = rq.describe_groups_request(
+            versions.version_for(ApiKey.DESCRIBE_GROUPS), groups=[group]
+        )
+        [described] = self._send(payload, node).groups
+        if int(described.error_code) == GroupIdNotFoundError.code:
+            return GroupDescription(group, "Dead", "classic", "", None, ())
+        raise_for_code(int(described.error_code), getattr(described, "error_message", None) or None)
+        return _from_classic_group(described)
+
+    def committed(self, group: str) -> dict[TopicPartition, int]:
+        """Every committed offset of ``group`` (OffsetFetch for all partitions)."""
+        return self._retrying(lambda: self._committed(group))
+
+    def _committed(self, group: str) -> dict[TopicPartition, int]:
+        node = self.coordinator(group)
+        version = min(self._version(ApiKey.OFFSET_FETCH), 9)  # v10 names topics by id only
+        response = self._send(
+            rq.offset_fetch_request(version, group_id=group, partitions=None), node
+        )
+        if version >= 8:
+            [entry] = response.groups
+            raise_for_code(int(entry.error_code))
+            topics = entry.topics
+        else:
+            if version >= 2:
+                raise_for_code(int(response.error_code))
+            topics = response.topics
+        result: dict[TopicPartition, int] = {}
+        for t in topics:
+            for p in t.partitions:
+                raise_for_code(int(p.error_code), topic=t.name, partition=int(p.partition_index))
+                if int(p.committed_offset) >= 0:
+                    result[TopicPartition(str(t.name), int(p.partition_index))] = int(
+                        p.committed_offset
+                    )
+        return result
+
+    def log_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log end offset (high watermark, read_uncommitted) of each partition, asked of
+        its leader."""
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        leaders: dict[TopicPartition, int] = {}
+        for topic in self.topics(sorted({tp.topic for tp in wanted})):
+            for index, leader, _replicas, _isr in topic.partitions:
+                leaders[TopicPartition(topic.name, index)] = leader
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in wanted:
+            leader = leaders.get(tp, -1)
+            if leader >= 0:
+                by_leader.setdefault(leader, []).append(tp)
+        version = self._version(ApiKey.LIST_OFFSETS)
+        result: dict[TopicPartition, int] = {}
+        for leader, tps in sorted(by_leader.items()):
+            payload = rq.list_offsets_request(
+                version, timestamps=dict.fromkeys(tps, rq.LATEST_TIMESTAMP)
+            )
+            for t in self._send(payload, leader).topics:
+                for p in t.partitions:
+                    raise_for_code(
+                        int(p.error_code), topic=t.name, partition=int(p.partition_index)
+                    )
+                    result[TopicPartition(str(t.name), int(p.partition_index))] = int(p.offset)
+        return result
+
+
+def _partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    return tuple(
+        sorted(
+            TopicPartition(str(tp.topic_name), int(p))
+            for tp in assignment.topic_partitions
+            for p in tp.partitions
+        )
+    )
+
+
+def _from_consumer_group(described: Any) -> GroupDescription:
+    members = tuple(
+        MemberDescription(
+            member_id=str(m.member_id),
+            instance_id=None if m.instance_id is None else str(m.instance_id),
+            client_id=str(m.client_id),
+            client_host=str(m.client_host),
+            assignment=_partitions(m.assignment),
+            member_epoch=int(m.member_epoch),
+            target_assignment=_partitions(m.target_assignment),
+        )
+        for m in described.members
+    )
+    return GroupDescription(
+        group_id=str(described.group_id),
+        state=str(described.group_state),
+        protocol="consumer",
+        assignor=str(described.assignor_name),
+        epoch=int(described.group_epoch),
+        members=members,
+        assignment_epoch=int(described.assignment_epoch),
+    )
+
+
+def _from_classic_group(described: Any) -> GroupDescription:
+    members: list[MemberDescription] = []
+    for m in described.members:
+        assignment: tuple[TopicPartition, ...] = ()
+        raw = bytes(m.member_assignment or b"")
+        if described.protocol_type == "consumer" and raw:
+            try:
+                assignment = tuple(sorted(decode_assignment(raw).partitions))
+            except (KafkaError, ValueError):
+                assignment = ()  # not the consumer protocol's layout: shown as none
+        members.append(
+            MemberDescription(
+                member_id=str(m.member_id),
+                instance_id=getattr(m, "group_instance_id", None),
+                client_id=str(m.client_id),
+                client_host=str(m.client_host),
+                assignment=assignment,
+            )
+        )
+    return GroupDescription(
+        group_id=str(described.group_id),
+        state=str(described.group_state),
+        protocol="classic",
+        assignor=str(described.protocol_data),
+        epoch=None,
+        members=tuple(members),
+    )
+
+
+def group_lag(
+    description: GroupDescription,
+    committed: Mapping[TopicPartition, int],
+    log_end: Mapping[TopicPartition, int],
+) -> list[PartitionLag]:
+    """The rows of ``group --describe``: every assigned or committed partition, sorted."""
+    owner: dict[TopicPartition, MemberDescription] = {}
+    for member in description.members:
+        for tp in member.assignment:
+            owner[tp] = member
+    rows = [
+        PartitionLag(tp.topic, tp.partition, committed.get(tp), log_end.get(tp), owner.get(tp))
+        for tp in sorted(set(owner) | set(committed))
+    ]
+    return rows

@@ -1,0 +1,149 @@
+"""What ``list`` and ``group`` print.
+
+Owns: the text layout of topic listings and group descriptions (aligned columns, ``-`` for
+an unknown value, as ``kafka-consumer-groups --describe`` shows them). May touch: a
+:class:`~kafka_actors.cli.admin.ClusterClient`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TextIO
+
+from kafka_actors.cli.admin import ClusterClient, group_lag
+from kafka_actors.protocol.messages import TopicPartition
+
+__all__ = ["format_table", "print_group", "print_topics"]
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligned columns, one space apart (the last column is not padded)."""
+    cells = [[str(c) for c in header]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = []
+    for row in cells:
+        padded = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        lines.append(" ".join(padded).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def print_topics(
+    client: ClusterClient, out: TextIO, *, topics: Sequence[str] | None, internal: bool
+) -> int:
+    metadata = client.metadata(list(topics) if topics else None)
+    controller = int(getattr(metadata, "controller_id", -1))
+    brokers = sorted(metadata.brokers, key=lambda b: int(b.node_id))
+    out.write(f"{len(brokers)} brokers:\n")
+    for b in brokers:
+        role = " (controller)" if int(b.node_id) == controller else ""
+        out.write(f"  broker {int(b.node_id)} at {b.host}:{int(b.port)}{role}\n")
+    described = [
+        t for t in client.topics(list(topics) if topics else None) if internal or not t.internal
+    ]
+    out.write(f"{len(described)} topics:\n")
+    for t in described:
+        out.write(f'  topic "{t.name}" with {len(t.partitions)} partitions:\n')
+        for index, leader, replicas, isr in t.partitions:
+            out.write(
+                f"    partition {index}, leader {leader}, "
+                f"replicas: {','.join(map(str, replicas))}, isrs: {','.join(map(str, isr))}\n"
+            )
+    out.flush()
+    return 0
+
+
+def _assignment_text(partitions: Sequence[TopicPartition]) -> str:
+    """``topic:0,1;other:2`` (``-`` when empty, as the table prints None)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ";".join(f"{t}:{','.join(map(str, sorted(p)))}" for t, p in sorted(by_topic.items()))
+
+
+def print_group(
+    client: ClusterClient, group: str, out: TextIO, *, members: bool, state: bool
+) -> int:
+    description = client.describe_group(group)
+    committed = client.committed(group)
+    if description.state in ("Dead", "DEAD") and not committed:
+        out.write(f"Consumer group '{group}' does not exist.\n")
+        return 1
+    if state:
+        out.write(
+            format_table(
+                ["GROUP", "PROTOCOL", "STATE", "ASSIGNOR", "EPOCH", "#MEMBERS"],
+                [
+                    [
+                        group,
+                        description.protocol,
+                        description.state,
+                        description.assignor or None,
+                        description.epoch,
+                        len(description.members),
+                    ]
+                ],
+            )
+        )
+        return 0
+    if members:
+        if not description.members:
+            out.write(f"Consumer group '{group}' has no active members.\n")
+            return 0
+        # As kafka-consumer-groups 4.x: each member's epoch and assignment and the target
+        # it moves to (KIP-848 groups; "-" for the epochs and target of a classic group).
+        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        member_rows: list[list[object]] = []
+        for m in description.members:
+            target = m.target_assignment
+            member_rows.append(
+                [
+                    group,
+                    m.member_id,
+                    m.client_host,
+                    m.client_id,
+                    len(m.assignment),
+                    m.member_epoch,
+                    _assignment_text(m.assignment) or None,
+                    description.assignment_epoch,
+                    None if target is None else (_assignment_text(target) or None),
+                ]
+            )
+        out.write(format_table(header, member_rows))
+        return 0
+    partitions = {tp for m in description.members for tp in m.assignment} | set(committed)
+    ends = client.log_end_offsets(partitions)
+    rows = group_lag(description, committed, ends)
+    if not description.members:
+        out.write(f"Consumer group '{group}' has no active members.\n\n")
+    out.write(
+        format_table(
+            [
+                "GROUP",
+                "TOPIC",
+                "PARTITION",
+                "CURRENT-OFFSET",
+                "LOG-END-OFFSET",
+                "LAG",
+                "CONSUMER-ID",
+                "HOST",
+                "CLIENT-ID",
+            ],
+            [
+                [
+                    group,
+                    r.topic,
+                    r.partition,
+                    r.committed,
+                    r.log_end,
+                    r.lag,
+                    r.member.member_id if r.member else None,
+                    r.member.client_host if r.member else None,
+                    r.member.client_id if r.member else None,
+                ]
+                for r in rows
+            ],
+        )
+    )
+    out.flush()
+    return 0

@@ -1,0 +1,91 @@
+"""``consume`` output: kcat-style format strings, JSON lines, offsets specs, --help text."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from kafka_actors.cli import _parser
+from kafka_actors.cli.consume import StartSpec, parse_offset_specs
+from kafka_actors.cli.output import RecordFormatter
+from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+
+RECORD = ConsumerRecord(
+    "orders",
+    2,
+    41,
+    1700000000123,
+    TimestampType.CREATE_TIME,
+    b"k1",
+    b"v\xc3\xa9",
+    (("h1", b"x"), ("h2", None)),
+    0,
+)
+NULLS = ConsumerRecord("t", 0, 0, -1, TimestampType.CREATE_TIME, None, None, (), None)
+
+
+def test_every_token_and_escape() -> None:
+    fmt = RecordFormatter("%t|%p|%o|%k|%s|%K|%S|%T|%h|%%\\t\\n")
+    assert fmt.format(RECORD) == "orders|2|41|k1|vé|2|3|1700000000123|h1=x,h2=|%\t\n"
+
+
+def test_nulls_print_as_the_null_text() -> None:
+    assert RecordFormatter("[%k][%s][%K][%S]\\n", null="NULL").format(NULLS) == (
+        "[NULL][NULL][-1][-1]\n"
+    )
+
+
+def test_unknown_token_and_lone_percent_are_refused() -> None:
+    with pytest.raises(ValueError, match="%x"):
+        RecordFormatter("%x")
+    with pytest.raises(ValueError, match="lone"):
+        RecordFormatter("abc%")
+
+
+def test_jsonl_base64_and_utf8() -> None:
+    line = RecordFormatter.jsonl().format(RECORD)
+    assert line.endswith("\n")
+    assert json.loads(line) == {
+        "topic": "orders",
+        "partition": 2,
+        "offset": 41,
+        "timestamp": 1700000000123,
+        "timestamp_type": "CreateTime",
+        "key": "azE=",
+        "value": "dsOp",
+        "headers": [["h1", "eA=="], ["h2", None]],
+    }
+    text = json.loads(RecordFormatter.jsonl(bytes_as="utf8").format(RECORD))
+    assert (text["key"], text["value"]) == ("k1", "vé")
+    assert json.loads(RecordFormatter.jsonl().format(NULLS))["key"] is None
+
+
+def test_offset_specs() -> None:
+    default, per = parse_offset_specs(["beginning", "1=@1700000000000", "2=-5", "3=42", "0=end"])
+    assert default == StartSpec("beginning")
+    assert per == {
+        1: StartSpec("timestamp", 1700000000000),
+        2: StartSpec("relative", 5),
+        3: StartSpec("offset", 42),
+        0: StartSpec("end"),
+    }
+    for bad in ("start", "x=1", "@", "1=@-3"):
+        with pytest.raises(ValueError):
+            parse_offset_specs([bad])
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    parser = _parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) == {"consume", "list", "group", "probe"}
+    for name, command in sub.choices.items():
+        assert command.description, name
+        for action in command._actions:
+            assert action.help and action.help.strip(), (name, action.dest)
+
+
+def test_negative_offsets_parse_as_values() -> None:
+    args = _parser().parse_args(["consume", "-t", "t", "-o", "-5", "-o", "1=-2"])
+    assert args.offset == ["-5", "1=-2"]
