@@ -568,6 +568,9 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         _int(1),
         100,
     ),
+    # Java's sampled metrics (kafka_actors.metrics): window length and number of windows.
+    "metrics.sample.window.ms": ("metrics_sample_window_ms", _long(1), 30_000),
+    "metrics.num.samples": ("metrics_num_samples", _int(1), 2),
     "key.deserializer": ("key_deserializer", _as_deserializer, None),
     "value.deserializer": ("value_deserializer", _as_deserializer, None),
     "security.protocol": (
@@ -686,6 +689,8 @@ class ConsumerConfig:
     receive_buffer_bytes: int = 65_536
     send_buffer_bytes: int = 131_072
     max_in_flight_requests_per_connection: int = 100
+    metrics_sample_window_ms: int = 30_000
+    metrics_num_samples: int = 2
     key_deserializer: Callable[[bytes | None], Any] | None = None
     value_deserializer: Callable[[bytes | None], Any] | None = None
     security_protocol: str = "PLAINTEXT"

@@ -205,6 +205,8 @@ class Completed:
     request: PendingRequest
     correlation_id: int
     response: Any
+    #: When the request was written (the connection's clock), for request-latency.
+    sent_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -591,7 +593,7 @@ class NodeConnection:
         response = decode_response(
             frame, response_type_for(flight.pending.request), correlation_id=expected
         )
-        return Completed(flight.pending, expected, response)
+        return Completed(flight.pending, expected, response, flight.sent_at)
 
     # -- handshakes ------------------------------------------------------------------------
 
