@@ -579,8 +579,8 @@ class MetricsView(Mapping[MetricName, Metric]):
         self, metrics: Mapping[MetricName, Metric], flat: Callable[[], Mapping[str, Any]]
     ) -> None:
         self._metrics = dict(metrics)
-        self._flat_source = flat
-        self._flat: Mapping[str, Any] | None = None
+        # Read now, as metrics() did before: the flat values stay those of the call.
+        self._flat: Mapping[str, Any] = flat()
 
     @overload
     def __getitem__(self, key: MetricName) -> Metric: ...
@@ -617,9 +617,7 @@ class MetricsView(Mapping[MetricName, Metric]):
         return len(self._metrics)
 
     def flat(self) -> Mapping[str, Any]:
-        """The flat values of before (computed once per view)."""
-        if self._flat is None:
-            self._flat = self._flat_source()
+        """The flat values of before, read when the view was made."""
         return self._flat
 
     def values_by_name(self) -> dict[MetricName, float]:
