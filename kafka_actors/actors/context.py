@@ -6,7 +6,8 @@ each other across restarts, and the few facts a restarted actor must find again:
 id, the known coordinator, the last cluster view, the negotiated API versions),
 :class:`AppSignal` (the one condition variable that wakes application threads blocked in
 ``poll`` or a blocking call), :class:`Outcome` helpers for the ``concurrent.futures.Future``
-that carries each application event's result, and :class:`ConsumerMetrics`.
+that carries each application event's result; the context holds the consumer's
+:class:`~kafka_actors.metrics.ConsumerMetrics` (defined in :mod:`kafka_actors.metrics`).
 
 May touch: threading primitives and the supervisors' :class:`ChildTable` (thread-safe). Every
 attribute written by an actor after start is either guarded by ``lock`` or a single reference
