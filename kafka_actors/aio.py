@@ -92,6 +92,7 @@ from kafka_actors.errors import (
     RecordDeserializationError,
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
+from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol import records as _records
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
@@ -432,8 +433,7 @@ class AsyncKafkaConsumer:
                 "Consumer is not subscribed to any topics or assigned any partitions"
             )
         trace = new_trace_id()
-        with traced(trace):
-            ctx.metrics.polled()
+        with traced(trace), ctx.metrics.polling():
             self._poll_event_due = 0.0
             self._maybe_auto_commit()
             while True:
@@ -1149,8 +1149,13 @@ class AsyncKafkaConsumer:
                     not_stopped=list(result.not_stopped),
                 )
 
-    def metrics(self) -> dict[str, Any]:
-        """Consumer metrics without the fetch actor's (those need a blocking ask)."""
+    def metrics(self) -> MetricsView:
+        """Java's consumer metrics, the same as :meth:`KafkaConsumer.metrics` (nothing here
+        blocks: every value is read from the sensors). A string key reads the flat values
+        of before (without the fetch actor's: those need a blocking ask)."""
+        return self._ctx.metrics.view(self._flat_metrics)
+
+    def _flat_metrics(self) -> dict[str, Any]:
         ctx = self._ctx
         values: dict[str, Any] = dict(ctx.metrics.snapshot())
         values["assigned-partitions"] = float(ctx.subscriptions.num_assigned_partitions())

@@ -585,6 +585,9 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         _int(1),
         100,
     ),
+    # Java's sampled metrics (kafka_actors.metrics): window length and number of windows.
+    "metrics.sample.window.ms": ("metrics_sample_window_ms", _long(1), 30_000),
+    "metrics.num.samples": ("metrics_num_samples", _int(1), 2),
     "key.deserializer": ("key_deserializer", _as_deserializer, None),
     "value.deserializer": ("value_deserializer", _as_deserializer, None),
     "security.protocol": (
@@ -705,6 +708,8 @@ class ConsumerConfig:
     receive_buffer_bytes: int = 65_536
     send_buffer_bytes: int = 131_072
     max_in_flight_requests_per_connection: int = 100
+    metrics_sample_window_ms: int = 30_000
+    metrics_num_samples: int = 2
     key_deserializer: Any = None
     value_deserializer: Any = None
     security_protocol: str = "PLAINTEXT"

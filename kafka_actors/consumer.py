@@ -90,6 +90,7 @@ from kafka_actors.errors import (
     UnsupportedVersionError,
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
+from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.membership import CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
@@ -235,6 +236,7 @@ class KafkaConsumer:
                 context=c,
                 table=network_table,
                 faults=faults,
+                metrics=ctx.metrics,
             )
 
         self._tree: SupervisorTree = start_tree(
@@ -381,8 +383,7 @@ class KafkaConsumer:
             )
         trace = new_trace_id()
         deadline = time.monotonic() + max(0.0, float(timeout))
-        with traced(trace), self._poll_lock:
-            ctx.metrics.polled()
+        with traced(trace), self._poll_lock, ctx.metrics.polling():
             if self._uses_group:
                 event = PollEvent(trace)
                 facade.tell("membership", event)
@@ -873,8 +874,15 @@ class KafkaConsumer:
             self.config.group_instance_id,
         )
 
-    def metrics(self) -> dict[str, Any]:
-        """Java-named consumer metrics: fetch rate and latency, records consumed rate,
+    def metrics(self) -> MetricsView:
+        """Java's consumer metrics (``docs/metrics.md``): a mapping from
+        :class:`~kafka_actors.metrics.MetricName` (group, name, tags) to a metric whose
+        ``value()`` measures it now. A string key (``metrics()["records-lag"]``) reads the
+        flat values this method returned before (:meth:`_flat_metrics`)."""
+        return self._ctx.metrics.view(self._flat_metrics)
+
+    def _flat_metrics(self) -> dict[str, Any]:
+        """The flat values of before: fetch rate and latency, records consumed rate,
         ``records-lag`` per partition (``records-lag-max`` over them), poll rate, commits, the
         throttle time of the Fetch responses (``fetch-throttle-time-avg`` / ``-max``, ms)."""
         ctx = self._ctx

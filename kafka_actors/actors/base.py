@@ -38,6 +38,7 @@ from kafka_actors.errors import (
     UnsupportedVersionError,
 )
 from kafka_actors.log import current_trace_id, get_logger, traced
+from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE, PollResult, UnsentRequest
 from kafka_actors.protocol.versions import NegotiatedVersions, api_versions_request
 from kafka_actors.supervisors import ChildContext, ChildRestartingError, SupervisedActor
@@ -45,6 +46,10 @@ from kafka_actors.supervisors import ChildContext, ChildRestartingError, Supervi
 __all__ = ["BackgroundError", "ManagerActor", "Tick"]
 
 _VERSIONS_REQUEST_ID = -7001
+#: Requests whose round trip feeds a coordinator sensor (Java's heartbeat and commit sensors
+#: record each response's request latency): API key -> sensor.
+_HEARTBEAT_APIS = frozenset({int(ApiKey.HEARTBEAT), int(ApiKey.CONSUMER_GROUP_HEARTBEAT)})
+_TIMED_APIS = _HEARTBEAT_APIS | {int(ApiKey.OFFSET_COMMIT)}
 _API_VERSIONS_TRIES = (3, 2, 1, 0)
 
 
@@ -86,6 +91,8 @@ class ManagerActor(SupervisedActor):
         self._timer: Cancellable | None = None
         self._timer_due: float | None = None
         self._versions_try = 0
+        #: request id -> (API key, sent at ms) of the requests in _TIMED_APIS in flight.
+        self._timed: dict[int, tuple[int, int]] = {}
 
     # -- subclass hooks ----------------------------------------------------------------------
 
@@ -177,9 +184,12 @@ class ManagerActor(SupervisedActor):
             result: Any = None
             if isinstance(message, Response):
                 if message.request_id is not None:
+                    if self._timed:
+                        self._timed_response(message.request_id, now)
                     self.on_response(message.request_id, message.response, now)
             elif isinstance(message, RequestFailed):
                 if message.request_id is not None:
+                    self._timed.pop(message.request_id, None)
                     self.on_request_failed(message.request_id, message.error, now)
             elif isinstance(message, Tick):
                 self._timer = None
@@ -247,7 +257,23 @@ class ManagerActor(SupervisedActor):
             )
         except pykka.ActorDeadError:
             self.log.debug("network_gone")
+            return True
+        api = int(request.request.__api_key__)
+        if api in _TIMED_APIS:
+            self._timed[request.request_id] = (api, now_ms)
+            if api in _HEARTBEAT_APIS:
+                self.ctx.metrics.heartbeat_sent()
         return True
+
+    def _timed_response(self, request_id: int, now_ms: int) -> None:
+        sent = self._timed.pop(request_id, None)
+        if sent is None:
+            return
+        api, sent_ms = sent
+        if api in _HEARTBEAT_APIS:
+            self.ctx.metrics.heartbeat_response(now_ms - sent_ms)
+        else:
+            self.ctx.metrics.committed(now_ms - sent_ms)
 
     def _schedule(self, delay_ms: int | None) -> None:
         if delay_ms is None:

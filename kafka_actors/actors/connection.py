@@ -211,6 +211,8 @@ class Completed:
     request: PendingRequest
     correlation_id: int
     response: Any
+    #: When the request was written (the connection's clock), for request-latency.
+    sent_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,7 +610,7 @@ class NodeConnection:
         except ProtocolError as exc:
             error = self._corrupt(flight.pending.request, expected, exc)
             return [Failed(flight.pending, error), Broken(error)]
-        return [Completed(flight.pending, expected, response)]
+        return [Completed(flight.pending, expected, response, flight.sent_at)]
 
     def _corrupt(
         self, request: Any, correlation_id: int | None, cause: ProtocolError

@@ -6,7 +6,8 @@ each other across restarts, and the few facts a restarted actor must find again:
 id, the known coordinator, the last cluster view, the negotiated API versions),
 :class:`AppSignal` (the one condition variable that wakes application threads blocked in
 ``poll`` or a blocking call), :class:`Outcome` helpers for the ``concurrent.futures.Future``
-that carries each application event's result, and :class:`ConsumerMetrics`.
+that carries each application event's result; the context holds the consumer's
+:class:`~kafka_actors.metrics.ConsumerMetrics` (defined in :mod:`kafka_actors.metrics`).
 
 May touch: threading primitives and the supervisors' :class:`ChildTable` (thread-safe). Every
 attribute written by an actor after start is either guarded by ``lock`` or a single reference
@@ -26,6 +27,7 @@ from typing import Any
 from kafka_actors.clock import Clock, Scheduler
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.log import get_logger
+from kafka_actors.metrics import ConsumerMetrics, MetricConfig
 from kafka_actors.protocol.subscription import SubscriptionState
 from kafka_actors.protocol.versions import NegotiatedVersions
 from kafka_actors.supervisors import ChildRestartingError, ChildTable, SupervisorFatalError
@@ -106,109 +108,6 @@ class Routed:
     trace_id: str | None = None
 
 
-class _Rate:
-    """Events per second over a sliding window (Java's Rate over 30 s samples)."""
-
-    def __init__(self, window_s: float = 30.0) -> None:
-        self._window = window_s
-        self._samples: deque[tuple[float, float]] = deque()
-        self.total = 0.0
-
-    def record(self, value: float, now: float) -> None:
-        self._samples.append((now, value))
-        self.total += value
-        self._trim(now)
-
-    def _trim(self, now: float) -> None:
-        while self._samples and self._samples[0][0] < now - self._window:
-            self._samples.popleft()
-
-    def rate(self, now: float, started: float) -> float:
-        self._trim(now)
-        span = min(self._window, max(now - started, 1e-3))
-        return sum(v for _t, v in self._samples) / span
-
-
-class ConsumerMetrics:
-    """Counters kept by the fetch actor and the facade; read as a dict by ``metrics()``."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._started = time.monotonic()
-        self._fetch_requests = _Rate()
-        self._fetch_bytes = _Rate()
-        self._records_consumed = _Rate()
-        self._bytes_consumed = _Rate()
-        self._polls = _Rate()
-        self.fetch_latency_ms_total = 0.0
-        self.fetch_latency_ms_max = 0.0
-        self.commits = 0
-        self.commit_latency_ms_total = 0.0
-        self.commit_latency_samples = 0
-        self.rebalances = 0
-        self.last_poll_at: float | None = None
-        #: Milliseconds between the last two polls (Java's time-between-poll-last).
-        self.time_between_polls_ms: float | None = None
-
-    def fetch_completed(self, latency_ms: float, num_bytes: int) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._fetch_requests.record(1, now)
-            self._fetch_bytes.record(num_bytes, now)
-            self.fetch_latency_ms_total += latency_ms
-            self.fetch_latency_ms_max = max(self.fetch_latency_ms_max, latency_ms)
-
-    def consumed(self, num_records: int, num_bytes: int) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._records_consumed.record(num_records, now)
-            self._bytes_consumed.record(num_bytes, now)
-
-    def polled(self) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._polls.record(1, now)
-            if self.last_poll_at is not None:
-                self.time_between_polls_ms = (now - self.last_poll_at) * 1000.0
-            self.last_poll_at = now
-
-    def committed(self, latency_ms: float | None) -> None:
-        """A commit succeeded; ``latency_ms`` None when it was not timed (interval
-        auto-commits): counted in commit-total, not in commit-latency-avg."""
-        with self._lock:
-            self.commits += 1
-            if latency_ms is not None:
-                self.commit_latency_ms_total += latency_ms
-                self.commit_latency_samples += 1
-
-    def snapshot(self) -> dict[str, float]:
-        now = time.monotonic()
-        started = self._started
-        with self._lock:
-            fetches = self._fetch_requests.total
-            return {
-                "fetch-rate": self._fetch_requests.rate(now, started),
-                "fetch-total": fetches,
-                "bytes-consumed-rate": self._bytes_consumed.rate(now, started),
-                "bytes-consumed-total": self._bytes_consumed.total,
-                "fetch-size-avg": (self._fetch_bytes.total / fetches) if fetches else 0.0,
-                "fetch-latency-avg": (self.fetch_latency_ms_total / fetches) if fetches else 0.0,
-                "fetch-latency-max": self.fetch_latency_ms_max,
-                "records-consumed-rate": self._records_consumed.rate(now, started),
-                "records-consumed-total": self._records_consumed.total,
-                "poll-rate": self._polls.rate(now, started),
-                "poll-total": self._polls.total,
-                "time-between-poll-last": self.time_between_polls_ms or 0.0,
-                "commit-total": float(self.commits),
-                "commit-latency-avg": (
-                    self.commit_latency_ms_total / self.commit_latency_samples
-                    if self.commit_latency_samples
-                    else 0.0
-                ),
-                "rebalance-total": float(self.rebalances),
-            }
-
-
 @dataclass(eq=False)
 class ConsumerContext:
     """Shared by the facade, the consumer and every request-manager actor of one consumer."""
@@ -221,7 +120,8 @@ class ConsumerContext:
     network_table: ChildTable
     group_protocol: str
     signal: AppSignal = field(default_factory=AppSignal)
-    metrics: ConsumerMetrics = field(default_factory=ConsumerMetrics)
+    #: Java-named metrics (``kafka_actors.metrics``), built from config and clock.
+    metrics: ConsumerMetrics = field(init=False)
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: The root supervisor's children (the facade actor is found there).
     root_table: ChildTable | None = None
@@ -247,6 +147,15 @@ class ConsumerContext:
     safe_commits: Any = None
     #: Futures of application events not completed yet: failed if the tree gives up.
     outstanding: set[concurrent.futures.Future[Any]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        subscriptions = self.subscriptions
+        self.metrics = ConsumerMetrics(
+            self.config.client_id,
+            MetricConfig.from_consumer_config(self.config),
+            self.clock,
+            assigned_partitions=subscriptions.num_assigned_partitions,
+        )
 
     def now_ms(self) -> int:
         return int(self.clock.monotonic() * 1000)

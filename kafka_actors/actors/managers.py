@@ -344,6 +344,11 @@ class _NoMembership:
         pass
 
 
+_REBALANCING_STATES = frozenset(
+    {"JOINING", "RECONCILING", "ACKNOWLEDGING", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
+)
+
+
 class MembershipActor(ManagerActor):
     """KIP-848 (``group.protocol=consumer``) or classic membership, chosen by the config."""
 
@@ -352,6 +357,29 @@ class MembershipActor(ManagerActor):
     def __init__(self, ctx: ConsumerContext, *, context: ChildContext) -> None:
         super().__init__(ctx, context=context)
         self.leaves: list[concurrent.futures.Future[Any]] = []
+        #: When the rebalance in progress began (ms), for rebalance-latency.
+        self._rebalance_started_ms: int | None = None
+
+    def poll_manager(self, now_ms: int) -> PollResult:
+        result = super().poll_manager(now_ms)
+        self._observe_rebalance(now_ms)
+        return result
+
+    def _observe_rebalance(self, now_ms: int) -> None:
+        """rebalance-latency: from the first rebalancing state (joining, reconciling,
+        acknowledging; classic: preparing / completing the rebalance) to STABLE. Seen after
+        every message the actor handles (each step of a rebalance is a response or a reply)."""
+        state = getattr(self.manager, "state", None)
+        name = getattr(state, "value", None)
+        if name in _REBALANCING_STATES:
+            if self._rebalance_started_ms is None:
+                self._rebalance_started_ms = now_ms
+        elif name == "STABLE":
+            started, self._rebalance_started_ms = self._rebalance_started_ms, None
+            if started is not None:
+                self.ctx.metrics.rebalance_completed(now_ms - started)
+        else:
+            self._rebalance_started_ms = None  # left, fenced, fatal: no rebalance completed
 
     def build(self) -> Any:
         ctx = self.ctx
@@ -501,7 +529,6 @@ class MembershipActor(ManagerActor):
             ctx.member_epoch = event.member_epoch
             self.emit("commit", event)
         elif isinstance(event, (m848.InvokeRevoked, m848.InvokeAssigned, m848.InvokeLost)):
-            ctx.metrics.rebalances += 1 if isinstance(event, m848.InvokeAssigned) else 0
             self.emit("facade", event)
         elif isinstance(event, (m848.NeedTopicNames, classic.NeedPartitionCounts)):
             self.emit("metadata", event)
@@ -556,7 +583,6 @@ class CommitActor(ManagerActor):
     def __init__(self, ctx: ConsumerContext, *, context: ChildContext) -> None:
         super().__init__(ctx, context=context)
         self.waiting: dict[int, concurrent.futures.Future[Any]] = {}
-        self.started_ms: dict[int, int] = {}
         self._keys = itertools.count(1)
 
     def build(self) -> CommitManager:
@@ -589,7 +615,6 @@ class CommitActor(ManagerActor):
         key = next(self._keys)
         self.hold(future)
         self.waiting[key] = future
-        self.started_ms[key] = self.ctx.now_ms()
         return key
 
     def handle(self, message: Any, now_ms: int) -> Any:
@@ -640,9 +665,6 @@ class CommitActor(ManagerActor):
             safe.committed(self.manager.last_committed)
         if isinstance(event, CommitCompleted):
             future = self.waiting.pop(cast(int, event.request_key), None)
-            started = self.started_ms.pop(cast(int, event.request_key), None)
-            if started is not None and event.error is None:
-                self.ctx.metrics.committed(self.ctx.now_ms() - started)
             if future is not None:
                 if event.error is not None:
                     fail(future, event.error)
@@ -650,7 +672,6 @@ class CommitActor(ManagerActor):
                     complete(future, dict(event.offsets))
         elif isinstance(event, CommittedOffsetsFetched):
             future = self.waiting.pop(cast(int, event.request_key), None)
-            self.started_ms.pop(cast(int, event.request_key), None)
             if future is not None:
                 if event.error is not None:
                     fail(future, event.error)
@@ -658,7 +679,6 @@ class CommitActor(ManagerActor):
                     complete(future, dict(event.offsets))
         elif isinstance(event, PositionsInitialized):
             future = self.waiting.pop(cast(int, event.request_key), None)
-            self.started_ms.pop(cast(int, event.request_key), None)
             if event.reset:
                 self.emit("offsets", event)
             if event.seeked:
@@ -674,8 +694,6 @@ class CommitActor(ManagerActor):
         elif isinstance(event, AutoCommitCompleted):
             if event.error is not None:
                 self.log.info("auto_commit_failed", error=str(event.error))
-            else:
-                self.ctx.metrics.committed(None)  # counted; its latency is not timed
         elif isinstance(event, m848.CoordinatorUnknown):
             self.emit("coordinator", event)
         else:
@@ -868,10 +886,27 @@ class FetchActor(ManagerActor):
         before = manager.bytes_consumed
         self._buffered_before = manager.buffered_bytes
         result = manager.collect(max_records)
+        lag, lead = manager.last_collect_lag, manager.last_collect_lead
+        subs = self.ctx.subscriptions
+        self.ctx.metrics.update_assignment(subs.assignment_id, subs.assigned_partitions)
         count = result.record_count
-        if count:
-            # Raw record bytes (as Java's bytes-consumed), no per-record loop here.
-            self.ctx.metrics.consumed(count, manager.bytes_consumed - before)
+        if count or lag or lead:
+            # Raw record bytes (as Java's bytes-consumed), no per-record loop here: one
+            # record of the sensors per collect, per topic and partition it touched.
+            by_topic: dict[str, tuple[int, int]] = {}
+            for tp, records in result.records.items():
+                n, size = by_topic.get(tp.topic, (0, 0))
+                by_topic[tp.topic] = (n + len(records), size)
+            for topic, size in manager.last_collect_bytes.items():
+                n, _ = by_topic.get(topic, (0, 0))
+                by_topic[topic] = (n, size)
+            self.ctx.metrics.consumed(
+                count,
+                manager.bytes_consumed - before,
+                by_topic=by_topic,
+                lag={(tp.topic, tp.partition): v for tp, v in lag.items()},
+                lead={(tp.topic, tp.partition): v for tp, v in lead.items()},
+            )
         return result
 
     def build(self) -> FetchManager:
@@ -925,12 +960,13 @@ class FetchActor(ManagerActor):
         return super().handle(message, now_ms)
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
-        before = self.manager.metrics()
+        manager: FetchManager = self.manager
         super().on_response(request_id, response, now_ms)
-        after = self.manager.metrics()
-        latency = after.last_fetch_latency_ms or 0
-        self.ctx.metrics.fetch_completed(float(latency), after.bytes_fetched - before.bytes_fetched)
-        if after.buffered_bytes > 0:
+        handled = manager.last_response
+        if handled is not None:
+            latency, throttle_ms, bytes_by_topic = handled
+            self.ctx.metrics.fetch_response(latency, throttle_ms, bytes_by_topic)
+        if manager.buffered_bytes > 0:
             self.ctx.fetch_generation += 1
             self.ctx.signal.notify()
 

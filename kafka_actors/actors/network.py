@@ -88,6 +88,7 @@ import queue
 import random as _random
 import selectors
 import socket
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -123,6 +124,7 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import get_logger, traced
+from kafka_actors.metrics import ConsumerMetrics
 from kafka_actors.protocol.apis import ApiKey, api_name
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
 from kafka_actors.protocol.sasl import SaslMechanism, mechanism_from_config
@@ -349,6 +351,8 @@ class SelectorInbox(queue.Queue[Any]):
         self.selector.register(self._wake_r, selectors.EVENT_READ, _WAKE)
         self._signaled = False
         self.driver: _Driver | None = None
+        #: Told the nanoseconds each select waited (io-wait-ratio), when set.
+        self.on_wait: Callable[[int], None] | None = None
         #: Times ``select`` returned (idle-CPU and wake-up accounting in tests/benchmarks).
         self.wakeups = 0
 
@@ -374,7 +378,13 @@ class SelectorInbox(queue.Queue[Any]):
             if driver is None:
                 return super().get()
             try:
-                ready = self.selector.select(driver.io_timeout())
+                on_wait = self.on_wait
+                if on_wait is None:
+                    ready = self.selector.select(driver.io_timeout())
+                else:
+                    started = time.monotonic_ns()
+                    ready = self.selector.select(driver.io_timeout())
+                    on_wait(time.monotonic_ns() - started)
                 self.wakeups += 1
                 io: list[tuple[selectors.SelectorKey, int]] = []
                 woken = False
@@ -532,8 +542,11 @@ class NetworkActor(SupervisedActor):
         sasl: MechanismFactory | None = None,
         tls: Callable[[str, int], TlsChannel] | None = None,
         event_log_size: int = 10_000,
+        metrics: ConsumerMetrics | None = None,
     ) -> None:
         super().__init__(context=context, name=name, faults=faults)
+        #: Java's consumer-metrics (connections, requests, select waits); None: not kept.
+        self.metrics = metrics
         self.config = config
         self.settings = ConnectionSettings.from_config(config)
         self._clock: Clock = clock or SystemClock()
@@ -546,6 +559,8 @@ class NetworkActor(SupervisedActor):
         self._sasl = sasl
         self._tls = tls
         self._inbox = cast(SelectorInbox, self.actor_inbox)
+        if metrics is not None:
+            self._inbox.on_wait = metrics.io_waited
         self._nodes: dict[int, _Node] = {}
         self._bootstrap: list[int] = []
         for index, address in enumerate(config.bootstrap_servers):
@@ -736,7 +751,10 @@ class NetworkActor(SupervisedActor):
             if conn.queued_count and conn.connect_delay(now) == 0.0:
                 self._connect(node, now)
             if conn.ready and conn.queued_count:
+                before = conn.in_flight_count
                 out, failed = conn.flush(now)
+                if self.metrics is not None and conn.in_flight_count > before:
+                    self.metrics.requests_sent(conn.in_flight_count - before)
                 self._handle(node, failed)
                 if out and node.transport is not None:
                     node.transport.write(out)
@@ -764,6 +782,7 @@ class NetworkActor(SupervisedActor):
                 except (KeyError, ValueError):
                     pass
             transport.close()
+            self._transport_closed()
         idle_ms = round((now - node.conn.last_used) * 1000)
         node.conn.close_idle()
         self._record(node, "idle_closed")
@@ -942,7 +961,13 @@ class NetworkActor(SupervisedActor):
             self._close_node(node, exc)
             return
         node.transport = _Transport(sock, tls)
+        if self.metrics is not None:
+            self.metrics.connection_opened()
         self._update_interest(node)
+
+    def _transport_closed(self) -> None:
+        if self.metrics is not None:
+            self.metrics.connection_closed()
 
     def _socket_ready(self, node: _Node, mask: int) -> None:
         transport = node.transport
@@ -1031,6 +1056,7 @@ class NetworkActor(SupervisedActor):
                 except (KeyError, ValueError):
                     pass
             transport.close()
+            self._transport_closed()
         conn = node.conn
         was = conn.state
         events = conn.connection_lost(error, self._clock.monotonic())
@@ -1127,6 +1153,8 @@ class NetworkActor(SupervisedActor):
     def _completed(self, node: _Node, event: Completed) -> None:
         pending = event.request
         api = pending.api_key
+        if self.metrics is not None and event.sent_at is not None:
+            self.metrics.response_received((self._clock.monotonic() - event.sent_at) * 1000.0)
         if api == ApiKey.METADATA:
             self._learn(event.response)
         throttle = getattr(event.response, "throttle_time", None)
@@ -1239,6 +1267,7 @@ class NetworkActor(SupervisedActor):
             if node.transport is not None:
                 node.transport.close()
                 node.transport = None
+                self._transport_closed()
         for pending in list(self._unassigned):
             self._fail(pending, error, cast(Send, pending.token).node)
         self._unassigned.clear()

@@ -602,6 +602,14 @@ class FetchManager:
         self._m_bytes = 0
         self._m_bytes_fetched = 0
         self._m_lag: dict[TopicPartition, int] = {}
+        #: The last Fetch response handled, for Java's sensors (one record per response):
+        #: (latency ms, throttle_time_ms, record bytes by topic); None if it was ignored.
+        self.last_response: tuple[int, int, dict[str, int]] | None = None
+        #: The last collect: record bytes handed out by topic (drained responses), and the
+        #: lag and lead of the partitions it advanced.
+        self.last_collect_bytes: dict[str, int] = {}
+        self.last_collect_lag: dict[TopicPartition, int] = {}
+        self.last_collect_lead: dict[TopicPartition, int] = {}
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -946,6 +954,7 @@ class FetchManager:
         self._log.info("fetch_failed", node=in_flight.node, error=repr(error))
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+        self.last_response = None
         in_flight = self._take(request_id)
         if in_flight is None or in_flight.closing:
             return
@@ -960,6 +969,7 @@ class FetchManager:
         # Java's fetch-throttle-time sensor: one sample per Fetch response, zeros included.
         self._m_throttle_total += throttle_ms
         self._m_throttle_max = max(self._m_throttle_max, throttle_ms)
+        self.last_response = (latency, throttle_ms, {})
         self._node_backoff_until.pop(in_flight.node, None)
         self._unanswered.pop(in_flight.node, None)
         node = in_flight.node
@@ -1042,6 +1052,9 @@ class FetchManager:
             if records:
                 raw = bytes(records)
                 self._m_bytes_fetched += len(raw)
+                if self.last_response is not None:
+                    by_topic = self.last_response[2]
+                    by_topic[tp.topic] = by_topic.get(tp.topic, 0) + len(raw)
                 aborted = part.aborted_transactions
                 self._add_completed(
                     _CompletedFetch(
@@ -1197,6 +1210,8 @@ class FetchManager:
         paused_ends: dict[TopicPartition, int | None] = {}
         remaining = limit
         error: KafkaError | None = None
+        collected_bytes: dict[str, int] = {}
+        self.last_collect_bytes = collected_bytes
         while remaining > 0 and self._completed:
             cf = self._completed[0]
             state = self._subs.partition_state(cf.tp)
@@ -1259,15 +1274,22 @@ class FetchManager:
                 break
             self._release(self._completed.popleft())
             self._m_bytes += cf.size
+            collected_bytes[cf.tp.topic] = collected_bytes.get(cf.tp.topic, 0) + cf.size
             if decoded.bytes_consumed == 0:
                 self._log.debug("fetch_no_progress", partition=str(cf.tp), offset=cf.fetch_offset)
             self._subs.move_partition_to_end(cf.tp)
         # Paused partitions' data goes back, in order, after what is left.
         self._completed.extend(paused)
+        lags: dict[TopicPartition, int] = {}
+        leads: dict[TopicPartition, int] = {}
         for tp in positions:
             lag = self._subs.partition_lag(tp, self._config.isolation_level)
             if lag is not None:
-                self._m_lag[tp] = lag
+                self._m_lag[tp] = lags[tp] = lag
+            lead = self._subs.partition_lead(tp)
+            if lead is not None:
+                leads[tp] = lead
+        self.last_collect_lag, self.last_collect_lead = lags, leads
         for tp in list(self._m_lag):
             if not self._subs.is_assigned(tp):
                 del self._m_lag[tp]

@@ -25,6 +25,7 @@ from kio.static.primitive import f64
 
 from kafka_actors import KafkaConsumer
 from kafka_actors.actors.connection import NodeConnection
+from kafka_actors.metrics import FETCH_MANAGER
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.wire import decode_response
 from kafka_actors.testing.client import BlockingKafkaConnection
@@ -129,11 +130,15 @@ def test_fetch_throttle_is_measured_and_honoured(kafka_broker: Any, recorder: _R
                 assert time.monotonic() < deadline, f"{len(got)} of {RECORDS} records"
                 got.extend(r.offset for r in consumer.poll(0.5))
             metrics = consumer.metrics()
+            java_max = metrics.find(FETCH_MANAGER, "fetch-throttle-time-max").value()
+            java_avg = metrics.find(FETCH_MANAGER, "fetch-throttle-time-avg").value()
         assert got == list(range(RECORDS))
     finally:
         _set_quota(bootstrap, client_id, None)
     assert metrics["fetch-throttle-time-max"] > 0, metrics
     assert 0 < metrics["fetch-throttle-time-avg"] <= metrics["fetch-throttle-time-max"], metrics
+    # The same by Java's MetricName (windowed: the last 2 x 30 s of Fetch responses).
+    assert java_max > 0 and 0 < java_avg <= java_max, (java_avg, java_max)
     with recorder.lock:
         throttles, sent, held = list(recorder.throttles), list(recorder.sent), recorder.held
     assert throttles, "the broker never throttled the client: no quota in force?"
