@@ -123,6 +123,7 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import get_logger, traced
+from kafka_actors.oauth import OAuthBearerTokenSource, token_source_from_config
 from kafka_actors.protocol.apis import ApiKey, api_name
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
 from kafka_actors.protocol.sasl import SaslMechanism, mechanism_from_config
@@ -539,8 +540,15 @@ class NetworkActor(SupervisedActor):
         self._clock: Clock = clock or SystemClock()
         self._random = random or _random.Random().random
         self._log = get_logger("network", client_id=config.client_id)
+        #: SASL/OAUTHBEARER: the token source this actor owns (its worker thread fetches and
+        #: refreshes tokens; started in on_start, stopped in on_stop).
+        self._token_source: OAuthBearerTokenSource | None = None
         if sasl is None and config.sasl_enabled:
-            sasl = _default_sasl(config)
+            if config.sasl_mechanism == "OAUTHBEARER":
+                self._token_source = token_source_from_config(config)
+                sasl = _oauthbearer_sasl(config, self._token_source)
+            else:
+                sasl = _default_sasl(config)
         if tls is None and config.ssl_enabled:
             tls = _default_tls(config)
         self._sasl = sasl
@@ -583,9 +591,13 @@ class NetworkActor(SupervisedActor):
             bootstrap=[str(a) for a in self.config.bootstrap_servers],
             security_protocol=self.config.security_protocol,
         )
+        if self._token_source is not None:
+            self._token_source.start()
         try:
             self.supervision.start()
         except Exception as exc:
+            if self._token_source is not None:
+                self._token_source.close()
             self._shutdown_io(exc)
             self.supervision.owner_failed(exc)
             raise
@@ -623,6 +635,8 @@ class NetworkActor(SupervisedActor):
         return super().on_receive(message)
 
     def on_stop(self) -> None:
+        if self._token_source is not None:
+            self._token_source.close()
         self._shutdown_io(self.supervision.tree.fatal_error)
         self.supervision.stop_children_now()
 
@@ -1301,6 +1315,16 @@ def _default_sasl(config: ConsumerConfig) -> MechanismFactory:
 
     def make() -> SaslMechanism:
         return mechanism_from_config(config)
+
+    return make
+
+
+def _oauthbearer_sasl(config: ConsumerConfig, source: OAuthBearerTokenSource) -> MechanismFactory:
+    """SASL/OAUTHBEARER with the source's current token: a connection attempt made before
+    the first token arrived fails with a retriable error and is retried after its backoff."""
+
+    def make() -> SaslMechanism:
+        return mechanism_from_config(config, token_source=source)
 
     return make
 
