@@ -800,6 +800,18 @@ class KafkaCluster:
                 props[prefix + f"{m}.sasl.jaas.config"] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                 )
+            elif mech == "OAUTHBEARER":
+                # KIP-768 JWT validation: the JWKS URL, expected audience/issuer come from
+                # broker_config (sasl.oauthbearer.*), and the JVM must allow the URL with
+                # -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls (jvm_options).
+                props[prefix + f"{m}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                    "required ;"
+                )
+                props[prefix + f"{m}.sasl.server.callback.handler.class"] = (
+                    "org.apache.kafka.common.security.oauthbearer."
+                    "OAuthBearerValidatorCallbackHandler"
+                )
             else:
                 raise ValueError(f"unsupported SASL mechanism {mech}")
         if spec.sasl_mechanisms:
