@@ -109,6 +109,7 @@ from kafka_actors.actors.connection import (
     NodeConnection,
     PendingRequest,
     Ready,
+    Reauthenticated,
 )
 from kafka_actors.clock import Clock, Scheduler, SystemClock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
@@ -282,8 +283,8 @@ class ConnectionEvent:
 
     ``kind``: ``connect`` (an attempt starts), ``ready``, ``connect_failed`` (before ready),
     ``auth_failed``, ``disconnected`` (after ready), ``idle_closed`` (connections.max.idle.ms),
-    ``throttled`` (KIP-219). ``backoff`` is the reconnect backoff chosen after a failure, or
-    the throttle time (seconds).
+    ``throttled`` (KIP-219), ``reauthenticated`` (KIP-368, in place). ``backoff`` is the
+    reconnect backoff chosen after a failure, or the throttle time (seconds).
     """
 
     node: int
@@ -749,7 +750,7 @@ class NetworkActor(SupervisedActor):
             conn = node.conn
             if conn.queued_count and conn.connect_delay(now) == 0.0:
                 self._connect(node, now)
-            if conn.ready and conn.queued_count:
+            if conn.ready and (conn.queued_count or conn.reauth_due(now)):
                 out, failed = conn.flush(now)
                 self._handle(node, failed)
                 if out and node.transport is not None:
@@ -1137,6 +1138,11 @@ class NetworkActor(SupervisedActor):
                 node.down_announced = False
             elif isinstance(event, Broken):
                 self._close_node(node, event.error)
+            elif isinstance(event, Reauthenticated):
+                self._record(node, "reauthenticated")
+                node.log.debug(
+                    "node_reauthenticated", session_lifetime_ms=event.session_lifetime_ms
+                )
 
     def _completed(self, node: _Node, event: Completed) -> None:
         pending = event.request
