@@ -17,9 +17,11 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
   port, heartbeat.interval.ms >= session.timeout.ms, duplicate assignors, group.instance.id
   without group.id) is refused here when the config is built. Duplicate bootstrap addresses
   are accepted and kept once, as Java 4.x accepts them.
-* ``ssl.truststore.type`` / ``ssl.keystore.type`` accept only ``PEM`` and default to ``PEM``
-  (Java: JKS); ``sasl.mechanism`` accepts PLAIN and SCRAM-SHA-256/512 (Java's default GSSAPI
-  is kept as the default value and rejected once a SASL security protocol is chosen).
+* ``ssl.truststore.type`` / ``ssl.keystore.type`` accept ``PEM`` and ``PKCS12`` and default to
+  ``PEM`` (Java: JKS, refused with a hint to convert); ``ssl.context`` takes a ready
+  ``ssl.SSLContext``; ``sasl.mechanism`` accepts PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER
+  (Java's default GSSAPI is kept as the default value and rejected once a SASL security
+  protocol is chosen).
 * ``key.deserializer`` / ``value.deserializer`` are Python callables ``(bytes | None) -> Any``
   (default: none, the raw bytes are returned).
 * ``sasl.username`` / ``sasl.password`` (librdkafka's names) are accepted as a convenience in
@@ -542,13 +544,49 @@ def _as_token_provider(key: str, value: object) -> Callable[[], Any] | None:
 
 def _ssl_store_type(key: str, value: object) -> str:
     text = _as_string(key, value).upper()
-    if text != "PEM":
+    if text not in ("PEM", "PKCS12"):
         raise _error(
             key,
-            f"Invalid value {text!r} for configuration {key}: only PEM stores "
-            "are supported (convert JKS/PKCS12 stores to PEM files)",
+            f"Invalid value {text!r} for configuration {key}: only PEM and PKCS12 stores "
+            "are supported (convert a JKS store: keytool -importkeystore -deststoretype PKCS12)",
         )
     return text
+
+
+_TLS_PROTOCOLS: Final = ("TLSv1.2", "TLSv1.3")
+
+
+def _ssl_protocol(key: str, value: object) -> str:
+    """``ssl.protocol``: the newest protocol the context may speak (Java's SSLContext
+    protocol): ``TLSv1.3`` (default), ``TLSv1.2`` or ``TLS`` (the newest available)."""
+    text = _as_string(key, value)
+    if text not in (*_TLS_PROTOCOLS, "TLS"):
+        raise _error(
+            key,
+            f"Invalid value {text!r} for configuration {key}: use TLSv1.3, TLSv1.2 or TLS "
+            "(older protocols are not supported)",
+        )
+    return text
+
+
+def _ssl_enabled_protocols(key: str, value: object) -> tuple[str, ...]:
+    names = _as_list(key, value)
+    bad = [n for n in names if n not in _TLS_PROTOCOLS]
+    if bad or not names:
+        raise _error(
+            key,
+            f"Invalid value {value!r} for configuration {key}: a list of TLSv1.2 and/or "
+            "TLSv1.3 (older protocols are not supported)",
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def _ssl_context(key: str, value: object) -> Any:
+    import ssl
+
+    if value is None or isinstance(value, ssl.SSLContext):
+        return value
+    raise _error(key, f"Invalid value for configuration {key}: expected an ssl.SSLContext")
 
 
 # Kafka name -> (attribute, parser, default). Order is the dataclass field order.
@@ -679,6 +717,14 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         _identification_algorithm,
         "https",
     ),
+    "ssl.protocol": ("ssl_protocol", _ssl_protocol, "TLSv1.3"),
+    "ssl.enabled.protocols": (
+        "ssl_enabled_protocols",
+        _ssl_enabled_protocols,
+        ("TLSv1.2", "TLSv1.3"),
+    ),
+    "ssl.cipher.suites": ("ssl_cipher_suites", lambda k, v: tuple(_as_list(k, v)), ()),
+    "ssl.context": ("ssl_context", _ssl_context, None),
 }
 
 _SECRET_KEYS: Final = frozenset(
@@ -804,6 +850,11 @@ class ConsumerConfig:
     ssl_keystore_password: Password | None = None
     ssl_key_password: Password | None = None
     ssl_endpoint_identification_algorithm: str = "https"
+    ssl_protocol: str = "TLSv1.3"
+    ssl_enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
+    ssl_cipher_suites: tuple[str, ...] = ()
+    #: A user-built ``ssl.SSLContext`` used as is (every other ssl.* key must be unset).
+    ssl_context: Any = field(default=None, compare=False)
     # Derived / bookkeeping.
     sasl_token_auth: bool = False
     explicit_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
