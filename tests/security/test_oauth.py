@@ -393,3 +393,21 @@ def test_failing_provider_is_typed() -> None:
 
     with pytest.raises(OAuthBearerTokenError, match="RuntimeError"):
         provider_fetcher(boom)()
+
+
+def test_log_redaction_hides_jwts_and_bearer_credentials() -> None:
+    from kafka_actors.log import redact_secrets
+
+    jwt = make_jwt(2e9)
+    event = {
+        "event": "x",
+        "error": f"broker said: bad token {jwt} (status invalid_token)",
+        "detail": {"nested": "auth=Bearer opaque-credential-123\x01"},
+        "bearer": "anything",
+        "principal": "alice",
+    }
+    out = redact_secrets(None, "info", dict(event))
+    text = repr(out)
+    assert jwt not in text and "opaque-credential-123" not in text
+    assert out["bearer"] == "[hidden]" and out["principal"] == "alice"
+    assert "status invalid_token" in out["error"]
