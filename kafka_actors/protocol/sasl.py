@@ -541,6 +541,9 @@ class SaslExchange:
         code = int(response.error_code)
         if code != 0:
             message = self._redact(response.error_message)
+            status = getattr(self._mechanism, "server_error", None)
+            if isinstance(status, str):  # OAUTHBEARER: the broker's RFC 7628 JSON status
+                message = f"{message or 'authentication failed'} (server status: {status})"
             if code == SaslAuthenticationFailedError.code:
                 raise SaslAuthenticationFailedError(message, node=self._node)
             if code == IllegalSaslStateError.code:

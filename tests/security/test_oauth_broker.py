@@ -279,3 +279,27 @@ def _wrong_secret(
     text = caplog.text + str(info.value) + repr(info.value)
     assert wrong not in text and CLIENT_SECRET not in text
     assert "oauth_token_fetch_failed" in caplog.text
+
+
+def test_token_the_broker_rejects_is_a_typed_sasl_failure(
+    oauth_broker: KafkaBroker, idp: IdentityProvider
+) -> None:
+    """A well-formed JWT signed by a key the JWKS does not hold: the broker answers with its
+    RFC 7628 JSON error, we send the \\x01, it fails the exchange; the consumer raises."""
+    from kafka_actors.errors import SaslAuthenticationFailedError
+
+    stranger = IdentityProvider(lifetime=60.0)  # another key, same claims
+    try:
+
+        def provider() -> tuple[str, float]:
+            return stranger.token("intruder"), time.time() + 60
+
+        conf = _client(oauth_broker, "OAUTH_PLAIN", **{"sasl.oauthbearer.token.provider": provider})
+        started = time.monotonic()
+        with Consumer(conf) as consumer, pytest.raises(SaslAuthenticationFailedError) as info:
+            consumer.subscribe(["whatever"])
+            while time.monotonic() - started < 60:
+                consumer.poll(0.5)
+        assert "invalid_token" in str(info.value)
+    finally:
+        stranger.close()
