@@ -17,9 +17,11 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
   port, heartbeat.interval.ms >= session.timeout.ms, duplicate assignors, group.instance.id
   without group.id) is refused here when the config is built. Duplicate bootstrap addresses
   are accepted and kept once, as Java 4.x accepts them.
-* ``ssl.truststore.type`` / ``ssl.keystore.type`` accept only ``PEM`` and default to ``PEM``
-  (Java: JKS); ``sasl.mechanism`` accepts PLAIN and SCRAM-SHA-256/512 (Java's default GSSAPI
-  is kept as the default value and rejected once a SASL security protocol is chosen).
+* ``ssl.truststore.type`` / ``ssl.keystore.type`` accept ``PEM`` and ``PKCS12`` and default to
+  ``PEM`` (Java: JKS, refused with a hint to convert); ``ssl.context`` takes a ready
+  ``ssl.SSLContext``; ``sasl.mechanism`` accepts PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER
+  (Java's default GSSAPI is kept as the default value and rejected once a SASL security
+  protocol is chosen).
 * ``key.deserializer`` / ``value.deserializer`` are Python objects, not class names: a
   callable ``(bytes | None) -> Any``, or one that receives the record's topic, partition,
   headers and key/value (see :mod:`kafka_actors.serialization`; default: none, the raw bytes
@@ -58,7 +60,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kafka_actors.errors import ConfigError
 
@@ -275,6 +277,7 @@ def _parse_assignors(value: object) -> tuple[str, ...]:
 
 _PLAIN_MODULE: Final = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_MODULE: Final = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_OAUTHBEARER_MODULE: Final = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))', re.DOTALL)
 
 
@@ -513,15 +516,93 @@ def _identification_algorithm(key: str, value: object) -> str:
     return text.lower()
 
 
+def _double(lo: float, hi: float) -> Parser:
+    def parse(key: str, value: object) -> float:
+        number: float | None = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                number = None
+        if number is None or number != number:
+            raise _error(key, f"Invalid value {value!r} for configuration {key}: Expected a number")
+        if not lo <= number <= hi:
+            raise _error(
+                key,
+                f"Invalid value {number} for configuration {key}: "
+                f"Value must be between {lo} and {hi}",
+            )
+        return number
+
+    return parse
+
+
+def _optional_int(lo: int) -> Parser:
+    inner = _int(lo)
+
+    def parse(key: str, value: object) -> int | None:
+        return None if value is None else cast(int, inner(key, value))
+
+    return parse
+
+
+def _as_token_provider(key: str, value: object) -> Callable[[], Any] | None:
+    if value is None or callable(value):
+        return value
+    raise _error(
+        key,
+        f"Invalid value {value!r} for configuration {key}: expected a callable returning "
+        "(token, expiry epoch seconds), or an awaitable of it",
+    )
+
+
 def _ssl_store_type(key: str, value: object) -> str:
     text = _as_string(key, value).upper()
-    if text != "PEM":
+    if text not in ("PEM", "PKCS12"):
         raise _error(
             key,
-            f"Invalid value {text!r} for configuration {key}: only PEM stores "
-            "are supported (convert JKS/PKCS12 stores to PEM files)",
+            f"Invalid value {text!r} for configuration {key}: only PEM and PKCS12 stores "
+            "are supported (convert a JKS store: keytool -importkeystore -deststoretype PKCS12)",
         )
     return text
+
+
+_TLS_PROTOCOLS: Final = ("TLSv1.2", "TLSv1.3")
+
+
+def _ssl_protocol(key: str, value: object) -> str:
+    """``ssl.protocol``: the newest protocol the context may speak (Java's SSLContext
+    protocol): ``TLSv1.3`` (default), ``TLSv1.2`` or ``TLS`` (the newest available)."""
+    text = _as_string(key, value)
+    if text not in (*_TLS_PROTOCOLS, "TLS"):
+        raise _error(
+            key,
+            f"Invalid value {text!r} for configuration {key}: use TLSv1.3, TLSv1.2 or TLS "
+            "(older protocols are not supported)",
+        )
+    return text
+
+
+def _ssl_enabled_protocols(key: str, value: object) -> tuple[str, ...]:
+    names = _as_list(key, value)
+    bad = [n for n in names if n not in _TLS_PROTOCOLS]
+    if bad or not names:
+        raise _error(
+            key,
+            f"Invalid value {value!r} for configuration {key}: a list of TLSv1.2 and/or "
+            "TLSv1.3 (older protocols are not supported)",
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def _ssl_context(key: str, value: object) -> Any:
+    import ssl
+
+    if value is None or isinstance(value, ssl.SSLContext):
+        return value
+    raise _error(key, f"Invalid value for configuration {key}: expected an ssl.SSLContext")
 
 
 # Kafka name -> (attribute, parser, default). Order is the dataclass field order.
@@ -599,6 +680,48 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "sasl.jaas.config": ("sasl_jaas_config", _as_password, None),
     "sasl.username": ("sasl_username", _as_optional_string, None),
     "sasl.password": ("sasl_password", _as_password, None),
+    "sasl.oauthbearer.token.endpoint.url": (
+        "sasl_oauthbearer_token_endpoint_url",
+        _as_optional_string,
+        None,
+    ),
+    "sasl.oauthbearer.client.credentials.client.id": (
+        "sasl_oauthbearer_client_credentials_client_id",
+        _as_optional_string,
+        None,
+    ),
+    "sasl.oauthbearer.client.credentials.client.secret": (
+        "sasl_oauthbearer_client_credentials_client_secret",
+        _as_password,
+        None,
+    ),
+    "sasl.oauthbearer.scope": ("sasl_oauthbearer_scope", _as_optional_string, None),
+    "sasl.oauthbearer.sub.claim.name": ("sasl_oauthbearer_sub_claim_name", _as_string, "sub"),
+    "sasl.oauthbearer.token.provider": (
+        "sasl_oauthbearer_token_provider",
+        _as_token_provider,
+        None,
+    ),
+    "sasl.login.refresh.window.factor": (
+        "sasl_login_refresh_window_factor",
+        _double(0.5, 1.0),
+        0.8,
+    ),
+    "sasl.login.refresh.window.jitter": (
+        "sasl_login_refresh_window_jitter",
+        _double(0.0, 0.25),
+        0.05,
+    ),
+    "sasl.login.refresh.min.period.seconds": (
+        "sasl_login_refresh_min_period_seconds",
+        _int(0, 900),
+        60,
+    ),
+    "sasl.login.refresh.buffer.seconds": ("sasl_login_refresh_buffer_seconds", _int(0, 3600), 300),
+    "sasl.login.connect.timeout.ms": ("sasl_login_connect_timeout_ms", _optional_int(1), None),
+    "sasl.login.read.timeout.ms": ("sasl_login_read_timeout_ms", _optional_int(1), None),
+    "sasl.login.retry.backoff.ms": ("sasl_login_retry_backoff_ms", _long(0), 100),
+    "sasl.login.retry.backoff.max.ms": ("sasl_login_retry_backoff_max_ms", _long(0), 10_000),
     "ssl.truststore.location": ("ssl_truststore_location", _as_optional_string, None),
     "ssl.ca.location": ("ssl_ca_location", _as_optional_string, None),
     "ssl.truststore.type": ("ssl_truststore_type", _ssl_store_type, "PEM"),
@@ -615,12 +738,21 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         _identification_algorithm,
         "https",
     ),
+    "ssl.protocol": ("ssl_protocol", _ssl_protocol, "TLSv1.3"),
+    "ssl.enabled.protocols": (
+        "ssl_enabled_protocols",
+        _ssl_enabled_protocols,
+        ("TLSv1.2", "TLSv1.3"),
+    ),
+    "ssl.cipher.suites": ("ssl_cipher_suites", lambda k, v: tuple(_as_list(k, v)), ()),
+    "ssl.context": ("ssl_context", _ssl_context, None),
 }
 
 _SECRET_KEYS: Final = frozenset(
     {
         "sasl.jaas.config",
         "sasl.password",
+        "sasl.oauthbearer.client.credentials.client.secret",
         "ssl.truststore.certificates",
         "ssl.truststore.password",
         "ssl.keystore.certificate.chain",
@@ -630,7 +762,7 @@ _SECRET_KEYS: Final = frozenset(
     }
 )
 _KEY_BY_ATTRIBUTE: Final = {attr: key for key, (attr, _, _) in _SPECS.items()}
-_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _CONSUMER_PROTOCOL_UNSUPPORTED: Final = (
     "partition.assignment.strategy",
     "heartbeat.interval.ms",
@@ -717,6 +849,20 @@ class ConsumerConfig:
     sasl_jaas_config: Password | None = None
     sasl_username: str | None = None
     sasl_password: Password | None = None
+    sasl_oauthbearer_token_endpoint_url: str | None = None
+    sasl_oauthbearer_client_credentials_client_id: str | None = None
+    sasl_oauthbearer_client_credentials_client_secret: Password | None = None
+    sasl_oauthbearer_scope: str | None = None
+    sasl_oauthbearer_sub_claim_name: str = "sub"
+    sasl_oauthbearer_token_provider: Callable[[], Any] | None = field(default=None, compare=False)
+    sasl_login_refresh_window_factor: float = 0.8
+    sasl_login_refresh_window_jitter: float = 0.05
+    sasl_login_refresh_min_period_seconds: int = 60
+    sasl_login_refresh_buffer_seconds: int = 300
+    sasl_login_connect_timeout_ms: int | None = None
+    sasl_login_read_timeout_ms: int | None = None
+    sasl_login_retry_backoff_ms: int = 100
+    sasl_login_retry_backoff_max_ms: int = 10_000
     ssl_truststore_location: str | None = None
     ssl_ca_location: str | None = None
     ssl_truststore_type: str = "PEM"
@@ -729,6 +875,11 @@ class ConsumerConfig:
     ssl_keystore_password: Password | None = None
     ssl_key_password: Password | None = None
     ssl_endpoint_identification_algorithm: str = "https"
+    ssl_protocol: str = "TLSv1.3"
+    ssl_enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
+    ssl_cipher_suites: tuple[str, ...] = ()
+    #: A user-built ``ssl.SSLContext`` used as is (every other ssl.* key must be unset).
+    ssl_context: Any = field(default=None, compare=False)
     # Derived / bookkeeping.
     sasl_token_auth: bool = False
     explicit_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
@@ -874,13 +1025,19 @@ def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[s
             )
         module = parse_jaas_config(jaas.value())
         mechanism = str(values.get("sasl_mechanism", "GSSAPI"))
-        expected = _PLAIN_MODULE if mechanism == "PLAIN" else _SCRAM_MODULE
+        expected = {"PLAIN": _PLAIN_MODULE, "OAUTHBEARER": _OAUTHBEARER_MODULE}.get(
+            mechanism, _SCRAM_MODULE
+        )
         if mechanism in _SASL_MECHANISMS and module.module != expected:
             raise _error(
                 "sasl.jaas.config",
                 f"sasl.jaas.config uses login module {module.module!r}, but "
                 f"sasl.mechanism={mechanism} needs {expected!r}",
             )
+        if mechanism == "OAUTHBEARER":
+            _oauthbearer_jaas(module, values, explicit)
+            values["warnings"] = tuple(warnings)
+            return values
         username = module.options.get("username")
         password = module.options.get("password")
         if username is None or password is None:
@@ -901,6 +1058,28 @@ def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[s
         values["ssl_truststore_location"] = ca
     values["warnings"] = tuple(warnings)
     return values
+
+
+def _oauthbearer_jaas(
+    module: JaasLoginModule, values: dict[str, object], explicit: frozenset[str]
+) -> None:
+    """Kafka 3.x's way of giving the client credentials: the ``OAuthBearerLoginModule``'s
+    ``clientId`` / ``clientSecret`` / ``scope`` options. Kafka 4.x's explicit keys
+    (``sasl.oauthbearer.client.credentials.*``, ``sasl.oauthbearer.scope``) win when set."""
+    for option, key, attribute in (
+        ("clientId", "sasl.oauthbearer.client.credentials.client.id", None),
+        ("clientSecret", "sasl.oauthbearer.client.credentials.client.secret", None),
+        ("scope", "sasl.oauthbearer.scope", None),
+    ):
+        given = module.options.get(option)
+        if given is None:
+            continue
+        if key in explicit:
+            raise _error(
+                key, f"Set either {key} or the {option} option of sasl.jaas.config, not both"
+            )
+        attribute = _SPECS[key][0]
+        values[attribute] = given if option == "clientSecret" else given.value()
 
 
 def _explicitly_set(config: ConsumerConfig, key: str) -> bool:
@@ -980,7 +1159,9 @@ def _cross_validate(config: ConsumerConfig) -> None:
                 f"security.protocol={config.security_protocol}; use one of "
                 f"{', '.join(_SASL_MECHANISMS)}",
             )
-        if config.sasl_username is None or config.sasl_password is None:
+        if config.sasl_mechanism == "OAUTHBEARER":
+            _validate_oauthbearer(config)
+        elif config.sasl_username is None or config.sasl_password is None:
             raise _error(
                 "sasl.jaas.config",
                 f"security.protocol={config.security_protocol} needs credentials: set "
@@ -1007,6 +1188,48 @@ def _cross_validate(config: ConsumerConfig) -> None:
         raise _error(
             "ssl.keystore.location",
             "Set either ssl.keystore.location or ssl.keystore.certificate.chain/key, not both",
+        )
+
+
+def _validate_oauthbearer(config: ConsumerConfig) -> None:
+    """OAUTHBEARER needs a token source: a token provider callable, or the OIDC client
+    credentials flow (token endpoint URL, client id and client secret)."""
+    url = config.sasl_oauthbearer_token_endpoint_url
+    provider = config.sasl_oauthbearer_token_provider
+    if provider is not None:
+        if url:
+            raise _error(
+                "sasl.oauthbearer.token.provider",
+                "Set either sasl.oauthbearer.token.provider or "
+                "sasl.oauthbearer.token.endpoint.url, not both",
+            )
+        return
+    if not url:
+        raise _error(
+            "sasl.oauthbearer.token.endpoint.url",
+            "sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url (OIDC client "
+            "credentials) or sasl.oauthbearer.token.provider (a callable)",
+        )
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("http", "https"):
+        raise _error(
+            "sasl.oauthbearer.token.endpoint.url",
+            f"Invalid value {url!r} for configuration sasl.oauthbearer.token.endpoint.url: "
+            "expected an http(s) URL",
+        )
+    if not config.sasl_oauthbearer_client_credentials_client_id:
+        raise _error(
+            "sasl.oauthbearer.client.credentials.client.id",
+            "The OIDC client credentials flow needs "
+            "sasl.oauthbearer.client.credentials.client.id (or clientId in sasl.jaas.config)",
+        )
+    secret = config.sasl_oauthbearer_client_credentials_client_secret
+    if secret is None or not secret.value():
+        raise _error(
+            "sasl.oauthbearer.client.credentials.client.secret",
+            "The OIDC client credentials flow needs "
+            "sasl.oauthbearer.client.credentials.client.secret (or clientSecret in "
+            "sasl.jaas.config)",
         )
 
 

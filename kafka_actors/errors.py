@@ -65,6 +65,9 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "NoOffsetForPartitionError",
+    "OAuthBearerTokenError",
+    "OAuthTokenRetrievalError",
+    "OAuthTokenUnavailableError",
     "OffsetError",
     "ProtocolError",
     "RecordDeserializationError",
@@ -247,6 +250,35 @@ class ScramIterationsError(AuthenticationError):
 class SslAuthenticationError(AuthenticationError):
     """The TLS handshake failed: the broker's certificate did not verify (untrusted, expired,
     wrong host name) or the broker refused ours (Java SslAuthenticationException)."""
+
+
+class OAuthBearerTokenError(AuthenticationError):
+    """SASL/OAUTHBEARER: the access token is unusable (not a JWT, no ``exp`` or subject claim,
+    expired), or the token provider failed or returned no valid token. Never quotes the token."""
+
+
+class OAuthTokenRetrievalError(AuthenticationError):
+    """SASL/OAUTHBEARER: the OIDC token endpoint could not be reached or refused the client
+    credentials (``status`` is the HTTP status, None when no answer came). Never quotes the
+    client secret."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        status: int | None = None,
+        node: int | str | None = None,
+    ) -> None:
+        self.status = status
+        super().__init__(message, node=node)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"status": self.status}
+
+
+class OAuthTokenUnavailableError(KafkaConnectionError):
+    """SASL/OAUTHBEARER: no token yet (the first fetch is still under way); the connection
+    attempt is retried after its backoff."""
 
 
 # -- Broker error codes ----------------------------------------------------------------------

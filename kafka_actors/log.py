@@ -34,6 +34,7 @@ import functools
 import logging
 import os
 import random
+import re
 import sys
 from collections.abc import MutableMapping
 from typing import Any
@@ -51,7 +52,15 @@ __all__ = [
     "traced",
 ]
 
-_SECRET_MARKERS = ("password", "secret", "token", "jaas", "credential", "sasl_auth_bytes")
+_SECRET_MARKERS = (
+    "password",
+    "secret",
+    "token",
+    "jaas",
+    "credential",
+    "sasl_auth_bytes",
+    "bearer",
+)
 _REDACTED = "[hidden]"
 
 
@@ -182,7 +191,22 @@ def _looks_secret(key: str) -> bool:
     return any(marker in lowered for marker in _SECRET_MARKERS)
 
 
+#: A JWT (base64url JSON header ``eyJ...``, three dot-separated parts) or an HTTP/SASL bearer
+#: credential, wherever it appears in a logged string (an error message quoting a token).
+_TOKEN_PATTERN = re.compile(
+    r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*|(?<=Bearer )[^\s\x01\"']+"
+)
+
+
+def _redact_tokens(text: str) -> str:
+    if "eyJ" not in text and "Bearer " not in text:
+        return text
+    return _TOKEN_PATTERN.sub(_REDACTED, text)
+
+
 def _redact(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return _redact_tokens(value)
     if depth > 4:
         return value
     if isinstance(value, MutableMapping):

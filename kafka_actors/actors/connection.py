@@ -51,6 +51,14 @@ Semantics, following the Java client:
   connection breaks: the stream cannot be trusted any more, so the other requests in flight
   fail as disconnected. An undecodable ApiVersions or SASL answer breaks the connection with
   the same error (reconnect backoff as for any failed attempt).
+* re-authentication (KIP-368): a SaslAuthenticate v1+ answer with a ``session_lifetime_ms``
+  schedules a re-authentication at 85-95 % of it (random, as Java's
+  ``SaslClientAuthenticator``). When it is due, :meth:`NodeConnection.flush` holds new
+  requests; once nothing is in flight it sends SaslHandshake then SaslAuthenticate rounds of a
+  fresh mechanism (for OAUTHBEARER: the current token) on the same connection, without
+  ApiVersions; then ``Reauthenticated`` and the held requests go out. A refused
+  re-authentication breaks the connection with the AuthenticationError; no answer within
+  request.timeout.ms breaks it with KafkaTimeoutError.
 * a lost connection fails every in-flight request with a retriable DisconnectedError naming
   the node; queued requests stay queued (until the node is ready or their deadline), except
   after an authentication failure, when every queued request fails with that (non-retriable)
@@ -222,13 +230,21 @@ class Failed:
 
 
 @dataclass(frozen=True, slots=True)
+class Reauthenticated:
+    """KIP-368: the ready connection re-authenticated in place (``session_lifetime_ms`` is the
+    broker's new limit, 0 for none)."""
+
+    session_lifetime_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Broken:
     """The connection can no longer be used: close it and call ``connection_lost``."""
 
     error: KafkaError
 
 
-Event = Ready | Completed | Failed | Broken
+Event = Ready | Completed | Failed | Broken | Reauthenticated
 
 
 @dataclass(slots=True)
@@ -280,6 +296,15 @@ class NodeConnection:
         self.last_used = 0.0
         #: No request may be sent before this time: the broker throttled us (KIP-219).
         self.throttled_until = 0.0
+        #: KIP-368: when the ready connection re-authenticates (monotonic s), None for never.
+        self.reauth_at: float | None = None
+        #: Completed re-authentications on this node (all connections), for tests and metrics.
+        self.reauth_count = 0
+        self._reauth: SaslExchange | None = None
+        self._reauth_request: Any = None
+        self._reauth_correlation_id: int | None = None
+        self._reauth_deadline = 0.0
+        self._reauth_delay_ms: int | None = None
 
     # -- idleness and throttling -------------------------------------------------------------
 
@@ -290,7 +315,12 @@ class NodeConnection:
     def idle_deadline(self) -> float | None:
         """When the ready connection counts as idle (nothing queued or in flight since
         ``last_used`` for connections.max.idle.ms); None if it cannot become idle now."""
-        if self.state is not ConnectionState.READY or self.load or self.settings.max_idle_ms < 0:
+        if (
+            self.state is not ConnectionState.READY
+            or self.load
+            or self._reauth is not None
+            or self.settings.max_idle_ms < 0
+        ):
             return None
         return self.last_used + self.settings.max_idle_ms / 1000.0
 
@@ -354,6 +384,11 @@ class NodeConnection:
             times.append(self.setup_deadline)
         if self._in_flight:
             times.append(min(f.pending.deadline for f in self._in_flight.values()))
+        if self.state is ConnectionState.READY and self.reauth_at is not None:
+            if self._reauth is not None:
+                times.append(self._reauth_deadline)
+            elif not self._in_flight:  # in flight: their answers wake the shell
+                times.append(self.reauth_at)
         if self._queued:
             times.append(min(p.deadline for p in self._queued))
             if self.state is ConnectionState.DISCONNECTED:
@@ -377,6 +412,7 @@ class NodeConnection:
         self.setup_deadline = now + timeout_ms / 1000.0
         self._decoder = FrameDecoder(self.settings.max_frame_size)
         self._setup = _Setup()
+        self._end_reauth()
         self.versions = None
 
     def transport_ready(self, now: float) -> bytes:
@@ -416,6 +452,7 @@ class NodeConnection:
         self.setup_deadline = None
         self.versions = None
         self._setup = _Setup()
+        self._end_reauth()
         return events
 
     def _disconnected_error(self, flight: InFlight, cause: KafkaError) -> KafkaError:
@@ -454,7 +491,13 @@ class NodeConnection:
         Returns the bytes to write and Failed events for requests that could not be encoded
         (a version the broker does not support, a field out of range).
         """
-        if self.state is not ConnectionState.READY or not self._queued:
+        if self.state is not ConnectionState.READY:
+            return b"", []
+        if self.reauth_at is not None and (self._reauth is not None or now >= self.reauth_at):
+            # KIP-368 as Java's client: new requests wait while the session is re-established;
+            # it starts once nothing is in flight.
+            return self._begin_reauth(now)
+        if not self._queued:
             return b"", []
         if self.throttled_until:
             if now < self.throttled_until:  # KIP-219: queued until the throttle ends
@@ -511,6 +554,12 @@ class NodeConnection:
                 else:
                     keep.append(pending)
             self._queued = keep
+        if self._reauth is not None and now >= self._reauth_deadline:
+            broken = KafkaTimeoutError(
+                f"Re-authentication (KIP-368) with node {self.node_id} timed out "
+                "(request.timeout.ms); closing the connection",
+                node=self.node_id,
+            )
         expired = [f for f in self._in_flight.values() if f.pending.deadline <= now]
         for flight in expired:
             del self._in_flight[flight.correlation_id]
@@ -571,7 +620,11 @@ class NodeConnection:
         events: list[Event] = []
         for frame in frames:
             try:
-                if self.state is ConnectionState.READY:
+                if self.state is ConnectionState.READY and self._reauth is not None:
+                    data_out, more = self._reauth_answer(frame, now)
+                    out.append(data_out)
+                    events.extend(more)
+                elif self.state is ConnectionState.READY:
                     events.extend(self._response(frame))
                     if isinstance(events[-1], Broken):
                         break
@@ -642,7 +695,9 @@ class NodeConnection:
         """A handshake answer. One that cannot be decoded raises CorruptResponseError naming
         the API (the shell closes the connection and backs off before the next attempt)."""
         try:
-            return self._setup_step(frame)
+            out, events = self._setup_step(frame)
+            self._schedule_reauth(now)
+            return out, events
         except CorrelationIdMismatchError:
             raise
         except ProtocolError as exc:
@@ -668,6 +723,9 @@ class NodeConnection:
 
     def _became_ready(self) -> Ready:
         assert self.versions is not None
+        exchange = self._setup.sasl
+        if exchange is not None and exchange.done:
+            self._reauth_delay_ms = exchange.reauthentication_delay_ms(self._random())
         self.state = ConnectionState.READY
         self.failed_attempts = 0
         self.auth_failed = False
@@ -701,3 +759,82 @@ class NodeConnection:
         if exchange.done:
             return b"", [self._became_ready()]
         return self._sasl_next(exchange), []
+
+    # -- re-authentication (KIP-368) ----------------------------------------------------------
+
+    @property
+    def reauthenticating(self) -> bool:
+        return self._reauth is not None
+
+    def reauth_due(self, now: float) -> bool:
+        """The shell must call :meth:`flush` now (a re-authentication is due or under way)."""
+        return (
+            self.state is ConnectionState.READY
+            and self.reauth_at is not None
+            and self._reauth is None
+            and now >= self.reauth_at
+            and not self._in_flight
+        )
+
+    def _schedule_reauth(self, now: float) -> None:
+        delay = self._reauth_delay_ms
+        self._reauth_delay_ms = None
+        if delay is not None and self.state is ConnectionState.READY:
+            self.reauth_at = now + delay / 1000.0
+
+    def _end_reauth(self) -> None:
+        self.reauth_at = None
+        self._reauth = None
+        self._reauth_request = None
+        self._reauth_correlation_id = None
+        self._reauth_delay_ms = None
+
+    def _begin_reauth(self, now: float) -> tuple[bytes, list[Event]]:
+        """SaslHandshake of a fresh exchange once nothing is in flight (Java's
+        ``KafkaChannel.maybeBeginClientReauthentication``); nothing while waiting."""
+        if self._reauth is not None or self._in_flight:
+            return b"", []
+        assert self._sasl is not None and self.versions is not None
+        try:
+            exchange = SaslExchange(self._sasl(), self.versions, node=self.node_id)
+        except KafkaError as exc:  # e.g. no valid OAUTHBEARER token: the session cannot go on
+            return b"", [Broken(self._tag(exc))]
+        self._reauth = exchange
+        self._reauth_deadline = now + self.settings.request_timeout_ms / 1000.0
+        self.last_used = now
+        return self._reauth_send(exchange), []
+
+    def _reauth_send(self, exchange: SaslExchange) -> bytes:
+        request = exchange.next_request()
+        if request is None:  # pragma: no cover - the exchange always has one to send here
+            raise IllegalSaslStateError("SASL re-authentication stalled", node=self.node_id)
+        correlation_id = self._ids.next()
+        self._reauth_request = request
+        self._reauth_correlation_id = correlation_id
+        return encode_request(
+            request, correlation_id=correlation_id, client_id=self.settings.client_id
+        )
+
+    def _reauth_answer(self, frame: bytes, now: float) -> tuple[bytes, list[Event]]:
+        exchange = self._reauth
+        assert exchange is not None
+        try:
+            response = decode_response(
+                frame,
+                response_type_for(self._reauth_request),
+                correlation_id=self._reauth_correlation_id,
+            )
+        except CorrelationIdMismatchError:
+            raise
+        except ProtocolError as exc:
+            raise self._corrupt(self._reauth_request, self._reauth_correlation_id, exc) from exc
+        exchange.on_response(response)  # AuthenticationError subclasses: Broken
+        if not exchange.done:
+            return self._reauth_send(exchange), []
+        self.reauth_count += 1
+        delay = exchange.reauthentication_delay_ms(self._random())
+        self._end_reauth()
+        if delay is not None:
+            self.reauth_at = now + delay / 1000.0
+        self.last_used = now
+        return b"", [Reauthenticated(exchange.session_lifetime_ms)]

@@ -110,6 +110,7 @@ from kafka_actors.actors.connection import (
     NodeConnection,
     PendingRequest,
     Ready,
+    Reauthenticated,
 )
 from kafka_actors.clock import Clock, Scheduler, SystemClock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
@@ -125,6 +126,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger, traced
 from kafka_actors.metrics import ConsumerMetrics
+from kafka_actors.oauth import OAuthBearerTokenSource, token_source_from_config
 from kafka_actors.protocol.apis import ApiKey, api_name
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
 from kafka_actors.protocol.sasl import SaslMechanism, mechanism_from_config
@@ -283,8 +285,8 @@ class ConnectionEvent:
 
     ``kind``: ``connect`` (an attempt starts), ``ready``, ``connect_failed`` (before ready),
     ``auth_failed``, ``disconnected`` (after ready), ``idle_closed`` (connections.max.idle.ms),
-    ``throttled`` (KIP-219). ``backoff`` is the reconnect backoff chosen after a failure, or
-    the throttle time (seconds).
+    ``throttled`` (KIP-219), ``reauthenticated`` (KIP-368, in place). ``backoff`` is the
+    reconnect backoff chosen after a failure, or the throttle time (seconds).
     """
 
     node: int
@@ -552,8 +554,15 @@ class NetworkActor(SupervisedActor):
         self._clock: Clock = clock or SystemClock()
         self._random = random or _random.Random().random
         self._log = get_logger("network", client_id=config.client_id)
+        #: SASL/OAUTHBEARER: the token source this actor owns (its worker thread fetches and
+        #: refreshes tokens; started in on_start, stopped in on_stop).
+        self._token_source: OAuthBearerTokenSource | None = None
         if sasl is None and config.sasl_enabled:
-            sasl = _default_sasl(config)
+            if config.sasl_mechanism == "OAUTHBEARER":
+                self._token_source = token_source_from_config(config)
+                sasl = _oauthbearer_sasl(config, self._token_source)
+            else:
+                sasl = _default_sasl(config)
         if tls is None and config.ssl_enabled:
             tls = _default_tls(config)
         self._sasl = sasl
@@ -598,9 +607,13 @@ class NetworkActor(SupervisedActor):
             bootstrap=[str(a) for a in self.config.bootstrap_servers],
             security_protocol=self.config.security_protocol,
         )
+        if self._token_source is not None:
+            self._token_source.start()
         try:
             self.supervision.start()
         except Exception as exc:
+            if self._token_source is not None:
+                self._token_source.close()
             self._shutdown_io(exc)
             self.supervision.owner_failed(exc)
             raise
@@ -638,6 +651,8 @@ class NetworkActor(SupervisedActor):
         return super().on_receive(message)
 
     def on_stop(self) -> None:
+        if self._token_source is not None:
+            self._token_source.close()
         self._shutdown_io(self.supervision.tree.fatal_error)
         self.supervision.stop_children_now()
 
@@ -750,7 +765,7 @@ class NetworkActor(SupervisedActor):
             conn = node.conn
             if conn.queued_count and conn.connect_delay(now) == 0.0:
                 self._connect(node, now)
-            if conn.ready and conn.queued_count:
+            if conn.ready and (conn.queued_count or conn.reauth_due(now)):
                 before = conn.in_flight_count
                 out, failed = conn.flush(now)
                 if self.metrics is not None and conn.in_flight_count > before:
@@ -1149,6 +1164,11 @@ class NetworkActor(SupervisedActor):
                 node.down_announced = False
             elif isinstance(event, Broken):
                 self._close_node(node, event.error)
+            elif isinstance(event, Reauthenticated):
+                self._record(node, "reauthenticated")
+                node.log.debug(
+                    "node_reauthenticated", session_lifetime_ms=event.session_lifetime_ms
+                )
 
     def _completed(self, node: _Node, event: Completed) -> None:
         pending = event.request
@@ -1330,6 +1350,16 @@ def _default_sasl(config: ConsumerConfig) -> MechanismFactory:
 
     def make() -> SaslMechanism:
         return mechanism_from_config(config)
+
+    return make
+
+
+def _oauthbearer_sasl(config: ConsumerConfig, source: OAuthBearerTokenSource) -> MechanismFactory:
+    """SASL/OAUTHBEARER with the source's current token: a connection attempt made before
+    the first token arrived fails with a retriable error and is retried after its backoff."""
+
+    def make() -> SaslMechanism:
+        return mechanism_from_config(config, token_source=source)
 
     return make
 

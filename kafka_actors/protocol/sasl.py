@@ -1,7 +1,8 @@
 """SASL client mechanisms and the per-connection SASL exchange (pure, sans-I/O).
 
 Owns: the client side of PLAIN (RFC 4616) and SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802,
-RFC 7677) as Kafka's ``PlainSaslClient`` / ``ScramSaslClient`` speak them, and
+RFC 7677) as Kafka's ``PlainSaslClient`` / ``ScramSaslClient`` speak them (OAUTHBEARER, RFC
+7628, lives in ``protocol.oauth`` and is chosen here), and
 :class:`SaslExchange`, the state machine a connection runs after ApiVersions: SaslHandshake v1
 naming the mechanism, then SaslAuthenticate round trips until the mechanism completes.
 May touch: config (credentials), errors, protocol.requests / protocol.versions / protocol.apis
@@ -46,16 +47,19 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.oauth import OAuthBearerMechanism, OAuthBearerToken
 from kafka_actors.protocol.requests import sasl_authenticate_request, sasl_handshake_request
 from kafka_actors.protocol.versions import NegotiatedVersions
 
 __all__ = [
     "MAX_SCRAM_ITERATIONS",
     "MIN_SCRAM_ITERATIONS",
+    "OAuthBearerMechanism",
     "PlainMechanism",
     "SaslExchange",
     "SaslMechanism",
     "ScramMechanism",
+    "TokenSource",
     "escape_sasl_name",
     "mechanism_from_config",
 ]
@@ -372,8 +376,18 @@ class ScramMechanism:
 # -- Construction from the consumer configuration -------------------------------------------------
 
 
+class TokenSource(Protocol):
+    """Where SASL/OAUTHBEARER takes its token (``kafka_actors.oauth.OAuthBearerTokenSource``):
+    answers at once with a valid token or raises a typed error."""
+
+    def current(self) -> OAuthBearerToken: ...
+
+
 def mechanism_from_config(
-    config: ConsumerConfig, *, nonce_factory: Callable[[], str] | None = None
+    config: ConsumerConfig,
+    *,
+    nonce_factory: Callable[[], str] | None = None,
+    token_source: TokenSource | None = None,
 ) -> SaslMechanism:
     """The mechanism ``sasl.mechanism`` names, with the credentials from ``sasl.jaas.config``
     (or ``sasl.username`` / ``sasl.password``). ``ConsumerConfig`` has already moved the JAAS
@@ -382,6 +396,13 @@ def mechanism_from_config(
     Raises :class:`ConfigError` (naming the key, never the password) when SASL is not usable.
     """
     mechanism = config.sasl_mechanism.upper()
+    if mechanism == "OAUTHBEARER":
+        if token_source is None:
+            raise ConfigError(
+                "SASL/OAUTHBEARER needs a token source (kafka_actors.oauth)",
+                key="sasl.mechanism",
+            )
+        return OAuthBearerMechanism(token_source.current())
     username, password = config.sasl_username, config.sasl_password
     if username is None or password is None:
         raise ConfigError(
@@ -399,7 +420,7 @@ def mechanism_from_config(
         )
     raise ConfigError(
         f"sasl.mechanism {config.sasl_mechanism!r} is not supported; use one of "
-        f"PLAIN, {', '.join(_SCRAM_HASHES)}",
+        f"PLAIN, {', '.join(_SCRAM_HASHES)}, OAUTHBEARER",
         key="sasl.mechanism",
     )
 
@@ -543,6 +564,9 @@ class SaslExchange:
         code = int(response.error_code)
         if code != 0:
             message = self._redact(response.error_message)
+            status = getattr(self._mechanism, "server_error", None)
+            if isinstance(status, str):  # OAUTHBEARER: the broker's RFC 7628 JSON status
+                message = f"{message or 'authentication failed'} (server status: {status})"
             if code == SaslAuthenticationFailedError.code:
                 raise SaslAuthenticationFailedError(message, node=self._node)
             if code == IllegalSaslStateError.code:

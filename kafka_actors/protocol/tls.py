@@ -2,10 +2,12 @@
 sans-I/O TLS channel over memory BIOs that the network actor pumps through its own socket.
 
 Owns: :func:`build_ssl_context` (``ssl.truststore.*``, ``ssl.keystore.*``, ``ssl.key.password``,
-``ssl.endpoint.identification.algorithm``; PEM only; TLS 1.2 minimum) and :class:`TlsChannel`
-(``ssl.SSLObject`` over two ``ssl.MemoryBIO``: ciphertext in, ciphertext out, plaintext both
-ways). May touch: config, errors, and the files the configuration names (read only), plus one
-private temporary file while loading a keystore given as PEM strings (removed at once).
+``ssl.endpoint.identification.algorithm``, ``ssl.protocol``, ``ssl.enabled.protocols``,
+``ssl.cipher.suites``, ``ssl.context``; PEM and PKCS12 stores; TLS 1.2 minimum) and
+:class:`TlsChannel` (``ssl.SSLObject`` over two ``ssl.MemoryBIO``: ciphertext in, ciphertext
+out, plaintext both ways). May touch: config, errors, and the files the configuration names
+(read only), plus one private temporary file while loading a keystore given as PEM strings or
+PKCS12 (mode 0600, removed at once).
 No sockets, no threads, no clock.
 
 Errors: a bad setting raises :class:`ConfigError` naming its key (never a password or key
@@ -31,7 +33,7 @@ import contextlib
 import os
 import ssl
 import tempfile
-from typing import Final
+from typing import Final, cast
 
 from kafka_actors.config import ConsumerConfig, Password
 from kafka_actors.errors import (
@@ -80,38 +82,173 @@ def _describe(error: BaseException) -> str:
 def build_ssl_context(config: ConsumerConfig) -> ssl.SSLContext:
     """The client TLS context Kafka's DefaultSslEngineFactory would build from ``config``.
 
-    * trust: ``ssl.truststore.location`` (a PEM file of CA certificates) or
+    * ``ssl.context``: a user-built ``ssl.SSLContext``, used as is (no other trust, identity,
+      protocol or cipher setting may be given with it).
+    * trust: ``ssl.truststore.location`` (a PEM file of CA certificates, or with
+      ``ssl.truststore.type=PKCS12`` a PKCS12 store opened with ``ssl.truststore.password``) or
       ``ssl.truststore.certificates`` (PEM text); neither: the system's default CAs.
     * identity: ``ssl.keystore.location`` (PEM file with the private key and certificate
-      chain) or ``ssl.keystore.key`` + ``ssl.keystore.certificate.chain`` (PEM text);
-      ``ssl.key.password`` decrypts an encrypted key.
+      chain, or a PKCS12 store with ``ssl.keystore.password``) or ``ssl.keystore.key`` +
+      ``ssl.keystore.certificate.chain`` (PEM text); ``ssl.key.password`` decrypts an
+      encrypted PEM key.
     * ``ssl.endpoint.identification.algorithm``: ``https`` (default) checks the broker's host
       name; ``""`` does not, but the certificate chain is still verified.
-    * TLS 1.2 and 1.3 only (Java: ``ssl.enabled.protocols=TLSv1.2,TLSv1.3``).
+    * ``ssl.protocol`` caps the version (TLSv1.2 → TLS 1.2 only, as Java's ``TLSv1.2``
+      context), ``ssl.enabled.protocols`` (default TLSv1.2,TLSv1.3) chooses among them.
+    * ``ssl.cipher.suites``: IANA names as Java takes them (OpenSSL names are accepted too);
+      TLS 1.2 suites restrict TLS 1.2; a list without TLS 1.3 suites disables TLS 1.3, one
+      with only TLS 1.3 suites disables TLS 1.2. Python's ssl module cannot restrict the
+      TLS 1.3 suites themselves, so a list naming only some of them is refused.
     """
-    if config.ssl_truststore_password is not None:
-        raise ConfigError(
-            "SSL trust store password cannot be specified for PEM format",
-            key="ssl.truststore.password",
-        )
-    if config.ssl_keystore_password is not None:
-        raise ConfigError(
-            "SSL key store password cannot be specified with PEM format, only key password "
-            "may be specified (ssl.key.password)",
-            key="ssl.keystore.password",
-        )
+    if config.ssl_context is not None:
+        _check_no_other_ssl_settings(config)
+        return cast(ssl.SSLContext, config.ssl_context)
+    for kind in ("truststore", "keystore"):
+        if getattr(config, f"ssl_{kind}_type") == "PKCS12":
+            if getattr(config, f"ssl_{kind}_location") is None:
+                raise ConfigError(
+                    f"ssl.{kind}.type=PKCS12 needs ssl.{kind}.location",
+                    key=f"ssl.{kind}.location",
+                )
+        elif getattr(config, f"ssl_{kind}_password") is not None:
+            if kind == "truststore":
+                message = "SSL trust store password cannot be specified for PEM format"
+            else:
+                message = (
+                    "SSL key store password cannot be specified with PEM format, only key "
+                    "password may be specified (ssl.key.password)"
+                )
+            raise ConfigError(message, key=f"ssl.{kind}.password")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.verify_mode = ssl.CERT_REQUIRED
     context.check_hostname = config.ssl_check_hostname
+    _set_protocols(context, config)
     _load_trust(context, config)
     _load_identity(context, config)
     return context
 
 
+_OTHER_SSL_KEYS: Final = (
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.truststore.password",
+    "ssl.keystore.location",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.protocol",
+    "ssl.enabled.protocols",
+    "ssl.cipher.suites",
+    "ssl.endpoint.identification.algorithm",
+)
+
+
+def _check_no_other_ssl_settings(config: ConsumerConfig) -> None:
+    for key in _OTHER_SSL_KEYS:
+        if key in config.explicit_keys:
+            raise ConfigError(
+                f"{key} cannot be set together with ssl.context (configure the SSLContext)",
+                key=key,
+            )
+
+
+_VERSIONS: Final = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+#: TLS 1.3 suites (IANA names, the same in OpenSSL); OpenSSL enables the first three.
+_TLS13_SUITES: Final = (
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_128_CCM_SHA256",
+    "TLS_AES_128_CCM_8_SHA256",
+)
+_KEY_EXCHANGES: Final = {
+    "ECDHE_ECDSA": "ECDHE-ECDSA-",
+    "ECDHE_RSA": "ECDHE-RSA-",
+    "DHE_RSA": "DHE-RSA-",
+    "RSA": "",
+}
+_BULK: Final = {
+    "AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "CHACHA20_POLY1305_SHA256": "CHACHA20-POLY1305",
+    "AES_128_CBC_SHA256": "AES128-SHA256",
+    "AES_256_CBC_SHA384": "AES256-SHA384",
+    "AES_128_CBC_SHA": "AES128-SHA",
+    "AES_256_CBC_SHA": "AES256-SHA",
+}
+
+
+def openssl_cipher_name(name: str) -> str | None:
+    """The OpenSSL name of a TLS 1.2 suite's IANA name (``TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256``
+    → ``ECDHE-RSA-AES128-GCM-SHA256``); None for a name this table does not know."""
+    if not name.startswith("TLS_") or "_WITH_" not in name:
+        return None
+    exchange, _, bulk = name[4:].partition("_WITH_")
+    prefix, suffix = _KEY_EXCHANGES.get(exchange), _BULK.get(bulk)
+    if prefix is None or suffix is None:
+        return None
+    if prefix == "" and suffix == "CHACHA20-POLY1305":
+        return None
+    return prefix + suffix
+
+
+def _set_protocols(context: ssl.SSLContext, config: ConsumerConfig) -> None:
+    enabled = sorted({_VERSIONS[p] for p in config.ssl_enabled_protocols})
+    ceiling = ssl.TLSVersion.TLSv1_2 if config.ssl_protocol == "TLSv1.2" else None
+    suites = config.ssl_cipher_suites
+    if suites:
+        tls12: list[str] = []
+        tls13: list[str] = []
+        for suite in suites:
+            if suite in _TLS13_SUITES:
+                tls13.append(suite)
+                continue
+            openssl_name = openssl_cipher_name(suite) or suite
+            try:
+                ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).set_ciphers(openssl_name)
+            except ssl.SSLError:
+                raise ConfigError(
+                    f"Unknown or unavailable cipher suite {suite!r} in ssl.cipher.suites",
+                    key="ssl.cipher.suites",
+                ) from None
+            tls12.append(openssl_name)
+        defaults = set(_TLS13_SUITES[:3])
+        if tls13 and not defaults <= set(tls13):
+            raise ConfigError(
+                "ssl.cipher.suites names only some TLS 1.3 suites; Python's ssl module cannot "
+                f"restrict TLS 1.3 suites (list all of {', '.join(sorted(defaults))} or none)",
+                key="ssl.cipher.suites",
+            )
+        if tls12:
+            context.set_ciphers(":".join(tls12))
+        else:
+            enabled = [v for v in enabled if v is not ssl.TLSVersion.TLSv1_2]
+        if not tls13:
+            enabled = [v for v in enabled if v is not ssl.TLSVersion.TLSv1_3]
+    if ceiling is not None:
+        enabled = [v for v in enabled if v <= ceiling]
+    if not enabled:
+        raise ConfigError(
+            "No TLS protocol version is left: ssl.protocol, ssl.enabled.protocols and "
+            "ssl.cipher.suites exclude each other",
+            key="ssl.enabled.protocols",
+        )
+    context.minimum_version = min(enabled)
+    context.maximum_version = max(enabled)
+
+
 def _load_trust(context: ssl.SSLContext, config: ConsumerConfig) -> None:
     location, certificates = config.ssl_truststore_location, config.ssl_truststore_certificates
-    if location is not None:
+    if location is not None and config.ssl_truststore_type == "PKCS12":
+        _, _, certs = _read_pkcs12(location, config.ssl_truststore_password, "truststore")
+        if not certs:
+            raise ConfigError(
+                f"The PKCS12 trust store {location!r} holds no certificates",
+                key="ssl.truststore.location",
+            )
+        context.load_verify_locations(cadata="".join(certs))
+    elif location is not None:
         key = "ssl.truststore.location"
         try:
             context.load_verify_locations(cafile=location)
@@ -138,7 +275,15 @@ def _load_identity(context: ssl.SSLContext, config: ConsumerConfig) -> None:
     location = config.ssl_keystore_location
     chain, private_key = config.ssl_keystore_certificate_chain, config.ssl_keystore_key
     key_password = config.ssl_key_password
-    if location is not None:
+    if location is not None and config.ssl_keystore_type == "PKCS12":
+        key_pem, cert_pem, extra = _read_pkcs12(location, config.ssl_keystore_password, "keystore")
+        if key_pem is None or cert_pem is None:
+            raise ConfigError(
+                f"The PKCS12 key store {location!r} holds no private key with its certificate",
+                key="ssl.keystore.location",
+            )
+        _load_pem_strings(context, Password(cert_pem + "".join(extra)), Password(key_pem), None)
+    elif location is not None:
         _load_cert_chain(context, location, key_password, key="ssl.keystore.location")
     elif chain is not None and private_key is not None:
         _load_pem_strings(context, chain, private_key, key_password)
@@ -163,6 +308,58 @@ def _load_pem_strings(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+def _read_pkcs12(
+    location: str, password: Password | None, kind: str
+) -> tuple[str | None, str | None, list[str]]:
+    """A PKCS12 store's private key, certificate and other certificates as PEM text (the key
+    unencrypted, in memory only). Needs the ``cryptography`` package."""
+    key = f"ssl.{kind}.location"
+    try:
+        from cryptography.hazmat.primitives.serialization import (
+            Encoding,
+            NoEncryption,
+            PrivateFormat,
+            pkcs12,
+        )
+    except ImportError:
+        raise ConfigError(
+            f"ssl.{kind}.type=PKCS12 needs the cryptography package (the 'tls' extra)",
+            key=f"ssl.{kind}.type",
+        ) from None
+    try:
+        with open(location, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise ConfigError(f"SSL {kind} file {location!r} ({key}) not found", key=key) from None
+    except OSError as error:
+        raise ConfigError(
+            f"Failed to read SSL {kind} ({key}): {_describe(error)}", key=key
+        ) from None
+    secret = password.value().encode("utf-8") if password is not None else None
+    try:
+        store = pkcs12.load_pkcs12(data, secret)
+    except ValueError:
+        raise ConfigError(
+            f"Failed to open the PKCS12 {kind} {location!r}: wrong ssl.{kind}.password or "
+            "not a PKCS12 file",
+            key=f"ssl.{kind}.password",
+        ) from None
+    key_pem = cert_pem = None
+    if store.key is not None:
+        key_pem = store.key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode(
+            "ascii"
+        )
+    if store.cert is not None:
+        cert_pem = store.cert.certificate.public_bytes(Encoding.PEM).decode("ascii")
+    extra = [
+        c.certificate.public_bytes(Encoding.PEM).decode("ascii") for c in store.additional_certs
+    ]
+    if store.key is None and cert_pem is not None:
+        extra.insert(0, cert_pem)  # a trust store's single certificate
+        cert_pem = None
+    return key_pem, cert_pem, extra
 
 
 def _has_encrypted_key(path: str) -> bool:

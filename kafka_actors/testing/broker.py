@@ -50,6 +50,7 @@ from kafka_actors.testing.processes import pdeathsig_prefix as _pdeathsig_prefix
 from kafka_actors.testing.processes import pid_alive as pid_alive
 from kafka_actors.testing.processes import started_pids as started_pids
 from kafka_actors.testing.security import (
+    DEFAULT_CERTIFICATE_NAMES,
     SCRAM_MECHANISMS,
     ListenerSpec,
     TestCertificates,
@@ -296,6 +297,7 @@ class KafkaCluster:
         start_timeout: float = 180.0,
         keep_dir: bool | None = None,
         jvm_options: Sequence[str] = (),
+        certificate_names: Sequence[str] = DEFAULT_CERTIFICATE_NAMES,
     ) -> None:
         if num_brokers < 1:
             raise ValueError("num_brokers must be >= 1")
@@ -309,6 +311,8 @@ class KafkaCluster:
         self.users = dict(users)
         self.start_timeout = start_timeout
         self.jvm_options = tuple(jvm_options)
+        #: Subject alternative names of the SSL listeners' certificate (``DNS:...``/``IP:...``).
+        self.certificate_names = tuple(certificate_names)
         self.keep_dir = (
             bool(os.environ.get("KAFKA_ACTORS_KEEP_DIRS")) if keep_dir is None else keep_dir
         )
@@ -419,7 +423,9 @@ class KafkaCluster:
                 register_dir(self.directory)
             self.cluster_id = _random_cluster_id()
             if any(s.uses_ssl for s in self.listeners):
-                self.certificates = make_certificates(self.directory / "tls")
+                self.certificates = make_certificates(
+                    self.directory / "tls", names=self.certificate_names
+                )
             attempts = 3
             for attempt in range(1, attempts + 1):
                 self._plan_nodes()
@@ -800,6 +806,17 @@ class KafkaCluster:
             elif mech in SCRAM_MECHANISMS:
                 props[prefix + f"{m}.sasl.jaas.config"] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
+            elif mech == "OAUTHBEARER":
+                # KIP-768 JWT validation: the JWKS URL, expected audience/issuer come from
+                # broker_config (sasl.oauthbearer.*), and the JVM must allow the URL with
+                # -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls (jvm_options).
+                props[prefix + f"{m}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;"
+                )
+                props[prefix + f"{m}.sasl.server.callback.handler.class"] = (
+                    "org.apache.kafka.common.security.oauthbearer."
+                    "OAuthBearerValidatorCallbackHandler"
                 )
             else:
                 raise ValueError(f"unsupported SASL mechanism {mech}")

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: OAUTHBEARER listeners validate JWTs: the test supplies the JWKS URL, expected audience and
+#: issuer (broker_config) and allows the URL in the JVM (jvm_options); not in the default set.
+LISTENER_SASL_MECHANISMS = (*SASL_MECHANISMS, "OAUTHBEARER")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -43,7 +47,7 @@ class ListenerSpec:
         if not sasl and self.sasl_mechanisms:
             raise ValueError(f"{self.name}: sasl_mechanisms need a SASL security protocol")
         for m in self.sasl_mechanisms:
-            if m not in SASL_MECHANISMS:
+            if m not in LISTENER_SASL_MECHANISMS:
                 raise ValueError(f"unsupported SASL mechanism {m!r}")
 
     @property
@@ -88,8 +92,15 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise RuntimeError(f"openssl {' '.join(args[:2])} failed: {proc.stderr[-2000:]}")
 
 
-def make_certificates(directory: Path, days: int = 30) -> TestCertificates:
-    """Generate a CA and a broker certificate signed by it into ``directory``."""
+DEFAULT_CERTIFICATE_NAMES: tuple[str, ...] = ("IP:127.0.0.1", "DNS:localhost")
+
+
+def make_certificates(
+    directory: Path, days: int = 30, names: Sequence[str] = DEFAULT_CERTIFICATE_NAMES
+) -> TestCertificates:
+    """Generate a CA and a broker certificate signed by it into ``directory``; ``names`` are
+    the certificate's subject alternative names (``IP:...`` / ``DNS:...``; the first is also
+    its CN)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_cert = directory / "ca.key", directory / "ca.pem"
     key, csr, cert = directory / "broker.key", directory / "broker.csr", directory / "broker.pem"
@@ -103,14 +114,14 @@ def make_certificates(directory: Path, days: int = 30) -> TestCertificates:
     )  # fmt: skip
     _openssl(
         "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-        "-subj", "/CN=127.0.0.1",
+        "-subj", f"/CN={names[0].partition(':')[2]}",
         cwd=directory,
     )  # fmt: skip
     ext.write_text(
         "basicConstraints=CA:FALSE\n"
         "keyUsage=critical,digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=serverAuth,clientAuth\n"
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        f"subjectAltName={','.join(names)}\n"
     )
     _openssl(
         "x509", "-req", "-in", str(csr), "-CA", str(ca_cert), "-CAkey", str(ca_key),

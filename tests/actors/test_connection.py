@@ -31,6 +31,7 @@ from kafka_actors.actors.connection import (
     NodeConnection,
     PendingRequest,
     Ready,
+    Reauthenticated,
     exponential_backoff,
 )
 from kafka_actors.clock import ManualClock
@@ -437,3 +438,108 @@ def test_sasl_failure_fails_queued_and_backs_off_exponentially(clock: ManualCloc
         backoffs.append(conn.last_backoff)
         clock.advance(conn.last_backoff)
     assert backoffs == pytest.approx([0.1, 0.2, 0.4, 0.8])
+
+
+# -- re-authentication (KIP-368) --------------------------------------------------------------
+
+
+def _sasl_ready(
+    conn: NodeConnection, clock: ManualClock, broker: FakeBroker, lifetime_ms: int
+) -> None:
+    h = _to_sasl_handshake(conn, clock, broker)
+    ok = SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=("PLAIN",))
+    out, _ = conn.receive(broker.answer(ok, h.correlation_id), clock.monotonic())
+    [(h2, _)] = broker.take(out)
+    answer = SaslAuthenticateResponse(
+        error_code=ErrorCode.none,
+        error_message=None,
+        auth_bytes=b"",
+        session_lifetime=i64Timedelta.parse(datetime.timedelta(milliseconds=lifetime_ms)),
+    )
+    _, events = conn.receive(broker.answer(answer, h2.correlation_id), clock.monotonic())
+    assert isinstance(events[0], Ready)
+
+
+def _authenticate_answer(code: ErrorCode, lifetime_ms: int) -> SaslAuthenticateResponse:
+    return SaslAuthenticateResponse(
+        error_code=code,
+        error_message=None if code == ErrorCode.none else "Authentication failed",
+        auth_bytes=b"",
+        session_lifetime=i64Timedelta.parse(datetime.timedelta(milliseconds=lifetime_ms)),
+    )
+
+
+def test_reauthenticates_in_place_and_holds_requests_meanwhile(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=plain)
+    _sasl_ready(conn, clock, broker, lifetime_ms=10_000)
+    # 85 % + 10 % x 0.5 of the 10 s session.
+    assert conn.reauth_at == pytest.approx(clock.monotonic() + 9.0)
+    assert conn.next_deadline() == pytest.approx(clock.monotonic() + 9.0)
+    clock.advance(5)
+    first = pending(clock, timeout=60, token="first")
+    conn.enqueue(first)
+    out, _ = conn.flush(clock.monotonic())
+    [(h1, _)] = broker.take(out)
+    clock.advance(5)  # re-authentication due while "first" is in flight
+    second = pending(clock, timeout=60, token="second")
+    conn.enqueue(second)
+    assert conn.flush(clock.monotonic()) == (b"", [])  # held, and nothing starts yet
+    assert not conn.reauth_due(clock.monotonic())
+    _, events = conn.receive(broker.answer(metadata_response(), h1.correlation_id), 0)
+    assert [type(e) for e in events] == [Completed]
+    assert conn.reauth_due(clock.monotonic())
+    out, events = conn.flush(clock.monotonic())
+    [(h, body)] = broker.take(out)
+    assert body.__api_key__ == ApiKey.SASL_HANDSHAKE and events == []
+    assert conn.queued_count == 1 and conn.reauthenticating and conn.ready
+    assert conn.flush(clock.monotonic()) == (b"", [])  # still held
+    ok = SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=("PLAIN",))
+    out, _ = conn.receive(broker.answer(ok, h.correlation_id), clock.monotonic())
+    [(h2, body)] = broker.take(out)
+    assert body.__api_key__ == ApiKey.SASL_AUTHENTICATE and body.auth_bytes == b"\0user\0pw"
+    done = _authenticate_answer(ErrorCode.none, 10_000)
+    _, events = conn.receive(broker.answer(done, h2.correlation_id), clock.monotonic())
+    assert events == [Reauthenticated(10_000)]
+    assert conn.reauth_count == 1 and not conn.reauthenticating
+    assert conn.reauth_at == pytest.approx(clock.monotonic() + 9.0)
+    out, _ = conn.flush(clock.monotonic())
+    [(h3, body)] = broker.take(out)
+    assert body.__api_key__ == ApiKey.METADATA
+    _, events = conn.receive(broker.answer(metadata_response(), h3.correlation_id), 0)
+    assert isinstance(events[0], Completed) and events[0].request is second
+
+
+def test_refused_reauthentication_breaks_the_connection(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.0, sasl=plain)
+    _sasl_ready(conn, clock, broker, lifetime_ms=1_000)
+    clock.advance(1)
+    out, _ = conn.flush(clock.monotonic())
+    [(h, _)] = broker.take(out)
+    ok = SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=("PLAIN",))
+    out, _ = conn.receive(broker.answer(ok, h.correlation_id), clock.monotonic())
+    [(h2, _)] = broker.take(out)
+    bad = _authenticate_answer(ErrorCode.sasl_authentication_failed, 0)
+    _, events = conn.receive(broker.answer(bad, h2.correlation_id), clock.monotonic())
+    [broken] = events
+    assert isinstance(broken, Broken) and isinstance(broken.error, SaslAuthenticationFailedError)
+
+
+def test_unanswered_reauthentication_times_out(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.0, sasl=plain)
+    _sasl_ready(conn, clock, broker, lifetime_ms=1_000)
+    clock.advance(1)
+    broker.take(conn.flush(clock.monotonic())[0])
+    assert conn.next_deadline() == pytest.approx(clock.monotonic() + 5.0)
+    clock.advance(5)
+    _, broken = conn.check_timeouts(clock.monotonic())
+    assert isinstance(broken, KafkaTimeoutError) and "Re-authentication" in str(broken)
+
+
+def test_no_session_lifetime_no_reauthentication(clock: ManualClock) -> None:
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5, sasl=plain)
+    _sasl_ready(conn, clock, broker, lifetime_ms=0)
+    assert conn.reauth_at is None and conn.next_deadline() is None

@@ -284,8 +284,10 @@ def java_string(value: object) -> str:
         return "NULL"
     if isinstance(value, bool):
         return "=" + str(value).lower()
-    if isinstance(value, tuple):  # partition.assignment.strategy
+    if isinstance(value, tuple) and value and all(name in ASSIGNOR_CLASSES for name in value):
         return "=" + ",".join(f"class {ASSIGNOR_CLASSES[name]}" for name in value)
+    if isinstance(value, tuple):  # ssl.enabled.protocols, ssl.cipher.suites
+        return "=" + ",".join(value)
     return f"={value}"
 
 
@@ -381,8 +383,8 @@ STRICTER_THAN_CONSUMER_CONFIG: list[dict[str, str]] = [
     {"group.protocol": "classic", "group.id": "g", "session.timeout.ms": "1000"},  # Heartbeat
     {"group.protocol": "classic", "group.id": "g", "partition.assignment.strategy": "range,range"},
     {"group.instance.id": "x"},  # static membership without a group
-    {"sasl.mechanism": "OAUTHBEARER"},  # not supported here
-    {"ssl.truststore.type": "PKCS12"},  # only PEM here
+    {"sasl.mechanism": "AWS_MSK_IAM"},  # not supported here (OAUTHBEARER is, as Java)
+    {"ssl.truststore.type": "JKS"},  # only PEM and PKCS12 here
     {"ssl.endpoint.identification.algorithm": "ldaps"},
     {"no.such.key": "1"},  # Java only logs unknown keys
 ]
