@@ -43,6 +43,7 @@ from typing import Any, ClassVar, NoReturn
 __all__ = [
     "AuthenticationError",
     "AuthorizationError",
+    "BrokersUnreachableError",
     "CommitFailedError",
     "ConfigError",
     "ConsumerClosedError",
@@ -188,6 +189,15 @@ class KafkaTimeoutError(RetriableError):
 
 class KafkaConnectionError(RetriableError):
     """A connection to a broker could not be made or was lost; carries the node."""
+
+
+class BrokersUnreachableError(KafkaError):
+    """No known broker answered a Metadata request for
+    ``metadata.recovery.rebootstrap.trigger.ms`` and ``metadata.recovery.strategy`` is
+    ``none``, so the client will not go back to the bootstrap servers (KIP-899). Reported at
+    the next poll; the client keeps trying the known brokers."""
+
+    retriable = False
 
 
 class DisconnectedError(KafkaConnectionError):

@@ -72,8 +72,18 @@ Throttling (KIP-219): a response whose ``throttle_time_ms`` is positive, at a ve
 the broker expects the client to throttle itself, holds every further request to that node
 in its queue until the throttle ends (event ``throttled``, its ``backoff`` the throttle in s).
 
-Not done here (yet): re-bootstrapping when every known node is unreachable (KIP-899), moving a
-connected node to a new address.
+Re-bootstrap (KIP-899, KIP-1102): the bootstrap servers stay pseudo nodes, so a request for
+any node falls back to them when no known broker can be connected to. With
+``metadata.recovery.strategy=rebootstrap`` (the default), when no Metadata response came for
+``metadata.recovery.rebootstrap.trigger.ms`` while requests wait, or a Metadata response carries
+REBOOTSTRAP_REQUIRED, every known broker is forgotten (its connection closed, requests for
+any node routed again, requests for that node failed with a retriable error) and the client
+starts again from the bootstrap servers (event ``rebootstrap``). With ``none``, requests for
+any node go only to known brokers once some are known, and when no Metadata response came for
+the trigger time the waiting Metadata requests fail with :class:`BrokersUnreachableError`
+(raised at the user's next poll; retried after).
+
+Not done here (yet): moving a connected node to a new address.
 """
 
 from __future__ import annotations
@@ -114,12 +124,14 @@ from kafka_actors.clock import Clock, Scheduler, SystemClock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
 from kafka_actors.errors import (
     AuthenticationError,
+    BrokersUnreachableError,
     ConsumerClosedError,
     DisconnectedError,
     FatalError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    RebootstrapRequiredError,
     error_for_code,
 )
 from kafka_actors.log import get_logger, traced
@@ -560,6 +572,11 @@ class NetworkActor(SupervisedActor):
         self._events: deque[ConnectionEvent] = deque(maxlen=event_log_size)
         self._closed = False
         self._all_down_warned_at: float | None = None
+        # Re-bootstrap (KIP-899 / KIP-1102): since when a Metadata request waits for an
+        # answer (None: the last one was answered).
+        self._rebootstrap = config.metadata_recovery_strategy == "rebootstrap"
+        self._rebootstrap_trigger = config.metadata_recovery_rebootstrap_trigger_ms / 1000.0
+        self._metadata_wanted_since: float | None = None
         self.supervision = Supervision(
             self,
             supervisor_spec or SupervisorSpec(),
@@ -692,6 +709,8 @@ class NetworkActor(SupervisedActor):
             self._fail(pending, FatalError(f"Not a Kafka request: {send.request!r}"), send.node)
             return
         node = send.node
+        if pending.api_key == ApiKey.METADATA and self._metadata_wanted_since is None:
+            self._metadata_wanted_since = now
         self._log.debug(
             "request_accepted",
             api=_api_label(pending.api_key),
@@ -727,6 +746,7 @@ class NetworkActor(SupervisedActor):
                         node, DisconnectedError("Connection severed by fault injection")
                     )
         self._expire(now)
+        self._maybe_recover_metadata(now)
         while self._delayed and self._delayed[0].due <= now:
             item = heapq.heappop(self._delayed)
             self._deliver_response(item.node, item.event)
@@ -826,6 +846,9 @@ class NetworkActor(SupervisedActor):
                 times.append(min(waits))
         for waiting in self._waiting.values():
             times.extend(p.deadline for p in waiting)
+        if self._metadata_starved():
+            assert self._metadata_wanted_since is not None
+            times.append(self._metadata_wanted_since + self._rebootstrap_trigger)
         return min(times) if times else None
 
     def _route(self, now: float) -> None:
@@ -838,7 +861,12 @@ class NetworkActor(SupervisedActor):
         connect_started = False
         for pending in self._unassigned:
             kind = cast(Send, pending.token).node
-            candidates = boot if kind == BOOTSTRAP_NODE else real + boot
+            if kind == BOOTSTRAP_NODE:
+                candidates = boot
+            elif real and not self._rebootstrap:
+                candidates = real  # metadata.recovery.strategy=none: never back to bootstrap
+            else:
+                candidates = real + boot
             ready = [n for n in candidates if n.conn.ready]
             if kind == ANY_NODE and any(n.node_id >= 0 for n in ready):
                 ready = [n for n in ready if n.node_id >= 0]
@@ -1180,6 +1208,17 @@ class NetworkActor(SupervisedActor):
     def _deliver_response(self, node_id: int, event: Completed) -> None:
         pending = event.request
         send = cast(Send, pending.token)
+        if pending.api_key == ApiKey.METADATA:
+            code = int(getattr(event.response, "error_code", 0) or 0)
+            if code == RebootstrapRequiredError.code:
+                self._fail(
+                    pending,
+                    DisconnectedError("The broker answered REBOOTSTRAP_REQUIRED", node=node_id),
+                    node_id,
+                )
+                self._do_rebootstrap(self._clock.monotonic(), "REBOOTSTRAP_REQUIRED")
+                return
+            self._metadata_wanted_since = None
         with traced(pending.trace_id):
             self._log.debug(
                 "response_received",
@@ -1213,6 +1252,73 @@ class NetworkActor(SupervisedActor):
                 RequestFailed(send.request_id, node, api, error, pending.trace_id),
                 self._log,
             )
+
+    # -- re-bootstrap (KIP-899 / KIP-1102) ------------------------------------------------------
+
+    def _metadata_starved(self) -> bool:
+        """Brokers are known and a Metadata request waits for an answer (KIP-1102 counts the
+        trigger time from the first unanswered attempt)."""
+        return (
+            self._metadata_wanted_since is not None
+            and self._rebootstrap_trigger > 0
+            and any(n >= 0 for n in self._nodes)
+        )
+
+    def _maybe_recover_metadata(self, now: float) -> None:
+        since = self._metadata_wanted_since
+        if since is None or not self._metadata_starved() or now - since < self._rebootstrap_trigger:
+            return
+        waited_ms = round((now - since) * 1000)
+        if self._rebootstrap:
+            self._do_rebootstrap(now, f"no Metadata response for {waited_ms} ms")
+            return
+        self._metadata_wanted_since = now  # reported once per trigger period
+        error = BrokersUnreachableError(
+            f"No Metadata response from any known broker for {waited_ms} ms "
+            "(metadata.recovery.rebootstrap.trigger.ms) and metadata.recovery.strategy=none: "
+            "the client does not go back to the bootstrap servers; known brokers: "
+            + ", ".join(sorted(str(n.address) for n in self._nodes.values() if n.node_id >= 0))
+        )
+        self._log.warning("metadata_recovery_impossible", error=str(error))
+        keep: deque[PendingRequest] = deque()
+        for pending in self._unassigned:
+            if pending.api_key == ApiKey.METADATA:
+                self._fail(pending, error, ANY_NODE)
+            else:
+                keep.append(pending)
+        self._unassigned = keep
+
+    def _do_rebootstrap(self, now: float, reason: str) -> None:
+        """Forget every known broker and start again from the bootstrap servers."""
+        if self._metadata_wanted_since is not None:
+            self._metadata_wanted_since = now  # the next trigger counts from here
+        forgotten = [n for n in self._nodes.values() if n.node_id >= 0]
+        self._log.warning(
+            "rebootstrap",
+            reason=reason,
+            forgotten=sorted(f"{n.node_id}@{n.address}" for n in forgotten),
+            bootstrap=[str(a) for a in self.config.bootstrap_servers],
+        )
+        self._events.append(ConnectionEvent(BOOTSTRAP_NODE, "rebootstrap", now, reason, None))
+        for node in forgotten:
+            error = DisconnectedError(f"Rebootstrapping ({reason})", node=node.node_id)
+            transport, node.transport = node.transport, None
+            if transport is not None:
+                if transport.registered_mask:
+                    try:
+                        self._inbox.selector.unregister(transport.sock)
+                    except (KeyError, ValueError):
+                        pass
+                transport.close()
+            for pending in node.conn.take_queued():
+                if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
+                    self._unassigned.append(pending)
+                else:
+                    self._fail(pending, error, node.node_id)
+            for event in node.conn.close(error):
+                if isinstance(event, Failed):
+                    self._fail(event.request, event.error, node.node_id)
+            del self._nodes[node.node_id]
 
     def _learn(self, response: Any) -> None:
         brokers = getattr(response, "brokers", None)
