@@ -59,9 +59,14 @@ its own error handling; for responses without one (Metadata, ListOffsets, Offset
 FindCoordinator v4+ ...) a RequestFailed carrying the typed error of that code. A sever
 applies at the actor's next wake-up (any message or socket event).
 
-Host names are resolved with ``getaddrinfo`` on the actor thread when a connection starts
-(blocking, as in Java's NetworkClient; instant for loopback and hosts-file names); successive
-attempts to a node rotate through the addresses it resolves to.
+Host names are resolved off the actor thread (``client.dns.lookup``): a connection attempt
+to a node whose addresses are not known yet hands ``getaddrinfo`` (or the injected
+``resolver``) to a small resolver thread pool and waits, in state connecting (its setup
+timeout applies), for a :class:`_Resolved` message. ``use_all_dns_ips`` (the default):
+successive attempts to a node try each address the name resolved to in turn, and the name is
+resolved again once all were tried. ``resolve_canonical_bootstrap_servers_only``: a bootstrap
+server's addresses are also reverse-resolved to their canonical host names, which TLS (and
+SASL) then use as the server name, as Java does for Kerberos.
 
 Idle connections: a ready connection with nothing queued or in flight for
 ``connections.max.idle.ms`` is closed (event ``idle_closed``, no backoff) and reopened by the
@@ -88,6 +93,7 @@ Not done here (yet): moving a connected node to a new address.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import errno
 import functools
@@ -265,6 +271,33 @@ class UpdateNodes:
     """Tell the actor node addresses: ``(node_id, host, port)`` triples."""
 
     nodes: tuple[tuple[int, str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    """A resolver thread's answer for ``node`` (internal)."""
+
+    node: int
+    token: int
+    addresses: tuple[tuple[Any, str], ...] = ()
+    error: str | None = None
+
+
+#: ``resolver(host, port)``: getaddrinfo's list of (family, type, proto, canonname, sockaddr).
+Resolver = Callable[[str, int], Sequence[tuple[Any, ...]]]
+
+
+def _system_resolver(host: str, port: int) -> Sequence[tuple[Any, ...]]:
+    return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+
+
+def _canonical_name(sockaddr: Any, fallback: str) -> str:
+    """The canonical host name of an address (reverse lookup), ``fallback`` if none."""
+    try:
+        name = socket.getnameinfo(sockaddr, socket.NI_NAMEREQD)[0]
+    except OSError:
+        return fallback
+    return name or fallback
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,6 +536,11 @@ class _Node:
     log: Any
     transport: _Transport | None = None
     address_index: int = 0
+    #: The addresses the name resolved to, as (getaddrinfo entry, host name for TLS); None:
+    #: to be resolved (first attempt, all tried, or the address changed).
+    addresses: list[tuple[Any, str]] | None = None
+    #: The token of the resolution this node waits for (0: none).
+    resolving: int = 0
     down_announced: bool = False
     #: When the last ``node_unavailable`` warning was logged (monotonic s; None: never).
     warned_at: float | None = None
@@ -544,6 +582,7 @@ class NetworkActor(SupervisedActor):
         sasl: MechanismFactory | None = None,
         tls: Callable[[str, int], TlsChannel] | None = None,
         event_log_size: int = 10_000,
+        resolver: Resolver | None = None,
     ) -> None:
         super().__init__(context=context, name=name, faults=faults)
         self.config = config
@@ -557,6 +596,11 @@ class NetworkActor(SupervisedActor):
             tls = _default_tls(config)
         self._sasl = sasl
         self._tls = tls
+        self._resolver: Resolver = resolver or _system_resolver
+        self._canonical_bootstrap = (
+            config.client_dns_lookup == "resolve_canonical_bootstrap_servers_only"
+        )
+        self._resolver_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inbox = cast(SelectorInbox, self.actor_inbox)
         self._nodes: dict[int, _Node] = {}
         self._bootstrap: list[int] = []
@@ -615,6 +659,10 @@ class NetworkActor(SupervisedActor):
             return None
         if isinstance(message, _IoFailure):
             raise message.error
+        if isinstance(message, _Resolved):
+            self._on_resolved(message)
+            self._pump(self._clock.monotonic())
+            return None
         # Every message is a wake-up: what became due (a sever, a deadline) happens first.
         self._pump(self._clock.monotonic())
         if self.supervision.handle(message):
@@ -900,6 +948,8 @@ class NetworkActor(SupervisedActor):
         elif node.address != address:
             node.log.info("node_address_changed", new_address=str(address))
             node.address = address
+            node.addresses = None  # resolve the new name at the next attempt
+            node.address_index = 0
             node.log = self._log.bind(node=node_id, address=str(address))
 
     def _record(self, node: _Node, kind: str, error: KafkaError | None = None) -> None:
@@ -925,17 +975,68 @@ class NetworkActor(SupervisedActor):
             else (node.log.debug)
         )
         log("node_connecting", attempt=conn.failed_attempts + 1)
+        if node.addresses is None or node.address_index >= len(node.addresses):
+            self._start_resolve(node)  # the connection goes on in _on_resolved
+            return
+        self._open_socket(node)
+
+    def _start_resolve(self, node: _Node) -> None:
+        """Resolve the node's host name on a resolver thread (never on this one)."""
+        node.resolving = token = next(self._seq) + 1
         host, port = node.address.host, node.address.port
-        try:
-            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        except OSError as exc:
-            self._close_node(node, KafkaConnectionError(f"Cannot resolve {host!r}: {exc}"))
+        canonical = self._canonical_bootstrap and node.node_id < 0
+        resolver, ref = self._resolver, self.actor_ref
+
+        def resolve() -> None:
+            try:
+                infos = resolver(host, port)
+                entries = tuple(
+                    (info, _canonical_name(info[4], host) if canonical else host) for info in infos
+                )
+                answer = _Resolved(node.node_id, token, entries)
+            except OSError as exc:
+                answer = _Resolved(node.node_id, token, error=str(exc))
+            except Exception as exc:  # a user resolver's bug: a failed attempt, not a hang
+                answer = _Resolved(node.node_id, token, error=repr(exc))
+            try:
+                ref.tell(answer)
+            except pykka.ActorDeadError:
+                pass
+
+        if self._resolver_pool is None:
+            self._resolver_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=2, thread_name_prefix="kafka-actors-dns"
+            )
+        self._resolver_pool.submit(resolve)
+
+    def _on_resolved(self, answer: _Resolved) -> None:
+        node = self._nodes.get(answer.node)
+        if (
+            node is None
+            or node.resolving != answer.token
+            or node.conn.state is not ConnectionState.CONNECTING
+            or node.transport is not None
+        ):
+            return  # an older attempt's answer (it timed out, or the node was forgotten)
+        node.resolving = 0
+        host = node.address.host
+        if answer.error is not None or not answer.addresses:
+            why = f": {answer.error}" if answer.error else ""
+            self._close_node(node, KafkaConnectionError(f"Cannot resolve {host!r}{why}"))
             return
-        if not infos:
-            self._close_node(node, KafkaConnectionError(f"Cannot resolve {host!r}"))
-            return
-        family, kind, proto, _name, sockaddr = infos[node.address_index % len(infos)]
+        node.addresses = list(answer.addresses)
+        node.address_index = 0
+        node.log.debug(
+            "node_resolved", addresses=[str(info[4][0]) for info, _name in node.addresses]
+        )
+        self._open_socket(node)
+
+    def _open_socket(self, node: _Node) -> None:
+        assert node.addresses is not None
+        info, server_name = node.addresses[node.address_index]
         node.address_index += 1
+        family, kind, proto, _name, sockaddr = info
+        host = server_name
         try:
             sock = socket.socket(family, kind, proto)
         except OSError as exc:
@@ -1335,6 +1436,8 @@ class NetworkActor(SupervisedActor):
             return
         self._closed = True
         self._inbox.driver = None
+        if self._resolver_pool is not None:
+            self._resolver_pool.shutdown(wait=False, cancel_futures=True)
         error = ConsumerClosedError(
             "The NetworkActor stopped" + (f" because of: {cause}" if cause else "")
         )
