@@ -122,3 +122,19 @@ def test_recovery_settings_are_validated() -> None:
         network_config("localhost:9092", **{"metadata.recovery.strategy": "sometimes"})
     with pytest.raises(KafkaError, match="trigger"):
         network_config("localhost:9092", **{"metadata.recovery.rebootstrap.trigger.ms": -1})
+
+
+@pytest.mark.broker
+def test_rebootstrap_required_answer_forgets_known_brokers(
+    kafka_broker: KafkaBroker, start_network: StartNetwork
+) -> None:
+    faults = FaultInjector()
+    ref = start_network(network_config(kafka_broker.bootstrap_servers), faults=faults)
+    node = int(metadata(ref).response.brokers[0].node_id)
+    assert metadata(ref, node=node).node == node
+    faults.error_response(ApiKey.METADATA, 129, node=node)  # REBOOTSTRAP_REQUIRED (v13+)
+    reply = send(ref, rq.metadata_request(13, topics=None), node=node).get(timeout=30)
+    assert not isinstance(reply, Response)
+    assert reply.error.retriable and "REBOOTSTRAP_REQUIRED" in str(reply.error)
+    assert "rebootstrap" in [e.kind for e in events(ref)]
+    assert metadata(ref).node < 0  # the known broker was forgotten: a bootstrap server answers
