@@ -683,8 +683,7 @@ class KafkaConsumer:
     def commit_async(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
-        callback: Callable[[Mapping[TopicPartition, Any], BaseException | None], Any]
-        | None = None,
+        callback: Callable[[Mapping[TopicPartition, Any], BaseException | None], Any] | None = None,
     ) -> concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]:
         """Commit without waiting; ``callback(offsets, error)`` runs on the polling thread
         (next ``poll``/``commit_sync``/``close``). Also returns a Future of the result."""
@@ -760,9 +759,11 @@ class KafkaConsumer:
                 if time.monotonic() >= deadline:
                     raise named.error()
                 self._ctx.signal.wait_until(
-                    lambda: subs.valid_position(partition) is not None
-                    or facade._wakeup.is_set()
-                    or (self._init_task is not None and self._init_task.done()),
+                    lambda: (
+                        subs.valid_position(partition) is not None
+                        or facade._wakeup.is_set()
+                        or (self._init_task is not None and self._init_task.done())
+                    ),
                     min(deadline, time.monotonic() + 0.5),
                 )
                 facade.check_wakeup()
@@ -778,7 +779,13 @@ class KafkaConsumer:
         subs = self._ctx.subscriptions
         if not subs.is_assigned(partition):
             raise IllegalStateError(f"No current assignment for partition {partition}")
-        subs.seek(partition, FetchPosition(value, epoch))
+        if epoch is None:
+            subs.seek(partition, FetchPosition(value))
+        else:
+            # As Java: a position with a leader epoch is validated against the leader's log
+            # (KIP-320) before it is fetched from.
+            subs.seek_unvalidated(partition, FetchPosition(value, epoch))
+            self._facade.tell("offsets", PositionsChangedEvent(new_trace_id()))
         self._facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
@@ -971,8 +978,10 @@ class KafkaConsumer:
                                 "close()",
                                 timeout,
                                 round(DEFAULT_CLOSE_TIMEOUT_S * 1000),
-                                lambda: "the commit on close (OffsetCommit to "
-                                f"{facade.describe_coordinator()})",
+                                lambda: (
+                                    "the commit on close (OffsetCommit to "
+                                    f"{facade.describe_coordinator()})"
+                                ),
                                 key="the default close timeout",
                             ):
                                 facade.call(

@@ -83,6 +83,30 @@ def test_committed_offset_with_epoch_is_validated_and_kept(
     assert [o for _, o in outcomes] == [ValidationOutcome.VALID]
 
 
+def test_seek_with_leader_epoch_is_validated(
+    kafka_broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = unique("kip320-seek")
+    kafka_broker.create_topic(topic)
+    produce(kafka_broker.bootstrap_servers, topic, 10, partition=0)
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(base_config(kafka_broker.bootstrap_servers))
+    try:
+        consumer.assign([tp])
+        epoch = poll_until(consumer, 10)[-1].leader_epoch
+        assert epoch is not None
+        requests, outcomes = _spy_validation(monkeypatch)
+        consumer.seek(tp, OffsetAndMetadata(3, "", epoch))  # as Java: validated first
+        got = poll_until(consumer, 7)
+        assert [r.offset for r in got[:7]] == list(range(3, 10))
+        consumer.seek(tp, 5)  # a plain offset: no validation
+        assert [r.offset for r in poll_until(consumer, 5)[:5]] == list(range(5, 10))
+    finally:
+        consumer.close()
+    assert requests == [{tp: (epoch, epoch)}]
+    assert [o for _, o in outcomes] == [ValidationOutcome.VALID]
+
+
 # -- unclean leader election -----------------------------------------------------------------
 
 
