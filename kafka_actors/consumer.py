@@ -683,7 +683,8 @@ class KafkaConsumer:
     def commit_async(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
-        callback: Callable[[Mapping[TopicPartition, Any], BaseException | None], Any] | None = None,
+        callback: Callable[[Mapping[TopicPartition, Any], BaseException | None], Any]
+        | None = None,
     ) -> concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]:
         """Commit without waiting; ``callback(offsets, error)`` runs on the polling thread
         (next ``poll``/``commit_sync``/``close``). Also returns a Future of the result."""
@@ -759,11 +760,9 @@ class KafkaConsumer:
                 if time.monotonic() >= deadline:
                     raise named.error()
                 self._ctx.signal.wait_until(
-                    lambda: (
-                        subs.valid_position(partition) is not None
-                        or facade._wakeup.is_set()
-                        or (self._init_task is not None and self._init_task.done())
-                    ),
+                    lambda: subs.valid_position(partition) is not None
+                    or facade._wakeup.is_set()
+                    or (self._init_task is not None and self._init_task.done()),
                     min(deadline, time.monotonic() + 0.5),
                 )
                 facade.check_wakeup()
@@ -978,10 +977,8 @@ class KafkaConsumer:
                                 "close()",
                                 timeout,
                                 round(DEFAULT_CLOSE_TIMEOUT_S * 1000),
-                                lambda: (
-                                    "the commit on close (OffsetCommit to "
-                                    f"{facade.describe_coordinator()})"
-                                ),
+                                lambda: "the commit on close (OffsetCommit to "
+                                f"{facade.describe_coordinator()})",
                                 key="the default close timeout",
                             ):
                                 facade.call(
