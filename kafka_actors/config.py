@@ -701,11 +701,11 @@ class ConsumerConfig:
     #: ``metadata_recovery_rebootstrap_trigger_ms`` (or a broker answers REBOOTSTRAP_REQUIRED);
     #: "none" never goes back once brokers are known.
     metadata_recovery_strategy: str = "rebootstrap"
+    metadata_recovery_rebootstrap_trigger_ms: int = 300_000
     #: "use_all_dns_ips": try each address a name resolves to in turn;
     #: "resolve_canonical_bootstrap_servers_only": also use the canonical names of the
     #: bootstrap servers' addresses as their TLS / SASL server names.
     client_dns_lookup: str = "use_all_dns_ips"
-    metadata_recovery_rebootstrap_trigger_ms: int = 300_000
     socket_connection_setup_timeout_ms: int = 10_000
     socket_connection_setup_timeout_max_ms: int = 30_000
     receive_buffer_bytes: int = 65_536

@@ -5,8 +5,12 @@ Owns: ListOffsets requests to partition leaders, grouped by leader from the late
 (``beginning_offsets`` / ``end_offsets`` / ``offsets_for_times``, each with a deadline, retried on
 retriable errors until it) and (b) resetting the positions of partitions awaiting a reset in the
 shared :class:`~kafka_actors.protocol.subscription.SubscriptionState` (``auto.offset.reset`` or
-an explicit seek to beginning/end). It follows the Java client's ``OffsetsRequestManager`` and
-``OffsetFetcherUtils`` (Kafka 4.x).
+an explicit seek to beginning/end), and (c) validating positions that await validation
+(KIP-320) with OffsetsForLeaderEpoch to their leaders: a committed offset or a seek with a
+leader epoch, or a position whose leader (epoch) changed; on truncation the position moves to
+the divergent offset with a reset policy, else :class:`ResetPositionsError` carries a
+LogTruncationError (Java's rules, ``SubscriptionState.maybe_complete_validation``). It follows
+the Java client's ``OffsetsRequestManager`` and ``OffsetFetcherUtils`` (Kafka 4.x).
 
 May touch: the :class:`SubscriptionState` it is given (reads partitions awaiting reset, writes
 positions through ``maybe_seek_unvalidated`` and retry times through ``request_failed``), and
