@@ -155,7 +155,7 @@ def _java_console(cluster: KafkaCluster, topic: str, group: str, reset: str) -> 
 
 @pytest.mark.cluster
 def test_unclean_election_truncation_detected_like_java(
-    kafka_cluster: KafkaCluster, kafka_topic: Callable[..., str]
+    kafka_cluster: KafkaCluster, kafka_topic: Callable[..., str], request: pytest.FixtureRequest
 ) -> None:
     topic = kafka_topic(
         kafka_cluster,
@@ -179,19 +179,24 @@ def test_unclean_election_truncation_detected_like_java(
     # Every group commits position 20 with the leader epoch of the records before it.
     groups = {name: unique(f"kip320-{name}") for name in ("none", "earliest", "latest")}
     java_groups = {name: unique(f"kip320-java-{name}") for name in ("none", "earliest")}
-    reader = KafkaConsumer(
-        base_config(
-            kafka_cluster.bootstrap_servers,
-            **{"group.id": groups["none"], "enable.auto.commit": False},
+    # Two consumers stay open across the election (positions at 20, fetched from the leader
+    # of the time): they must notice the truncation by themselves (leader epoch change).
+    live = {
+        reset: KafkaConsumer(
+            base_config(
+                kafka_cluster.bootstrap_servers,
+                **{"enable.auto.commit": False, "auto.offset.reset": reset},
+            )
         )
-    )
-    try:
-        reader.assign([tp])
-        records = poll_until(reader, 20, timeout=120)
+        for reset in ("none", "earliest")
+    }
+    for consumer in live.values():
+        request.addfinalizer(consumer.close)  # also when the test fails (close is idempotent)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        records = poll_until(consumer, 20, timeout=120)
         epoch = records[19].leader_epoch
         assert records[19].offset == 19 and epoch is not None
-    finally:
-        reader.close()
     for group in [*groups.values(), *java_groups.values()]:
         committer = KafkaConsumer(
             base_config(
@@ -228,6 +233,24 @@ def test_unclean_election_truncation_detected_like_java(
     _produce(f"{stale_node.host}:{stale_node.port}", topic, [f"c{i}" for i in range(5)], "1")
     # The old replicas come back and truncate their logs to the new leader's.
     kafka_cluster.ensure_running()
+
+    # The live consumers: the leader change is validated before the next fetch.
+    try:
+        live_error: LogTruncationError | None = None
+        deadline = time.monotonic() + 120
+        while live_error is None and time.monotonic() < deadline:
+            try:
+                assert not list(live["none"].poll(0.5))
+            except LogTruncationError as exc:
+                live_error = exc
+        assert live_error is not None, "the live consumer missed the truncation"
+        assert live_error.fetch_offsets == {(topic, 0): 20}
+        assert live_error.divergent_offsets[(topic, 0)][0] == 10
+        first_live = poll_until(live["earliest"], 1, timeout=120)[0]
+        assert (first_live.offset, first_live.value) == (10, b"c0")
+    finally:
+        for consumer in live.values():
+            consumer.close()
 
     # Ours, auto.offset.reset=none: LogTruncationError naming partition and offsets.
     consumer = KafkaConsumer(
