@@ -653,6 +653,21 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _long(0), 1_000),
     "connections.max.idle.ms": ("connections_max_idle_ms", _long(), 540_000),
     "metadata.max.age.ms": ("metadata_max_age_ms", _long(0), 300_000),
+    "client.dns.lookup": (
+        "client_dns_lookup",
+        _enum("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"),
+        "use_all_dns_ips",
+    ),
+    "metadata.recovery.strategy": (
+        "metadata_recovery_strategy",
+        _enum("rebootstrap", "none"),
+        "rebootstrap",
+    ),
+    "metadata.recovery.rebootstrap.trigger.ms": (
+        "metadata_recovery_rebootstrap_trigger_ms",
+        _long(0),
+        300_000,
+    ),
     "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _long(), 10_000),
     "socket.connection.setup.timeout.max.ms": (
         "socket_connection_setup_timeout_max_ms",
@@ -835,6 +850,16 @@ class ConsumerConfig:
     reconnect_backoff_max_ms: int = 1_000
     connections_max_idle_ms: int = 540_000
     metadata_max_age_ms: int = 300_000
+    #: KIP-899 / KIP-1102: "rebootstrap" forgets the known brokers and goes back to the
+    #: bootstrap servers when no Metadata response came for
+    #: ``metadata_recovery_rebootstrap_trigger_ms`` (or a broker answers REBOOTSTRAP_REQUIRED);
+    #: "none" never goes back once brokers are known.
+    metadata_recovery_strategy: str = "rebootstrap"
+    metadata_recovery_rebootstrap_trigger_ms: int = 300_000
+    #: "use_all_dns_ips": try each address a name resolves to in turn;
+    #: "resolve_canonical_bootstrap_servers_only": also use the canonical names of the
+    #: bootstrap servers' addresses as their TLS / SASL server names.
+    client_dns_lookup: str = "use_all_dns_ips"
     socket_connection_setup_timeout_ms: int = 10_000
     socket_connection_setup_timeout_max_ms: int = 30_000
     receive_buffer_bytes: int = 65_536

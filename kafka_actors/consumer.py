@@ -740,7 +740,13 @@ class KafkaConsumer:
         subs = self._ctx.subscriptions
         if not subs.is_assigned(partition):
             raise IllegalStateError(f"No current assignment for partition {partition}")
-        subs.seek(partition, FetchPosition(value, epoch))
+        if epoch is None:
+            subs.seek(partition, FetchPosition(value))
+        else:
+            # As Java: a position with a leader epoch is validated against the leader's log
+            # (KIP-320) before it is fetched from.
+            subs.seek_unvalidated(partition, FetchPosition(value, epoch))
+            self._facade.tell("offsets", PositionsChangedEvent(new_trace_id()))
         self._facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:

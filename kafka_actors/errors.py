@@ -43,6 +43,7 @@ from typing import Any, ClassVar, NoReturn
 __all__ = [
     "AuthenticationError",
     "AuthorizationError",
+    "BrokersUnreachableError",
     "CommitFailedError",
     "ConfigError",
     "ConsumerClosedError",
@@ -64,6 +65,7 @@ __all__ = [
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
+    "LogTruncationError",
     "NoOffsetForPartitionError",
     "OAuthBearerTokenError",
     "OAuthTokenRetrievalError",
@@ -192,6 +194,15 @@ class KafkaTimeoutError(RetriableError):
 
 class KafkaConnectionError(RetriableError):
     """A connection to a broker could not be made or was lost; carries the node."""
+
+
+class BrokersUnreachableError(KafkaError):
+    """No known broker answered a Metadata request for
+    ``metadata.recovery.rebootstrap.trigger.ms`` and ``metadata.recovery.strategy`` is
+    ``none``, so the client will not go back to the bootstrap servers (KIP-899). Reported at
+    the next poll; the client keeps trying the known brokers."""
+
+    retriable = False
 
 
 class DisconnectedError(KafkaConnectionError):
@@ -1186,6 +1197,70 @@ class NoOffsetForPartitionError(FatalError):
 
 def _rebuild_no_offset(message: str, partitions: tuple[tuple[str, int], ...]) -> KafkaError:
     return NoOffsetForPartitionError(message, partitions=partitions)
+
+
+class LogTruncationError(OffsetOutOfRangeError):
+    """The log of these partitions was truncated below the consumer's fetch position (an
+    unclean leader election, KIP-320), and no reset policy is set (auto.offset.reset=none), as
+    Java's ``LogTruncationException``. ``fetch_offsets`` maps each (topic, partition) to the
+    position that was validated; ``divergent_offsets`` to the first offset where the logs
+    diverge (the end offset of the position's leader epoch on the new leader), with that
+    epoch. Seek (for example to the divergent offset) to go on."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        fetch_offsets: Mapping[tuple[str, int], int] | None = None,
+        divergent_offsets: Mapping[tuple[str, int], tuple[int, int | None]] | None = None,
+    ) -> None:
+        self.fetch_offsets = dict(fetch_offsets or {})
+        self.divergent_offsets = dict(divergent_offsets or {})
+        self.partitions = tuple(sorted(self.fetch_offsets))
+        if message is None:
+            listed = ", ".join(
+                f"{t}-{p} (fetch offset {self.fetch_offsets[(t, p)]}, divergent offset "
+                f"{_divergent(self.divergent_offsets, (t, p))})"
+                for t, p in self.partitions
+            )
+            message = f"Truncation detected for partitions: {listed}"
+        if len(self.partitions) == 1:
+            ((topic, partition),) = self.partitions
+            super().__init__(
+                message,
+                topic=topic,
+                partition=partition,
+                offset=self.fetch_offsets[(topic, partition)],
+            )
+        else:
+            super().__init__(message)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"fetch_offsets": self.fetch_offsets, "divergent_offsets": self.divergent_offsets}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_log_truncation,
+            (self.message, self.fetch_offsets, self.divergent_offsets),
+            self.__dict__,
+        )
+
+
+def _divergent(
+    divergent: Mapping[tuple[str, int], tuple[int, int | None]], tp: tuple[str, int]
+) -> str:
+    found = divergent.get(tp)
+    return "unknown" if found is None else f"{found[0]} (leader epoch {found[1]})"
+
+
+def _rebuild_log_truncation(
+    message: str,
+    fetch_offsets: Mapping[tuple[str, int], int],
+    divergent_offsets: Mapping[tuple[str, int], tuple[int, int | None]],
+) -> KafkaError:
+    return LogTruncationError(
+        message, fetch_offsets=fetch_offsets, divergent_offsets=divergent_offsets
+    )
 
 
 # -- Code → class ------------------------------------------------------------------------------

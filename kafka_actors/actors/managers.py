@@ -679,7 +679,8 @@ class CommitActor(ManagerActor):
                     complete(future, dict(event.offsets))
         elif isinstance(event, PositionsInitialized):
             future = self.waiting.pop(cast(int, event.request_key), None)
-            if event.reset:
+            if event.reset or event.seeked:
+                # resets to do; committed offsets with a leader epoch to validate (KIP-320)
                 self.emit("offsets", event)
             if event.seeked:
                 self.emit("fetch", event)
@@ -818,9 +819,8 @@ class FetchActor(ManagerActor):
     for a caller that may wait for the lock only briefly (the asyncio consumer's loop).
 
     Positions set from committed offsets carry their leader epoch and so await validation
-    (KIP-320). This client does not send OffsetsForLeaderEpoch yet: such positions are
-    accepted as valid before each fetch round (the behaviour of a client without truncation
-    detection).
+    (KIP-320), as do positions whose leader (epoch) changed; the offsets manager validates them
+    with OffsetsForLeaderEpoch and tells this actor when they may be fetched.
     """
 
     component = "fetch"
@@ -931,12 +931,6 @@ class FetchActor(ManagerActor):
             return None  # not started yet: nothing buffered (never stash an ask)
         with self.lock:
             return super().on_receive(message)
-
-    def poll_manager(self, now_ms: int) -> PollResult:
-        subs = self.ctx.subscriptions
-        for tp in subs.partitions_needing_validation(now_ms):
-            subs.complete_validation(tp)
-        return super().poll_manager(now_ms)
 
     def handle(self, message: Any, now_ms: int) -> Any:
         manager: FetchManager = self.manager

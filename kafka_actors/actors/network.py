@@ -59,9 +59,14 @@ its own error handling; for responses without one (Metadata, ListOffsets, Offset
 FindCoordinator v4+ ...) a RequestFailed carrying the typed error of that code. A sever
 applies at the actor's next wake-up (any message or socket event).
 
-Host names are resolved with ``getaddrinfo`` on the actor thread when a connection starts
-(blocking, as in Java's NetworkClient; instant for loopback and hosts-file names); successive
-attempts to a node rotate through the addresses it resolves to.
+Host names are resolved off the actor thread (``client.dns.lookup``): a connection attempt
+to a node whose addresses are not known yet hands ``getaddrinfo`` (or the injected
+``resolver``) to a small resolver thread pool and waits, in state connecting (its setup
+timeout applies), for a :class:`_Resolved` message. ``use_all_dns_ips`` (the default):
+successive attempts to a node try each address the name resolved to in turn, and the name is
+resolved again once all were tried. ``resolve_canonical_bootstrap_servers_only``: a bootstrap
+server's addresses are also reverse-resolved to their canonical host names, which TLS (and
+SASL) then use as the server name, as Java does for Kerberos.
 
 Idle connections: a ready connection with nothing queued or in flight for
 ``connections.max.idle.ms`` is closed (event ``idle_closed``, no backoff) and reopened by the
@@ -72,12 +77,23 @@ Throttling (KIP-219): a response whose ``throttle_time_ms`` is positive, at a ve
 the broker expects the client to throttle itself, holds every further request to that node
 in its queue until the throttle ends (event ``throttled``, its ``backoff`` the throttle in s).
 
-Not done here (yet): re-bootstrapping when every known node is unreachable (KIP-899), moving a
-connected node to a new address.
+Re-bootstrap (KIP-899, KIP-1102): the bootstrap servers stay pseudo nodes, so a request for
+any node falls back to them when no known broker can be connected to. With
+``metadata.recovery.strategy=rebootstrap`` (the default), when no Metadata response came for
+``metadata.recovery.rebootstrap.trigger.ms`` while requests wait, or a Metadata response carries
+REBOOTSTRAP_REQUIRED, every known broker is forgotten (its connection closed, requests for
+any node routed again, requests for that node failed with a retriable error) and the client
+starts again from the bootstrap servers (event ``rebootstrap``). With ``none``, requests for
+any node go only to known brokers once some are known, and when no Metadata response came for
+the trigger time the waiting Metadata requests fail with :class:`BrokersUnreachableError`
+(raised at the user's next poll; retried after).
+
+Not done here (yet): moving a connected node to a new address.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import errno
 import functools
@@ -116,12 +132,14 @@ from kafka_actors.clock import Clock, Scheduler, SystemClock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
 from kafka_actors.errors import (
     AuthenticationError,
+    BrokersUnreachableError,
     ConsumerClosedError,
     DisconnectedError,
     FatalError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    RebootstrapRequiredError,
     error_for_code,
 )
 from kafka_actors.log import get_logger, traced
@@ -257,6 +275,33 @@ class UpdateNodes:
     """Tell the actor node addresses: ``(node_id, host, port)`` triples."""
 
     nodes: tuple[tuple[int, str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    """A resolver thread's answer for ``node`` (internal)."""
+
+    node: int
+    token: int
+    addresses: tuple[tuple[Any, str], ...] = ()
+    error: str | None = None
+
+
+#: ``resolver(host, port)``: getaddrinfo's list of (family, type, proto, canonname, sockaddr).
+Resolver = Callable[[str, int], Sequence[tuple[Any, ...]]]
+
+
+def _system_resolver(host: str, port: int) -> Sequence[tuple[Any, ...]]:
+    return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+
+
+def _canonical_name(sockaddr: Any, fallback: str) -> str:
+    """The canonical host name of an address (reverse lookup), ``fallback`` if none."""
+    try:
+        name = socket.getnameinfo(sockaddr, socket.NI_NAMEREQD)[0]
+    except OSError:
+        return fallback
+    return name or fallback
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,6 +548,11 @@ class _Node:
     log: Any
     transport: _Transport | None = None
     address_index: int = 0
+    #: The addresses the name resolved to, as (getaddrinfo entry, host name for TLS); None:
+    #: to be resolved (first attempt, all tried, or the address changed).
+    addresses: list[tuple[Any, str]] | None = None
+    #: The token of the resolution this node waits for (0: none).
+    resolving: int = 0
     down_announced: bool = False
     #: When the last ``node_unavailable`` warning was logged (monotonic s; None: never).
     warned_at: float | None = None
@@ -545,6 +595,7 @@ class NetworkActor(SupervisedActor):
         tls: Callable[[str, int], TlsChannel] | None = None,
         event_log_size: int = 10_000,
         metrics: ConsumerMetrics | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         super().__init__(context=context, name=name, faults=faults)
         #: Java's consumer-metrics (connections, requests, select waits); None: not kept.
@@ -567,6 +618,11 @@ class NetworkActor(SupervisedActor):
             tls = _default_tls(config)
         self._sasl = sasl
         self._tls = tls
+        self._resolver: Resolver = resolver or _system_resolver
+        self._canonical_bootstrap = (
+            config.client_dns_lookup == "resolve_canonical_bootstrap_servers_only"
+        )
+        self._resolver_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inbox = cast(SelectorInbox, self.actor_inbox)
         if metrics is not None:
             self._inbox.on_wait = metrics.io_waited
@@ -584,6 +640,11 @@ class NetworkActor(SupervisedActor):
         self._events: deque[ConnectionEvent] = deque(maxlen=event_log_size)
         self._closed = False
         self._all_down_warned_at: float | None = None
+        # Re-bootstrap (KIP-899 / KIP-1102): since when a Metadata request waits for an
+        # answer (None: the last one was answered).
+        self._rebootstrap = config.metadata_recovery_strategy == "rebootstrap"
+        self._rebootstrap_trigger = config.metadata_recovery_rebootstrap_trigger_ms / 1000.0
+        self._metadata_wanted_since: float | None = None
         self.supervision = Supervision(
             self,
             supervisor_spec or SupervisorSpec(),
@@ -626,6 +687,10 @@ class NetworkActor(SupervisedActor):
             return None
         if isinstance(message, _IoFailure):
             raise message.error
+        if isinstance(message, _Resolved):
+            self._on_resolved(message)
+            self._pump(self._clock.monotonic())
+            return None
         # Every message is a wake-up: what became due (a sever, a deadline) happens first.
         self._pump(self._clock.monotonic())
         if self.supervision.handle(message):
@@ -722,6 +787,8 @@ class NetworkActor(SupervisedActor):
             self._fail(pending, FatalError(f"Not a Kafka request: {send.request!r}"), send.node)
             return
         node = send.node
+        if pending.api_key == ApiKey.METADATA and self._metadata_wanted_since is None:
+            self._metadata_wanted_since = now
         self._log.debug(
             "request_accepted",
             api=_api_label(pending.api_key),
@@ -757,6 +824,7 @@ class NetworkActor(SupervisedActor):
                         node, DisconnectedError("Connection severed by fault injection")
                     )
         self._expire(now)
+        self._maybe_recover_metadata(now)
         while self._delayed and self._delayed[0].due <= now:
             item = heapq.heappop(self._delayed)
             self._deliver_response(item.node, item.event)
@@ -860,6 +928,9 @@ class NetworkActor(SupervisedActor):
                 times.append(min(waits))
         for waiting in self._waiting.values():
             times.extend(p.deadline for p in waiting)
+        if self._metadata_starved():
+            assert self._metadata_wanted_since is not None
+            times.append(self._metadata_wanted_since + self._rebootstrap_trigger)
         return min(times) if times else None
 
     def _route(self, now: float) -> None:
@@ -872,7 +943,12 @@ class NetworkActor(SupervisedActor):
         connect_started = False
         for pending in self._unassigned:
             kind = cast(Send, pending.token).node
-            candidates = boot if kind == BOOTSTRAP_NODE else real + boot
+            if kind == BOOTSTRAP_NODE:
+                candidates = boot
+            elif real and not self._rebootstrap:
+                candidates = real  # metadata.recovery.strategy=none: never back to bootstrap
+            else:
+                candidates = real + boot
             ready = [n for n in candidates if n.conn.ready]
             if kind == ANY_NODE and any(n.node_id >= 0 for n in ready):
                 ready = [n for n in ready if n.node_id >= 0]
@@ -906,6 +982,8 @@ class NetworkActor(SupervisedActor):
         elif node.address != address:
             node.log.info("node_address_changed", new_address=str(address))
             node.address = address
+            node.addresses = None  # resolve the new name at the next attempt
+            node.address_index = 0
             node.log = self._log.bind(node=node_id, address=str(address))
 
     def _record(self, node: _Node, kind: str, error: KafkaError | None = None) -> None:
@@ -931,17 +1009,68 @@ class NetworkActor(SupervisedActor):
             else (node.log.debug)
         )
         log("node_connecting", attempt=conn.failed_attempts + 1)
+        if node.addresses is None or node.address_index >= len(node.addresses):
+            self._start_resolve(node)  # the connection goes on in _on_resolved
+            return
+        self._open_socket(node)
+
+    def _start_resolve(self, node: _Node) -> None:
+        """Resolve the node's host name on a resolver thread (never on this one)."""
+        node.resolving = token = next(self._seq) + 1
         host, port = node.address.host, node.address.port
-        try:
-            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        except OSError as exc:
-            self._close_node(node, KafkaConnectionError(f"Cannot resolve {host!r}: {exc}"))
+        canonical = self._canonical_bootstrap and node.node_id < 0
+        resolver, ref = self._resolver, self.actor_ref
+
+        def resolve() -> None:
+            try:
+                infos = resolver(host, port)
+                entries = tuple(
+                    (info, _canonical_name(info[4], host) if canonical else host) for info in infos
+                )
+                answer = _Resolved(node.node_id, token, entries)
+            except OSError as exc:
+                answer = _Resolved(node.node_id, token, error=str(exc))
+            except Exception as exc:  # a user resolver's bug: a failed attempt, not a hang
+                answer = _Resolved(node.node_id, token, error=repr(exc))
+            try:
+                ref.tell(answer)
+            except pykka.ActorDeadError:
+                pass
+
+        if self._resolver_pool is None:
+            self._resolver_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=2, thread_name_prefix="kafka-actors-dns"
+            )
+        self._resolver_pool.submit(resolve)
+
+    def _on_resolved(self, answer: _Resolved) -> None:
+        node = self._nodes.get(answer.node)
+        if (
+            node is None
+            or node.resolving != answer.token
+            or node.conn.state is not ConnectionState.CONNECTING
+            or node.transport is not None
+        ):
+            return  # an older attempt's answer (it timed out, or the node was forgotten)
+        node.resolving = 0
+        host = node.address.host
+        if answer.error is not None or not answer.addresses:
+            why = f": {answer.error}" if answer.error else ""
+            self._close_node(node, KafkaConnectionError(f"Cannot resolve {host!r}{why}"))
             return
-        if not infos:
-            self._close_node(node, KafkaConnectionError(f"Cannot resolve {host!r}"))
-            return
-        family, kind, proto, _name, sockaddr = infos[node.address_index % len(infos)]
+        node.addresses = list(answer.addresses)
+        node.address_index = 0
+        node.log.debug(
+            "node_resolved", addresses=[str(info[4][0]) for info, _name in node.addresses]
+        )
+        self._open_socket(node)
+
+    def _open_socket(self, node: _Node) -> None:
+        assert node.addresses is not None
+        info, server_name = node.addresses[node.address_index]
         node.address_index += 1
+        family, kind, proto, _name, sockaddr = info
+        host = server_name
         try:
             sock = socket.socket(family, kind, proto)
         except OSError as exc:
@@ -1228,6 +1357,17 @@ class NetworkActor(SupervisedActor):
     def _deliver_response(self, node_id: int, event: Completed) -> None:
         pending = event.request
         send = cast(Send, pending.token)
+        if pending.api_key == ApiKey.METADATA:
+            code = int(getattr(event.response, "error_code", 0) or 0)
+            if code == RebootstrapRequiredError.code:
+                self._fail(
+                    pending,
+                    DisconnectedError("The broker answered REBOOTSTRAP_REQUIRED", node=node_id),
+                    node_id,
+                )
+                self._do_rebootstrap(self._clock.monotonic(), "REBOOTSTRAP_REQUIRED")
+                return
+            self._metadata_wanted_since = None
         with traced(pending.trace_id):
             self._log.debug(
                 "response_received",
@@ -1262,6 +1402,73 @@ class NetworkActor(SupervisedActor):
                 self._log,
             )
 
+    # -- re-bootstrap (KIP-899 / KIP-1102) ------------------------------------------------------
+
+    def _metadata_starved(self) -> bool:
+        """Brokers are known and a Metadata request waits for an answer (KIP-1102 counts the
+        trigger time from the first unanswered attempt)."""
+        return (
+            self._metadata_wanted_since is not None
+            and self._rebootstrap_trigger > 0
+            and any(n >= 0 for n in self._nodes)
+        )
+
+    def _maybe_recover_metadata(self, now: float) -> None:
+        since = self._metadata_wanted_since
+        if since is None or not self._metadata_starved() or now - since < self._rebootstrap_trigger:
+            return
+        waited_ms = round((now - since) * 1000)
+        if self._rebootstrap:
+            self._do_rebootstrap(now, f"no Metadata response for {waited_ms} ms")
+            return
+        self._metadata_wanted_since = now  # reported once per trigger period
+        error = BrokersUnreachableError(
+            f"No Metadata response from any known broker for {waited_ms} ms "
+            "(metadata.recovery.rebootstrap.trigger.ms) and metadata.recovery.strategy=none: "
+            "the client does not go back to the bootstrap servers; known brokers: "
+            + ", ".join(sorted(str(n.address) for n in self._nodes.values() if n.node_id >= 0))
+        )
+        self._log.warning("metadata_recovery_impossible", error=str(error))
+        keep: deque[PendingRequest] = deque()
+        for pending in self._unassigned:
+            if pending.api_key == ApiKey.METADATA:
+                self._fail(pending, error, ANY_NODE)
+            else:
+                keep.append(pending)
+        self._unassigned = keep
+
+    def _do_rebootstrap(self, now: float, reason: str) -> None:
+        """Forget every known broker and start again from the bootstrap servers."""
+        if self._metadata_wanted_since is not None:
+            self._metadata_wanted_since = now  # the next trigger counts from here
+        forgotten = [n for n in self._nodes.values() if n.node_id >= 0]
+        self._log.warning(
+            "rebootstrap",
+            reason=reason,
+            forgotten=sorted(f"{n.node_id}@{n.address}" for n in forgotten),
+            bootstrap=[str(a) for a in self.config.bootstrap_servers],
+        )
+        self._events.append(ConnectionEvent(BOOTSTRAP_NODE, "rebootstrap", now, reason, None))
+        for node in forgotten:
+            error = DisconnectedError(f"Rebootstrapping ({reason})", node=node.node_id)
+            transport, node.transport = node.transport, None
+            if transport is not None:
+                if transport.registered_mask:
+                    try:
+                        self._inbox.selector.unregister(transport.sock)
+                    except (KeyError, ValueError):
+                        pass
+                transport.close()
+            for pending in node.conn.take_queued():
+                if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
+                    self._unassigned.append(pending)
+                else:
+                    self._fail(pending, error, node.node_id)
+            for event in node.conn.close(error):
+                if isinstance(event, Failed):
+                    self._fail(event.request, event.error, node.node_id)
+            del self._nodes[node.node_id]
+
     def _learn(self, response: Any) -> None:
         brokers = getattr(response, "brokers", None)
         if not brokers:
@@ -1277,6 +1484,8 @@ class NetworkActor(SupervisedActor):
             return
         self._closed = True
         self._inbox.driver = None
+        if self._resolver_pool is not None:
+            self._resolver_pool.shutdown(wait=False, cancel_futures=True)
         error = ConsumerClosedError(
             "The NetworkActor stopped" + (f" because of: {cause}" if cause else "")
         )

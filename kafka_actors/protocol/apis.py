@@ -49,6 +49,7 @@ class ApiKey(enum.IntEnum):
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
+    OFFSET_FOR_LEADER_EPOCH = 23
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     SASL_AUTHENTICATE = 36
@@ -97,6 +98,8 @@ CLIENT_VERSIONS: Final[Mapping[int, VersionRange]] = MappingProxyType(
         ApiKey.LEAVE_GROUP: VersionRange(0, 5),
         ApiKey.SYNC_GROUP: VersionRange(0, 5),
         ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
+        # v3+: the consumer's replica id (-1); v2 has none (Java's consumer needs v3 too).
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(3, 4),
         ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
         ApiKey.API_VERSIONS: VersionRange(0, 4),
         ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),

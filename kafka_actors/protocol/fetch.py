@@ -54,9 +54,10 @@ Choices, in one place:
 * **Buffer bound**: no new Fetch is sent while the raw bytes buffered reach
   ``prefetch_buffer_bytes`` (default ``fetch.max.bytes``); a response may take the buffer
   over the bound by at most one response (``fetch.max.bytes``).
-* **Truncation detection** (KIP-320 ``last_fetched_epoch`` / ``diverging_epoch``) is not done
-  here: requests carry ``last_fetched_epoch = -1``, so brokers never answer with a diverging
-  epoch. The current leader epoch is sent (fencing of stale leaders works).
+* **Truncation detection** (KIP-320) is done by the offsets manager with OffsetsForLeaderEpoch
+  when a position awaits validation (a leader change, a committed offset with an epoch); Fetch
+  requests carry ``last_fetched_epoch = -1``, so brokers never answer with a diverging epoch.
+  The current leader epoch is sent (fencing of stale leaders works).
 * **No progress**: with record format v2 the broker always returns at least one whole batch,
   even one larger than ``max.partition.fetch.bytes``, so "record too large" cannot happen; data
   that decodes to no complete batch (``bytes_consumed == 0``) is dropped and the partition is
@@ -289,12 +290,19 @@ class FetchResult:
         keep: dict[TopicPartition, tuple[ConsumerRecord, ...]] = {}
         for tp, recs in self.records.items():
             collected = self.positions.get(tp)
-            current = subscriptions.valid_position(tp)
+            state = subscriptions.partition_state(tp)
+            # A partition whose position awaits validation since (its leader changed,
+            # KIP-320) still owns the records collected before: they were read from the log
+            # as it was, and the position after them is the one being validated.
             if (
                 collected is not None
-                and current is not None
-                and subscriptions.is_fetchable(tp)
-                and current.offset == collected.offset
+                and state is not None
+                and state.position is not None
+                and state.has_position
+                and not state.paused
+                and not state.pending_revocation
+                and not state.pending_on_assigned_callback
+                and state.position.offset == collected.offset
             ):
                 keep[tp] = recs
         if len(keep) == len(self.records) and subscriptions.assignment_id == self.assignment_id:

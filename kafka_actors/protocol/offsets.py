@@ -5,8 +5,12 @@ Owns: ListOffsets requests to partition leaders, grouped by leader from the late
 (``beginning_offsets`` / ``end_offsets`` / ``offsets_for_times``, each with a deadline, retried on
 retriable errors until it) and (b) resetting the positions of partitions awaiting a reset in the
 shared :class:`~kafka_actors.protocol.subscription.SubscriptionState` (``auto.offset.reset`` or
-an explicit seek to beginning/end). It follows the Java client's ``OffsetsRequestManager`` and
-``OffsetFetcherUtils`` (Kafka 4.x).
+an explicit seek to beginning/end), and (c) validating positions that await validation
+(KIP-320) with OffsetsForLeaderEpoch to their leaders: a committed offset or a seek with a
+leader epoch, or a position whose leader (epoch) changed; on truncation the position moves to
+the divergent offset with a reset policy, else :class:`ResetPositionsError` carries a
+LogTruncationError (Java's rules, ``SubscriptionState.maybe_complete_validation``). It follows
+the Java client's ``OffsetsRequestManager`` and ``OffsetFetcherUtils`` (Kafka 4.x).
 
 May touch: the :class:`SubscriptionState` it is given (reads partitions awaiting reset, writes
 positions through ``maybe_seek_unvalidated`` and retry times through ``request_failed``), and
@@ -64,6 +68,7 @@ from kafka_actors.errors import (
     FatalConsumerError,
     KafkaError,
     KafkaTimeoutError,
+    LogTruncationError,
     NoOffsetForPartitionError,
     TopicAuthorizationFailedError,
     error_class_for_code,
@@ -79,6 +84,7 @@ from kafka_actors.protocol.requests import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     list_offsets_request,
+    offset_for_leader_epoch_request,
 )
 from kafka_actors.protocol.subscription import (
     FetchPosition,
@@ -86,6 +92,7 @@ from kafka_actors.protocol.subscription import (
     OffsetResetStrategy,
     ResetKind,
     SubscriptionState,
+    ValidationOutcome,
 )
 
 if TYPE_CHECKING:
@@ -213,6 +220,14 @@ class _Sent:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _SentValidation:
+    """An OffsetsForLeaderEpoch in flight: the positions it validates."""
+
+    node: int
+    positions: Mapping[TopicPartition, FetchPosition]
+
+
 class OffsetsManager:
     """ListOffsets lookups and position resets (see the module docstring)."""
 
@@ -240,6 +255,8 @@ class OffsetsManager:
         self._lookups: dict[int, _Lookup] = {}
         self._in_flight: dict[int, _Sent] = {}
         self._resets_in_flight: set[TopicPartition] = set()
+        self._validations: dict[int, _SentValidation] = {}
+        self._validation_attempts: dict[TopicPartition, int] = {}
         self._reset_attempts: dict[TopicPartition, int] = {}
         # by_duration partitions whose lookup found no offset: reset to latest next.
         self._duration_fallback: set[TopicPartition] = set()
@@ -258,7 +275,7 @@ class OffsetsManager:
 
     @property
     def requests_in_flight(self) -> int:
-        return len(self._in_flight)
+        return len(self._in_flight) + len(self._validations)
 
     # -- Inputs --------------------------------------------------------------------------------
 
@@ -268,6 +285,12 @@ class OffsetsManager:
     def on_cluster_updated(self, cluster: Cluster) -> None:
         self._cluster = cluster
         self._refresh_requested_for = frozenset()
+        # A leader (epoch) change puts positions with an offset epoch awaiting validation
+        # (the fetch manager does the same with the same snapshot; whichever comes first).
+        for tp in self._subscription.assigned_partitions():
+            found = cluster.leader_for(tp)
+            if found is not None:
+                self._subscription.update_current_leader(tp, LeaderAndEpoch(found[0], found[1]))
 
     def beginning_offsets(
         self, partitions: Iterable[TopicPartition], deadline_ms: int, now_ms: int
@@ -312,7 +335,9 @@ class OffsetsManager:
 
     def poll(self, now_ms: int) -> PollResult:
         self._expire(now_ms)
-        requests = self._poll_lookups(now_ms) + self._poll_resets(now_ms)
+        requests = (
+            self._poll_lookups(now_ms) + self._poll_resets(now_ms) + self._poll_validations(now_ms)
+        )
         events = tuple(self._events)
         self._events.clear()
         return PollResult(
@@ -322,6 +347,10 @@ class OffsetsManager:
         )
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+        validation = self._validations.pop(request_id, None)
+        if validation is not None:
+            self._on_validation_response(validation, response, now_ms)
+            return
         sent = self._in_flight.pop(request_id, None)
         if sent is None:
             return
@@ -335,6 +364,10 @@ class OffsetsManager:
             self._on_lookup_response(sent, answers, now_ms)
 
     def on_failure(self, request_id: int, error: BaseException, now_ms: int) -> None:
+        validation = self._validations.pop(request_id, None)
+        if validation is not None:
+            self._on_validation_failure(validation, error, now_ms)
+            return
         sent = self._in_flight.pop(request_id, None)
         if sent is None:
             return
@@ -570,6 +603,165 @@ class OffsetsManager:
             self._reset_attempts[tp] = attempts + 1
             self._subscription.request_failed([tp], now_ms + self._backoff.backoff(attempts))
 
+    # -- Validation (KIP-320) ------------------------------------------------------------------
+
+    def _poll_validations(self, now_ms: int) -> tuple[UnsentRequest, ...]:
+        """OffsetsForLeaderEpoch for positions awaiting validation, one request per leader
+        (Java's ``validatePositionsIfNeeded``)."""
+        subs = self._subscription
+        in_flight = {tp for v in self._validations.values() for tp in v.positions}
+        needing = [tp for tp in subs.partitions_needing_validation(now_ms) if tp not in in_flight]
+        if not needing:
+            return ()
+        if not self._versions.supports(ApiKey.OFFSET_FOR_LEADER_EPOCH):
+            # A broker without a usable OffsetsForLeaderEpoch: no truncation detection.
+            for tp in needing:
+                subs.complete_validation(tp)
+            return ()
+        by_node: dict[int, dict[TopicPartition, FetchPosition]] = {}
+        no_leader: list[TopicPartition] = []
+        for tp in needing:
+            position = subs.position(tp)
+            if position is None:
+                continue
+            if position.current_leader.leader is None or position.current_leader.epoch is None:
+                found = self._cluster.leader_for(tp)
+                if found is not None and found[1] is not None:
+                    subs.update_current_leader(tp, LeaderAndEpoch(found[0], found[1]))
+                    position = subs.position(tp)
+                    if position is None:
+                        continue
+            leader = position.current_leader
+            if leader.leader is None:
+                no_leader.append(tp)
+                continue
+            if position.offset_epoch is None or leader.epoch is None:
+                subs.complete_validation(tp)  # nothing to validate against (Java: seekValidated)
+                continue
+            by_node.setdefault(leader.leader, {})[tp] = position
+        if no_leader:
+            self._need_metadata("offset validation: no known leader", no_leader)
+        if not by_node:
+            return ()
+        version = self._versions.version_for(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+        requests: list[UnsentRequest] = []
+        for node, positions in sorted(by_node.items()):
+            request = offset_for_leader_epoch_request(
+                version,
+                epochs={
+                    tp: (
+                        p.offset_epoch if p.offset_epoch is not None else -1,
+                        p.current_leader.epoch if p.current_leader.epoch is not None else -1,
+                    )
+                    for tp, p in positions.items()
+                },
+            )
+            request_id = self._new_id()
+            self._validations[request_id] = _SentValidation(node, MappingProxyType(dict(positions)))
+            # Not again before the answer or the request's timeout (Java's
+            # setNextAllowedRetry); completion clears it.
+            subs.set_next_allowed_retry(positions, now_ms + self._config.request_timeout_ms)
+            self._log.debug(
+                "validate_positions",
+                node=node,
+                positions={str(tp): (p.offset, p.offset_epoch) for tp, p in positions.items()},
+            )
+            requests.append(
+                UnsentRequest(
+                    node=node,
+                    request=request,
+                    request_id=request_id,
+                    timeout_ms=self._config.request_timeout_ms,
+                )
+            )
+        return tuple(requests)
+
+    def _on_validation_response(self, sent: _SentValidation, response: Any, now_ms: int) -> None:
+        answers: dict[TopicPartition, Any] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                answers[TopicPartition(str(topic.topic), int(p.partition))] = p
+        subs = self._subscription
+        retry: list[TopicPartition] = []
+        truncated: dict[TopicPartition, tuple[FetchPosition, int, int]] = {}
+        no_offset: list[TopicPartition] = []
+        for tp, position in sent.positions.items():
+            p = answers.get(tp)
+            if p is None:
+                retry.append(tp)
+                continue
+            code = int(p.error_code)
+            if code != _NONE:
+                if _retriable(code):
+                    self._log.debug("validate_partition_retriable", partition=str(tp), code=code)
+                    retry.append(tp)
+                else:
+                    self._validation_failed([tp], now_ms)
+                    self._events.append(ResetPositionsError(_partition_error(code, tp)))
+                continue
+            end_epoch, end_offset = int(p.leader_epoch), int(p.end_offset)
+            outcome = subs.maybe_complete_validation(tp, position, end_epoch, end_offset)
+            self._log.info(
+                "position_validated",
+                partition=str(tp),
+                offset=position.offset,
+                offset_epoch=position.offset_epoch,
+                end_offset=end_offset,
+                end_epoch=end_epoch,
+                outcome=outcome.value,
+            )
+            self._validation_attempts.pop(tp, None)
+            if outcome is ValidationOutcome.TRUNCATED:
+                truncated[tp] = (position, end_offset, end_epoch)
+            elif outcome is ValidationOutcome.NO_OFFSET:
+                no_offset.append(tp)
+        if retry:
+            self._need_metadata("offset validation: leader moved or unknown", retry)
+            self._validation_failed(retry, now_ms)
+        if truncated:
+            self._events.append(
+                ResetPositionsError(
+                    LogTruncationError(
+                        fetch_offsets={
+                            (tp.topic, tp.partition): v[0].offset for tp, v in truncated.items()
+                        },
+                        divergent_offsets={
+                            (tp.topic, tp.partition): (v[1], v[2]) for tp, v in truncated.items()
+                        },
+                    )
+                )
+            )
+        if no_offset:
+            self._events.append(
+                ResetPositionsError(
+                    NoOffsetForPartitionError(
+                        partitions=[(tp.topic, tp.partition) for tp in sorted(no_offset)]
+                    )
+                )
+            )
+
+    def _on_validation_failure(
+        self, sent: _SentValidation, error: BaseException, now_ms: int
+    ) -> None:
+        typed = (
+            error
+            if isinstance(error, KafkaError)
+            else FatalConsumerError(f"OffsetsForLeaderEpoch failed: {error!r}")
+        )
+        self._log.info("validate_positions_failed", node=sent.node, error=repr(typed))
+        partitions = list(sent.positions)
+        if typed.retriable:
+            self._need_metadata("OffsetsForLeaderEpoch request failed", partitions)
+        self._validation_failed(partitions, now_ms)
+        if not typed.retriable:
+            self._events.append(ResetPositionsError(typed))
+
+    def _validation_failed(self, partitions: list[TopicPartition], now_ms: int) -> None:
+        for tp in partitions:
+            attempts = self._validation_attempts.get(tp, 0)
+            self._validation_attempts[tp] = attempts + 1
+            self._subscription.request_failed([tp], now_ms + self._backoff.backoff(attempts))
+
     # -- Shared --------------------------------------------------------------------------------
 
     def _build_requests(
@@ -644,7 +836,11 @@ class OffsetsManager:
             if tp in self._resets_in_flight:
                 continue
             state = self._subscription.partition_state(tp)
-            if state is not None and state.awaiting_reset and state.next_retry_time_ms:
+            if (
+                state is not None
+                and (state.awaiting_reset or state.awaiting_validation)
+                and state.next_retry_time_ms
+            ):
                 candidates.append(state.next_retry_time_ms - now_ms)
         return max(0, min(candidates)) if candidates else None
 

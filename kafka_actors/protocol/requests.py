@@ -52,6 +52,7 @@ __all__ = [
     "metadata_request",
     "offset_commit_request",
     "offset_fetch_request",
+    "offset_for_leader_epoch_request",
     "sasl_authenticate_request",
     "sasl_handshake_request",
     "sync_group_request",
@@ -225,6 +226,36 @@ def list_offsets_request(
         isolation_level=isolation_level,
         topics=[{"name": t, "partitions": p} for t, p in grouped.items()],
         timeout=timeout_ms,
+    )
+
+
+# -- OffsetForLeaderEpoch ---------------------------------------------------------------------
+
+
+def offset_for_leader_epoch_request(
+    version: int,
+    *,
+    epochs: Mapping[TopicPartition, tuple[int, int]],
+) -> Any:
+    """OffsetForLeaderEpoch from a consumer (KIP-320): per partition (the leader epoch to look
+    up the end offset of, the current leader epoch known to the client, -1 if unknown)."""
+    api = ApiKey.OFFSET_FOR_LEADER_EPOCH
+    if version < 3:
+        raise _refuse(api, version, "a consumer's replica id", 3)
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for tp, (leader_epoch, current_leader_epoch) in epochs.items():
+        grouped.setdefault(tp.topic, []).append(
+            {
+                "partition": tp.partition,
+                "current_leader_epoch": current_leader_epoch,
+                "leader_epoch": leader_epoch,
+            }
+        )
+    return make_request(
+        api,
+        version,
+        replica_id=CONSUMER_REPLICA_ID,
+        topics=[{"topic": t, "partitions": p} for t, p in grouped.items()],
     )
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "SubscriptionState",
     "SubscriptionType",
     "TopicPartitionState",
+    "ValidationOutcome",
 ]
 
 
@@ -126,6 +127,17 @@ class FetchPosition:
     offset: int
     offset_epoch: int | None = None
     current_leader: LeaderAndEpoch = NO_LEADER
+
+
+class ValidationOutcome(enum.Enum):
+    """What :meth:`SubscriptionState.maybe_complete_validation` did."""
+
+    IGNORED = "IGNORED"  # no longer awaiting validation at that position
+    VALID = "VALID"  # the position is on the leader's log: fetch from it
+    MOVED_TO_DIVERGENT = "MOVED_TO_DIVERGENT"  # truncated; moved to the divergent offset
+    TRUNCATED = "TRUNCATED"  # truncated, no reset policy: the user must be told
+    RESET = "RESET"  # the leader knows no such epoch: reset by auto.offset.reset
+    NO_OFFSET = "NO_OFFSET"  # ... and there is no reset policy
 
 
 class FetchState(enum.Enum):
@@ -562,16 +574,81 @@ class SubscriptionState:
             self._assignment[tp] = replace(state, consumed=consumed)
             return True
 
-    def update_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> None:
-        """The metadata layer's current leader of an assigned partition."""
+    def update_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> bool:
+        """The metadata layer's current leader of an assigned partition (Java's
+        ``maybeValidatePositionForCurrentLeader``). When the leader (or its epoch) changed
+        and both the position's offset epoch and the new leader's epoch are known, the
+        position must be validated again (KIP-320: the new leader's log may have been
+        truncated below it) and the partition awaits validation; the preferred read replica
+        is forgotten. True when the partition awaits validation."""
         with self._lock:
             state = self._assignment.get(tp)
             if state is None or state.position is None:
-                return
-            if state.position.current_leader != leader:
+                return False
+            if state.position.current_leader == leader:
+                return state.awaiting_validation
+            position = replace(state.position, current_leader=leader)
+            if (
+                state.has_position
+                and leader.leader is not None
+                and leader.epoch is not None
+                and position.offset_epoch is not None
+            ):
                 self._assignment[tp] = replace(
-                    state, position=replace(state.position, current_leader=leader)
+                    state,
+                    fetch_state=FetchState.AWAIT_VALIDATION,
+                    position=position,
+                    preferred_read_replica=None,
+                    preferred_read_replica_expire_ms=None,
+                    next_retry_time_ms=None,
                 )
+                return True
+            self._assignment[tp] = replace(state, position=position)
+            return state.awaiting_validation
+
+    def maybe_complete_validation(
+        self,
+        tp: TopicPartition,
+        requested: FetchPosition,
+        end_epoch: int,
+        end_offset: int,
+    ) -> ValidationOutcome:
+        """An OffsetsForLeaderEpoch answer for ``requested`` (the position validated): the
+        end offset of the position's epoch on the leader (``end_epoch``: the largest epoch
+        at or below the one asked for; -1 / -1 when the leader knows no such epoch). As
+        Java's ``maybeCompleteValidation``: ignored unless the partition still awaits
+        validation at exactly that position; an undefined answer resets (or, without a reset
+        policy, reports NoOffsetForPartition); an end offset below the position is a
+        truncation: with a reset policy the position moves to the divergent offset (the end
+        offset, with its epoch), without one it is reported (the partition keeps awaiting
+        validation until the user seeks); otherwise the position is valid."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or not state.awaiting_validation or state.position != requested:
+                return ValidationOutcome.IGNORED
+            has_policy = self._default_reset_strategy.kind is not ResetKind.NONE
+            if end_offset < 0 or end_epoch < 0:
+                if has_policy:
+                    self._request_reset(tp, self._default_reset_strategy)
+                    return ValidationOutcome.RESET
+                return ValidationOutcome.NO_OFFSET
+            if end_offset < requested.offset:
+                if not has_policy:
+                    return ValidationOutcome.TRUNCATED
+                position = FetchPosition(end_offset, end_epoch, requested.current_leader)
+                self._assignment[tp] = replace(
+                    state,
+                    fetch_state=FetchState.FETCHING,
+                    position=position,
+                    consumed=position,
+                    next_retry_time_ms=None,
+                    end_of_partition_reported=False,
+                )
+                return ValidationOutcome.MOVED_TO_DIVERGENT
+            self._assignment[tp] = replace(
+                state, fetch_state=FetchState.FETCHING, next_retry_time_ms=None
+            )
+            return ValidationOutcome.VALID
 
     def has_all_fetch_positions(self) -> bool:
         with self._lock:

@@ -85,7 +85,11 @@ class TcpProxy:
                         client, _ = self._server.accept()
                     except BlockingIOError:
                         continue
-                    upstream = socket.create_connection(self.target)
+                    try:
+                        upstream = socket.create_connection(self.target)
+                    except OSError:  # the target is down: refuse as it would
+                        client.close()
+                        continue
                     self.accepted += 1
                     self._peers[client] = upstream
                     self._peers[upstream] = client

@@ -1,0 +1,140 @@
+"""Re-bootstrap (KIP-899 / KIP-1102) against real brokers.
+
+* NetworkActor: a known broker that stops answering Metadata (its responses dropped by fault
+  injection) is forgotten after ``metadata.recovery.rebootstrap.trigger.ms``; the next
+  Metadata goes to the bootstrap server (event ``rebootstrap``).
+* Consumer: the bootstrap address (a TCP forwarder standing for a DNS name or a load
+  balancer) moves to a new cluster while the known broker dies; with the default
+  ``rebootstrap`` the consumer keeps consuming from the new cluster, with ``none`` it reports
+  BrokersUnreachableError.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+import pytest
+
+from kafka_actors import KafkaConsumer
+from kafka_actors.actors.network import Response
+from kafka_actors.errors import BrokersUnreachableError, KafkaError
+from kafka_actors.protocol import requests as rq
+from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.supervisors import FaultInjector
+from kafka_actors.testing import KafkaBroker
+from tests.actors.network_helpers import events, metadata, network_config, send
+from tests.actors.network_proxy import TcpProxy
+from tests.consumer.helpers import base_config, poll_until, produce, unique
+
+StartNetwork = Callable[..., pykka.ActorRef[Any]]
+
+
+@pytest.mark.broker
+def test_known_broker_silent_for_trigger_ms_rebootstraps(
+    kafka_broker: KafkaBroker, start_network: StartNetwork
+) -> None:
+    host, port = kafka_broker.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    with TcpProxy("127.0.0.1", (host, int(port))) as proxy:
+        faults = FaultInjector()
+        config = network_config(
+            proxy.address, **{"metadata.recovery.rebootstrap.trigger.ms": 1_500}
+        )
+        ref = start_network(config, faults=faults)
+        first = metadata(ref)
+        node = int(first.response.brokers[0].node_id)
+        assert first.node < 0  # answered by the bootstrap server
+        assert metadata(ref, node=node).node == node  # connected to the known broker
+        assert metadata(ref).node == node  # which is preferred while ready
+        faults.drop_response(ApiKey.METADATA, times=None, node=node)  # it goes silent
+        lost = send(ref, rq.metadata_request(12, topics=None), timeout_ms=4_000)
+        with pytest.raises(KafkaError):
+            reply = lost.get(timeout=30)
+            if not isinstance(reply, Response):
+                raise reply.error
+        kinds = [e.kind for e in events(ref)]
+        assert "rebootstrap" in kinds
+        again = metadata(ref)
+        assert again.node < 0  # the bootstrap server again
+        assert int(again.response.brokers[0].node_id) == node
+
+
+def _consume_until_error(consumer: KafkaConsumer, timeout: float) -> BaseException | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            consumer.poll(0.5)
+        except BrokersUnreachableError as exc:
+            return exc
+    return None
+
+
+@pytest.mark.broker
+def test_consumer_follows_the_bootstrap_address_to_a_new_cluster() -> None:
+    topic = unique("rebootstrap")
+    tp = TopicPartition(topic, 0)
+    with KafkaBroker() as old:
+        old.create_topic(topic)
+        produce(old.bootstrap_servers, topic, 10, partition=0)
+        with TcpProxy("127.0.0.1", (old.node.host, old.node.port)) as proxy:
+            settings = {
+                "metadata.recovery.rebootstrap.trigger.ms": 3_000,
+                "reconnect.backoff.max.ms": 500,
+                "enable.auto.commit": False,
+            }
+            consumers = {
+                strategy: KafkaConsumer(
+                    base_config(
+                        proxy.address, **settings, **{"metadata.recovery.strategy": strategy}
+                    )
+                )
+                for strategy in ("rebootstrap", "none")
+            }
+            try:
+                for consumer in consumers.values():
+                    consumer.assign([tp])
+                    assert [r.offset for r in poll_until(consumer, 10)] == list(range(10))
+                with KafkaBroker() as new:
+                    new.create_topic(topic)
+                    produce(new.bootstrap_servers, topic, 20, partition=0, start=100)
+                    proxy.target = (new.node.host, new.node.port)
+                    old.stop()
+                    moved = poll_until(consumers["rebootstrap"], 10, timeout=120)
+                    assert [(r.offset, r.value) for r in moved[:10]] == [
+                        (i, f"value-{100 + i}".encode()) for i in range(10, 20)
+                    ]
+                    error = _consume_until_error(consumers["none"], 120)
+                    assert isinstance(error, BrokersUnreachableError), error
+                    assert "metadata.recovery.strategy=none" in str(error)
+            finally:
+                for consumer in consumers.values():
+                    consumer.close()
+
+
+def test_recovery_settings_are_validated() -> None:
+    config = network_config("localhost:9092")
+    assert config.metadata_recovery_strategy == "rebootstrap"  # Kafka 4.x's default
+    assert config.metadata_recovery_rebootstrap_trigger_ms == 300_000
+    with pytest.raises(KafkaError, match=r"metadata\.recovery\.strategy"):
+        network_config("localhost:9092", **{"metadata.recovery.strategy": "sometimes"})
+    with pytest.raises(KafkaError, match="trigger"):
+        network_config("localhost:9092", **{"metadata.recovery.rebootstrap.trigger.ms": -1})
+
+
+@pytest.mark.broker
+def test_rebootstrap_required_answer_forgets_known_brokers(
+    kafka_broker: KafkaBroker, start_network: StartNetwork
+) -> None:
+    faults = FaultInjector()
+    ref = start_network(network_config(kafka_broker.bootstrap_servers), faults=faults)
+    node = int(metadata(ref).response.brokers[0].node_id)
+    assert metadata(ref, node=node).node == node
+    faults.error_response(ApiKey.METADATA, 129, node=node)  # REBOOTSTRAP_REQUIRED (v13+)
+    reply = send(ref, rq.metadata_request(13, topics=None), node=node).get(timeout=30)
+    assert not isinstance(reply, Response)
+    assert reply.error.retriable and "REBOOTSTRAP_REQUIRED" in str(reply.error)
+    assert "rebootstrap" in [e.kind for e in events(ref)]
+    assert metadata(ref).node < 0  # the known broker was forgotten: a bootstrap server answers
