@@ -30,8 +30,6 @@ from kafka_actors.errors import FatalError, KafkaError, WakeupError
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.spark.offsets import (
-    EARLIEST,
-    LATEST,
     OffsetPlanner,
     OffsetRange,
     Offsets,
@@ -39,6 +37,7 @@ from kafka_actors.spark.offsets import (
     offsets_to_json,
 )
 from kafka_actors.spark.options import SourceOptions
+from kafka_actors.spark.positions import resolve_bound
 from kafka_actors.spark.reader import DataLossError
 
 __all__ = ["GroupMember", "last_committed_batch_end"]
@@ -369,27 +368,14 @@ class GroupMember:
 
     def _lookup_and_resolve(self, pending: list[TopicPartition]) -> None:
         committed = self.consumer.committed(pending)
-        starting = self.options.starting_offsets
-        fallback: dict[TopicPartition, int] = {}
-        need_earliest: list[TopicPartition] = []
-        need_latest: list[TopicPartition] = []
-        for tp in pending:
-            if committed.get(tp) is not None:
-                continue
-            if isinstance(starting, Mapping):
-                value = starting.get(tp, EARLIEST)
-            else:
-                value = EARLIEST if starting == "earliest" else LATEST
-            if value == EARLIEST:
-                need_earliest.append(tp)
-            elif value == LATEST:
-                need_latest.append(tp)
-            else:
-                fallback[tp] = value
-        if need_earliest:
-            fallback.update(self.consumer.beginning_offsets(need_earliest))
-        if need_latest:
-            fallback.update(self.consumer.end_offsets(need_latest))
+        fresh = [tp for tp in pending if committed.get(tp) is None]
+        fallback = resolve_bound(
+            self.consumer,
+            self.options.starting,
+            fresh,
+            side="starting",
+            strategy_latest=self.options.starting_strategy_latest,
+        )
         with self._lock:
             for tp in pending:
                 om = committed.get(tp)

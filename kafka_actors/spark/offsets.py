@@ -30,11 +30,12 @@ import json
 import math
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from kafka_actors.protocol.messages import TopicPartition
 
 __all__ = [
+    "Bound",
     "OffsetPlanner",
     "OffsetRange",
     "Ownership",
@@ -106,6 +107,18 @@ def parse_starting_offsets(value: str | None) -> str | Offsets:
     return offsets
 
 
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """Where a read starts or ends, as Spark's Kafka options say it: ``earliest``, ``latest``,
+    ``offsets`` (per partition, -2 earliest, -1 latest), ``timestamp`` (one timestamp in ms
+    for every partition) or ``timestamps`` (per partition): the earliest offset whose record
+    timestamp is at or after it (ListOffsets by timestamp)."""
+
+    kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int | None = None
+
+
 def fair_split(available: Mapping[Hashable, int], limit: int) -> dict[Hashable, int]:
     """Split ``limit`` across keys, each getting at most what it has available: max-min fair
     (water filling), so a partition with little data leaves its share to the others. Leftover
@@ -147,23 +160,38 @@ class OffsetRange:
         return self.end - self.start
 
 
-def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Split ranges so there are at least ``min_partitions`` (when given and larger than the
-    number of ranges), cutting each range into pieces proportional to its share of the total,
-    as Spark's Kafka source does; empty ranges are dropped."""
+def split_ranges(
+    ranges: Iterable[OffsetRange],
+    min_partitions: int | None,
+    max_records: int | None = None,
+) -> list[OffsetRange]:
+    """Split ranges so that none holds more than ``max_records`` (``maxRecordsPerPartition``)
+    and there are at least ``min_partitions`` (when given and larger than the number of ranges),
+    cutting each range into pieces proportional to its share of the total, as Spark's Kafka
+    source does; empty ranges are dropped."""
     ranges = [r for r in ranges if r.size > 0]
+    if max_records:
+        ranges = [piece for r in ranges for piece in _cut(r, math.ceil(r.size / max_records))]
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
     out: list[OffsetRange] = []
     for r in ranges:
-        pieces = max(1, min(r.size, math.ceil(r.size * min_partitions / total)))
-        step, extra = divmod(r.size, pieces)
-        start = r.start
-        for index in range(pieces):
-            end = start + step + (1 if index < extra else 0)
-            out.append(OffsetRange(r.topic, r.partition, start, end))
-            start = end
+        out.extend(_cut(r, max(1, min(r.size, math.ceil(r.size * min_partitions / total)))))
+    return out
+
+
+def _cut(r: OffsetRange, pieces: int) -> list[OffsetRange]:
+    """``r`` in ``pieces`` ranges of sizes differing by at most one."""
+    if pieces <= 1:
+        return [r]
+    step, extra = divmod(r.size, pieces)
+    out: list[OffsetRange] = []
+    start = r.start
+    for index in range(pieces):
+        end = start + step + (1 if index < extra else 0)
+        out.append(OffsetRange(r.topic, r.partition, start, end))
+        start = end
     return out
 
 
