@@ -107,6 +107,9 @@ class GroupMember:
         self._issued: list[Offsets] = []
         self._target: Offsets | None = None
         self._available: Offsets = {}
+        #: When the last batch with new data was planned (minOffsetsPerTrigger's delay runs
+        #: from there; from the member's start before the first one).
+        self._last_trigger = time.monotonic()
         self.consumer = (
             consumer if consumer is not None else KafkaConsumer(options.consumer_config())
         )
@@ -256,11 +259,34 @@ class GroupMember:
             start = {**start, **{tp: now for tp, (_, now) in shrunk.items()}}
         with self._lock:
             self._available = dict(available)
+            if not shrunk and self._delay_batch(start, available):
+                return offsets_to_json(start)
             end = self._planner.latest(start, available, limit, self._target)
+            if end != start:
+                self._last_trigger = time.monotonic()
             self._issued.append(dict(end))
             del self._issued[:-64]
         _log.debug("latest_offsets", start=_fmt(start), end=_fmt(end), available=_fmt(available))
         return offsets_to_json(end)
+
+    def _delay_batch(self, start: Offsets, available: Offsets) -> bool:
+        """``minOffsetsPerTrigger``: hold the batch back while fewer new records than that are
+        available, until ``maxTriggerDelay`` has passed since the last batch (not under
+        Trigger.AvailableNow, which reads to its bound)."""
+        minimum = self.options.min_offsets_per_trigger
+        if minimum is None or self._target is not None:
+            return False
+        active = {tp for tp, s in self._planner.owned.items() if s.resolved}
+        if any(tp not in start for tp in active):
+            return False  # a partition enters (no records read): never held back
+        new = sum(max(0, end - start[tp]) for tp, end in available.items() if tp in start)
+        if new >= minimum:
+            return False
+        waited_ms = (time.monotonic() - self._last_trigger) * 1000.0
+        if waited_ms >= self.options.max_trigger_delay_ms:
+            return False
+        _log.debug("batch_delayed", new_records=new, min_offsets_per_trigger=minimum)
+        return True
 
     def reported_latest(self) -> dict[str, dict[str, int]] | None:
         return offsets_to_json(self._available) if self._available else None
