@@ -71,7 +71,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["SOURCE_NAME", "KafkaActorsDataSource", "register"]
+from kafka_actors.spark.offsets import group_lag
+
+__all__ = ["SOURCE_NAME", "KafkaActorsDataSource", "group_lag", "register"]
 
 SOURCE_NAME = "kafka-actors"
 

@@ -40,6 +40,7 @@ __all__ = [
     "OffsetRange",
     "Ownership",
     "fair_split",
+    "group_lag",
     "offsets_from_json",
     "offsets_to_json",
     "parse_starting_offsets",
@@ -117,6 +118,39 @@ class Bound:
     kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     timestamp: int | None = None
+
+
+def group_lag(source_progress: Any, *, after_batch: bool = False) -> int | None:
+    """The group's lag as the source's member saw it, from one entry of a query progress's
+    ``sources`` (a ``SourceProgress`` of a listener event, or its dict in ``lastProgress``).
+
+    ``latestOffset`` is what the member reported (``reportLatestOffset``: the end offsets it
+    looked up for its partitions while planning the batch), ``startOffset`` what it had
+    committed to the group then (it commits the start of each batch it plans), ``endOffset``
+    what it commits next. Returns the sum over the member's partitions of ``latest - start``
+    (the group's lag while the batch ran), or of ``latest - end`` with ``after_batch`` (once the
+    batch is committed); None when the progress has no latest offsets (no batch planned yet) or
+    no start (Spark reports none for a query's first batch, which starts where the group's
+    committed offsets or ``startingOffsets`` say).
+    Spark's Python data sources cannot report custom metrics (no ``ReportsSourceMetrics``), so
+    the lag is carried by these offsets, with no second consumer asking the group."""
+
+    def field_of(name: str) -> Offsets:
+        value = (
+            source_progress.get(name)
+            if isinstance(source_progress, Mapping)
+            else getattr(source_progress, name, None)
+        )
+        # a query's first batch has no start: Spark reports null ("None" through py4j)
+        if value in (None, "", "null", "None"):
+            return {}
+        return offsets_from_json(value)
+
+    latest = field_of("latestOffset")
+    base = field_of("endOffset" if after_batch else "startOffset")
+    if not latest or not base:
+        return None
+    return sum(max(0, end - base[tp]) for tp, end in latest.items() if tp in base)
 
 
 def fair_split(available: Mapping[Hashable, int], limit: int) -> dict[Hashable, int]:

@@ -206,3 +206,38 @@ def test_resolve_bounds() -> None:
     with pytest.raises(ConfigError, match="missing"):
         resolve_bound(lookup, named, both, side="starting", require_all=True)
     assert resolve_bound(lookup, named, both, side="starting") == {T0: 42, T1: 10}
+
+
+def test_group_lag_from_progress() -> None:
+    from kafka_actors.spark import group_lag
+
+    progress = {
+        "startOffset": '{"t": {"0": 10, "1": 20}}',
+        "endOffset": '{"t": {"0": 15, "1": 30}}',
+        "latestOffset": '{"t": {"0": 40, "1": 30}}',
+    }
+    assert group_lag(progress) == 30 + 10
+    assert group_lag(progress, after_batch=True) == 25
+    assert group_lag({"startOffset": None, "latestOffset": None}) is None
+    # a query's first batch: Spark reports its start as null
+    assert group_lag({**progress, "startOffset": "null"}) is None
+    assert group_lag({**progress, "startOffset": "None"}) is None  # a listener event's form
+    assert group_lag({**progress, "startOffset": "null"}, after_batch=True) == 25
+
+    class SourceProgress:  # the listener's form: attributes, JSON text
+        startOffset = progress["startOffset"]
+        endOffset = progress["endOffset"]
+        latestOffset = progress["latestOffset"]
+
+    assert group_lag(SourceProgress()) == 40
+
+
+def test_pyspark_version_check() -> None:
+    pytest.importorskip("pyspark")
+    from kafka_actors.spark.source import check_pyspark_version
+
+    for ok in ("4.2.0", "4.3.0", "4.10.1", "5.0.0.dev1"):
+        check_pyspark_version(ok)
+    for old in ("3.5.3", "4.0.1", "4.1.0"):
+        with pytest.raises(ConfigError, match=f"needs pyspark >= 4.2.*this is pyspark {old}"):
+            check_pyspark_version(old)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.spark.helpers import produce, source, unique, wait_for
+from tests.spark.helpers import describe_group, produce, source, unique, wait_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(600)]
 
@@ -101,3 +101,42 @@ def test_max_records_per_partition(spark: Any, kafka_broker: Any, tmp_path: Path
     counts = [n for batch in sizes for n in batch]
     assert sum(counts) == 1000
     assert max(counts) <= 120 and tasks[-1] >= 10, (tasks, sizes)
+
+
+def test_progress_carries_the_members_group_lag(
+    spark: Any, kafka_broker: Any, tmp_path: Path
+) -> None:
+    """Each progress reports the group's lag as the member saw it (group_lag over the
+    progress's offsets): with every record produced before the query, the lag while batch N
+    runs is everything not read before it, and after the last one it is zero, as Kafka's
+    kafka-consumer-groups tool says."""
+    from kafka_actors.spark import group_lag
+
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = unique("lag"), unique("lag-g")
+    kafka_broker.create_topic(topic, partitions=3)
+    total = 3000
+    produce(bootstrap, topic, total, partitions=3)
+    query = (
+        source(spark, bootstrap, group, topic, maxOffsetsPerTrigger="700")
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(300)
+    progress = [p for p in query.recentProgress if int(p["numInputRows"])]
+    assert len(progress) >= 5
+    read = 0
+    for index, p in enumerate(progress):
+        (entry,) = p["sources"]
+        # Spark reports no start for a query's first batch
+        expected = None if index == 0 else total - read
+        assert group_lag(entry) == expected, (entry["startOffset"], entry["latestOffset"])
+        read += int(p["numInputRows"])
+        assert group_lag(entry, after_batch=True) == total - read, entry
+    assert read == total
+    # the tool agrees once the last batch is committed (the member commits it at its next
+    # planning call, or when the query stops)
+    lags = {p: lag for p, (_, _, lag) in describe_group(kafka_broker, group).items()}
+    assert lags == {0: 0, 1: 0, 2: 0}
