@@ -14,7 +14,17 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
+
+_out = threading.Lock()
+
+
+def say(line: str) -> None:
+    """One whole line on stdout (the listener's thread prints too)."""
+    with _out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def main() -> int:
@@ -65,7 +75,7 @@ def main() -> int:
 
         def onQueryProgress(self, event: object) -> None:
             p = event.progress  # type: ignore[attr-defined]
-            print(f"progress {p.batchId} {p.numInputRows}", flush=True)
+            say(f"progress {p.batchId} {p.numInputRows}")
 
         def onQueryIdle(self, event: object) -> None:
             pass
@@ -105,12 +115,11 @@ def main() -> int:
         query.stop()
     error = query.exception()
     rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
-    print(
+    say(
         "done "
         + json.dumps(
             {"finished": bool(finished), "rows": rows, "error": str(error) if error else None}
-        ),
-        flush=True,
+        )
     )
     spark.stop()
     return 0 if finished and error is None else 1

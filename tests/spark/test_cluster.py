@@ -208,10 +208,10 @@ class Driver:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
         self._reader.join(10)
-        done = [line for line in self.lines if line.startswith("done ")]
+        done = [line[line.index("done ") :] for line in self.lines if "done " in line]
         tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-40:])
         assert done, f"driver ended without a summary (rc {self.proc.returncode}):\n{tail}"
-        result: dict[str, Any] = json.loads(done[-1][5:])
+        result: dict[str, Any] = json.JSONDecoder().raw_decode(done[-1][5:])[0]
         assert self.proc.returncode == 0 and result["error"] is None, (result, tail)
         return result
 
