@@ -235,7 +235,8 @@ def test_streaming_starts_new_group_by_timestamp(
     spark: Any, kafka_broker: Any, codec_topic: str, tmp_path: Path
 ) -> None:
     """Show 4: a new group's query starts each partition where ListOffsets by timestamp says
-    (asked here through the consumer's offsets_for_times), then reads to the end."""
+    (asked here through the consumer's offsets_for_times and Kafka's kafka-get-offsets tool),
+    then reads to the end; the group's committed offsets follow."""
     bootstrap = kafka_broker.bootstrap_servers
     group = unique("ts-group")
     stamps = {p: BASE_TS + 10 * (50 * p) + 3 for p in range(len(CODECS))}
@@ -245,6 +246,17 @@ def test_streaming_starts_new_group_by_timestamp(
         )
     expected_start = {tp.partition: om.offset for tp, om in found.items() if om is not None}
     assert expected_start == {p: 50 * p + 1 for p in range(len(CODECS))}
+    # and Kafka's own tool (ListOffsets by timestamp from the Java client) agrees
+    for partition, stamp in stamps.items():
+        proc = kafka_broker.run_tool(
+            "kafka-get-offsets",
+            [
+                *("--bootstrap-server", bootstrap, "--topic", codec_topic),
+                *("--partitions", str(partition), "--time", str(stamp)),
+            ],
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == [f"{codec_topic}:{partition}:{expected_start[partition]}"]
     df = (
         spark.readStream.format("kafka-actors")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -271,3 +283,5 @@ def test_streaming_starts_new_group_by_timestamp(
         offsets.setdefault(r["partition"], []).append(r["offset"])
     for partition, start in expected_start.items():
         assert sorted(offsets[partition]) == list(range(start, COUNT)), partition
+    committed = describe_group(kafka_broker, group)
+    assert committed == {p: (COUNT, COUNT, 0) for p in range(len(CODECS))}, committed
