@@ -33,7 +33,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from kafka_actors.errors import ConfigError
+from kafka_actors.spark import MIN_PYSPARK, check_pyspark_version
 from kafka_actors.spark.offsets import OffsetRange, split_ranges
 from kafka_actors.spark.options import SourceOptions, check_names
 from kafka_actors.spark.reader import SPARK_SCHEMA, SPARK_SCHEMA_WITH_HEADERS, RangeReader
@@ -51,10 +51,6 @@ __all__ = [
 ]
 
 SOURCE_NAME = "kafka-actors"
-#: The oldest pyspark the source works with: ``latestOffset(start, limit)`` of Python streaming
-#: sources (read limits, ``maxOffsetsPerTrigger``) and ``SupportsTriggerAvailableNow`` came in
-#: 4.2.
-MIN_PYSPARK = (4, 2)
 #: Longest a terminated driver-side worker spends committing and leaving the group.
 _STOP_WATCHDOG_S = 45
 
@@ -217,21 +213,6 @@ class KafkaActorsDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaActorsBatchReader(SourceOptions.parse(self.options, batch=True))
-
-
-def check_pyspark_version(version: str) -> None:
-    """A ConfigError when ``version`` (pyspark's) is older than :data:`MIN_PYSPARK`."""
-    numbers: list[int] = []
-    for part in version.split(".")[:2]:
-        digits = "".join(c for c in part if c.isdigit())
-        numbers.append(int(digits) if digits else 0)
-    if tuple(numbers) < MIN_PYSPARK:
-        raise ConfigError(
-            f"The kafka-actors Spark source needs pyspark >= {MIN_PYSPARK[0]}.{MIN_PYSPARK[1]} "
-            f"(latestOffset(start, limit) of Python streaming sources); this is pyspark "
-            f"{version}",
-            key="pyspark",
-        )
 
 
 def register(spark: Any) -> None:

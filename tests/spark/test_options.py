@@ -233,11 +233,19 @@ def test_group_lag_from_progress() -> None:
 
 
 def test_pyspark_version_check() -> None:
-    pytest.importorskip("pyspark")
-    from kafka_actors.spark.source import check_pyspark_version
+    from kafka_actors.spark import check_pyspark_version
 
     for ok in ("4.2.0", "4.3.0", "4.10.1", "5.0.0.dev1"):
         check_pyspark_version(ok)
     for old in ("3.5.3", "4.0.1", "4.1.0"):
         with pytest.raises(ConfigError, match=f"needs pyspark >= 4.2.*this is pyspark {old}"):
             check_pyspark_version(old)
+
+
+def test_old_pyspark_refused_before_the_source_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    pyspark = pytest.importorskip("pyspark")
+    import kafka_actors.spark as package
+
+    monkeypatch.setattr(pyspark, "__version__", "3.5.1")
+    with pytest.raises(ConfigError, match=r"needs pyspark >= 4\.2"):
+        _ = package.register
