@@ -11,11 +11,12 @@ each source, after a warm-up batch read of the small topic, and the ratio of the
 
 Spark's Kafka source is ``org.apache.spark:spark-sql-kafka-0-10_2.13`` with its runtime
 dependencies (``kafka-clients``, ``commons-pool2``, ``spark-token-provider-kafka-0-10``),
-resolved by Maven from Maven Central into ``${KAFKA_ACTORS_CACHE:-~/.cache/kafka-actors}/
-spark-sql-kafka-<version>/`` (the same cache and local repository as the testkit's Kafka jars;
-no Ivy, no network at query time). The newest release not newer than the installed pyspark is
-used (Maven Central may not carry the connector of the newest pyspark, nor every
-token-provider release), and the script prints the versions it used.
+resolved by Maven alone (its configured repositories and mirrors; no repository address here)
+into ``${KAFKA_ACTORS_CACHE:-~/.cache/kafka-actors}/spark-sql-kafka-upto-<pyspark>/`` (the same
+cache and local repository as the testkit's Kafka jars; no Ivy, no network at query time). The
+newest release of the same major version not newer than the installed pyspark is used (a
+Maven version range: the repositories may not carry the connector of the newest pyspark, nor
+every token-provider release), and the script prints the versions it used.
 
 Also measured, outside Spark: the executors' range reader alone in this process (fetch +
 decode + Arrow), which bounds what one Spark task can do, and the pure decode of the same bytes.
@@ -31,138 +32,172 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
-_CENTRAL = "https://repo1.maven.org/maven2"
+_CONNECTOR = (
+    ("org.apache.spark", "spark-sql-kafka-0-10_2.13"),
+    ("org.apache.spark", "spark-token-provider-kafka-0-10_2.13"),
+    ("org.apache.kafka", "kafka-clients"),
+    ("org.apache.commons", "commons-pool2"),
+)
+
+
+def _run_copy(pom: Path, deps: str, out: Path) -> None:
+    from kafka_actors.testing.jars import maven_repo
+
+    pom.write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
+        "  <modelVersion>4.0.0</modelVersion>\n"
+        f"  <groupId>kafka-actors.bench</groupId><artifactId>{pom.stem}</artifactId>"
+        "<version>0</version><packaging>pom</packaging>\n"
+        f"  <dependencies>{deps}</dependencies>\n</project>\n"
+    )
+    proc = subprocess.run(
+        [
+            "mvn",
+            "-B",
+            "-q",
+            "-f",
+            str(pom),
+            f"-Dmaven.repo.local={maven_repo()}",
+            "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
+            f"-DoutputDirectory={out}",
+            "-DincludeScope=runtime",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"mvn failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
 
 
 def _vkey(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split("."))
 
 
-def _get(url: str) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return str(response.read().decode())
-    except urllib.error.HTTPError:
-        return None
+def _alone(group: str, artifact: str, version: str) -> str:
+    """A dependency without its own dependencies (Spark ships those)."""
+    return (
+        f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+        f"<version>{version}</version><exclusions><exclusion><groupId>*</groupId>"
+        "<artifactId>*</artifactId></exclusion></exclusions></dependency>"
+    )
 
 
-def _exists(url: str) -> bool:
-    request = urllib.request.Request(url, method="HEAD")
+def _copied(jars_dir: Path, artifact: str) -> str:
+    found = [
+        m.group(1)
+        for p in jars_dir.glob("*.jar")
+        if (m := re.fullmatch(rf"{re.escape(artifact)}-(\d[^/]*)\.jar", p.name))
+    ]
+    if len(found) != 1:
+        raise SystemExit(f"connector jar {artifact} missing in {jars_dir}: {found}")
+    return found[0]
+
+
+def _run_mvn_quietly(pom: Path, deps: str, out: Path) -> bool:
     try:
-        with urllib.request.urlopen(request, timeout=30):
-            return True
-    except urllib.error.HTTPError:
+        _run_copy(pom, deps, out)
+    except SystemExit:
         return False
+    return True
 
 
-def _releases(group_path: str, artifact: str) -> list[str]:
-    text = _get(f"{_CENTRAL}/{group_path}/{artifact}/maven-metadata.xml") or ""
-    return [v for v in re.findall(r"<version>([^<]+)</version>", text) if "-" not in v]
+def _releases(group: str, artifact: str, upto: str) -> list[str]:
+    """Releases (no -preview / -rc qualifiers) of ``artifact`` with ``upto``'s major version,
+    not newer than it, newest first: from the repository metadata that Maven fetched into its
+    local repository while resolving the version range (the range's own choice may be a
+    preview, whose descriptor may be missing, so it is not used)."""
+    from kafka_actors.testing.jars import maven_repo
 
-
-def _jar_url(group_path: str, artifact: str, version: str) -> str:
-    return f"{_CENTRAL}/{group_path}/{artifact}/{version}/{artifact}-{version}.jar"
-
-
-def connector_coordinates(spark_version: str) -> list[tuple[str, str, str]]:
-    """(group, artifact, version) of the connector and its runtime dependencies: the newest
-    ``spark-sql-kafka`` release not newer than ``spark_version``, the ``kafka-clients`` and
-    ``commons-pool2`` versions its pom names, and the newest published
-    ``spark-token-provider-kafka`` not newer than it (Maven Central may lack the same one)."""
-    wanted = _vkey(spark_version)
-    sql = "spark-sql-kafka-0-10_2.13"
-    versions = [v for v in _releases("org/apache/spark", sql) if _vkey(v) <= wanted]
-    if not versions:
-        raise SystemExit(f"no {sql} release <= {spark_version} on Maven Central")
-    version = max(versions, key=_vkey)
-    pom = _get(f"{_CENTRAL}/org/apache/spark/{sql}/{version}/{sql}-{version}.pom") or ""
-
-    def pinned(artifact: str) -> str:
-        found = re.search(
-            rf"<artifactId>{re.escape(artifact)}</artifactId>\s*<version>([^<]+)</version>", pom
-        )
-        if found is None:
-            raise SystemExit(f"{sql} {version}: no {artifact} version in its pom")
-        return found.group(1)
-
-    token = "spark-token-provider-kafka-0-10_2.13"
-    candidates = sorted(
-        {v for v in _releases("org/apache/spark", token) if _vkey(v) <= _vkey(version)} | {version},
+    major = upto.split(".", 1)[0]
+    tmp = cache_root_dir() / "spark-metadata"
+    tmp.mkdir(parents=True, exist_ok=True)
+    _run_mvn_quietly(
+        tmp / "metadata.xml", _alone(group, artifact, f"[{major}.0.0,{upto}]"), tmp / "out"
+    )
+    folder = maven_repo().joinpath(*group.split("."), artifact)
+    found: set[str] = set()
+    for meta in folder.glob("maven-metadata-*.xml"):
+        found.update(re.findall(r"<version>(\d+\.\d+\.\d+)</version>", meta.read_text()))
+    wanted = _vkey(upto)
+    return sorted(
+        (v for v in found if v.split(".", 1)[0] == major and _vkey(v) <= wanted),
         key=_vkey,
         reverse=True,
     )
-    token_version = next(
-        (v for v in candidates if _exists(_jar_url("org/apache/spark", token, v))), None
-    )
-    if token_version is None:
-        raise SystemExit(f"no {token} jar <= {version} on Maven Central")
-    return [
-        ("org.apache.spark", sql, version),
-        ("org.apache.spark", token, token_version),
-        ("org.apache.kafka", "kafka-clients", pinned("kafka-clients")),
-        ("org.apache.commons", "commons-pool2", pinned("commons-pool2")),
-    ]
 
 
-def resolve_connector(coordinates: list[tuple[str, str, str]]) -> list[str]:
-    """The jars (each without its transitive dependencies: Spark ships those), resolved once
-    with Maven into the kafka-actors cache."""
-    from kafka_actors.testing.jars import cache_root, maven_repo
+def cache_root_dir() -> Path:
+    from kafka_actors.testing.jars import cache_root
 
-    version = coordinates[0][2]
-    directory = cache_root() / f"spark-sql-kafka-{version}"
+    return cache_root()
+
+
+def resolve_connector(spark_version: str) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(group, artifact, version) of Spark's Kafka source and the runtime dependencies Spark
+    does not ship, and their jars, resolved once by Maven into the kafka-actors cache:
+    ``spark-sql-kafka`` and ``spark-token-provider-kafka`` each in the newest release of
+    ``spark_version``'s major not newer than it that resolves, ``kafka-clients`` and
+    ``commons-pool2`` in the versions the connector's pom (in Maven's local repository) pins."""
+    from kafka_actors.testing.jars import maven_repo
+
+    directory = cache_root_dir() / f"spark-sql-kafka-upto-{spark_version}"
     jars_dir = directory / "jars"
+    sql, token = "spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13"
     if not jars_dir.is_dir():
         directory.mkdir(parents=True, exist_ok=True)
-        deps = "".join(
-            f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-            f"<version>{v}</version><exclusions><exclusion><groupId>*</groupId>"
-            "<artifactId>*</artifactId></exclusion></exclusions></dependency>"
-            for g, a, v in coordinates
-        )
-        pom = directory / "pom.xml"
-        pom.write_text(
-            '<?xml version="1.0" encoding="UTF-8"?>\n'
-            '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
-            "  <modelVersion>4.0.0</modelVersion>\n"
-            "  <groupId>kafka-actors.bench</groupId><artifactId>spark-sql-kafka</artifactId>"
-            "<version>0</version><packaging>pom</packaging>\n"
-            f"  <dependencies>{deps}</dependencies>\n</project>\n"
-        )
         partial = directory / "jars.partial"
-        proc = subprocess.run(
-            [
-                "mvn",
-                "-B",
-                "-q",
-                "-f",
-                str(pom),
-                f"-Dmaven.repo.local={maven_repo()}",
-                "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
-                f"-DoutputDirectory={partial}",
-                "-DincludeScope=runtime",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
+        shutil.rmtree(partial, ignore_errors=True)
+        version = ""
+        for artifact in (sql, token):
+            upto = version or spark_version  # the token provider: not newer than the connector
+            for candidate in _releases("org.apache.spark", artifact, upto):
+                deps = _alone("org.apache.spark", artifact, candidate)
+                if _run_mvn_quietly(directory / f"{artifact}.xml", deps, partial):
+                    version = version or candidate
+                    break
+            else:
+                raise SystemExit(f"no org.apache.spark:{artifact} release <= {upto} resolves")
+        pom = (
+            maven_repo() / "org/apache/spark" / sql / version / f"{sql}-{version}.pom"
+        ).read_text()
+
+        def pinned(artifact: str) -> str:
+            found = re.search(
+                rf"<artifactId>{re.escape(artifact)}</artifactId>\s*<version>([^<]+)</version>",
+                pom,
+            )
+            if found is None:
+                raise SystemExit(f"{sql} {version}: no {artifact} version in its pom")
+            return found.group(1)
+
+        _run_copy(
+            directory / "runtime.xml",
+            _alone("org.apache.kafka", "kafka-clients", pinned("kafka-clients"))
+            + _alone("org.apache.commons", "commons-pool2", pinned("commons-pool2")),
+            partial,
         )
-        if proc.returncode != 0:
-            raise SystemExit(f"mvn failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
         partial.rename(jars_dir)
-    jars = sorted(str(p) for p in jars_dir.glob("*.jar"))
-    if len(jars) != len(coordinates):
-        raise SystemExit(f"connector jars missing in {jars_dir}: {jars}")
-    return jars
+    coordinates = [
+        (group, artifact, _copied(jars_dir, artifact))
+        for group, artifact in (
+            ("org.apache.spark", sql),
+            ("org.apache.spark", token),
+            ("org.apache.kafka", "kafka-clients"),
+            ("org.apache.commons", "commons-pool2"),
+        )
+    ]
+    return coordinates, sorted(str(p) for p in jars_dir.glob("*.jar"))
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int) -> None:
@@ -314,8 +349,7 @@ def main() -> int:
     configure(level=os.environ.get("KAFKA_ACTORS_LOG_LEVEL", "WARNING"))
     import pyspark
 
-    coordinates = connector_coordinates(pyspark.__version__)
-    jars = resolve_connector(coordinates)
+    coordinates, jars = resolve_connector(pyspark.__version__)
     version = coordinates[0][2]
     note = "" if version == pyspark.__version__ else f" (no {pyspark.__version__} published)"
     print(
