@@ -6,6 +6,9 @@ each micro-batch aggregated in ``foreachBatch`` (no state store), Spark local[2]
 two measured runs a small warm-up query through each source starts the JVM's code paths and
 the Python workers, so neither measured run pays Spark's start-up.
 
+Then the same aggregate as one batch read (``spark.read``, earliest to latest, no group) through
+each source, after a warm-up batch read of the small topic, and the ratio of their times.
+
 Spark's Kafka source is ``org.apache.spark:spark-sql-kafka-0-10_2.13`` with its runtime
 dependencies (``kafka-clients``, ``commons-pool2``, ``spark-token-provider-kafka-0-10``),
 resolved by Maven alone (its configured repositories and mirrors; no repository address here)
@@ -281,6 +284,25 @@ def run_query(spark: Any, fmt: str, options: dict[str, str], checkpoint: Path) -
     }
 
 
+def batch_read(spark: Any, fmt: str, options: dict[str, str]) -> dict[str, Any]:
+    """One batch read (``spark.read``) of the whole topic: ``count(*)`` and
+    ``sum(length(value))``, timed from ``load()`` to the collected answer."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format(fmt)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    started = time.perf_counter()
+    row = (
+        reader.load().agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("b")).collect()[0]
+    )
+    return {
+        "rows": int(row["n"]),
+        "bytes": int(row["b"] or 0),
+        "seconds": time.perf_counter() - started,
+    }
+
+
 def reader_alone(bootstrap: str, topic: str, partitions: int) -> tuple[int, float, float]:
     """The executors' reader in this process: (rows, seconds, of which decoding seconds)."""
     from kafka_actors.spark import reader as reader_module
@@ -410,6 +432,27 @@ def main() -> int:
         keys = sorted(set(a["durations"]) | set(b["durations"]))
         for key in keys:
             print(f"  {key:<18} {a['durations'].get(key, 0):>8} {b['durations'].get(key, 0):>8}")
+
+        # batch reads (spark.read): earliest to latest, no group; warm-up first
+        def batch_options(name: str) -> dict[str, str]:
+            return {"kafka.bootstrap.servers": bootstrap, "subscribe": name}
+
+        batch_read(spark, "kafka-actors", batch_options(warm))
+        batch_read(spark, "kafka", batch_options(warm))
+        batches = {
+            "kafka-actors": batch_read(spark, "kafka-actors", batch_options(topic)),
+            "kafka (Spark's)": batch_read(spark, "kafka", batch_options(topic)),
+        }
+        print(
+            f"\nbatch read (spark.read, whole topic):\n{'source':<16} {'seconds':>8} {'rows/s':>10}"
+        )
+        for name, r in batches.items():
+            assert r["rows"] == args.records and r["bytes"] == expected_bytes, (name, r)
+            print(f"{name:<16} {r['seconds']:>8.2f} {r['rows'] / r['seconds']:>10.0f}")
+        a, b = batches["kafka-actors"], batches["kafka (Spark's)"]
+        print(
+            f"batch ratio kafka-actors / Spark's Kafka source: {b['seconds'] / a['seconds']:.2f}x"
+        )
         rows, seconds, decoding = reader_alone(bootstrap, topic, args.partitions)
         print(
             f"\nrange reader alone (one process, no Spark): {rows / seconds:,.0f} rows/s; "

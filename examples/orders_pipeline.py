@@ -8,10 +8,11 @@ a member of a consumer group, parses them, and aggregates revenue per product pe
 event-time window with a 10-second watermark. Each finished window is appended to Parquet
 (one directory per micro-batch, overwritten if Spark replays the batch, so a replay writes it
 once) and printed. After every micro-batch one progress line shows the batch's input rows,
-records/s, and the group's lag as ``kafka-consumer-groups`` would compute it (end offsets minus
-the group's committed offsets). The program stops by itself once every generated order has
-been read and every window has been emitted, and prints a summary (total revenue read back from
-Parquet against what the generator produced).
+records/s, and the group's lag as the source's group member sees it (the end offsets it looked
+up minus the offsets it committed to the group, carried by the query progress: no second
+consumer asks the group; ``kafka_actors.spark.group_lag``). The program stops by itself once
+every generated order has been read and every window has been emitted, and prints a summary
+(total revenue read back from Parquet against what the generator produced).
 
 Run it on the embedded default (librdkafka's mock cluster, in this process; it keeps only about
 40k records per partition, so the default demo is small)::
@@ -150,37 +151,6 @@ def generate(bootstrap: str, topic: str, orders: int, rate: float, out: Generate
         out.error = exc
     finally:
         out.done.set()
-
-
-class GroupLag:
-    """End offsets minus the group's committed offsets (what kafka-consumer-groups shows),
-    read with a kafka-actors consumer that does not join the group."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        from kafka_actors import KafkaConsumer
-
-        self._consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group})
-        self._partitions = [
-            _tp(topic, info.partition) for info in self._consumer.partitions_for(topic, 30)
-        ]
-
-    def total(self) -> int:
-        ends = self._consumer.end_offsets(self._partitions, 30)
-        committed = self._consumer.committed(self._partitions, 30)
-        lag = 0
-        for tp, end in ends.items():
-            om = committed.get(tp)
-            lag += end - (om.offset if om is not None else 0)
-        return lag
-
-    def close(self) -> None:
-        self._consumer.close(5)
-
-
-def _tp(topic: str, partition: int) -> Any:
-    from kafka_actors import TopicPartition
-
-    return TopicPartition(topic, partition)
 
 
 def write_parquet(rows: list[dict[str, Any]], directory: Path) -> None:
@@ -351,12 +321,14 @@ def main(argv: list[str] | None = None) -> int:
 
     generated = Generated()
     spark = build_spark()
-    lag = GroupLag(bootstrap, args.group, args.topic)
+    lag_after: list[int | None] = [None]  # the group's lag after the newest batch
     progress_lock = threading.Lock()
     consumed = [0]
     emitted = [0]  # orders in the windows written so far
 
     from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    from kafka_actors.spark import group_lag as spark_group_lag
 
     class Progress(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
@@ -367,8 +339,18 @@ def main(argv: list[str] | None = None) -> int:
             with progress_lock:
                 consumed[0] += int(p.numInputRows)
                 total = consumed[0]
+            # the lag as the source's group member saw it (its reported end offsets minus
+            # what it committed), carried by the progress: no second consumer asks the group
+            source = p.sources[0] if p.sources else None
+            group_lag: object = "?"
             try:
-                group_lag: object = lag.total()
+                if source is not None:
+                    during = spark_group_lag(source)
+                    after = spark_group_lag(source, after_batch=True)
+                    with progress_lock:
+                        lag_after[0] = after
+                    # a query's first batch has no start in the progress
+                    group_lag = f"{'?' if during is None else during} ({after} after the batch)"
             except Exception as exc:  # report, do not stop the pipeline
                 group_lag = f"? ({exc})"
             print(
@@ -402,9 +384,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"the generator failed: {generated.error}")
             if generated.done.is_set() and emitted[0] >= generated.count:
                 # every order is in a window the watermark closed and the sink wrote; wait
-                # (briefly) for the group's commit of the last batch, then stop
+                # (briefly) for a progress (reported after Spark's commit log holds the batch)
+                # saying the member has nothing left to read; stopping the query then commits
+                # that batch to the group (the source knows the checkpoint)
                 settle = time.monotonic() + 30
-                while lag.total() > 0 and time.monotonic() < settle:
+                while lag_after[0] != 0 and time.monotonic() < settle:
                     time.sleep(0.5)
                 break
             if time.monotonic() > deadline:
@@ -415,8 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         status = 1
     finally:
         query.stop()
-        final_lag = lag.total()
-        lag.close()
+        final_lag = lag_after[0]
     if status == 0:
         from pyspark.sql import functions as F
 

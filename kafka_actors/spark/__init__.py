@@ -71,16 +71,51 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["SOURCE_NAME", "KafkaActorsDataSource", "register"]
+from kafka_actors.errors import ConfigError
+from kafka_actors.spark.offsets import group_lag
+
+__all__ = [
+    "MIN_PYSPARK",
+    "SOURCE_NAME",
+    "KafkaActorsDataSource",
+    "check_pyspark_version",
+    "group_lag",
+    "register",
+]
 
 SOURCE_NAME = "kafka-actors"
+#: The oldest pyspark the source works with: ``latestOffset(start, limit)`` of Python streaming
+#: sources (read limits, ``maxOffsetsPerTrigger``) and ``SupportsTriggerAvailableNow`` came in
+#: 4.2 (older ones lack the modules the source imports).
+MIN_PYSPARK = (4, 2)
 
 if TYPE_CHECKING:
     from kafka_actors.spark.source import KafkaActorsDataSource, register
 
 
+def check_pyspark_version(version: str | None = None) -> None:
+    """A ConfigError when pyspark (``version``, default the installed one) is older than
+    :data:`MIN_PYSPARK`; checked before the source's pyspark modules are imported."""
+    if version is None:
+        import pyspark
+
+        version = str(pyspark.__version__)
+    numbers: list[int] = []
+    for part in version.split(".")[:2]:
+        digits = "".join(c for c in part if c.isdigit())
+        numbers.append(int(digits) if digits else 0)
+    if tuple(numbers) < MIN_PYSPARK:
+        raise ConfigError(
+            f"The kafka-actors Spark source needs pyspark >= {MIN_PYSPARK[0]}.{MIN_PYSPARK[1]} "
+            f"(latestOffset(start, limit) of Python streaming sources); this is pyspark "
+            f"{version}",
+            key="pyspark",
+        )
+
+
 def __getattr__(name: str) -> Any:
     if name in ("KafkaActorsDataSource", "register"):
+        check_pyspark_version()
         from kafka_actors.spark import source
 
         return getattr(source, name)

@@ -30,8 +30,6 @@ from kafka_actors.errors import FatalError, KafkaError, WakeupError
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.spark.offsets import (
-    EARLIEST,
-    LATEST,
     OffsetPlanner,
     OffsetRange,
     Offsets,
@@ -39,6 +37,7 @@ from kafka_actors.spark.offsets import (
     offsets_to_json,
 )
 from kafka_actors.spark.options import SourceOptions
+from kafka_actors.spark.positions import resolve_bound
 from kafka_actors.spark.reader import DataLossError
 
 __all__ = ["GroupMember", "last_committed_batch_end"]
@@ -108,6 +107,9 @@ class GroupMember:
         self._issued: list[Offsets] = []
         self._target: Offsets | None = None
         self._available: Offsets = {}
+        #: When the last batch with new data was planned (minOffsetsPerTrigger's delay runs
+        #: from there; from the member's start before the first one).
+        self._last_trigger = time.monotonic()
         self.consumer = (
             consumer if consumer is not None else KafkaConsumer(options.consumer_config())
         )
@@ -257,11 +259,34 @@ class GroupMember:
             start = {**start, **{tp: now for tp, (_, now) in shrunk.items()}}
         with self._lock:
             self._available = dict(available)
+            if not shrunk and self._delay_batch(start, available):
+                return offsets_to_json(start)
             end = self._planner.latest(start, available, limit, self._target)
+            if end != start:
+                self._last_trigger = time.monotonic()
             self._issued.append(dict(end))
             del self._issued[:-64]
         _log.debug("latest_offsets", start=_fmt(start), end=_fmt(end), available=_fmt(available))
         return offsets_to_json(end)
+
+    def _delay_batch(self, start: Offsets, available: Offsets) -> bool:
+        """``minOffsetsPerTrigger``: hold the batch back while fewer new records than that are
+        available, until ``maxTriggerDelay`` has passed since the last batch (not under
+        Trigger.AvailableNow, which reads to its bound)."""
+        minimum = self.options.min_offsets_per_trigger
+        if minimum is None or self._target is not None:
+            return False
+        active = {tp for tp, s in self._planner.owned.items() if s.resolved}
+        if any(tp not in start for tp in active):
+            return False  # a partition enters (no records read): never held back
+        new = sum(max(0, end - start[tp]) for tp, end in available.items() if tp in start)
+        if new >= minimum:
+            return False
+        waited_ms = (time.monotonic() - self._last_trigger) * 1000.0
+        if waited_ms >= self.options.max_trigger_delay_ms:
+            return False
+        _log.debug("batch_delayed", new_records=new, min_offsets_per_trigger=minimum)
+        return True
 
     def reported_latest(self) -> dict[str, dict[str, int]] | None:
         return offsets_to_json(self._available) if self._available else None
@@ -369,27 +394,14 @@ class GroupMember:
 
     def _lookup_and_resolve(self, pending: list[TopicPartition]) -> None:
         committed = self.consumer.committed(pending)
-        starting = self.options.starting_offsets
-        fallback: dict[TopicPartition, int] = {}
-        need_earliest: list[TopicPartition] = []
-        need_latest: list[TopicPartition] = []
-        for tp in pending:
-            if committed.get(tp) is not None:
-                continue
-            if isinstance(starting, Mapping):
-                value = starting.get(tp, EARLIEST)
-            else:
-                value = EARLIEST if starting == "earliest" else LATEST
-            if value == EARLIEST:
-                need_earliest.append(tp)
-            elif value == LATEST:
-                need_latest.append(tp)
-            else:
-                fallback[tp] = value
-        if need_earliest:
-            fallback.update(self.consumer.beginning_offsets(need_earliest))
-        if need_latest:
-            fallback.update(self.consumer.end_offsets(need_latest))
+        fresh = [tp for tp in pending if committed.get(tp) is None]
+        fallback = resolve_bound(
+            self.consumer,
+            self.options.starting,
+            fresh,
+            side="starting",
+            strategy_latest=self.options.starting_strategy_latest,
+        )
         with self._lock:
             for tp in pending:
                 om = committed.get(tp)

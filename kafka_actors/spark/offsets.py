@@ -30,15 +30,17 @@ import json
 import math
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from kafka_actors.protocol.messages import TopicPartition
 
 __all__ = [
+    "Bound",
     "OffsetPlanner",
     "OffsetRange",
     "Ownership",
     "fair_split",
+    "group_lag",
     "offsets_from_json",
     "offsets_to_json",
     "parse_starting_offsets",
@@ -106,6 +108,51 @@ def parse_starting_offsets(value: str | None) -> str | Offsets:
     return offsets
 
 
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """Where a read starts or ends, as Spark's Kafka options say it: ``earliest``, ``latest``,
+    ``offsets`` (per partition, -2 earliest, -1 latest), ``timestamp`` (one timestamp in ms
+    for every partition) or ``timestamps`` (per partition): the earliest offset whose record
+    timestamp is at or after it (ListOffsets by timestamp)."""
+
+    kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int | None = None
+
+
+def group_lag(source_progress: Any, *, after_batch: bool = False) -> int | None:
+    """The group's lag as the source's member saw it, from one entry of a query progress's
+    ``sources`` (a ``SourceProgress`` of a listener event, or its dict in ``lastProgress``).
+
+    ``latestOffset`` is what the member reported (``reportLatestOffset``: the end offsets it
+    looked up for its partitions while planning the batch), ``startOffset`` what it had
+    committed to the group then (it commits the start of each batch it plans), ``endOffset``
+    what it commits next. Returns the sum over the member's partitions of ``latest - start``
+    (the group's lag while the batch ran), or of ``latest - end`` with ``after_batch`` (once the
+    batch is committed); None when the progress has no latest offsets (no batch planned yet) or
+    no start (Spark reports none for a query's first batch, which starts where the group's
+    committed offsets or ``startingOffsets`` say).
+    Spark's Python data sources cannot report custom metrics (no ``ReportsSourceMetrics``), so
+    the lag is carried by these offsets, with no second consumer asking the group."""
+
+    def field_of(name: str) -> Offsets:
+        value = (
+            source_progress.get(name)
+            if isinstance(source_progress, Mapping)
+            else getattr(source_progress, name, None)
+        )
+        # a query's first batch has no start: Spark reports null ("None" through py4j)
+        if value in (None, "", "null", "None"):
+            return {}
+        return offsets_from_json(value)
+
+    latest = field_of("latestOffset")
+    base = field_of("endOffset" if after_batch else "startOffset")
+    if not latest or not base:
+        return None
+    return sum(max(0, end - base[tp]) for tp, end in latest.items() if tp in base)
+
+
 def fair_split(available: Mapping[Hashable, int], limit: int) -> dict[Hashable, int]:
     """Split ``limit`` across keys, each getting at most what it has available: max-min fair
     (water filling), so a partition with little data leaves its share to the others. Leftover
@@ -147,23 +194,38 @@ class OffsetRange:
         return self.end - self.start
 
 
-def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Split ranges so there are at least ``min_partitions`` (when given and larger than the
-    number of ranges), cutting each range into pieces proportional to its share of the total,
-    as Spark's Kafka source does; empty ranges are dropped."""
+def split_ranges(
+    ranges: Iterable[OffsetRange],
+    min_partitions: int | None,
+    max_records: int | None = None,
+) -> list[OffsetRange]:
+    """Split ranges so that none holds more than ``max_records`` (``maxRecordsPerPartition``)
+    and there are at least ``min_partitions`` (when given and larger than the number of ranges),
+    cutting each range into pieces proportional to its share of the total, as Spark's Kafka
+    source does; empty ranges are dropped."""
     ranges = [r for r in ranges if r.size > 0]
+    if max_records:
+        ranges = [piece for r in ranges for piece in _cut(r, math.ceil(r.size / max_records))]
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
     out: list[OffsetRange] = []
     for r in ranges:
-        pieces = max(1, min(r.size, math.ceil(r.size * min_partitions / total)))
-        step, extra = divmod(r.size, pieces)
-        start = r.start
-        for index in range(pieces):
-            end = start + step + (1 if index < extra else 0)
-            out.append(OffsetRange(r.topic, r.partition, start, end))
-            start = end
+        out.extend(_cut(r, max(1, min(r.size, math.ceil(r.size * min_partitions / total)))))
+    return out
+
+
+def _cut(r: OffsetRange, pieces: int) -> list[OffsetRange]:
+    """``r`` in ``pieces`` ranges of sizes differing by at most one."""
+    if pieces <= 1:
+        return [r]
+    step, extra = divmod(r.size, pieces)
+    out: list[OffsetRange] = []
+    start = r.start
+    for index in range(pieces):
+        end = start + step + (1 if index < extra else 0)
+        out.append(OffsetRange(r.topic, r.partition, start, end))
+        start = end
     return out
 
 

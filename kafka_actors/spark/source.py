@@ -19,7 +19,12 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -28,14 +33,22 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafka_actors.spark import MIN_PYSPARK, check_pyspark_version
 from kafka_actors.spark.offsets import OffsetRange, split_ranges
-from kafka_actors.spark.options import SourceOptions
+from kafka_actors.spark.options import SourceOptions, check_names
 from kafka_actors.spark.reader import SPARK_SCHEMA, SPARK_SCHEMA_WITH_HEADERS, RangeReader
 
 if TYPE_CHECKING:
     from kafka_actors.spark.coordinator import GroupMember
 
-__all__ = ["SOURCE_NAME", "KafkaActorsDataSource", "KafkaInputPartition", "register"]
+__all__ = [
+    "MIN_PYSPARK",
+    "SOURCE_NAME",
+    "KafkaActorsDataSource",
+    "KafkaInputPartition",
+    "check_pyspark_version",
+    "register",
+]
 
 SOURCE_NAME = "kafka-actors"
 #: Longest a terminated driver-side worker spends committing and leaving the group.
@@ -122,7 +135,7 @@ class KafkaActorsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         ranges = self._driver().ranges(start, end)
-        return [KafkaInputPartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
+        return _input_partitions(ranges, self.options)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._driver().commit(end)
@@ -135,15 +148,49 @@ class KafkaActorsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     # -- executors ---------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        value = partition.value
-        assert isinstance(value, OffsetRange)
-        reader = RangeReader(
-            self.options.reader_settings(),
-            include_headers=self.options.include_headers,
-            fail_on_data_loss=self.options.fail_on_data_loss,
-            poll_timeout_ms=self.options.poll_timeout_ms,
-        )
-        yield from reader.read(value.topic, value.partition, value.start, value.end)
+        return _read(self.options, partition)
+
+
+def _input_partitions(
+    ranges: Sequence[OffsetRange], options: SourceOptions
+) -> list[InputPartition]:
+    pieces = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    return [KafkaInputPartition(r) for r in pieces]
+
+
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """An executor's task: exactly the partition's range, through the range reader. Spark
+    runs one task with no partition when a batch read plans none: it reads nothing."""
+    value = getattr(partition, "value", None)
+    if value is None:
+        return
+    assert isinstance(value, OffsetRange)
+    reader = RangeReader(
+        options.reader_settings(),
+        include_headers=options.include_headers,
+        fail_on_data_loss=options.fail_on_data_loss,
+        poll_timeout_ms=options.poll_timeout_ms,
+    )
+    yield from reader.read(value.topic, value.partition, value.start, value.end)
+
+
+class KafkaActorsBatchReader(DataSourceReader):
+    """``spark.read.format("kafka-actors")``: exact offset ranges, no group membership (the
+    driver looks offsets up with ListOffsets, as Spark's Kafka source does)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        from kafka_actors.spark._logging import quiet_logging
+
+        quiet_logging()
+        from kafka_actors.spark.positions import plan_batch
+
+        return _input_partitions(plan_batch(self.options), self.options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, partition)
 
 
 class KafkaActorsDataSource(DataSource):
@@ -155,13 +202,23 @@ class KafkaActorsDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
+        # Spark asks for the schema at load(): names are checked there already (the options
+        # of each mode when the reader is made)
+        check_names(self.options)
         include = str(self.options.get("includeHeaders", self.options.get("includeheaders", "")))
         return SPARK_SCHEMA_WITH_HEADERS if include.lower() == "true" else SPARK_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaActorsStreamReader(SourceOptions.parse(self.options))
 
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaActorsBatchReader(SourceOptions.parse(self.options, batch=True))
+
 
 def register(spark: Any) -> None:
-    """Register the source with a SparkSession: ``spark.readStream.format("kafka-actors")``."""
+    """Register the source with a SparkSession: ``spark.readStream.format("kafka-actors")``
+    and ``spark.read.format("kafka-actors")``. Refuses pyspark older than 4.2."""
+    import pyspark
+
+    check_pyspark_version(str(pyspark.__version__))
     spark.dataSource.register(KafkaActorsDataSource)
