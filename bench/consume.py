@@ -10,8 +10,8 @@ its own subprocess (so the peak RSS, VmHWM of the child, is that client's alone)
 * ``kafka-actors``: ``KafkaConsumer`` with ``assign`` + ``seek_to_beginning`` (no group);
 * ``kafka-actors sub``: ``subscribe`` in a new group (group.protocol=consumer, KIP-848);
 * ``kafka-actors pure``: as ``kafka-actors`` with ``KAFKA_ACTORS_PURE_PYTHON=1`` (the
-  pure-Python record decoder even when ``python -m kafka_actors.speedups build`` was run);
-  the decoder in use is printed beside each kafka-actors row (python or mypyc);
+  pure-Python record path even when the native one is built);
+  the record path in use is printed beside each kafka-actors row (native or python);
 * ``confluent-kafka``: ``Consumer.consume(500)`` after ``assign`` at OFFSET_BEGINNING;
 * ``aiokafka``: ``AIOKafkaConsumer.getmany(max_records=500)`` after ``assign`` +
   ``seek_to_beginning``;
