@@ -18,6 +18,7 @@ unchanged with mypyc (into a temporary directory; needs a C compiler) and measur
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import random
@@ -197,6 +198,9 @@ def best_of(
     best = {label: float("inf") for label, _ in decoders}
     for _ in range(repeat):
         for label, fn in decoders:
+            # Each decoder starts from a clean collector: a full collection owed to the
+            # previous one's surviving objects would otherwise land in this one's time.
+            gc.collect()
             t0 = time.process_time()
             n = fn(data)
             elapsed = time.process_time() - t0

@@ -365,6 +365,9 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
     const uint8_t *last_block = NULL;
     Py_ssize_t last_len = 0;
     PyObject *max_ts_obj = NULL;
+    /* Records produced in the same millisecond share a timestamp: one int object for a run. */
+    PyObject *last_ts_obj = NULL;
+    int64_t last_ts_delta = 0;
     int rc = 0;
     if (log_append && (max_ts_obj = PyLong_FromLongLong(max_ts)) == NULL)
         return -1;
@@ -446,8 +449,16 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
         if (log_append) {
             ts_obj = max_ts_obj;
             Py_INCREF(ts_obj);
+        } else if (last_ts_obj != NULL && ts_delta == last_ts_delta) {
+            ts_obj = last_ts_obj;
+            Py_INCREF(ts_obj);
         } else {
             ts_obj = sum_to_int(base_ts, ts_delta);
+            if (ts_obj != NULL) {
+                Py_XSETREF(last_ts_obj, ts_obj);
+                Py_INCREF(ts_obj);
+                last_ts_delta = ts_delta;
+            }
         }
         int ok = off_obj && ts_obj && PyList_Append(c->offsets, off_obj) == 0 &&
                  PyList_Append(c->timestamps, ts_obj) == 0 && PyList_Append(c->keys, key) == 0 &&
@@ -468,6 +479,7 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
 done:
     Py_XDECREF(last_headers);
     Py_XDECREF(max_ts_obj);
+    Py_XDECREF(last_ts_obj);
     return rc;
 }
 
