@@ -251,9 +251,48 @@ append_steal(PyObject *list, PyObject *item)
     return rc;
 }
 
+/* Header keys seen in one batch (producers repeat the same few): their str objects. */
+#define KEY_CACHE_SIZE 8
+typedef struct {
+    int n;
+    const uint8_t *bytes[KEY_CACHE_SIZE]; /* into the batch's buffer, alive while it is */
+    Py_ssize_t len[KEY_CACHE_SIZE];
+    PyObject *str[KEY_CACHE_SIZE];
+} KeyCache;
+
+static void
+key_cache_clear(KeyCache *kc)
+{
+    for (int i = 0; i < kc->n; i++)
+        Py_DECREF(kc->str[i]);
+    kc->n = 0;
+}
+
+/* The header key b[0:len] as a str (new reference). */
+static PyObject *
+header_key(KeyCache *kc, const uint8_t *b, Py_ssize_t len)
+{
+    for (int i = 0; i < kc->n; i++) {
+        if (kc->len[i] == len && memcmp(kc->bytes[i], b, (size_t)len) == 0) {
+            Py_INCREF(kc->str[i]);
+            return kc->str[i];
+        }
+    }
+    PyObject *key = PyUnicode_DecodeUTF8((const char *)b, len, "replace");
+    if (key != NULL && kc->n < KEY_CACHE_SIZE) {
+        kc->bytes[kc->n] = b;
+        kc->len[kc->n] = len;
+        kc->str[kc->n] = key;
+        Py_INCREF(key);
+        kc->n++;
+    }
+    return key;
+}
+
 /* Parse the header block b[pos:end] exactly: 0 ok (*out a new tuple), 1 corrupt, -1 error. */
 static int
-parse_headers(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, PyObject **out, Fault *f)
+parse_headers(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, PyObject **out, Fault *f,
+              KeyCache *kc)
 {
     int64_t n;
     if (read_varint(b, &pos, end, &n, f))
@@ -271,7 +310,7 @@ parse_headers(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, PyObject **out, 
             FAULT(f, "bad header key length %lld", (long long)size);
             goto corrupt;
         }
-        PyObject *key = PyUnicode_DecodeUTF8((const char *)b + pos, (Py_ssize_t)size, "replace");
+        PyObject *key = header_key(kc, b + pos, (Py_ssize_t)size);
         if (key == NULL)
             goto error;
         pos += (Py_ssize_t)size;
@@ -368,6 +407,8 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
     /* Records produced in the same millisecond share a timestamp: one int object for a run. */
     PyObject *last_ts_obj = NULL;
     int64_t last_ts_delta = 0;
+    KeyCache keys;
+    keys.n = 0;
     int rc = 0;
     if (log_append && (max_ts_obj = PyLong_FromLongLong(max_ts)) == NULL)
         return -1;
@@ -427,7 +468,7 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
                 headers = last_headers;
                 Py_INCREF(headers);
             } else {
-                rc = parse_headers(b, pos, record_end, &headers, f);
+                rc = parse_headers(b, pos, record_end, &headers, f, &keys);
                 if (rc) {
                     Py_XDECREF(key);
                     Py_XDECREF(value);
@@ -480,6 +521,7 @@ done:
     Py_XDECREF(last_headers);
     Py_XDECREF(max_ts_obj);
     Py_XDECREF(last_ts_obj);
+    key_cache_clear(&keys);
     return rc;
 }
 
