@@ -199,7 +199,20 @@ sum_to_int(int64_t a, int64_t b)
 typedef struct {
     PyObject *offsets, *timestamps, *keys, *values, *headers;
     PyObject *batch_ends, *batch_ts_types, *batch_epochs;
+    /* DecodedRecords.materialized: when a list, records go there as ConsumerRecords (built
+     * here) instead of into the five record columns. */
+    PyObject *materialized;
+    /* borrowed, for the records built: */
+    PyObject *topic, *partition, *batch_ts_type, *batch_epoch;
 } Columns;
+
+static inline Py_ssize_t
+columns_len(Columns *c)
+{
+    return PyList_GET_SIZE(c->materialized ? c->materialized : c->offsets);
+}
+
+static PyObject *new_record(PyObject *items[9]);
 
 static void
 columns_clear(Columns *c)
@@ -212,6 +225,7 @@ columns_clear(Columns *c)
     Py_CLEAR(c->batch_ends);
     Py_CLEAR(c->batch_ts_types);
     Py_CLEAR(c->batch_epochs);
+    Py_CLEAR(c->materialized);
 }
 
 static PyObject *
@@ -237,6 +251,19 @@ columns_get(PyObject *out, Columns *c)
         !(c->batch_epochs = get_list(out, "batch_leader_epochs"))) {
         columns_clear(c);
         return -1;
+    }
+    PyObject *m = PyObject_GetAttrString(out, "materialized");
+    if (m == NULL) {
+        PyErr_Clear(); /* an object without the attribute: columns only */
+    } else if (m == Py_None) {
+        Py_DECREF(m);
+    } else if (!PyList_Check(m)) {
+        Py_DECREF(m);
+        PyErr_SetString(PyExc_TypeError, "DecodedRecords.materialized is not a list");
+        columns_clear(c);
+        return -1;
+    } else {
+        c->materialized = m;
     }
     return 0;
 }
@@ -501,9 +528,21 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
                 last_ts_delta = ts_delta;
             }
         }
-        int ok = off_obj && ts_obj && PyList_Append(c->offsets, off_obj) == 0 &&
+        int ok;
+        if (c->materialized != NULL) {
+            PyObject *rec = NULL;
+            if (off_obj && ts_obj) {
+                PyObject *items[9] = {c->topic,   c->partition,  off_obj, ts_obj,       c->batch_ts_type,
+                                      key,        value,         headers, c->batch_epoch};
+                rec = new_record(items);
+            }
+            ok = rec != NULL && PyList_Append(c->materialized, rec) == 0;
+            Py_XDECREF(rec);
+        } else {
+            ok = off_obj && ts_obj && PyList_Append(c->offsets, off_obj) == 0 &&
                  PyList_Append(c->timestamps, ts_obj) == 0 && PyList_Append(c->keys, key) == 0 &&
                  PyList_Append(c->values, value) == 0 && PyList_Append(c->headers, headers) == 0;
+        }
         Py_XDECREF(off_obj);
         Py_XDECREF(ts_obj);
         Py_DECREF(key);
@@ -655,6 +694,8 @@ decode_into(PyObject *self, PyObject *args)
         return NULL;
     topic = PyObject_GetAttrString(out, "topic");
     partition = PyObject_GetAttrString(out, "partition");
+    c.topic = topic;
+    c.partition = partition;
     PyObject *nfo_obj = PyObject_GetAttrString(out, "next_fetch_offset");
     int64_t next_fetch_offset = nfo_obj ? PyLong_AsLongLong(nfo_obj) : -1;
     Py_XDECREF(nfo_obj);
@@ -782,13 +823,25 @@ decode_into(PyObject *self, PyObject *args)
             Py_DECREF(pid);
         }
         if (!is_control && last_offset >= fetch_offset && count) {
-            Py_ssize_t first = PyList_GET_SIZE(c.offsets);
+            Py_ssize_t first = columns_len(&c);
             int log_append = (attributes & 0x08) != 0;
             int rc;
+            PyObject *epoch;
+            if (leader_epoch >= 0) {
+                if ((epoch = PyLong_FromLong(leader_epoch)) == NULL)
+                    goto error;
+            } else {
+                epoch = Py_None;
+                Py_INCREF(epoch);
+            }
+            PyObject *ts_type = log_append ? ts_log_append : ts_create;
+            c.batch_ts_type = ts_type;
+            c.batch_epoch = epoch;
             if (codec) {
                 PyObject *section = decompress_section(decompress, view, codec, records_start,
                                                        end, &fault, &is_corrupt);
                 if (section == NULL) {
+                    Py_DECREF(epoch);
                     if (is_corrupt)
                         goto corrupt;
                     goto error;
@@ -796,6 +849,7 @@ decode_into(PyObject *self, PyObject *args)
                 Py_buffer sv;
                 if (PyObject_GetBuffer(section, &sv, PyBUF_SIMPLE) < 0) {
                     Py_DECREF(section);
+                    Py_DECREF(epoch);
                     goto error;
                 }
                 rc = decode_batch_records(sv.buf, 0, sv.len, count, base_offset, base_ts,
@@ -806,25 +860,22 @@ decode_into(PyObject *self, PyObject *args)
                 rc = decode_batch_records(buf, records_start, end, count, base_offset, base_ts,
                                           log_append, max_ts, fetch_offset, &c, &fault);
             }
-            if (rc > 0)
-                goto corrupt;
-            if (rc < 0)
+            c.batch_ts_type = c.batch_epoch = NULL;
+            if (rc) {
+                Py_DECREF(epoch);
+                if (rc > 0)
+                    goto corrupt;
                 goto error;
-            Py_ssize_t n = PyList_GET_SIZE(c.offsets);
+            }
+            Py_ssize_t n = columns_len(&c);
             if (n > first) {
-                PyObject *epoch;
-                if (leader_epoch >= 0) {
-                    epoch = PyLong_FromLong(leader_epoch);
-                } else {
-                    epoch = Py_None;
-                    Py_INCREF(epoch);
-                }
-                PyObject *ts_type = log_append ? ts_log_append : ts_create;
                 Py_INCREF(ts_type);
                 if (append_steal(c.batch_ends, PyLong_FromSsize_t(n)) < 0 ||
                     append_steal(c.batch_ts_types, ts_type) < 0 ||
                     append_steal(c.batch_epochs, epoch) < 0)
                     goto error;
+            } else {
+                Py_DECREF(epoch);
             }
         }
         if (last_offset + 1 > next_fetch_offset)

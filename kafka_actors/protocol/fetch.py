@@ -1207,6 +1207,7 @@ class FetchManager:
                     isolation_level=self._config.isolation_level,
                     aborted_transactions=cf.aborted,
                     partial_on_error=True,
+                    materialize=True,
                 )
             decoded = cf.decoded
             taken, new_position, drained = self._take_records(cf, remaining)

@@ -145,6 +145,10 @@ class DecodedRecords:
     if no batch was complete); ``bytes_consumed`` counts the bytes of complete batches, so
     ``bytes_consumed < len(data)`` means a trailing truncated batch was ignored.
 
+    ``materialized`` (decoding with ``materialize=True``): the records as ConsumerRecords,
+    built while decoding (on the native path no column list is filled per record); the five
+    record columns are then empty, the batch columns are as above.
+
     ``error`` is set only when decoding with ``partial_on_error=True`` met a bad batch: the
     columns then hold the records of the batches before it, ``next_fetch_offset`` is the
     offset after the last good batch (where the bad one starts), and the error is to be
@@ -164,16 +168,24 @@ class DecodedRecords:
     batch_timestamp_types: list[TimestampType] = field(default_factory=list)
     batch_leader_epochs: list[int | None] = field(default_factory=list)
     error: KafkaError | None = None
+    materialized: list[ConsumerRecord] | None = None
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.offsets) if self.materialized is None else len(self.materialized)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        return iter(slice_records(self, 0, len(self.offsets)))
+        return iter(slice_records(self, 0, len(self)))
 
     def records(self) -> list[ConsumerRecord]:
         """All records as :class:`ConsumerRecord` values."""
-        return slice_records(self, 0, len(self.offsets))
+        return slice_records(self, 0, len(self))
+
+
+def slice_records(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
+    """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords."""
+    if decoded.materialized is not None:
+        return decoded.materialized[start:end]
+    return _slice_columns(decoded, start, end)
 
 
 def _slice_records_python(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
@@ -542,6 +554,7 @@ def decode_records(
     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     aborted_transactions: Iterable[_AbortedTransactionLike] | None = None,
     partial_on_error: bool = False,
+    materialize: bool = False,
 ) -> DecodedRecords:
     """Decode the record batches of one fetched partition.
 
@@ -551,12 +564,15 @@ def decode_records(
     are never returned. Raises ``CorruptRecordError`` (CRC mismatch or malformed batch,
     naming the batch's base offset) and ``UnsupportedRecordFormatError`` (magic v0/v1);
     with ``partial_on_error`` the error is returned in ``DecodedRecords.error`` instead,
-    together with the records of the batches before the bad one.
+    together with the records of the batches before the bad one. ``materialize``: the records
+    as ConsumerRecords in ``DecodedRecords.materialized`` rather than in columns.
     """
     out = DecodedRecords(topic, partition, next_fetch_offset=max(fetch_offset, 0))
     read_committed = isolation_level == IsolationLevel.READ_COMMITTED
     try:
         if _native is not None:
+            if materialize:
+                out.materialized = []
             _native.decode_into(
                 data if isinstance(data, bytes) else bytes(data),
                 out,
@@ -582,6 +598,9 @@ def decode_records(
             raise
         _rollback(out)
         out.error = exc
+    if materialize and out.materialized is None:  # the pure path: from its columns
+        out.materialized = _slice_records_python(out, 0, len(out.offsets))
+        out.offsets, out.timestamps, out.keys, out.values, out.headers = [], [], [], [], []
     return out
 
 
@@ -755,6 +774,8 @@ def _rollback(out: DecodedRecords) -> None:
     """Drop the partial records of a batch that failed half-way (keeps columns aligned)."""
     n = out.batch_ends[-1] if out.batch_ends else 0
     del out.offsets[n:], out.timestamps[n:], out.keys[n:], out.values[n:], out.headers[n:]
+    if out.materialized is not None:
+        del out.materialized[n:]
 
 
 #: Set to 1 (or true / yes) to use the pure-Python record path even when the native one is built.
@@ -786,5 +807,4 @@ _native, NATIVE_UNAVAILABLE_REASON = _load_native()
 #: The record path in use: "native" (the C extension) or "python" (this module's code).
 IMPLEMENTATION = "native" if _native is not None else "python"
 
-#: Records ``start``..``end-1`` of a :class:`DecodedRecords` as ConsumerRecords.
-slice_records = _native.records if _native is not None else _slice_records_python
+_slice_columns = _native.records if _native is not None else _slice_records_python

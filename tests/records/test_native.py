@@ -40,12 +40,12 @@ needs_native = pytest.mark.skipif(
 
 @contextmanager
 def _pure() -> Iterator[None]:
-    saved = records._native, records.slice_records
-    records._native, records.slice_records = None, records._slice_records_python
+    saved = records._native, records._slice_columns
+    records._native, records._slice_columns = None, records._slice_records_python
     try:
         yield
     finally:
-        records._native, records.slice_records = saved
+        records._native, records._slice_columns = saved
 
 
 def _outcome(data: bytes, **kw: Any) -> tuple[str, Any]:
@@ -76,11 +76,27 @@ def _outcome(data: bytes, **kw: Any) -> tuple[str, Any]:
 
 
 def _same_on_both_paths(data: bytes, **kw: Any) -> tuple[str, Any]:
+    """The same outcome on both paths, with and without ``materialize`` (records built while
+    decoding: the same records, and errors, as from the columns)."""
     native = _outcome(data, **kw)
     with _pure():
         pure = _outcome(data, **kw)
     assert native == pure
+    for outcome in (_outcome(data, materialize=True, **kw), _pure_materialized(data, **kw)):
+        assert outcome[0] == native[0]
+        if native[0] == "ok":
+            # records, slice, the position and error; the five record columns are empty
+            assert outcome[1][-2:] == native[1][-2:]
+            assert outcome[1][5:11] == native[1][5:11]
+            assert outcome[1][0] == outcome[1][2] == []
+        else:
+            assert outcome == native
     return native
+
+
+def _pure_materialized(data: bytes, **kw: Any) -> tuple[str, Any]:
+    with _pure():
+        return _outcome(data, materialize=True, **kw)
 
 
 def test_implementation_is_reported() -> None:
