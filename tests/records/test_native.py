@@ -340,3 +340,30 @@ def test_edited_header_fields_and_varints_give_the_same(
             aborted_transactions=[AbortedTransaction(-1, base), AbortedTransaction(0, base)],
             partial_on_error=data.draw(st.booleans()),
         )
+
+
+def test_consumer_reports_the_record_path_and_why_not_native() -> None:
+    """The consumer_created INFO line names the path and the reason; metrics() has it."""
+    code = (
+        "from kafka_actors import KafkaConsumer, log\n"
+        "log.configure(json=True, level='INFO')\n"
+        "c = KafkaConsumer({'bootstrap.servers': '127.0.0.1:1', 'group.id': 'g'})\n"
+        "try:\n"
+        "    print('METRIC', c.metrics()['record-decoder'])\n"
+        "finally:\n"
+        "    c.close(1.0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, records.PURE_ENV: "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    text = out.stdout + out.stderr
+    created = [line for line in text.splitlines() if '"consumer_created"' in line]
+    assert created, text[-2000:]
+    assert '"record_decoder": "python"' in created[0]
+    assert f'"record_decoder_reason": "{records.PURE_ENV} is set"' in created[0]
+    assert "METRIC python" in text
