@@ -921,7 +921,8 @@ new_record(PyObject *items[9])
     Py_DECREF(a);
     return r;
 #else
-    PyObject *r = record_type->tp_alloc(record_type, 9);
+    /* Not tracked by the cycle collector (PyObject_GC_NewVar does not track), see below. */
+    PyObject *r = (PyObject *)PyObject_GC_NewVar(PyTupleObject, record_type, 9);
     if (r == NULL)
         return NULL;
     for (int i = 0; i < 9; i++) {
@@ -931,7 +932,6 @@ new_record(PyObject *items[9])
     /* A record holds str, int, bytes, None, an enum member and a tuple of (str, bytes|None)
      * pairs: it cannot be part of a reference cycle, so the cycle collector need not track it
      * (CPython untracks such tuples itself, but only once a collection has walked them). */
-    PyObject_GC_UnTrack(r);
     return r;
 #endif
 }
