@@ -249,6 +249,12 @@ def main() -> int:
         f"{args.records} records, ~100 B values, {BATCH_RECORDS}/batch, headers={args.headers}, "
         f"best of {args.repeat}, CRC checked"
     )
+    native = records_module._native
+    print(
+        f"record path: {impl}"
+        + (f" (CRC32C: {native.CRC32C_IMPLEMENTATION})" if native is not None else "")
+        + (f" ({records_module.NATIVE_UNAVAILABLE_REASON})" if native is None else "")
+    )
     print(f"{'codec':6} {'decoder':36} {'rec/s':>12} {'vs aiokafka (C)':>16}")
     for name, codec in CODECS.items():
         data = build_with_aiokafka(records, codec)
