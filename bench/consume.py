@@ -51,8 +51,9 @@ CPU time ratio (> 1: we use less CPU).
 (by wall time); every round's async ratios are printed too.
 
 ``--profile DIR`` also runs the kafka-actors (assign) child once more on the 8-partition topic
-under yappi (every thread, CPU clock) and writes ``DIR/consume-<topic>.pstats`` and the top
-functions to stdout. Children are run with ``--child`` (internal).
+under yappi (every thread, CPU clock; without yappi, cProfile: the polling thread only) and
+writes ``DIR/consume-<topic>.pstats`` and the top functions to stdout. Children are run with
+``--child`` (internal).
 """
 
 from __future__ import annotations
@@ -417,20 +418,30 @@ def child(args: argparse.Namespace) -> int:
     }.get(args.child, "kafka_actors.consumer")
     importlib.import_module(module)
     profiler: Any = None
+    yappi: Any = None
     if args.profile:
-        import yappi  # type: ignore[import-untyped]
+        try:
+            import yappi  # type: ignore[import-untyped,no-redef]
 
-        yappi.set_clock_type("cpu")
-        yappi.start(builtins=False)
+            yappi.set_clock_type("cpu")
+            yappi.start(builtins=False)
+        except ImportError:  # cProfile: the polling (main) thread only, wall clock
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     tally = runner()
     elapsed = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
-    if args.profile:
+    if args.profile and yappi is not None:
         yappi.stop()
         profiler = yappi.get_func_stats()
         profiler.save(args.profile, type="pstat")
+    elif args.profile:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
     impl = ""
     if args.child.startswith("kafka-actors"):
         from kafka_actors.protocol import records as _records
@@ -700,7 +711,10 @@ def main() -> int:
                 run_child("kafka-actors", bootstrap, name, parts, args.records, str(path))
                 import pstats
 
-                print(f"\nprofile of kafka-actors on {name} (yappi, CPU, all threads): {path}")
+                print(
+                    f"\nprofile of kafka-actors on {name} (yappi, CPU, all threads; without "
+                    f"yappi: cProfile, the polling thread only): {path}"
+                )
                 pstats.Stats(str(path)).sort_stats("tottime").print_stats(25)
     finally:
         if broker is not None:
