@@ -27,7 +27,8 @@ Batch layout (v2), offsets from the batch start::
 The hot loop decodes a whole batch at a time into parallel lists, inlines the one- and
 two-byte zigzag varint cases with a lookup table, and builds no per-record objects other
 than the key/value bytes and header tuples; :class:`ConsumerRecord` values are made on
-demand by iterating a :class:`DecodedRecords`.
+demand by iterating a :class:`DecodedRecords`, or while decoding with ``materialize=True``
+(the consumer's way: on the native path no per-record column list is filled then).
 """
 
 from __future__ import annotations
