@@ -10,9 +10,15 @@ its own subprocess (so the peak RSS, VmHWM of the child, is that client's alone)
 * ``kafka-actors``: ``KafkaConsumer`` with ``assign`` + ``seek_to_beginning`` (no group);
 * ``kafka-actors sub``: ``subscribe`` in a new group (group.protocol=consumer, KIP-848);
 * ``kafka-actors pure``: as ``kafka-actors`` with ``KAFKA_ACTORS_PURE_PYTHON=1`` (the
-  pure-Python record decoder even when ``python -m kafka_actors.speedups build`` was run);
-  the decoder in use is printed beside each kafka-actors row (python or mypyc);
+  pure-Python record path even when the native one is built);
+  the record path in use is printed beside each kafka-actors row (native or python);
 * ``confluent-kafka``: ``Consumer.consume(500)`` after ``assign`` at OFFSET_BEGINNING;
+* ``confluent-kafka tuned``: the same with ``queued.min.messages=1000000`` and
+  ``fetch.queue.backoff.ms=5`` (librdkafka's pre-fetch queue kept full);
+* ``java``: Java's ``org.apache.kafka.tools.ConsumerPerformance`` (kafka-consumer-perf-test,
+  the testkit's jars, a group subscription; only when this script started the broker). Its own
+  "fetch" figures are used: records/s over its fetch time (without JVM start and the group
+  join); "cpu s" is the JVM's whole CPU time (start-up and JIT included);
 * ``aiokafka``: ``AIOKafkaConsumer.getmany(max_records=500)`` after ``assign`` +
   ``seek_to_beginning``;
 * ``kafka-python``: ``KafkaConsumer.poll(max_records=500)`` after ``assign`` +
@@ -45,8 +51,9 @@ CPU time ratio (> 1: we use less CPU).
 (by wall time); every round's async ratios are printed too.
 
 ``--profile DIR`` also runs the kafka-actors (assign) child once more on the 8-partition topic
-under yappi (every thread, CPU clock) and writes ``DIR/consume-<topic>.pstats`` and the top
-functions to stdout. Children are run with ``--child`` (internal).
+under yappi (every thread, CPU clock; without yappi, cProfile: the polling thread only) and
+writes ``DIR/consume-<topic>.pstats`` and the top functions to stdout. Children are run with
+``--child`` (internal).
 """
 
 from __future__ import annotations
@@ -69,6 +76,8 @@ CLIENTS = (
     "kafka-actors sub",
     "kafka-actors pure",
     "confluent-kafka",
+    "confluent-kafka tuned",
+    "java",
     "aiokafka",
     "kafka-python",
     "kafka-actors async",
@@ -162,12 +171,19 @@ def run_kafka_actors(
     return tally
 
 
-def run_confluent(bootstrap: str, topic: str, partitions: int, expected: int) -> Tally:
+#: librdkafka settings of "confluent-kafka tuned": a deep pre-fetch queue, refilled promptly.
+CONFLUENT_TUNED = {"queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 5}
+
+
+def run_confluent(
+    bootstrap: str, topic: str, partitions: int, expected: int, tuned: bool = False
+) -> Tally:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     tally = Tally()
     consumer = Consumer(
         {
+            **(CONFLUENT_TUNED if tuned else {}),
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-{os.getpid()}",
             "enable.auto.commit": False,
@@ -374,6 +390,9 @@ def child(args: argparse.Namespace) -> int:
         "confluent-kafka": lambda: run_confluent(
             args.bootstrap, args.topic, args.partitions, args.records
         ),
+        "confluent-kafka tuned": lambda: run_confluent(
+            args.bootstrap, args.topic, args.partitions, args.records, tuned=True
+        ),
         "aiokafka": lambda: run_on_loop(run_aiokafka, args, False, lag),
         "aiokafka iter": lambda: run_on_loop(run_aiokafka, args, True, lag),
         "kafka-python": lambda: run_kafka_python(
@@ -390,6 +409,7 @@ def child(args: argparse.Namespace) -> int:
     # Imports are not part of the measurement (each runner's own imports are then cached).
     module = {
         "confluent-kafka": "confluent_kafka",
+        "confluent-kafka tuned": "confluent_kafka",
         "aiokafka": "aiokafka",
         "aiokafka iter": "aiokafka",
         "kafka-python": "kafka",
@@ -398,20 +418,30 @@ def child(args: argparse.Namespace) -> int:
     }.get(args.child, "kafka_actors.consumer")
     importlib.import_module(module)
     profiler: Any = None
+    yappi: Any = None
     if args.profile:
-        import yappi  # type: ignore[import-untyped]
+        try:
+            import yappi  # type: ignore[import-untyped,no-redef]
 
-        yappi.set_clock_type("cpu")
-        yappi.start(builtins=False)
+            yappi.set_clock_type("cpu")
+            yappi.start(builtins=False)
+        except ImportError:  # cProfile: the polling (main) thread only, wall clock
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     tally = runner()
     elapsed = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
-    if args.profile:
+    if args.profile and yappi is not None:
         yappi.stop()
         profiler = yappi.get_func_stats()
         profiler.save(args.profile, type="pstat")
+    elif args.profile:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
     impl = ""
     if args.child.startswith("kafka-actors"):
         from kafka_actors.protocol import records as _records
@@ -491,6 +521,51 @@ def run_child(
     )
 
 
+def run_java(broker: Any, topic: str, partitions: int, n: int) -> dict[str, Any]:
+    """Java's ConsumerPerformance on ``topic``: its fetch rate (records over fetch time)."""
+    args = [
+        "--bootstrap-server",
+        broker.bootstrap_servers,
+        "--topic",
+        topic,
+        "--num-records",
+        str(n),
+        "--group",
+        f"bench-java-{time.time_ns()}",
+        "--timeout",
+        "120000",
+        "--command-property",
+        "auto.offset.reset=earliest",
+        "--command-property",
+        f"max.poll.records={MAX_RECORDS}",
+    ]
+    cmd = broker.tool_command("org.apache.kafka.tools.ConsumerPerformance", args, short_lived=False)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    if proc.returncode != 0 or len(lines) < 2:
+        raise RuntimeError(
+            f"java on {topic} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+        )
+    header = [h.strip() for h in lines[-2].split(",")]
+    row = dict(zip(header, (v.strip() for v in lines[-1].split(",")), strict=True))
+    records = int(row["data.consumed.in.nMsg"])
+    fetch_s = float(row["fetch.time.ms"]) / 1000.0
+    return {
+        "client": "java",
+        "impl": "fetch rate",
+        "records": records,
+        "bytes": int(float(row["data.consumed.in.MB"]) * 1024 * 1024),
+        "last_offset": -1,
+        "seconds": fetch_s,
+        "first_s": None,
+        "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
+        "max_rss_kb": 0,  # not measured (the JVM is not our child's child)
+        "loop_lag_ms": None,
+    }
+
+
 def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
     base = next((r for r in results if r["client"] == "kafka-actors"), None)
     print(f"\n{title}")
@@ -502,21 +577,21 @@ def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
     for r in results:
         rate = r["records"] / r["seconds"]
         mbs = r["bytes"] / r["seconds"] / 1e6
-        rss = r["max_rss_kb"] / 1024
+        rss_s = f"{r['max_rss_kb'] / 1024:12.1f}" if r["max_rss_kb"] else f"{'-':>12}"
         first = f"{r['first_s']:8.2f}" if r["first_s"] is not None else f"{'-':>8}"
         lag = r.get("loop_lag_ms")
         lag_s = f"{lag:12.1f}" if lag is not None else f"{'-':>12}"
         if base is not None:
             base_rate = base["records"] / base["seconds"]
             ratio = f"{base_rate / rate:12.2f}x"
-            rss_ratio = f"{base['max_rss_kb'] / r['max_rss_kb']:11.2f}x"
+            rss_ratio = f"{base['max_rss_kb'] / r['max_rss_kb']:11.2f}x" if r["max_rss_kb"] else "-"
             cpu_ratio = f"{r['cpu_s'] / base['cpu_s']:11.2f}x"
         else:
             ratio = rss_ratio = cpu_ratio = ""
         name = f"{r['client']} ({r['impl']})" if r.get("impl") else r["client"]
         print(
             f"{name:32} {rate:11,.0f} {mbs:8.1f} {r['seconds']:8.2f} {first} "
-            f"{r['cpu_s']:7.2f} {rss:12.1f} {lag_s} {ratio:>13} {cpu_ratio:>12} {rss_ratio:>12}"
+            f"{r['cpu_s']:7.2f} {rss_s} {lag_s} {ratio:>13} {cpu_ratio:>12} {rss_ratio:>12}"
         )
         if r["records"] != n:
             print(f"  !! {r['client']} consumed {r['records']} records, expected {n}")
@@ -608,7 +683,12 @@ def main() -> int:
             for round_no in range(args.repeat):  # clients take turns: load spreads over all
                 this_round: dict[str, dict[str, Any]] = {}
                 for client in clients:
-                    r = run_child(client, bootstrap, name, parts, args.records)
+                    if client == "java":
+                        if broker is None:
+                            continue  # needs the testkit's jars: only with our own broker
+                        r = run_java(broker, name, parts, args.records)
+                    else:
+                        r = run_child(client, bootstrap, name, parts, args.records)
                     this_round[client] = r
                     if client not in best or r["seconds"] < best[client]["seconds"]:
                         best[client] = r
@@ -621,7 +701,7 @@ def main() -> int:
             title = f"{name}: {parts} partition(s)"
             if args.repeat > 1:
                 title += f", best of {args.repeat} (by wall time)"
-            print_table(title, [best[c] for c in clients], args.records)
+            print_table(title, [best[c] for c in clients if c in best], args.records)
             print_async_table(title, best)
         if args.profile:
             out = Path(args.profile)
@@ -631,7 +711,10 @@ def main() -> int:
                 run_child("kafka-actors", bootstrap, name, parts, args.records, str(path))
                 import pstats
 
-                print(f"\nprofile of kafka-actors on {name} (yappi, CPU, all threads): {path}")
+                print(
+                    f"\nprofile of kafka-actors on {name} (yappi, CPU, all threads; without "
+                    f"yappi: cProfile, the polling thread only): {path}"
+                )
                 pstats.Stats(str(path)).sort_stats("tottime").print_stats(25)
     finally:
         if broker is not None:

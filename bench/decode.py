@@ -6,10 +6,12 @@ aiokafka's C batch builder, i.e. a real producer's encoder, then checked against
 decodes the same bytes with each decoder, best of N, and prints records/s and ratios to ours.
 
 Every decoder verifies CRCs and touches offset, timestamp, key, value and headers of each
-record. Ours is measured twice: reading the columns, and materializing ConsumerRecord tuples.
-``--mypyc`` also compiles kafka_actors/protocol/records.py unchanged with mypyc (into a
-temporary directory; needs a C compiler) and measures that build: what an optional compiled
-wheel of the same source would give.
+record. Ours is measured twice per path: reading the columns (what the Spark reader uses), and
+iterating ConsumerRecord tuples built while decoding (``materialize=True``, as the consumer);
+on the native record path (the C extension, when built) and on the pure-Python path (the same
+module's Python code). ``--mypyc`` also compiles kafka_actors/protocol/records.py
+unchanged with mypyc (into a temporary directory; needs a C compiler) and measures that build
+(the compiled step the native path replaced).
 
     .venv/bin/python bench/decode.py [--records 100000] [--repeat 9] [--headers] [--mypyc]
 """
@@ -17,6 +19,7 @@ wheel of the same source would give.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import random
@@ -29,8 +32,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from kafka_actors.protocol import records as records_module
 from kafka_actors.protocol.record_builder import RecordSpec, build_batch
-from kafka_actors.protocol.records import CompressionType, decode_records
+from kafka_actors.protocol.records import CompressionType, DecodedRecords, decode_records
 
 CODECS = {"none": CompressionType.NONE, "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
 BATCH_RECORDS = 500
@@ -96,7 +100,11 @@ def compile_with_mypyc(workdir: Path) -> ModuleType:
         stdout=subprocess.DEVNULL,
     )
     sys.path.insert(0, str(workdir))
-    module = importlib.import_module("records_mypyc")
+    os.environ[records_module.PURE_ENV] = "1"  # the compiled Python code, not the C extension
+    try:
+        module = importlib.import_module("records_mypyc")
+    finally:
+        del os.environ[records_module.PURE_ENV]
     if not str(module.__file__).endswith(".so"):
         raise RuntimeError("mypyc build not picked up")
     return module
@@ -115,9 +123,37 @@ def columns_with(module: ModuleType) -> Callable[[bytes], int]:
     return decode
 
 
-def ours_records(data: bytes) -> int:
+def _pure(data: bytes) -> DecodedRecords:
+    out = DecodedRecords("bench", 0, next_fetch_offset=0)
+    records_module._decode_into(data, out, 0, True, False, None)
+    return out
+
+
+def pure_columns(data: bytes) -> int:
+    d = _pure(data)
     n = 0
-    for r in decode_records(data, "bench", 0, fetch_offset=0):
+    for _o, _t, _k, _v, _h in zip(
+        d.offsets, d.timestamps, d.keys, d.values, d.headers, strict=True
+    ):
+        n += 1
+    return n
+
+
+def pure_records(data: bytes) -> int:
+    n = 0
+    for r in records_module._slice_records_python(_pure(data), 0, args_records):
+        r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018
+        n += 1
+    return n
+
+
+args_records = 0
+
+
+def ours_records(data: bytes) -> int:
+    # As the consumer decodes: ConsumerRecords built while decoding (materialize).
+    n = 0
+    for r in decode_records(data, "bench", 0, fetch_offset=0, materialize=True):
         r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018
         n += 1
     return n
@@ -164,6 +200,9 @@ def best_of(
     best = {label: float("inf") for label, _ in decoders}
     for _ in range(repeat):
         for label, fn in decoders:
+            # Each decoder starts from a clean collector: a full collection owed to the
+            # previous one's surviving objects would otherwise land in this one's time.
+            gc.collect()
             t0 = time.process_time()
             n = fn(data)
             elapsed = time.process_time() - t0
@@ -179,7 +218,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--headers", action="store_true", help="two headers per record")
     parser.add_argument("--mypyc", action="store_true", help="also measure a mypyc build of ours")
+    global args_records
     args = parser.parse_args()
+    args_records = args.records
 
     import aiokafka.record.memory_records as amr
 
@@ -187,22 +228,34 @@ def main() -> int:
         print("warning: aiokafka's C extension is not in use", file=sys.stderr)
 
     records = make_records(args.records, args.headers)
+    impl = records_module.IMPLEMENTATION
     decoders: list[tuple[str, Callable[[bytes], int]]] = [
-        ("kafka-actors (columns)", ours_columns),
-        ("kafka-actors (ConsumerRecord)", ours_records),
         ("aiokafka (C)", aiokafka_c),
+        (f"kafka-actors {impl} (columns)", ours_columns),
+        (f"kafka-actors {impl} (ConsumerRecord)", ours_records),
         ("kafka-python", kafka_python),
     ]
+    if impl != "python":
+        decoders[3:3] = [
+            ("kafka-actors python (columns)", pure_columns),
+            ("kafka-actors python (ConsumerRecord)", pure_records),
+        ]
     if args.mypyc:
         workdir = Path(tempfile.mkdtemp(prefix="records-mypyc-"))
         decoders.insert(
-            2, ("kafka-actors mypyc (columns)", columns_with(compile_with_mypyc(workdir)))
+            3, ("kafka-actors mypyc (columns)", columns_with(compile_with_mypyc(workdir)))
         )
     print(
         f"{args.records} records, ~100 B values, {BATCH_RECORDS}/batch, headers={args.headers}, "
         f"best of {args.repeat}, CRC checked"
     )
-    print(f"{'codec':6} {'decoder':32} {'rec/s':>12} {'vs ours(columns)':>17}")
+    native = records_module._native
+    print(
+        f"record path: {impl}"
+        + (f" (CRC32C: {native.CRC32C_IMPLEMENTATION})" if native is not None else "")
+        + (f" ({records_module.NATIVE_UNAVAILABLE_REASON})" if native is None else "")
+    )
+    print(f"{'codec':6} {'decoder':36} {'rec/s':>12} {'vs aiokafka (C)':>16}")
     for name, codec in CODECS.items():
         data = build_with_aiokafka(records, codec)
         ours = decode_records(data, "bench", 0)
@@ -218,7 +271,7 @@ def main() -> int:
         base = args.records / best[decoders[0][0]]
         for label, _fn in decoders:
             rate = args.records / best[label]
-            print(f"{name:6} {label:32} {rate:12,.0f} {rate / base:16.2f}x")
+            print(f"{name:6} {label:36} {rate:12,.0f} {rate / base:15.2f}x")
     return 0
 
 

@@ -1160,6 +1160,7 @@ class AsyncKafkaConsumer:
         values: dict[str, Any] = dict(ctx.metrics.snapshot())
         values["assigned-partitions"] = float(ctx.subscriptions.num_assigned_partitions())
         values["buffered-records"] = float(sum(len(b) for b in self._buffer.values()))
+        values["record-decoder"] = _records.IMPLEMENTATION
         return values
 
 

@@ -91,6 +91,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.metrics import MetricsView
+from kafka_actors.protocol import records as _records
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.membership import CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
@@ -254,7 +255,12 @@ class KafkaConsumer:
         self._poll_lock = threading.RLock()
         self._init_task: concurrent.futures.Future[Any] | None = None
         self._close_lock = threading.Lock()
-        self._log.info("consumer_created", group_protocol=cfg.group_protocol)
+        self._log.info(
+            "consumer_created",
+            group_protocol=cfg.group_protocol,
+            record_decoder=_records.IMPLEMENTATION,
+            record_decoder_reason=_records.NATIVE_UNAVAILABLE_REASON or None,
+        )
 
     # -- context manager -----------------------------------------------------------------------
 
@@ -913,6 +919,7 @@ class KafkaConsumer:
             values["fetch-latency-max"] = float(fetch.fetch_latency_max_ms)
             values["bytes-fetched-total"] = float(fetch.bytes_fetched)
         values["assigned-partitions"] = float(subs.num_assigned_partitions())
+        values["record-decoder"] = _records.IMPLEMENTATION
         return values
 
     def wakeup(self) -> None:

@@ -75,14 +75,11 @@ Choices, in one place:
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import struct
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from kafka_actors.errors import (
@@ -98,6 +95,7 @@ from kafka_actors.protocol.records import (
     ConsumerRecord,
     DecodedRecords,
     decode_records,
+    slice_records,
 )
 from kafka_actors.protocol.requests import FetchPartition, ForgottenTopic, fetch_request
 from kafka_actors.protocol.subscription import (
@@ -1252,6 +1250,7 @@ class FetchManager:
                     aborted_transactions=cf.aborted,
                     partial_on_error=True,
                     max_decompressed_size=self._config.max_decompressed_batch_bytes,
+                    materialize=True,
                 )
             decoded = cf.decoded
             taken, new_position, drained = self._take_records(cf, remaining)
@@ -1357,41 +1356,9 @@ class FetchManager:
 
 
 def _slice(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
-    """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords.
-
-    Built with C-level iterators only (zip over column slices, ``tuple.__new__``): no Python
-    frame per record (ConsumerRecord's own constructor is a Python function)."""
-    out: list[ConsumerRecord] = []
-    extend = out.extend
-    ends = decoded.batch_ends
-    batch = bisect.bisect_right(ends, start)
-    topic = repeat(decoded.topic)
-    partition = repeat(decoded.partition)
-    i = start
-    while i < end:
-        batch_end = min(ends[batch], end)
-        extend(
-            map(
-                _make_record,
-                zip(
-                    topic,
-                    partition,
-                    decoded.offsets[i:batch_end],
-                    decoded.timestamps[i:batch_end],
-                    repeat(decoded.batch_timestamp_types[batch]),
-                    decoded.keys[i:batch_end],
-                    decoded.values[i:batch_end],
-                    decoded.headers[i:batch_end],
-                    repeat(decoded.batch_leader_epochs[batch]),
-                ),
-            )
-        )
-        i = batch_end
-        batch += 1
-    return out
-
-
-_make_record = partial(tuple.__new__, ConsumerRecord)
+    """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords (built in C on the
+    native record path; see records.slice_records)."""
+    return slice_records(decoded, start, end)
 
 
 _BATCH_START = struct.Struct(">qi")  # baseOffset, batchLength

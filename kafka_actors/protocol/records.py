@@ -5,8 +5,13 @@ Owns: turning the ``records`` bytes of one fetched partition into columnar resul
 xerial-framed, lz4 frame, zstd), control-batch skipping, read_committed filtering of
 aborted transactions, and the next fetch offset / bytes consumed bookkeeping.
 
-May touch: nothing but its arguments. Pure code: no sockets, no clocks, no logging. At import,
-:mod:`kafka_actors.speedups` may swap in a mypyc build of this same source (see there).
+May touch: nothing but its arguments. Pure code: no sockets, no clocks, no logging. The
+native record path (the C extension :mod:`kafka_actors.protocol._crecords`, built by
+installing the package when a C compiler is present) does the batch loop and the creation of
+:class:`ConsumerRecord` values in C, producing exactly what this module's pure-Python path
+produces; ``IMPLEMENTATION`` says which path is in use (``"native"`` or ``"python"``) and
+``NATIVE_UNAVAILABLE_REASON`` why not native. ``KAFKA_ACTORS_PURE_PYTHON=1`` forces the pure
+path. Both paths hand compressed sections to :func:`_decompress`.
 Raises only :mod:`kafka_actors.errors` types (``CorruptRecordError``,
 ``UnsupportedRecordFormatError``); low-level exceptions (IndexError, struct.error,
 cramjam errors, UnicodeDecodeError) never leak.
@@ -22,21 +27,24 @@ Batch layout (v2), offsets from the batch start::
 The hot loop decodes a whole batch at a time into parallel lists, inlines the one- and
 two-byte zigzag varint cases with a lookup table, and builds no per-record objects other
 than the key/value bytes and header tuples; :class:`ConsumerRecord` values are made on
-demand by iterating a :class:`DecodedRecords`.
+demand by iterating a :class:`DecodedRecords`, or while decoding with ``materialize=True``
+(the consumer's way: on the native path no per-record column list is filled then).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import mmap
+import os
 import struct
-import sys
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import partial
 from itertools import repeat
+from types import ModuleType
 from typing import NamedTuple, Protocol
 
 import cramjam
@@ -61,6 +69,7 @@ __all__ = [
     "IsolationLevel",
     "TimestampType",
     "decode_records",
+    "slice_records",
 ]
 
 
@@ -145,6 +154,10 @@ class DecodedRecords:
     if no batch was complete); ``bytes_consumed`` counts the bytes of complete batches, so
     ``bytes_consumed < len(data)`` means a trailing truncated batch was ignored.
 
+    ``materialized`` (decoding with ``materialize=True``): the records as ConsumerRecords,
+    built while decoding (on the native path no column list is filled per record); the five
+    record columns are then empty, the batch columns are as above.
+
     ``error`` is set only when decoding with ``partial_on_error=True`` met a bad batch: the
     columns then hold the records of the batches before it, ``next_fetch_offset`` is the
     offset after the last good batch (where the bad one starts), and the error is to be
@@ -164,45 +177,70 @@ class DecodedRecords:
     batch_timestamp_types: list[TimestampType] = field(default_factory=list)
     batch_leader_epochs: list[int | None] = field(default_factory=list)
     error: KafkaError | None = None
+    materialized: list[ConsumerRecord] | None = None
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.offsets) if self.materialized is None else len(self.materialized)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        # Built with C-level iterators only (zip, repeat, map over tuple.__new__): no Python
-        # frame per record.
-        make = partial(tuple.__new__, ConsumerRecord)
-        topic = repeat(self.topic)
-        partition = repeat(self.partition)
-        start = 0
-        for end, ts_type, epoch in zip(
-            self.batch_ends, self.batch_timestamp_types, self.batch_leader_epochs, strict=True
-        ):
-            yield from map(
-                make,
-                zip(
-                    topic,
-                    partition,
-                    self.offsets[start:end],
-                    self.timestamps[start:end],
-                    repeat(ts_type),
-                    self.keys[start:end],
-                    self.values[start:end],
-                    self.headers[start:end],
-                    repeat(epoch),
-                ),
-            )
-            start = end
+        return iter(slice_records(self, 0, len(self)))
 
     def records(self) -> list[ConsumerRecord]:
         """All records as :class:`ConsumerRecord` values."""
-        return list(self)
+        return slice_records(self, 0, len(self))
+
+
+def slice_records(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
+    """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords."""
+    if decoded.materialized is not None:
+        return decoded.materialized[start:end]
+    return _slice_columns(decoded, start, end)
+
+
+def _slice_records_python(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
+    """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords (the pure path).
+
+    Built with C-level iterators only (zip over column slices, ``tuple.__new__``): no Python
+    frame per record (ConsumerRecord's own constructor is a Python function)."""
+    out: list[ConsumerRecord] = []
+    extend = out.extend
+    ends = decoded.batch_ends
+    end = min(end, len(decoded.offsets))
+    batch = bisect.bisect_right(ends, start)
+    topic = repeat(decoded.topic)
+    partition = repeat(decoded.partition)
+    i = start
+    while i < end:
+        batch_end = min(ends[batch], end)
+        extend(
+            map(
+                _make_record,
+                zip(
+                    topic,
+                    partition,
+                    decoded.offsets[i:batch_end],
+                    decoded.timestamps[i:batch_end],
+                    repeat(decoded.batch_timestamp_types[batch]),
+                    decoded.keys[i:batch_end],
+                    decoded.values[i:batch_end],
+                    decoded.headers[i:batch_end],
+                    repeat(decoded.batch_leader_epochs[batch]),
+                ),
+            )
+        )
+        i = batch_end
+        batch += 1
+    return out
+
+
+_make_record = partial(tuple.__new__, ConsumerRecord)
 
 
 BATCH_HEADER_SIZE = 61
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
 _LEGACY_RECORD_OVERHEAD_V0 = 14  # smallest legal batchLength of any magic (Java's check)
 _CRC_START = 21
+_INT64_MAX = (1 << 63) - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CONTROL_KEY = struct.Struct(">hh")
@@ -228,12 +266,18 @@ class _Corrupt(Exception):
     """Internal: the batch being decoded is malformed; turned into CorruptRecordError."""
 
 
+# Low-level exceptions that mean "malformed batch" (CorruptRecordError) on both paths.
+_MALFORMED = (IndexError, struct.error, UnicodeDecodeError, ValueError, OverflowError)
+
+
 def _read_varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
     """Decode a zigzag varint/varlong of any length (at most 10 bytes) at ``pos``."""
     shift = 0
     raw = 0
     for i in range(10):
         b = buf[pos + i]
+        if i == 9 and b > 1:  # past 64 bits (Java's varlong limit; the native path's too)
+            raise _Corrupt("varint longer than 10 bytes" if b & 0x80 else "varint past 64 bits")
         raw |= (b & 0x7F) << shift
         if b < 0x80:
             return (raw >> 1) ^ -(raw & 1), pos + i + 1
@@ -714,6 +758,7 @@ def decode_records(
     aborted_transactions: Iterable[_AbortedTransactionLike] | None = None,
     partial_on_error: bool = False,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
+    materialize: bool = False,
 ) -> DecodedRecords:
     """Decode the record batches of one fetched partition.
 
@@ -726,23 +771,44 @@ def decode_records(
     together with the records of the batches before the bad one. A compressed batch whose
     records section would decompress past ``max_decompressed_size`` bytes raises
     ``DecompressedBatchTooLargeError`` (a CorruptRecordError) without allocating past it.
+    ``materialize``: the records as ConsumerRecords in ``DecodedRecords.materialized``
+    rather than in columns.
     """
     out = DecodedRecords(topic, partition, next_fetch_offset=max(fetch_offset, 0))
+    read_committed = isolation_level == IsolationLevel.READ_COMMITTED
     try:
-        _decode_into(
-            data if isinstance(data, bytes) else bytes(data),
-            out,
-            fetch_offset,
-            check_crcs,
-            isolation_level == IsolationLevel.READ_COMMITTED,
-            aborted_transactions,
-            max_decompressed_size,
-        )
+        if _native is not None:
+            if materialize:
+                out.materialized = []
+            _native.decode_into(
+                data if isinstance(data, bytes) else bytes(data),
+                out,
+                fetch_offset,
+                check_crcs,
+                read_committed,
+                sorted((t.first_offset, t.producer_id) for t in aborted_transactions)
+                if read_committed and aborted_transactions
+                else [],
+                partial(_decompress, max_size=max_decompressed_size),
+            )
+        else:
+            _decode_into(
+                data if isinstance(data, bytes) else bytes(data),
+                out,
+                fetch_offset,
+                check_crcs,
+                read_committed,
+                aborted_transactions,
+                max_decompressed_size,
+            )
     except (CorruptRecordError, UnsupportedRecordFormatError) as exc:
         if not partial_on_error:
             raise
         _rollback(out)
         out.error = exc
+    if materialize and out.materialized is None:  # the pure path: from its columns
+        out.materialized = _slice_records_python(out, 0, len(out.offsets))
+        out.offsets, out.timestamps, out.keys, out.values, out.headers = [], [], [], [], []
     return out
 
 
@@ -834,6 +900,13 @@ def _decode_into(
                 offset=base_offset,
             )
         last_offset = base_offset + last_offset_delta
+        if last_offset >= _INT64_MAX:  # next_fetch_offset would not fit Kafka's int64
+            raise CorruptRecordError(
+                "last offset overflows int64",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
         is_control = attributes & _ATTR_CONTROL
         try:
             codec = attributes & _ATTR_COMPRESSION_MASK
@@ -891,16 +964,7 @@ def _decode_into(
                 partition=partition,
                 offset=base_offset,
             ) from None
-        # SystemError: a mypyc build (kafka_actors.speedups) reports a bytes slice past the end
-        # of the buffer that way where Python returns b"" (a length field lied).
-        except (
-            IndexError,
-            struct.error,
-            UnicodeDecodeError,
-            ValueError,
-            OverflowError,
-            SystemError,
-        ) as exc:
+        except _MALFORMED as exc:
             raise CorruptRecordError(
                 f"malformed batch: {type(exc).__name__}: {exc}",
                 topic=topic,
@@ -930,13 +994,39 @@ def _rollback(out: DecodedRecords) -> None:
     """Drop the partial records of a batch that failed half-way (keeps columns aligned)."""
     n = out.batch_ends[-1] if out.batch_ends else 0
     del out.offsets[n:], out.timestamps[n:], out.keys[n:], out.values[n:], out.headers[n:]
+    if out.materialized is not None:
+        del out.materialized[n:]
 
 
-#: The implementation in use: "python", or "mypyc" when :mod:`kafka_actors.speedups` found a
-#: compiled build of this same source (``python -m kafka_actors.speedups build``).
-IMPLEMENTATION = "python"
+#: Set to 1 (or true / yes) to use the pure-Python record path even when the native one is built.
+PURE_ENV = "KAFKA_ACTORS_PURE_PYTHON"
 
-if __name__ == "kafka_actors.protocol.records":  # not in the compiled copy itself
-    from kafka_actors.speedups import accelerate as _accelerate
 
-    _accelerate(sys.modules[__name__])
+def _load_native() -> tuple[ModuleType | None, str]:
+    """The native record path, set up, or None and the reason it is not used."""
+    if os.environ.get(PURE_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return None, f"{PURE_ENV} is set"
+    try:
+        from kafka_actors.protocol import _crecords
+    except ImportError as exc:
+        return None, f"the native extension is not built (no C compiler at install?): {exc}"
+    _crecords.setup(
+        ConsumerRecord,
+        TimestampType.CREATE_TIME,
+        TimestampType.LOG_APPEND_TIME,
+        CorruptRecordError,
+        UnsupportedRecordFormatError,
+        _Corrupt,
+        _MALFORMED,
+        _TooLarge,
+        DecompressedBatchTooLargeError,
+    )
+    return _crecords, ""
+
+
+_native, NATIVE_UNAVAILABLE_REASON = _load_native()
+
+#: The record path in use: "native" (the C extension) or "python" (this module's code).
+IMPLEMENTATION = "native" if _native is not None else "python"
+
+_slice_columns = _native.records if _native is not None else _slice_records_python

@@ -19,6 +19,7 @@ from kafka_actors.errors import (
     NoOffsetForPartitionError,
     WakeupError,
 )
+from kafka_actors.protocol import records as records_module
 from tests.consumer.helpers import base_config, poll_until, produce, unique
 
 pytestmark = pytest.mark.broker
@@ -225,6 +226,7 @@ def test_metrics(kafka_broker: Any, topic: str) -> None:
         values = consumer.metrics()
         assert values["records-lag"] == {TopicPartition(topic, 0): 0, TopicPartition(topic, 1): 0}
         assert values["records-lag-max"] == 0
+        assert values["record-decoder"] == records_module.IMPLEMENTATION
 
 
 def test_config_errors_name_the_key() -> None:

@@ -19,6 +19,7 @@ import pytest
 from crc32c import crc32c
 
 from kafka_actors.errors import CorruptRecordError, DecompressedBatchTooLargeError
+from kafka_actors.protocol import records
 from kafka_actors.protocol.record_builder import RecordSpec, build_batch, compress
 from kafka_actors.protocol.records import (
     DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
@@ -130,9 +131,18 @@ def _bombs(tmp_path: Path) -> Path:
     return path
 
 
-def test_decompression_bombs_raise_without_large_allocations_in_a_child(tmp_path: Path) -> None:
+@pytest.mark.parametrize("implementation", ["native", "python"])
+def test_decompression_bombs_raise_without_large_allocations_in_a_child(
+    tmp_path: Path, implementation: str
+) -> None:
     """Each bomb expands to >= 64 MiB (1 GiB for gzip/zstd/lz4, 4 GiB declared for snappy);
-    with a 16 MiB bound the child's peak RSS grows by less than 100 MB over all of them."""
+    with a 16 MiB bound the child's peak RSS grows by less than 100 MB over all of them, on
+    both record paths (the native one hands decompression to the same bounded function)."""
+    if implementation == "native" and records.IMPLEMENTATION != "native":
+        pytest.skip(f"no native record path: {records.NATIVE_UNAVAILABLE_REASON}")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if implementation == "python":
+        env[records.PURE_ENV] = "1"
     path = _bombs(tmp_path)
     code = f"""
         import json, resource
@@ -154,7 +164,7 @@ def test_decompression_bombs_raise_without_large_allocations_in_a_child(tmp_path
     child = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
@@ -162,6 +172,7 @@ def test_decompression_bombs_raise_without_large_allocations_in_a_child(tmp_path
     )
     assert child.returncode == 0, (child.returncode, child.stderr[-3000:])
     result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert result["implementation"] == implementation, result
     for name in ("GZIP", "ZSTD", "LZ4", "SNAPPY", "SNAPPY_XERIAL"):
         assert result[name] == ["bombs", 2, 40], (name, result)
     assert result["growth_kb"] < 100 * 1024, result

@@ -30,7 +30,6 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 import kafka_actors.spark.reader as reader_module
-from kafka_actors import speedups
 from kafka_actors.protocol import records
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.record_builder import RecordSpec, build_batch
@@ -165,14 +164,15 @@ def _batch(base: int, count: int) -> bytes:
     )
 
 
-def _decoder(kind: str) -> Callable[..., Any]:
-    """``decode_records`` of the pure module or of the mypyc build (skips when not built)."""
-    if kind == "mypyc":
-        path = speedups._compiled_path()
-        if path is None:
-            pytest.skip("no speedups build (python -m kafka_actors.speedups build)")
-        decode: Callable[..., Any] = speedups._load(path).decode_records
-        return decode
+def _decoder(kind: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``decode_records`` of the native record path (skips when not built) or of a fresh copy
+    of the module forced to pure Python."""
+    if kind == "native":
+        if records.IMPLEMENTATION != "native":
+            pytest.skip(f"no native record path: {records.NATIVE_UNAVAILABLE_REASON}")
+        native: Callable[..., Any] = records.decode_records
+        return native
+    monkeypatch.setenv(records.PURE_ENV, "1")
     spec = importlib.util.spec_from_file_location("records_pure_for_reader", records.__file__)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -181,11 +181,12 @@ def _decoder(kind: str) -> Callable[..., Any]:
         spec.loader.exec_module(module)
     finally:
         del sys.modules[spec.name]
+    assert module.IMPLEMENTATION == "python"
     pure: Callable[..., Any] = module.decode_records
     return pure
 
 
-@pytest.mark.parametrize("decoder", ["python", "mypyc"])
+@pytest.mark.parametrize("decoder", ["python", "native"])
 def test_batches_keep_their_values_when_the_receive_buffer_is_reused(
     monkeypatch: pytest.MonkeyPatch, decoder: str
 ) -> None:
@@ -194,7 +195,7 @@ def test_batches_keep_their_values_when_the_receive_buffer_is_reused(
     ``recv_into`` loop would do): every batch keeps the values of its own offsets. Any buffer
     reused across fetches that a batch still points into fails it (checked: a conversion
     buffer shared by the batches made it read ``v000333`` at offset 5)."""
-    monkeypatch.setattr(reader_module, "decode_records", _decoder(decoder))
+    monkeypatch.setattr(reader_module, "decode_records", _decoder(decoder, monkeypatch))
     per_fetch = 37
     frames = []
     for n, base in enumerate(range(0, 10 * per_fetch, per_fetch)):

@@ -1,0 +1,1116 @@
+/*
+ * kafka_actors.protocol._crecords: the native record path (CPython C API).
+ *
+ * Owns: the per-batch loop of kafka_actors/protocol/records.py in C (batch header, CRC32C,
+ * varints, keys/values/headers, control batches, read_committed filtering of aborted
+ * transactions, fetch-offset trimming, LogAppendTime, truncated tail) filling the columns of a
+ * DecodedRecords, and the creation of ConsumerRecord tuples from those columns.
+ *
+ * It produces exactly what records.py's pure path produces (same columns, same typed errors);
+ * records.py is the specification and tests/records/test_native.py checks both against each
+ * other. Decompression is not done here: every compressed section is handed to records.py's
+ * _decompress (so its checks apply to both paths).
+ *
+ * Built by setup.py as an optional extension: when it does not compile, records.py uses its
+ * pure-Python path and says so (records.IMPLEMENTATION, NATIVE_UNAVAILABLE_REASON).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <string.h>
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define KA_HAVE_SSE42 1
+#include <nmmintrin.h>
+#endif
+
+/* ---- CRC32C (Castagnoli): slice-by-8 tables, SSE4.2 when the CPU has it -------------------- */
+
+static uint32_t crc_tab[8][256];
+static int crc_hw = 0;
+
+static void
+crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_tab[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+#ifdef KA_HAVE_SSE42
+    __builtin_cpu_init();
+    crc_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#endif
+}
+
+static uint32_t
+crc32c_sw(uint32_t crc, const uint8_t *p, size_t n)
+{
+    crc = ~crc;
+#if !PY_BIG_ENDIAN
+    while (n && ((uintptr_t)p & 7)) {
+        crc = crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= crc;
+        crc = crc_tab[7][w & 0xff] ^ crc_tab[6][(w >> 8) & 0xff] ^
+              crc_tab[5][(w >> 16) & 0xff] ^ crc_tab[4][(w >> 24) & 0xff] ^
+              crc_tab[3][(w >> 32) & 0xff] ^ crc_tab[2][(w >> 40) & 0xff] ^
+              crc_tab[1][(w >> 48) & 0xff] ^ crc_tab[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+#endif
+    while (n--)
+        crc = crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+#ifdef KA_HAVE_SSE42
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_hw(uint32_t crc, const uint8_t *p, size_t n)
+{
+    uint64_t c = (uint32_t)~crc;
+    while (n && ((uintptr_t)p & 7)) {
+        c = _mm_crc32_u8((uint32_t)c, *p++);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = _mm_crc32_u64(c, w);
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = _mm_crc32_u8((uint32_t)c, *p++);
+    return ~(uint32_t)c;
+}
+#endif
+
+static uint32_t
+crc32c(uint32_t crc, const uint8_t *p, size_t n)
+{
+#ifdef KA_HAVE_SSE42
+    if (crc_hw)
+        return crc32c_hw(crc, p, n);
+#endif
+    return crc32c_sw(crc, p, n);
+}
+
+/* ---- module state (set once by records.py through setup()) -------------------------------- */
+
+static PyTypeObject *record_type = NULL;  /* ConsumerRecord (a tuple subclass) */
+static PyObject *ts_create = NULL;        /* TimestampType.CREATE_TIME */
+static PyObject *ts_log_append = NULL;    /* TimestampType.LOG_APPEND_TIME */
+static PyObject *corrupt_error = NULL;    /* errors.CorruptRecordError */
+static PyObject *unsupported_error = NULL;/* errors.UnsupportedRecordFormatError */
+static PyObject *internal_corrupt = NULL; /* records._Corrupt */
+static PyObject *internal_too_large = NULL; /* records._TooLarge (a _Corrupt) */
+static PyObject *too_large_error = NULL;  /* errors.DecompressedBatchTooLargeError */
+static PyObject *malformed_types = NULL;  /* exception types the pure path reports as malformed */
+static PyObject *empty_tuple = NULL;
+
+/* ---- reading helpers ---------------------------------------------------------------------- */
+
+static inline uint64_t
+be64(const uint8_t *p)
+{
+    return ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) |
+           ((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16) |
+           ((uint64_t)p[6] << 8) | (uint64_t)p[7];
+}
+
+static inline uint32_t
+be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* Why a batch is corrupt (NULL: a Python exception is set instead). */
+typedef struct {
+    char msg[160];
+    int too_large; /* past the decompression bound: DecompressedBatchTooLargeError */
+} Fault;
+
+/* Record why a batch is corrupt; returns 1 (the "corrupt" result of the readers below). */
+static int
+FAULT(Fault *f, const char *format, ...)
+{
+    va_list va;
+    va_start(va, format);
+    PyOS_vsnprintf(f->msg, sizeof(f->msg), format, va);
+    va_end(va);
+    return 1;
+}
+
+/* A zigzag varint/varlong at *pos, not reading at or past end. 0 ok, 1 corrupt. */
+static inline int
+read_varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out, Fault *f)
+{
+    Py_ssize_t p = *pos;
+    if (p < end && b[p] < 0x80) {
+        uint64_t raw = b[p];
+        *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+        *pos = p + 1;
+        return 0;
+    }
+    uint64_t raw = 0;
+    int shift = 0;
+    *out = 0;
+    for (int i = 0; i < 10; i++, p++) {
+        if (p >= end)
+            return FAULT(f, "varint runs past the end of the records");
+        uint8_t x = b[p];
+        if (i == 9 && x > 1)
+            return FAULT(f, "%s", x & 0x80 ? "varint longer than 10 bytes" : "varint overflows 64 bits");
+        raw |= (uint64_t)(x & 0x7f) << shift;
+        if (x < 0x80) {
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            *pos = p + 1;
+            return 0;
+        }
+        shift += 7;
+    }
+    return FAULT(f, "varint longer than 10 bytes"); /* not reached */
+}
+
+/* a + b as a Python int (exact, also past int64). */
+static PyObject *
+sum_to_int(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (!__builtin_add_overflow(a, b, &r))
+        return PyLong_FromLongLong(r);
+    PyObject *x = PyLong_FromLongLong(a), *y = PyLong_FromLongLong(b), *s = NULL;
+    if (x && y)
+        s = PyNumber_Add(x, y);
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return s;
+}
+
+/* The output columns of one DecodedRecords (new references). */
+typedef struct {
+    PyObject *offsets, *timestamps, *keys, *values, *headers;
+    PyObject *batch_ends, *batch_ts_types, *batch_epochs;
+    /* DecodedRecords.materialized: when a list, records go there as ConsumerRecords (built
+     * here) instead of into the five record columns. */
+    PyObject *materialized;
+    /* borrowed, for the records built: */
+    PyObject *topic, *partition, *batch_ts_type, *batch_epoch;
+} Columns;
+
+static inline Py_ssize_t
+columns_len(Columns *c)
+{
+    return PyList_GET_SIZE(c->materialized ? c->materialized : c->offsets);
+}
+
+static PyObject *new_record(PyObject *items[9]);
+
+static void
+columns_clear(Columns *c)
+{
+    Py_CLEAR(c->offsets);
+    Py_CLEAR(c->timestamps);
+    Py_CLEAR(c->keys);
+    Py_CLEAR(c->values);
+    Py_CLEAR(c->headers);
+    Py_CLEAR(c->batch_ends);
+    Py_CLEAR(c->batch_ts_types);
+    Py_CLEAR(c->batch_epochs);
+    Py_CLEAR(c->materialized);
+}
+
+static PyObject *
+get_list(PyObject *obj, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    if (v && !PyList_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "DecodedRecords.%s is not a list", name);
+        Py_CLEAR(v);
+    }
+    return v;
+}
+
+static int
+columns_get(PyObject *out, Columns *c)
+{
+    memset(c, 0, sizeof(*c));
+    if (!(c->offsets = get_list(out, "offsets")) ||
+        !(c->timestamps = get_list(out, "timestamps")) || !(c->keys = get_list(out, "keys")) ||
+        !(c->values = get_list(out, "values")) || !(c->headers = get_list(out, "headers")) ||
+        !(c->batch_ends = get_list(out, "batch_ends")) ||
+        !(c->batch_ts_types = get_list(out, "batch_timestamp_types")) ||
+        !(c->batch_epochs = get_list(out, "batch_leader_epochs"))) {
+        columns_clear(c);
+        return -1;
+    }
+    PyObject *m = PyObject_GetAttrString(out, "materialized");
+    if (m == NULL) {
+        PyErr_Clear(); /* an object without the attribute: columns only */
+    } else if (m == Py_None) {
+        Py_DECREF(m);
+    } else if (!PyList_Check(m)) {
+        Py_DECREF(m);
+        PyErr_SetString(PyExc_TypeError, "DecodedRecords.materialized is not a list");
+        columns_clear(c);
+        return -1;
+    } else {
+        c->materialized = m;
+    }
+    return 0;
+}
+
+static inline int
+append_steal(PyObject *list, PyObject *item)
+{
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* Header keys seen in one batch (producers repeat the same few): their str objects. */
+#define KEY_CACHE_SIZE 8
+typedef struct {
+    int n;
+    const uint8_t *bytes[KEY_CACHE_SIZE]; /* into the batch's buffer, alive while it is */
+    Py_ssize_t len[KEY_CACHE_SIZE];
+    PyObject *str[KEY_CACHE_SIZE];
+} KeyCache;
+
+static void
+key_cache_clear(KeyCache *kc)
+{
+    for (int i = 0; i < kc->n; i++)
+        Py_DECREF(kc->str[i]);
+    kc->n = 0;
+}
+
+/* The header key b[0:len] as a str (new reference). */
+static PyObject *
+header_key(KeyCache *kc, const uint8_t *b, Py_ssize_t len)
+{
+    for (int i = 0; i < kc->n; i++) {
+        if (kc->len[i] == len && memcmp(kc->bytes[i], b, (size_t)len) == 0) {
+            Py_INCREF(kc->str[i]);
+            return kc->str[i];
+        }
+    }
+    PyObject *key = PyUnicode_DecodeUTF8((const char *)b, len, "replace");
+    if (key != NULL && kc->n < KEY_CACHE_SIZE) {
+        kc->bytes[kc->n] = b;
+        kc->len[kc->n] = len;
+        kc->str[kc->n] = key;
+        Py_INCREF(key);
+        kc->n++;
+    }
+    return key;
+}
+
+/* Parse the header block b[pos:end] exactly: 0 ok (*out a new tuple), 1 corrupt, -1 error. */
+static int
+parse_headers(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, PyObject **out, Fault *f,
+              KeyCache *kc)
+{
+    int64_t n;
+    if (read_varint(b, &pos, end, &n, f))
+        return 1;
+    if (n < 0 || n > end - pos)
+        return FAULT(f, "bad header count %lld", (long long)n);
+    PyObject *tuple = PyTuple_New((Py_ssize_t)n);
+    if (tuple == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)n; i++) {
+        int64_t size;
+        if (read_varint(b, &pos, end, &size, f))
+            goto corrupt;
+        if (size < 0 || size > end - pos) {
+            FAULT(f, "bad header key length %lld", (long long)size);
+            goto corrupt;
+        }
+        PyObject *key = header_key(kc, b + pos, (Py_ssize_t)size);
+        if (key == NULL)
+            goto error;
+        pos += (Py_ssize_t)size;
+        PyObject *value;
+        if (pos < end && b[pos] == 1) {
+            value = Py_None;
+            Py_INCREF(value);
+            pos++;
+        } else {
+            if (read_varint(b, &pos, end, &size, f)) {
+                Py_DECREF(key);
+                goto corrupt;
+            }
+            if (size < 0 || size > end - pos) {
+                Py_DECREF(key);
+                FAULT(f, "bad header value length %lld", (long long)size);
+                goto corrupt;
+            }
+            value = PyBytes_FromStringAndSize((const char *)b + pos, (Py_ssize_t)size);
+            if (value == NULL) {
+                Py_DECREF(key);
+                goto error;
+            }
+            pos += (Py_ssize_t)size;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            goto error;
+        }
+        PyTuple_SET_ITEM(pair, 0, key);
+        PyTuple_SET_ITEM(pair, 1, value);
+        PyObject_GC_UnTrack(pair); /* only a str and bytes/None: no cycle through it */
+        PyTuple_SET_ITEM(tuple, i, pair);
+    }
+    PyObject_GC_UnTrack(tuple);
+    if (pos != end) {
+        FAULT(f, "record size does not match its fields (at byte %zd)", end);
+        goto corrupt;
+    }
+    *out = tuple;
+    return 0;
+corrupt:
+    Py_DECREF(tuple);
+    return 1;
+error:
+    Py_DECREF(tuple);
+    return -1;
+}
+
+/* A length-prefixed nullable byte string (key or value): 0 ok, 1 corrupt, -1 error.
+ * *out is NULL when `make` is false (the record is dropped). */
+static inline int
+read_bytes(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t limit, int make, PyObject **out,
+           const char *what, Fault *f)
+{
+    Py_ssize_t p = *pos;
+    *out = NULL;
+    int64_t n = 0;
+    if (p >= limit)
+        return FAULT(f, "record ends before its %s", what);
+    if (b[p] == 1) { /* -1: null */
+        *pos = p + 1;
+        if (make) {
+            Py_INCREF(Py_None);
+            *out = Py_None;
+        }
+        return 0;
+    }
+    if (read_varint(b, &p, limit, &n, f))
+        return 1;
+    if (n < 0 || n > limit - p)
+        return FAULT(f, "bad %s length %lld", what, (long long)n);
+    if (make && (*out = PyBytes_FromStringAndSize((const char *)b + p, (Py_ssize_t)n)) == NULL)
+        return -1;
+    *pos = p + (Py_ssize_t)n;
+    return 0;
+}
+
+/* Decode the `count` records of b[pos:end] into the columns (see records.py's
+ * _decode_batch_records, the trimming of _drop_below and LogAppendTime): 0 ok, 1 corrupt, -1
+ * error. Records are appended only when they are kept. */
+static int
+decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t count,
+                     int64_t base_offset, int64_t base_ts, int log_append, int64_t max_ts,
+                     int64_t fetch_offset, Columns *c, Fault *f)
+{
+    int dropping = base_offset < fetch_offset;
+    PyObject *last_headers = NULL; /* the last parsed header block, reused when repeated */
+    const uint8_t *last_block = NULL;
+    Py_ssize_t last_len = 0;
+    PyObject *max_ts_obj = NULL;
+    /* Records produced in the same millisecond share a timestamp: one int object for a run. */
+    PyObject *last_ts_obj = NULL;
+    int64_t last_ts_delta = 0;
+    KeyCache keys;
+    keys.n = 0;
+    int rc = 0;
+    if (log_append && (max_ts_obj = PyLong_FromLongLong(max_ts)) == NULL)
+        return -1;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, off_delta;
+        if (pos >= end) {
+            rc = FAULT(f, "%lld records expected, %lld found", (long long)count, (long long)i);
+            goto done;
+        }
+        if ((rc = read_varint(b, &pos, end, &length, f)))
+            goto done;
+        if (length < 0 || length > end - pos) {
+            rc = FAULT(f, "bad record length %lld", (long long)length);
+            goto done;
+        }
+        Py_ssize_t record_end = pos + (Py_ssize_t)length;
+        pos++; /* attributes (unused) */
+        if ((rc = read_varint(b, &pos, record_end, &ts_delta, f)) ||
+            (rc = read_varint(b, &pos, record_end, &off_delta, f)))
+            goto done;
+        int64_t offset;
+        int ovf = __builtin_add_overflow(base_offset, off_delta, &offset);
+        int keep = 1;
+        if (dropping) {
+            int below = ovf ? off_delta < 0 : offset < fetch_offset;
+            if (below)
+                keep = 0;
+            else
+                dropping = 0;
+        }
+        PyObject *key, *value;
+        if ((rc = read_bytes(b, &pos, record_end, keep, &key, "key", f)))
+            goto done;
+        if ((rc = read_bytes(b, &pos, record_end, keep, &value, "value", f))) {
+            Py_XDECREF(key);
+            goto done;
+        }
+        PyObject *headers = NULL;
+        if (pos >= record_end) {
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+            rc = FAULT(f, "record ends before its headers");
+            goto done;
+        }
+        if (b[pos] == 0) {
+            if (pos + 1 != record_end) {
+                Py_XDECREF(key);
+                Py_XDECREF(value);
+                rc = FAULT(f, "record size does not match its fields (at byte %zd)", record_end);
+                goto done;
+            }
+            headers = empty_tuple;
+            Py_INCREF(headers);
+        } else {
+            Py_ssize_t len = record_end - pos;
+            if (last_headers != NULL && len == last_len && memcmp(b + pos, last_block, len) == 0) {
+                headers = last_headers;
+                Py_INCREF(headers);
+            } else {
+                rc = parse_headers(b, pos, record_end, &headers, f, &keys);
+                if (rc) {
+                    Py_XDECREF(key);
+                    Py_XDECREF(value);
+                    goto done;
+                }
+                Py_XSETREF(last_headers, headers);
+                Py_INCREF(headers);
+                last_block = b + pos;
+                last_len = len;
+            }
+        }
+        pos = record_end;
+        if (!keep) {
+            Py_DECREF(headers);
+            continue;
+        }
+        PyObject *off_obj = ovf ? sum_to_int(base_offset, off_delta) : PyLong_FromLongLong(offset);
+        PyObject *ts_obj;
+        if (log_append) {
+            ts_obj = max_ts_obj;
+            Py_INCREF(ts_obj);
+        } else if (last_ts_obj != NULL && ts_delta == last_ts_delta) {
+            ts_obj = last_ts_obj;
+            Py_INCREF(ts_obj);
+        } else {
+            ts_obj = sum_to_int(base_ts, ts_delta);
+            if (ts_obj != NULL) {
+                Py_XSETREF(last_ts_obj, ts_obj);
+                Py_INCREF(ts_obj);
+                last_ts_delta = ts_delta;
+            }
+        }
+        int ok;
+        if (c->materialized != NULL) {
+            PyObject *rec = NULL;
+            if (off_obj && ts_obj) {
+                PyObject *items[9] = {c->topic,   c->partition,  off_obj, ts_obj,       c->batch_ts_type,
+                                      key,        value,         headers, c->batch_epoch};
+                rec = new_record(items);
+            }
+            ok = rec != NULL && PyList_Append(c->materialized, rec) == 0;
+            Py_XDECREF(rec);
+        } else {
+            ok = off_obj && ts_obj && PyList_Append(c->offsets, off_obj) == 0 &&
+                 PyList_Append(c->timestamps, ts_obj) == 0 && PyList_Append(c->keys, key) == 0 &&
+                 PyList_Append(c->values, value) == 0 && PyList_Append(c->headers, headers) == 0;
+        }
+        Py_XDECREF(off_obj);
+        Py_XDECREF(ts_obj);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        Py_DECREF(headers);
+        if (!ok) {
+            rc = -1;
+            goto done;
+        }
+    }
+    if (pos != end)
+        rc = FAULT(f, "%zd bytes left after the last of %lld records", end - pos,
+                   (long long)count);
+done:
+    Py_XDECREF(last_headers);
+    Py_XDECREF(max_ts_obj);
+    Py_XDECREF(last_ts_obj);
+    key_cache_clear(&keys);
+    return rc;
+}
+
+/* The ControlRecordType id of the first record of b[pos:end] (-1: no record): 0 ok, 1 corrupt. */
+static int
+control_type(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int *ctype, Fault *f)
+{
+    int64_t v, key_length;
+    *ctype = -1;
+    if (pos >= end)
+        return 0;
+    if (read_varint(b, &pos, end, &v, f))
+        return 1;
+    pos++; /* attributes */
+    if (read_varint(b, &pos, end, &v, f) || read_varint(b, &pos, end, &v, f) ||
+        read_varint(b, &pos, end, &key_length, f))
+        return 1;
+    if (key_length < 4 || key_length > end - pos)
+        return FAULT(f, "bad control record key length %lld", (long long)key_length);
+    *ctype = (int16_t)(((uint16_t)b[pos + 2] << 8) | b[pos + 3]);
+    return 0;
+}
+
+/* Hand a compressed section to records.py's _decompress: a new reference to its result (a
+ * bytes-like object) or NULL with *corrupt set (a Fault) or not (a Python error). */
+static PyObject *
+decompress_section(PyObject *decompress, PyObject *view, int codec, Py_ssize_t start,
+                   Py_ssize_t end, Fault *f, int *corrupt)
+{
+    *corrupt = 0;
+    PyObject *section = PySequence_GetSlice(view, start, end);
+    if (section == NULL)
+        return NULL;
+    PyObject *res = PyObject_CallFunction(decompress, "iO", codec, section);
+    Py_DECREF(section);
+    if (res != NULL)
+        return res;
+    int is_internal = PyErr_ExceptionMatches(internal_corrupt);
+    f->too_large = PyErr_ExceptionMatches(internal_too_large);
+    if (!is_internal && !PyErr_ExceptionMatches(malformed_types))
+        return NULL; /* anything else (a typed error of the decompressor) propagates */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
+    if (s == NULL)
+        PyErr_Clear();
+    if (is_internal)
+        PyOS_snprintf(f->msg, sizeof(f->msg), "%s", s ? s : "decompression failed");
+    else
+        PyOS_snprintf(f->msg, sizeof(f->msg), "malformed batch: %s: %s",
+                      ((PyTypeObject *)type)->tp_name, s ? s : "");
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    *corrupt = 1;
+    return NULL;
+}
+
+/* Set `cls(message, topic=, partition=, offset=)` as the current exception. */
+static void
+raise_typed(PyObject *cls, const char *message, PyObject *topic, PyObject *partition,
+            int64_t offset)
+{
+    PyObject *kw = Py_BuildValue("{s:O,s:O,s:L}", "topic", topic, "partition", partition,
+                                 "offset", (long long)offset);
+    PyObject *args = Py_BuildValue("(s)", message);
+    if (kw && args) {
+        PyObject *exc = PyObject_Call(cls, args, kw);
+        if (exc) {
+            PyErr_SetObject(cls, exc);
+            Py_DECREF(exc);
+        }
+    }
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+}
+
+static int
+set_position(PyObject *out, int64_t next_fetch_offset, Py_ssize_t consumed)
+{
+    PyObject *a = PyLong_FromLongLong(next_fetch_offset);
+    PyObject *b = PyLong_FromSsize_t(consumed);
+    int rc = -1;
+    if (a && b && PyObject_SetAttrString(out, "next_fetch_offset", a) == 0 &&
+        PyObject_SetAttrString(out, "bytes_consumed", b) == 0)
+        rc = 0;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return rc;
+}
+
+#define BATCH_HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define LEGACY_RECORD_OVERHEAD_V0 14
+#define CRC_START 21
+
+PyDoc_STRVAR(decode_into_doc,
+"decode_into(buf, out, fetch_offset, check_crcs, read_committed, aborted, decompress)\n--\n\n"
+"records.py's _decode_into in C. ``aborted``: (first_offset, producer_id) pairs sorted by\n"
+"first_offset; ``decompress(codec, memoryview) -> bytes``.");
+
+static PyObject *
+decode_into(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj, *out, *aborted, *decompress;
+    long long fetch_offset;
+    int check_crcs, read_committed;
+    if (!PyArg_ParseTuple(args, "SOLppOO:decode_into", &bufobj, &out, &fetch_offset,
+                          &check_crcs, &read_committed, &aborted, &decompress))
+        return NULL;
+    if (!PyList_Check(aborted)) {
+        PyErr_SetString(PyExc_TypeError, "aborted must be a list");
+        return NULL;
+    }
+    if (record_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_crecords.setup() was not called");
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(bufobj);
+    Py_ssize_t total = PyBytes_GET_SIZE(bufobj);
+    Columns c;
+    PyObject *topic = NULL, *partition = NULL, *view = NULL, *aborted_producers = NULL;
+    PyObject *result = NULL;
+    Fault fault = {{0}, 0};
+    int64_t base_offset = 0;
+    Py_ssize_t pos = 0;
+    Py_ssize_t n_aborted = PyList_GET_SIZE(aborted), next_aborted = 0;
+    if (columns_get(out, &c) < 0)
+        return NULL;
+    topic = PyObject_GetAttrString(out, "topic");
+    partition = PyObject_GetAttrString(out, "partition");
+    c.topic = topic;
+    c.partition = partition;
+    PyObject *nfo_obj = PyObject_GetAttrString(out, "next_fetch_offset");
+    int64_t next_fetch_offset = nfo_obj ? PyLong_AsLongLong(nfo_obj) : -1;
+    Py_XDECREF(nfo_obj);
+    if (!topic || !partition || PyErr_Occurred())
+        goto error;
+    if (read_committed && (aborted_producers = PySet_New(NULL)) == NULL)
+        goto error;
+
+    while (total - pos >= LOG_OVERHEAD) {
+        if (set_position(out, next_fetch_offset, pos) < 0)
+            goto error;
+        const uint8_t *h = buf + pos;
+        base_offset = (int64_t)be64(h);
+        int32_t batch_length = (int32_t)be32(h + 8);
+        if (batch_length < LEGACY_RECORD_OVERHEAD_V0) {
+            FAULT(&fault, "batch length %d is too small", batch_length);
+            goto corrupt;
+        }
+        Py_ssize_t end = pos + LOG_OVERHEAD + batch_length;
+        if (end > total)
+            break; /* trailing truncated batch: the next fetch gets it whole */
+        uint8_t magic = h[16];
+        if (magic != 2) {
+            if (magic == 0 || magic == 1) {
+                FAULT(&fault, "message format v%d is not supported", magic);
+                raise_typed(unsupported_error, fault.msg, topic, partition, base_offset);
+                goto error;
+            }
+            FAULT(&fault, "invalid magic %d", magic);
+            goto corrupt;
+        }
+        if (end - pos < BATCH_HEADER_SIZE) {
+            FAULT(&fault, "batch length %d is too small", batch_length);
+            goto corrupt;
+        }
+        int32_t leader_epoch = (int32_t)be32(h + 12);
+        uint32_t crc = be32(h + 17);
+        int attributes = (int16_t)(((uint16_t)h[21] << 8) | h[22]);
+        int32_t last_offset_delta = (int32_t)be32(h + 23);
+        int64_t base_ts = (int64_t)be64(h + 27);
+        int64_t max_ts = (int64_t)be64(h + 35);
+        int64_t producer_id = (int64_t)be64(h + 43);
+        int32_t count = (int32_t)be32(h + 57);
+        if (check_crcs &&
+            crc32c(0, h + CRC_START, (size_t)(end - pos - CRC_START)) != crc) {
+            FAULT(&fault, "CRC32C mismatch");
+            goto corrupt;
+        }
+        if (count < 0 || last_offset_delta < 0) {
+            FAULT(&fault, "bad record count %d / last offset delta", count);
+            goto corrupt;
+        }
+        int64_t last_offset;
+        if (__builtin_add_overflow(base_offset, (int64_t)last_offset_delta, &last_offset) ||
+            last_offset == INT64_MAX) {
+            FAULT(&fault, "last offset overflows int64");
+            goto corrupt;
+        }
+        int is_control = attributes & 0x20;
+        int codec = attributes & 0x07;
+        Py_ssize_t records_start = pos + BATCH_HEADER_SIZE;
+        int is_corrupt = 0;
+        if (codec && view == NULL && (view = PyMemoryView_FromObject(bufobj)) == NULL)
+            goto error;
+        if (read_committed && producer_id >= 0) {
+            while (next_aborted < n_aborted) {
+                PyObject *pair = PyList_GET_ITEM(aborted, next_aborted);
+                if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                    PyErr_SetString(PyExc_TypeError, "aborted holds (first_offset, producer_id)");
+                    goto error;
+                }
+                long long first = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0));
+                if (first == -1 && PyErr_Occurred())
+                    goto error;
+                if (first > last_offset)
+                    break;
+                if (PySet_Add(aborted_producers, PyTuple_GET_ITEM(pair, 1)) < 0)
+                    goto error;
+                next_aborted++;
+            }
+            PyObject *pid = PyLong_FromLongLong(producer_id);
+            if (pid == NULL)
+                goto error;
+            if (is_control) {
+                int ctype;
+                if (codec) {
+                    PyObject *section = decompress_section(decompress, view, codec,
+                                                           records_start, end, &fault,
+                                                           &is_corrupt);
+                    if (section == NULL) {
+                        Py_DECREF(pid);
+                        if (is_corrupt)
+                            goto corrupt;
+                        goto error;
+                    }
+                    Py_buffer sv;
+                    if (PyObject_GetBuffer(section, &sv, PyBUF_SIMPLE) < 0) {
+                        Py_DECREF(section);
+                        Py_DECREF(pid);
+                        goto error;
+                    }
+                    is_corrupt = control_type(sv.buf, 0, sv.len, &ctype, &fault);
+                    PyBuffer_Release(&sv);
+                    Py_DECREF(section);
+                } else {
+                    is_corrupt = control_type(buf, records_start, end, &ctype, &fault);
+                }
+                if (is_corrupt) {
+                    Py_DECREF(pid);
+                    goto corrupt;
+                }
+                if (ctype == 0 && PySet_Discard(aborted_producers, pid) < 0) {
+                    Py_DECREF(pid);
+                    goto error;
+                }
+            } else if (attributes & 0x10) {
+                int in = PySet_Contains(aborted_producers, pid);
+                if (in < 0) {
+                    Py_DECREF(pid);
+                    goto error;
+                }
+                if (in)
+                    is_control = 1; /* skip like a control batch: aborted data */
+            }
+            Py_DECREF(pid);
+        }
+        if (!is_control && last_offset >= fetch_offset && count) {
+            Py_ssize_t first = columns_len(&c);
+            int log_append = (attributes & 0x08) != 0;
+            int rc;
+            PyObject *epoch;
+            if (leader_epoch >= 0) {
+                if ((epoch = PyLong_FromLong(leader_epoch)) == NULL)
+                    goto error;
+            } else {
+                epoch = Py_None;
+                Py_INCREF(epoch);
+            }
+            PyObject *ts_type = log_append ? ts_log_append : ts_create;
+            c.batch_ts_type = ts_type;
+            c.batch_epoch = epoch;
+            if (codec) {
+                PyObject *section = decompress_section(decompress, view, codec, records_start,
+                                                       end, &fault, &is_corrupt);
+                if (section == NULL) {
+                    Py_DECREF(epoch);
+                    if (is_corrupt)
+                        goto corrupt;
+                    goto error;
+                }
+                Py_buffer sv;
+                if (PyObject_GetBuffer(section, &sv, PyBUF_SIMPLE) < 0) {
+                    Py_DECREF(section);
+                    Py_DECREF(epoch);
+                    goto error;
+                }
+                rc = decode_batch_records(sv.buf, 0, sv.len, count, base_offset, base_ts,
+                                          log_append, max_ts, fetch_offset, &c, &fault);
+                PyBuffer_Release(&sv);
+                Py_DECREF(section);
+            } else {
+                rc = decode_batch_records(buf, records_start, end, count, base_offset, base_ts,
+                                          log_append, max_ts, fetch_offset, &c, &fault);
+            }
+            c.batch_ts_type = c.batch_epoch = NULL;
+            if (rc) {
+                Py_DECREF(epoch);
+                if (rc > 0)
+                    goto corrupt;
+                goto error;
+            }
+            Py_ssize_t n = columns_len(&c);
+            if (n > first) {
+                Py_INCREF(ts_type);
+                if (append_steal(c.batch_ends, PyLong_FromSsize_t(n)) < 0 ||
+                    append_steal(c.batch_ts_types, ts_type) < 0 ||
+                    append_steal(c.batch_epochs, epoch) < 0)
+                    goto error;
+            } else {
+                Py_DECREF(epoch);
+            }
+        }
+        if (last_offset + 1 > next_fetch_offset)
+            next_fetch_offset = last_offset + 1;
+        pos = end;
+    }
+    if (set_position(out, next_fetch_offset, pos) < 0)
+        goto error;
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+corrupt:
+    raise_typed(fault.too_large ? too_large_error : corrupt_error, fault.msg, topic, partition,
+                base_offset);
+error:
+done:
+    columns_clear(&c);
+    Py_XDECREF(topic);
+    Py_XDECREF(partition);
+    Py_XDECREF(view);
+    Py_XDECREF(aborted_producers);
+    return result;
+}
+
+/* ---- ConsumerRecord creation -------------------------------------------------------------- */
+
+static inline PyObject *
+new_record(PyObject *items[9])
+{
+#if PY_VERSION_HEX >= 0x030E0000
+    /* tuples cache their hash from 3.14 on: go through tuple.__new__ */
+    PyObject *t = PyTuple_New(9);
+    if (t == NULL)
+        return NULL;
+    for (int i = 0; i < 9; i++) {
+        Py_INCREF(items[i]);
+        PyTuple_SET_ITEM(t, i, items[i]);
+    }
+    PyObject *a = PyTuple_Pack(1, t);
+    Py_DECREF(t);
+    if (a == NULL)
+        return NULL;
+    PyObject *r = PyTuple_Type.tp_new(record_type, a, NULL);
+    Py_DECREF(a);
+    return r;
+#else
+    /* Not tracked by the cycle collector (PyObject_GC_NewVar does not track), see below. */
+    PyObject *r = (PyObject *)PyObject_GC_NewVar(PyTupleObject, record_type, 9);
+    if (r == NULL)
+        return NULL;
+    for (int i = 0; i < 9; i++) {
+        Py_INCREF(items[i]);
+        PyTuple_SET_ITEM(r, i, items[i]);
+    }
+    /* A record holds str, int, bytes, None, an enum member and a tuple of (str, bytes|None)
+     * pairs: it cannot be part of a reference cycle, so the cycle collector need not track it
+     * (CPython untracks such tuples itself, but only once a collection has walked them). */
+    return r;
+#endif
+}
+
+PyDoc_STRVAR(records_doc,
+"records(decoded, start, end)\n--\n\n"
+"Records start..end-1 of a DecodedRecords as a list of ConsumerRecord.");
+
+static PyObject *
+records(PyObject *self, PyObject *args)
+{
+    PyObject *decoded;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "Onn:records", &decoded, &start, &end))
+        return NULL;
+    if (record_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_crecords.setup() was not called");
+        return NULL;
+    }
+    Columns c;
+    if (columns_get(decoded, &c) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *topic = PyObject_GetAttrString(decoded, "topic");
+    PyObject *partition = PyObject_GetAttrString(decoded, "partition");
+    if (!topic || !partition)
+        goto done;
+    Py_ssize_t n = PyList_GET_SIZE(c.offsets);
+    if (PyList_GET_SIZE(c.timestamps) != n || PyList_GET_SIZE(c.keys) != n ||
+        PyList_GET_SIZE(c.values) != n || PyList_GET_SIZE(c.headers) != n) {
+        PyErr_SetString(PyExc_ValueError, "DecodedRecords columns differ in length");
+        goto done;
+    }
+    if (start < 0)
+        start = 0;
+    if (end > n)
+        end = n;
+    if (end < start)
+        end = start;
+    Py_ssize_t nb = PyList_GET_SIZE(c.batch_ends);
+    if (PyList_GET_SIZE(c.batch_ts_types) != nb || PyList_GET_SIZE(c.batch_epochs) != nb) {
+        PyErr_SetString(PyExc_ValueError, "DecodedRecords batch columns differ in length");
+        goto done;
+    }
+    result = PyList_New(end - start);
+    if (result == NULL)
+        goto done;
+    Py_ssize_t batch = 0, batch_end = -1;
+    PyObject *items[9] = {NULL};
+    items[0] = topic;
+    items[1] = partition;
+    for (Py_ssize_t i = start; i < end; i++) {
+        while (i >= batch_end) {
+            if (batch_end >= 0)
+                batch++;
+            if (batch >= nb) {
+                PyErr_SetString(PyExc_ValueError, "DecodedRecords.batch_ends do not cover it");
+                Py_CLEAR(result);
+                goto done;
+            }
+            batch_end = PyLong_AsSsize_t(PyList_GET_ITEM(c.batch_ends, batch));
+            if (batch_end == -1 && PyErr_Occurred()) {
+                Py_CLEAR(result);
+                goto done;
+            }
+            if (i >= batch_end)
+                continue;
+            items[4] = PyList_GET_ITEM(c.batch_ts_types, batch);
+            items[8] = PyList_GET_ITEM(c.batch_epochs, batch);
+        }
+        items[2] = PyList_GET_ITEM(c.offsets, i);
+        items[3] = PyList_GET_ITEM(c.timestamps, i);
+        items[5] = PyList_GET_ITEM(c.keys, i);
+        items[6] = PyList_GET_ITEM(c.values, i);
+        items[7] = PyList_GET_ITEM(c.headers, i);
+        PyObject *r = new_record(items);
+        if (r == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i - start, r);
+    }
+done:
+    columns_clear(&c);
+    Py_XDECREF(topic);
+    Py_XDECREF(partition);
+    return result;
+}
+
+/* ---- the rest of the module --------------------------------------------------------------- */
+
+PyDoc_STRVAR(crc32c_doc, "crc32c(data, crc=0)\n--\n\nCRC32C (Castagnoli) of a bytes-like object.");
+
+static PyObject *
+py_crc32c(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I:crc32c", &view, &crc))
+        return NULL;
+    uint32_t r;
+    Py_BEGIN_ALLOW_THREADS
+    r = crc32c(crc, view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(r);
+}
+
+PyDoc_STRVAR(setup_doc,
+"setup(ConsumerRecord, create_time, log_append_time, CorruptRecordError,\n"
+"      UnsupportedRecordFormatError, internal_corrupt, malformed_types,\n"
+"      internal_too_large, DecompressedBatchTooLargeError)\n--\n\n"
+"Called once by records.py with the types the native path creates and raises.");
+
+static PyObject *
+setup(PyObject *self, PyObject *args)
+{
+    PyObject *rt, *a, *b, *ce, *ue, *ic, *mt, *itl, *tle;
+    if (!PyArg_ParseTuple(args, "O!OOOOOO!OO:setup", &PyType_Type, &rt, &a, &b, &ce, &ue, &ic,
+                          &PyTuple_Type, &mt, &itl, &tle))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)rt, &PyTuple_Type) ||
+        ((PyTypeObject *)rt)->tp_itemsize != PyTuple_Type.tp_itemsize ||
+        ((PyTypeObject *)rt)->tp_basicsize != PyTuple_Type.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "ConsumerRecord must be a tuple subclass without slots");
+        return NULL;
+    }
+    Py_INCREF(rt);
+    Py_XSETREF(record_type, (PyTypeObject *)rt);
+    Py_INCREF(a);
+    Py_XSETREF(ts_create, a);
+    Py_INCREF(b);
+    Py_XSETREF(ts_log_append, b);
+    Py_INCREF(ce);
+    Py_XSETREF(corrupt_error, ce);
+    Py_INCREF(ue);
+    Py_XSETREF(unsupported_error, ue);
+    Py_INCREF(ic);
+    Py_XSETREF(internal_corrupt, ic);
+    Py_INCREF(mt);
+    Py_XSETREF(malformed_types, mt);
+    Py_INCREF(itl);
+    Py_XSETREF(internal_too_large, itl);
+    Py_INCREF(tle);
+    Py_XSETREF(too_large_error, tle);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_into", decode_into, METH_VARARGS, decode_into_doc},
+    {"records", records, METH_VARARGS, records_doc},
+    {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
+    {"setup", setup, METH_VARARGS, setup_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_crecords",
+    "The native record path of kafka_actors.protocol.records (see records.py).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__crecords(void)
+{
+    crc_init();
+    if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddStringConstant(m, "CRC32C_IMPLEMENTATION", crc_hw ? "sse4.2" : "slice-by-8") <
+        0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,31 @@
+"""Types of the native record path (kafka_actors/protocol/_crecords.c)."""
+
+from collections.abc import Callable
+from typing import Any
+
+CRC32C_IMPLEMENTATION: str
+
+def decode_into(
+    buf: bytes,
+    out: Any,
+    fetch_offset: int,
+    check_crcs: bool,
+    read_committed: bool,
+    aborted: list[tuple[int, int]],
+    decompress: Callable[[int, memoryview], bytes],
+    /,
+) -> None: ...
+def records(decoded: Any, start: int, end: int, /) -> list[Any]: ...
+def crc32c(data: bytes | bytearray | memoryview, crc: int = 0, /) -> int: ...
+def setup(
+    record_type: type,
+    create_time: object,
+    log_append_time: object,
+    corrupt_error: type[BaseException],
+    unsupported_error: type[BaseException],
+    internal_corrupt: type[BaseException],
+    malformed_types: tuple[type[BaseException], ...],
+    internal_too_large: type[BaseException],
+    too_large_error: type[BaseException],
+    /,
+) -> None: ...
