@@ -854,18 +854,23 @@ class NetworkActor(SupervisedActor):
                     continue
             self._update_interest(node)
 
+    def _drop_transport(self, node: _Node) -> None:
+        """Detach ``node``'s transport (if any) from the selector and close its socket."""
+        transport, node.transport = node.transport, None
+        if transport is None:
+            return
+        if transport.registered_mask:
+            try:
+                self._inbox.selector.unregister(transport.sock)
+            except (KeyError, ValueError):
+                pass
+        transport.close()
+        self._transport_closed()
+
     def _close_idle(self, node: _Node, now: float) -> None:
         """connections.max.idle.ms passed with nothing queued or in flight: close the
         connection; the next request for the node opens a new one (no backoff)."""
-        transport, node.transport = node.transport, None
-        if transport is not None:
-            if transport.registered_mask:
-                try:
-                    self._inbox.selector.unregister(transport.sock)
-                except (KeyError, ValueError):
-                    pass
-            transport.close()
-            self._transport_closed()
+        self._drop_transport(node)
         idle_ms = round((now - node.conn.last_used) * 1000)
         node.conn.close_idle()
         self._record(node, "idle_closed")
@@ -1192,15 +1197,7 @@ class NetworkActor(SupervisedActor):
         """Close ``node``'s transport because of ``error`` and fail what must fail."""
         if error.node is None:
             error.node = node.node_id
-        transport, node.transport = node.transport, None
-        if transport is not None:
-            if transport.registered_mask:
-                try:
-                    self._inbox.selector.unregister(transport.sock)
-                except (KeyError, ValueError):
-                    pass
-            transport.close()
-            self._transport_closed()
+        self._drop_transport(node)
         conn = node.conn
         was = conn.state
         events = conn.connection_lost(error, self._clock.monotonic())
