@@ -108,6 +108,7 @@ from kafka_actors.protocol.offsets import (
     MetadataUpdateNeeded,
     OffsetsConfig,
     OffsetsManager,
+    PositionsValidated,
     ResetPositionsError,
 )
 from kafka_actors.protocol.subscription import SubscriptionType
@@ -774,6 +775,11 @@ class OffsetsActor(ManagerActor):
             self.emit("metadata", event)
         elif isinstance(event, ResetPositionsError):
             self.emit("facade", event)
+        elif isinstance(event, PositionsValidated):
+            # Fetchable now without a response in between: the fetch actor must poll (it
+            # otherwise waits for an event that never comes, and the partitions stall).
+            self.emit("fetch", PositionsChangedEvent())
+            self.ctx.signal.notify()
         else:
             super().route(event)
 

@@ -106,6 +106,7 @@ __all__ = [
     "OffsetAndTimestamp",
     "OffsetsConfig",
     "OffsetsManager",
+    "PositionsValidated",
     "ResetPositionsError",
 ]
 
@@ -159,6 +160,15 @@ class MetadataUpdateNeeded:
 
     reason: str
     topics: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class PositionsValidated:
+    """Positions became fetchable without a request (validation completed here: the broker
+    has no usable OffsetsForLeaderEpoch, or there is no epoch to validate against): the
+    fetch manager must be told, as after a response."""
+
+    partitions: tuple[TopicPartition, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -615,11 +625,11 @@ class OffsetsManager:
             return ()
         if not self._versions.supports(ApiKey.OFFSET_FOR_LEADER_EPOCH):
             # A broker without a usable OffsetsForLeaderEpoch: no truncation detection.
-            for tp in needing:
-                subs.complete_validation(tp)
+            self._validated_here([tp for tp in needing if subs.complete_validation(tp)])
             return ()
         by_node: dict[int, dict[TopicPartition, FetchPosition]] = {}
         no_leader: list[TopicPartition] = []
+        validated: list[TopicPartition] = []
         for tp in needing:
             position = subs.position(tp)
             if position is None:
@@ -636,9 +646,12 @@ class OffsetsManager:
                 no_leader.append(tp)
                 continue
             if position.offset_epoch is None or leader.epoch is None:
-                subs.complete_validation(tp)  # nothing to validate against (Java: seekValidated)
+                # Nothing to validate against (Java: seekValidated).
+                if subs.complete_validation(tp):
+                    validated.append(tp)
                 continue
             by_node.setdefault(leader.leader, {})[tp] = position
+        self._validated_here(validated)
         if no_leader:
             self._need_metadata("offset validation: no known leader", no_leader)
         if not by_node:
@@ -675,6 +688,10 @@ class OffsetsManager:
                 )
             )
         return tuple(requests)
+
+    def _validated_here(self, partitions: list[TopicPartition]) -> None:
+        if partitions:
+            self._events.append(PositionsValidated(tuple(partitions)))
 
     def _on_validation_response(self, sent: _SentValidation, response: Any, now_ms: int) -> None:
         answers: dict[TopicPartition, Any] = {}

@@ -19,6 +19,7 @@ from kafka_actors.protocol.offsets import (
     MetadataUpdateNeeded,
     OffsetsConfig,
     OffsetsManager,
+    PositionsValidated,
     ResetPositionsError,
 )
 from kafka_actors.protocol.subscription import (
@@ -228,7 +229,13 @@ def test_answer_for_an_older_position_is_ignored() -> None:
 def test_broker_without_offset_for_leader_epoch_skips_validation() -> None:
     m, subs = manager(offset_for_leader_epoch=2)  # below the consumer's v3
     committed(subs, 100, 4)
-    assert m.poll(0).requests == ()
+    result = m.poll(0)
+    assert result.requests == ()
     assert subs.is_fetchable(T0)
+    # No response will follow: the poll itself tells that positions became fetchable (the
+    # fetch actor otherwise never polls them; librdkafka's mock, which answers v2 at most,
+    # stalled a consumer this way).
+    assert [e.partitions for e in events_of(result, PositionsValidated)] == [(T0,)]
     position = subs.position(T0)
     assert position is not None and (position.offset, position.offset_epoch) == (100, 4)
+
