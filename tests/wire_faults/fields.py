@@ -16,25 +16,12 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kafka_actors.protocol import bounds
+
 Encoding = Literal["int16", "int32", "uvarint"]
 
-_FIXED: dict[str, int] = {
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-    "int16": 2,
-    "uint16": 2,
-    "error_code": 2,
-    "int32": 4,
-    "uint32": 4,
-    "timedelta_i32": 4,
-    "int64": 8,
-    "uint64": 8,
-    "float64": 8,
-    "timedelta_i64": 8,
-    "datetime_i64": 8,
-    "uuid": 16,
-}
+# The encoded sizes of kio's fixed-size types: the same table the bounded decoder walks with.
+_FIXED = bounds._FIXED
 
 
 @dataclass(frozen=True, slots=True)
