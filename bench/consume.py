@@ -50,6 +50,13 @@ CPU time ratio (> 1: we use less CPU).
 ``--repeat N`` lets the clients take turns N times on each topic and keeps each client's best
 (by wall time); every round's async ratios are printed too.
 
+``--baseline REV`` also runs every kafka-actors client of ``--clients`` from the project as it
+was at git revision ``REV`` (a temporary ``git worktree`` of this repository, its native record
+path built in place), taking turns with today's code on the same broker and the same topics;
+those rows are named ``<client> @REV`` and the ratios beside them compare them with today's
+``kafka-actors`` row (a restructuring shows its cost or gain in one run). The worktree is
+removed at the end.
+
 ``--profile DIR`` also runs the kafka-actors (assign) child once more on the 8-partition topic
 under yappi (every thread, CPU clock; without yappi, cProfile: the polling thread only) and
 writes ``DIR/consume-<topic>.pstats`` and the top functions to stdout. Children are run with
@@ -64,8 +71,10 @@ import importlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -488,11 +497,21 @@ def produce(bootstrap: str, topic: str, n: int, value_size: int) -> float:
 
 
 def run_child(
-    client: str, bootstrap: str, topic: str, partitions: int, n: int, profile: str | None = None
+    client: str,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    n: int,
+    profile: str | None = None,
+    checkout: Path | None = None,
 ) -> dict[str, Any]:
+    """One client in its own process; with ``checkout``, kafka-actors imported from there."""
+    script = Path(__file__).resolve()
+    if checkout is not None:
+        script = checkout / "bench" / "consume.py"
     cmd = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        str(script),
         "--child",
         client,
         "--bootstrap",
@@ -507,6 +526,8 @@ def run_child(
     if profile:
         cmd += ["--profile", profile]
     env = dict(os.environ)
+    if checkout is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), env.get("PYTHONPATH")]))
     if client == "kafka-actors pure":
         env["KAFKA_ACTORS_PURE_PYTHON"] = "1"  # the pure-Python decoder even if built
     proc = subprocess.run(
@@ -519,6 +540,50 @@ def run_child(
     raise RuntimeError(
         f"{client} on {topic} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
     )
+
+
+class Baseline:
+    """The project at an earlier git revision, in a temporary worktree with its native record
+    path built in place; removed by :meth:`remove`."""
+
+    def __init__(self, rev: str) -> None:
+        root = Path(__file__).resolve().parents[1]
+        self.rev = rev
+        self.path = Path(tempfile.mkdtemp(prefix="kafka-actors-baseline-"))
+        subprocess.run(
+            ["git", "-C", str(root), "worktree", "add", "--detach", str(self.path), rev],
+            check=True,
+            capture_output=True,
+        )
+        self._root = root
+        # the extension alone (setup.py's Extension), built outside the checkout so that no
+        # pyproject.toml is read (the venv's setuptools may be older than the build's)
+        source = self.path / "kafka_actors" / "protocol" / "_crecords.c"
+        build = (
+            "from setuptools import Extension, setup; "
+            "setup(name='baseline', script_args=['build_ext', '--build-lib', "
+            f"{str(self.path)!r}, '--build-temp', 'tmp'], ext_modules=[Extension("
+            f"'kafka_actors.protocol._crecords', [{str(source)!r}])])"
+        )
+        scratch = tempfile.mkdtemp(prefix="kafka-actors-baseline-build-")
+        built = subprocess.run(
+            [sys.executable, "-c", build],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        shutil.rmtree(scratch, ignore_errors=True)
+        if built.returncode != 0:
+            print(f"baseline {rev}: native build failed, its pure-Python path is measured")
+
+    def remove(self) -> None:
+        subprocess.run(
+            ["git", "-C", str(self._root), "worktree", "remove", "--force", str(self.path)],
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def run_java(broker: Any, topic: str, partitions: int, n: int) -> dict[str, Any]:
@@ -636,6 +701,9 @@ def main() -> int:
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--profile", metavar="DIR", help="profile kafka-actors (yappi)")
     parser.add_argument("--bootstrap", help="use this broker (else start one)")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also run the kafka-actors clients as of git REV"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--partitions", type=int, help=argparse.SUPPRESS)
@@ -649,6 +717,7 @@ def main() -> int:
         parser.error(f"unknown clients {sorted(unknown)}; known: {', '.join(CLIENTS)}")
     from kafka_actors.testing import KafkaBroker
 
+    baseline = Baseline(args.baseline) if args.baseline else None
     broker: Any = None
     if args.bootstrap:
         bootstrap = args.bootstrap
@@ -692,6 +761,14 @@ def main() -> int:
                     this_round[client] = r
                     if client not in best or r["seconds"] < best[client]["seconds"]:
                         best[client] = r
+                    if baseline is not None and client.startswith("kafka-actors"):
+                        r = run_child(
+                            client, bootstrap, name, parts, args.records, checkout=baseline.path
+                        )
+                        r["client"] = f"{client} @{baseline.rev}"
+                        key = r["client"]
+                        if key not in best or r["seconds"] < best[key]["seconds"]:
+                            best[key] = r
                 if args.repeat > 1:
                     ratios = ", ".join(
                         f"{way} {ratio:.2f}x" for way, _, _, ratio in async_ratios(this_round)
@@ -701,7 +778,10 @@ def main() -> int:
             title = f"{name}: {parts} partition(s)"
             if args.repeat > 1:
                 title += f", best of {args.repeat} (by wall time)"
-            print_table(title, [best[c] for c in clients if c in best], args.records)
+            shown = [c for c in clients if c in best]
+            if baseline is not None:
+                shown += [k for k in best if k.endswith(f"@{baseline.rev}")]
+            print_table(title, [best[c] for c in shown], args.records)
             print_async_table(title, best)
         if args.profile:
             out = Path(args.profile)
@@ -719,6 +799,8 @@ def main() -> int:
     finally:
         if broker is not None:
             broker.stop()
+        if baseline is not None:
+            baseline.remove()
     return 0
 
 
