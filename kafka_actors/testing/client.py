@@ -54,7 +54,6 @@ BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.SYNC_GROUP: rq.sync_group_request,
     ApiKey.HEARTBEAT: rq.heartbeat_request,
     ApiKey.LEAVE_GROUP: rq.leave_group_request,
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: rq.consumer_group_heartbeat_request,
     ApiKey.CONSUMER_GROUP_DESCRIBE: rq.consumer_group_describe_request,
     ApiKey.DESCRIBE_GROUPS: rq.describe_groups_request,
     ApiKey.SASL_HANDSHAKE: rq.sasl_handshake_request,
