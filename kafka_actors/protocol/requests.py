@@ -331,10 +331,6 @@ def fetch_request(
         )
         for p in partitions
     )
-
-    def topic_ref(topic: str) -> dict[str, Any]:
-        return _topic_ref(topic, topic_ids, by_id, "topic")
-
     return make_request(
         api,
         version,
@@ -345,9 +341,12 @@ def fetch_request(
         isolation_level=isolation_level,
         session_id=session_id,
         session_epoch=session_epoch,
-        topics=[{**topic_ref(t), "partitions": p} for t, p in topics.items()],
+        topics=[
+            {**_topic_ref(t, topic_ids, by_id, "topic"), "partitions": p} for t, p in topics.items()
+        ],
         forgotten_topics_data=[
-            {**topic_ref(f.topic), "partitions": f.partitions} for f in forgotten
+            {**_topic_ref(f.topic, topic_ids, by_id, "topic"), "partitions": f.partitions}
+            for f in forgotten
         ],
         rack_id=rack_id,
     )
