@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 from kafka_actors.blocking_io import read_frame, write_frame
@@ -178,12 +177,7 @@ class BlockingKafkaConnection:
     def __enter__(self) -> BlockingKafkaConnection:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- exchanges ----------------------------------------------------------------------------
