@@ -379,6 +379,12 @@ def _spec_rate_total(
     )
 
 
+def _spec_seconds_ago(group: str, event: str, since: str) -> MetricSpec:
+    """``last-<event>-seconds-ago``: whole seconds since ``since`` (-1 before the first)."""
+    desc = f"Whole seconds since {since} (-1 before the first)"
+    return _spec(group, f"last-{event}-seconds-ago", _C, "s", desc)
+
+
 _F, _G, _N = FETCH_MANAGER, COORDINATOR, CONSUMER
 
 CATALOGUE: Final[tuple[MetricSpec, ...]] = (
@@ -416,26 +422,14 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         "ms",
         "Maximum time from heartbeat request to response",
     ),
-    _spec(
-        _G,
-        "last-heartbeat-seconds-ago",
-        _C,
-        "s",
-        "Whole seconds since the last heartbeat was sent (-1 before the first)",
-    ),
+    _spec_seconds_ago(_G, "heartbeat", "the last heartbeat was sent"),
     *_spec_avg_max(
         _G, "rebalance-latency", _C, "ms", "time from the start of a rebalance to STABLE"
     ),
     _spec(_G, "rebalance-latency-total", _C, "ms", "Time spent in completed rebalances"),
     _spec(_G, "rebalance-rate-per-hour", _C, "{rebalance}/h", "Completed rebalances per hour"),
     _spec(_G, "rebalance-total", _C, "{rebalance}", "Completed rebalances"),
-    _spec(
-        _G,
-        "last-rebalance-seconds-ago",
-        _C,
-        "s",
-        "Whole seconds since the last completed rebalance (-1 before the first)",
-    ),
+    _spec_seconds_ago(_G, "rebalance", "the last completed rebalance"),
     *_spec_avg_max(_G, "commit-latency", _C, "ms", "time from OffsetCommit request to response"),
     _spec(_G, "commit-rate", _C, "{commit}/s", "OffsetCommit responses per second"),
     _spec(_G, "commit-total", _C, "{commit}", "OffsetCommit responses received"),
@@ -451,13 +445,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
     _spec(_N, "io-wait-time-ns-avg", _C, "ns", "Average time of one select wait"),
     _spec(_N, "poll-idle-ratio-avg", _C, "1", "Average share of time spent inside poll"),
     *_spec_avg_max(_N, "time-between-poll", _C, "ms", "time between two polls"),
-    _spec(
-        _N,
-        "last-poll-seconds-ago",
-        _C,
-        "s",
-        "Whole seconds since the last poll (-1 before the first)",
-    ),
+    _spec_seconds_ago(_N, "poll", "the last poll"),
 )
 
 _SPECS: Final = {(s.group, s.name, tuple(sorted(s.tags))): s for s in CATALOGUE}
