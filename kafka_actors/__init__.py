@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0.dev0"  # the one place the version is written (pyproject reads it)
+from kafka_actors._version import __version__  # written once, in _version.py
 
 __all__ = [
     "AsyncKafkaConsumer",

@@ -976,10 +976,6 @@ class ConsumerConfig:
         return {key: self.get(key) for key in _SPECS if key in self.explicit_keys}
 
     @property
-    def uses_group(self) -> bool:
-        return self.group_id is not None
-
-    @property
     def rebalance_safe_commits_max_duration(self) -> int:
         """The effective ``rebalance.safe.commits.max.duration.ms`` (-1: max.poll.interval.ms)."""
         value = self.rebalance_safe_commits_max_duration_ms

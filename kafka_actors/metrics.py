@@ -21,6 +21,7 @@ measured 1 s after the first event is not 30 times too high).
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -219,28 +220,28 @@ class Avg(SampledStat):
         return sum(s.value for s in samples) / count if count else math.nan
 
 
-class Max(SampledStat):
+class _Extreme(SampledStat):
+    """Max / Min: the value ``pick`` keeps of every value recorded (NaN without one)."""
+
+    pick: Callable[[float, float], float]
+
+    def update(self, sample: _Sample, value: float) -> None:
+        sample.value = self.pick(sample.value, value)
+
+    def combine(self, samples: list[_Sample]) -> float:
+        if not any(s.count for s in samples):
+            return math.nan
+        return functools.reduce(self.pick, [s.value for s in samples])
+
+
+class Max(_Extreme):
     initial = -math.inf
-
-    def update(self, sample: _Sample, value: float) -> None:
-        sample.value = max(sample.value, value)
-
-    def combine(self, samples: list[_Sample]) -> float:
-        if not any(s.count for s in samples):
-            return math.nan
-        return max(s.value for s in samples)
+    pick = staticmethod(max)
 
 
-class Min(SampledStat):
+class Min(_Extreme):
     initial = math.inf
-
-    def update(self, sample: _Sample, value: float) -> None:
-        sample.value = min(sample.value, value)
-
-    def combine(self, samples: list[_Sample]) -> float:
-        if not any(s.count for s in samples):
-            return math.nan
-        return min(s.value for s in samples)
+    pick = staticmethod(min)
 
 
 class WindowedSum(SampledStat):
@@ -356,40 +357,49 @@ def _spec(group: str, name: str, tags: tuple[str, ...], unit: str, desc: str) ->
     return MetricSpec(group, name, tags, unit, kind, desc)
 
 
+def _spec_avg_max(
+    group: str, name: str, tags: tuple[str, ...], unit: str, what: str, low: bool = False
+) -> tuple[MetricSpec, MetricSpec]:
+    """``name-avg`` ("Average ...") and ``name-max`` ("Maximum ...", or ``name-min`` when
+    ``low``) of ``what``."""
+    extreme = ("min", "Minimum") if low else ("max", "Maximum")
+    return (
+        _spec(group, f"{name}-avg", tags, unit, f"Average {what}"),
+        _spec(group, f"{name}-{extreme[0]}", tags, unit, f"{extreme[1]} {what}"),
+    )
+
+
+def _spec_rate_total(
+    group: str, name: str, tags: tuple[str, ...], unit: str, what: str
+) -> tuple[MetricSpec, MetricSpec]:
+    """``name-rate`` ("... per second", in ``unit``/s) and ``name-total`` (``what``)."""
+    return (
+        _spec(group, f"{name}-rate", tags, f"{unit}/s", f"{what} per second"),
+        _spec(group, f"{name}-total", tags, unit, what),
+    )
+
+
+def _spec_seconds_ago(group: str, event: str, since: str) -> MetricSpec:
+    """``last-<event>-seconds-ago``: whole seconds since ``since`` (-1 before the first)."""
+    desc = f"Whole seconds since {since} (-1 before the first)"
+    return _spec(group, f"last-{event}-seconds-ago", _C, "s", desc)
+
+
 _F, _G, _N = FETCH_MANAGER, COORDINATOR, CONSUMER
 
 CATALOGUE: Final[tuple[MetricSpec, ...]] = (
     # consumer-fetch-manager-metrics
-    _spec(_F, "fetch-rate", _C, "{request}/s", "Fetch responses received per second"),
-    _spec(_F, "fetch-total", _C, "{request}", "Fetch responses received"),
-    _spec(_F, "fetch-latency-avg", _C, "ms", "Average time from Fetch request to response"),
-    _spec(_F, "fetch-latency-max", _C, "ms", "Maximum time from Fetch request to response"),
-    _spec(_F, "fetch-size-avg", _C, "By", "Average record bytes in a Fetch response"),
-    _spec(_F, "fetch-size-max", _C, "By", "Maximum record bytes in a Fetch response"),
-    _spec(_F, "fetch-throttle-time-avg", _C, "ms", "Average throttle_time_ms of Fetch responses"),
-    _spec(_F, "fetch-throttle-time-max", _C, "ms", "Maximum throttle_time_ms of Fetch responses"),
-    _spec(
-        _F, "bytes-consumed-rate", _C, "By/s", "Record bytes handed to the application per second"
-    ),
-    _spec(_F, "bytes-consumed-total", _C, "By", "Record bytes handed to the application"),
-    _spec(
-        _F,
-        "records-consumed-rate",
-        _C,
-        "{record}/s",
-        "Records handed to the application per second",
-    ),
-    _spec(_F, "records-consumed-total", _C, "{record}", "Records handed to the application"),
+    *_spec_rate_total(_F, "fetch", _C, "{request}", "Fetch responses received"),
+    *_spec_avg_max(_F, "fetch-latency", _C, "ms", "time from Fetch request to response"),
+    *_spec_avg_max(_F, "fetch-size", _C, "By", "record bytes in a Fetch response"),
+    *_spec_avg_max(_F, "fetch-throttle-time", _C, "ms", "throttle_time_ms of Fetch responses"),
+    *_spec_rate_total(_F, "bytes-consumed", _C, "By", "Record bytes handed to the application"),
+    *_spec_rate_total(_F, "records-consumed", _C, "{record}", "Records handed to the application"),
     _spec(_F, "records-lag-max", _C, "{record}", "Maximum lag of any partition in the window"),
     _spec(_F, "records-lead-min", _C, "{record}", "Minimum lead of any partition in the window"),
-    _spec(_F, "fetch-size-avg", _T, "By", "Average record bytes of the topic in a Fetch response"),
-    _spec(_F, "fetch-size-max", _T, "By", "Maximum record bytes of the topic in a Fetch response"),
-    _spec(_F, "bytes-consumed-rate", _T, "By/s", "Record bytes of the topic handed out per second"),
-    _spec(_F, "bytes-consumed-total", _T, "By", "Record bytes of the topic handed out"),
-    _spec(
-        _F, "records-consumed-rate", _T, "{record}/s", "Records of the topic handed out per second"
-    ),
-    _spec(_F, "records-consumed-total", _T, "{record}", "Records of the topic handed out"),
+    *_spec_avg_max(_F, "fetch-size", _T, "By", "record bytes of the topic in a Fetch response"),
+    *_spec_rate_total(_F, "bytes-consumed", _T, "By", "Record bytes of the topic handed out"),
+    *_spec_rate_total(_F, "records-consumed", _T, "{record}", "Records of the topic handed out"),
     _spec(
         _F,
         "records-lag",
@@ -397,13 +407,11 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         "{record}",
         "High watermark (LSO when read_committed) minus position, at the last collect",
     ),
-    _spec(_F, "records-lag-avg", _P, "{record}", "Average lag of the partition in the window"),
-    _spec(_F, "records-lag-max", _P, "{record}", "Maximum lag of the partition in the window"),
+    *_spec_avg_max(_F, "records-lag", _P, "{record}", "lag of the partition in the window"),
     _spec(
         _F, "records-lead", _P, "{record}", "Position minus log start offset, at the last collect"
     ),
-    _spec(_F, "records-lead-avg", _P, "{record}", "Average lead of the partition in the window"),
-    _spec(_F, "records-lead-min", _P, "{record}", "Minimum lead of the partition in the window"),
+    *_spec_avg_max(_F, "records-lead", _P, "{record}", "lead of the partition in the window", True),
     # consumer-coordinator-metrics
     _spec(_G, "heartbeat-rate", _C, "{heartbeat}/s", "Heartbeat responses per second"),
     _spec(_G, "heartbeat-total", _C, "{heartbeat}", "Heartbeat responses received"),
@@ -414,39 +422,15 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         "ms",
         "Maximum time from heartbeat request to response",
     ),
-    _spec(
-        _G,
-        "last-heartbeat-seconds-ago",
-        _C,
-        "s",
-        "Whole seconds since the last heartbeat was sent (-1 before the first)",
-    ),
-    _spec(
-        _G,
-        "rebalance-latency-avg",
-        _C,
-        "ms",
-        "Average time from the start of a rebalance to STABLE",
-    ),
-    _spec(
-        _G,
-        "rebalance-latency-max",
-        _C,
-        "ms",
-        "Maximum time from the start of a rebalance to STABLE",
+    _spec_seconds_ago(_G, "heartbeat", "the last heartbeat was sent"),
+    *_spec_avg_max(
+        _G, "rebalance-latency", _C, "ms", "time from the start of a rebalance to STABLE"
     ),
     _spec(_G, "rebalance-latency-total", _C, "ms", "Time spent in completed rebalances"),
     _spec(_G, "rebalance-rate-per-hour", _C, "{rebalance}/h", "Completed rebalances per hour"),
     _spec(_G, "rebalance-total", _C, "{rebalance}", "Completed rebalances"),
-    _spec(
-        _G,
-        "last-rebalance-seconds-ago",
-        _C,
-        "s",
-        "Whole seconds since the last completed rebalance (-1 before the first)",
-    ),
-    _spec(_G, "commit-latency-avg", _C, "ms", "Average time from OffsetCommit request to response"),
-    _spec(_G, "commit-latency-max", _C, "ms", "Maximum time from OffsetCommit request to response"),
+    _spec_seconds_ago(_G, "rebalance", "the last completed rebalance"),
+    *_spec_avg_max(_G, "commit-latency", _C, "ms", "time from OffsetCommit request to response"),
     _spec(_G, "commit-rate", _C, "{commit}/s", "OffsetCommit responses per second"),
     _spec(_G, "commit-total", _C, "{commit}", "OffsetCommit responses received"),
     _spec(_G, "assigned-partitions", _C, "{partition}", "Partitions assigned to this consumer now"),
@@ -456,20 +440,12 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
     _spec(_N, "connection-close-total", _C, "{connection}", "Connections closed"),
     _spec(_N, "request-rate", _C, "{request}/s", "Requests sent per second (all APIs)"),
     _spec(_N, "request-total", _C, "{request}", "Requests sent (all APIs)"),
-    _spec(_N, "request-latency-avg", _C, "ms", "Average time from request sent to response read"),
-    _spec(_N, "request-latency-max", _C, "ms", "Maximum time from request sent to response read"),
+    *_spec_avg_max(_N, "request-latency", _C, "ms", "time from request sent to response read"),
     _spec(_N, "io-wait-ratio", _C, "1", "Fraction of time the network actor waited in select"),
     _spec(_N, "io-wait-time-ns-avg", _C, "ns", "Average time of one select wait"),
     _spec(_N, "poll-idle-ratio-avg", _C, "1", "Average share of time spent inside poll"),
-    _spec(_N, "time-between-poll-avg", _C, "ms", "Average time between two polls"),
-    _spec(_N, "time-between-poll-max", _C, "ms", "Maximum time between two polls"),
-    _spec(
-        _N,
-        "last-poll-seconds-ago",
-        _C,
-        "s",
-        "Whole seconds since the last poll (-1 before the first)",
-    ),
+    *_spec_avg_max(_N, "time-between-poll", _C, "ms", "time between two polls"),
+    _spec_seconds_ago(_N, "poll", "the last poll"),
 )
 
 _SPECS: Final = {(s.group, s.name, tuple(sorted(s.tags))): s for s in CATALOGUE}
@@ -646,12 +622,38 @@ class MetricsView(Mapping[MetricName, Metric]):
 # -- the consumer's sensors ------------------------------------------------------------------------
 
 
-def _seconds_ago(registry: MetricsRegistry, at: Callable[[], float | None]) -> Measured:
+def _seconds_ago(at: Callable[[], float | None]) -> Measured:
     def read(now_ms: float) -> float:
         then = at()
         return -1.0 if then is None else float(int((now_ms - then) // 1000))
 
     return Measured(read)
+
+
+# The stat sets several sensors share (named as the catalogue's helpers name them).
+
+
+def _avg_max(name: str) -> dict[str, Stat]:
+    return {f"{name}-avg": Avg(), f"{name}-max": Max()}
+
+
+def _rate_sum(name: str) -> dict[str, Stat]:
+    """A rate of the values recorded and their cumulative sum."""
+    return {f"{name}-rate": Rate(), f"{name}-total": CumulativeSum()}
+
+
+def _rate_count(name: str) -> dict[str, Stat]:
+    """A rate of the events recorded and their cumulative count."""
+    return {f"{name}-rate": Rate(stat=WindowedCount()), f"{name}-total": CumulativeCount()}
+
+
+def _last_avg_extreme(name: str, extreme: Literal["max", "min"]) -> dict[str, Stat]:
+    """The last value recorded, the windowed average and the windowed max (or min)."""
+    return {
+        name: Value(),
+        f"{name}-avg": Avg(),
+        f"{name}-{extreme}": Max() if extreme == "max" else Min(),
+    }
 
 
 class ConsumerMetrics:
@@ -674,26 +676,11 @@ class ConsumerMetrics:
         tags = self._tags
         sensor = registry.sensor
         # fetch manager
-        self._fetch = sensor(
-            _F,
-            tags,
-            {
-                "fetch-latency-avg": Avg(),
-                "fetch-latency-max": Max(),
-                "fetch-rate": Rate(stat=WindowedCount()),
-                "fetch-total": CumulativeCount(),
-            },
-        )
-        self._fetch_size = sensor(_F, tags, {"fetch-size-avg": Avg(), "fetch-size-max": Max()})
-        self._throttle = sensor(
-            _F, tags, {"fetch-throttle-time-avg": Avg(), "fetch-throttle-time-max": Max()}
-        )
-        self._bytes = sensor(
-            _F, tags, {"bytes-consumed-rate": Rate(), "bytes-consumed-total": CumulativeSum()}
-        )
-        self._records = sensor(
-            _F, tags, {"records-consumed-rate": Rate(), "records-consumed-total": CumulativeSum()}
-        )
+        self._fetch = sensor(_F, tags, {**_avg_max("fetch-latency"), **_rate_count("fetch")})
+        self._fetch_size = sensor(_F, tags, _avg_max("fetch-size"))
+        self._throttle = sensor(_F, tags, _avg_max("fetch-throttle-time"))
+        self._bytes = sensor(_F, tags, _rate_sum("bytes-consumed"))
+        self._records = sensor(_F, tags, _rate_sum("records-consumed"))
         self._lag = sensor(_F, tags, {"records-lag-max": Max()})
         self._lead = sensor(_F, tags, {"records-lead-min": Min()})
         self._topic: dict[str, tuple[Sensor, Sensor, Sensor]] = {}
@@ -703,41 +690,26 @@ class ConsumerMetrics:
         self._last_heartbeat_ms: float | None = None
         self._last_rebalance_ms: float | None = None
         self._heartbeat = sensor(
-            _G,
-            tags,
-            {
-                "heartbeat-response-time-max": Max(),
-                "heartbeat-rate": Rate(stat=WindowedCount()),
-                "heartbeat-total": CumulativeCount(),
-            },
+            _G, tags, {"heartbeat-response-time-max": Max(), **_rate_count("heartbeat")}
         )
         registry.add(
-            _G, "last-heartbeat-seconds-ago", tags,
-            _seconds_ago(registry, lambda: self._last_heartbeat_ms),
-        )  # fmt: skip
+            _G, "last-heartbeat-seconds-ago", tags, _seconds_ago(lambda: self._last_heartbeat_ms)
+        )
         self._rebalance = sensor(
             _G,
             tags,
             {
-                "rebalance-latency-avg": Avg(),
-                "rebalance-latency-max": Max(),
+                **_avg_max("rebalance-latency"),
                 "rebalance-latency-total": CumulativeSum(),
                 "rebalance-rate-per-hour": Rate(HOUR_MS, WindowedCount()),
                 "rebalance-total": CumulativeCount(),
             },
         )
         registry.add(
-            _G, "last-rebalance-seconds-ago", tags,
-            _seconds_ago(registry, lambda: self._last_rebalance_ms),
-        )  # fmt: skip
+            _G, "last-rebalance-seconds-ago", tags, _seconds_ago(lambda: self._last_rebalance_ms)
+        )
         self._commit = sensor(
-            _G,
-            tags,
-            {
-                "commit-latency-avg": Avg(),
-                "commit-latency-max": Max(),
-                "commit-rate": Rate(stat=WindowedCount()),
-            },
+            _G, tags, {**_avg_max("commit-latency"), "commit-rate": Rate(stat=WindowedCount())}
         )
         self._commits_total = CumulativeSum()
         registry.add(_G, "commit-total", tags, self._commits_total)
@@ -748,23 +720,17 @@ class ConsumerMetrics:
         registry.add(_N, "connection-count", tags, Measured(lambda _now: float(self._connections)))
         self._created = sensor(_N, tags, {"connection-creation-total": CumulativeCount()})
         self._closed = sensor(_N, tags, {"connection-close-total": CumulativeCount()})
-        self._request = sensor(_N, tags, {"request-rate": Rate(), "request-total": CumulativeSum()})
-        self._request_latency = sensor(
-            _N, tags, {"request-latency-avg": Avg(), "request-latency-max": Max()}
-        )
+        self._request = sensor(_N, tags, _rate_sum("request"))
+        self._request_latency = sensor(_N, tags, _avg_max("request-latency"))
         self._io_wait = sensor(
             _N, tags, {"io-wait-ratio": Rate(NANOSECOND_MS), "io-wait-time-ns-avg": Avg()}
         )
         self._poll_idle = sensor(_N, tags, {"poll-idle-ratio-avg": Avg()})
-        self._between_polls = sensor(
-            _N, tags, {"time-between-poll-avg": Avg(), "time-between-poll-max": Max()}
-        )
+        self._between_polls = sensor(_N, tags, _avg_max("time-between-poll"))
         self._poll_started_ms: float | None = None
         self._last_poll_ms: float | None = None
         self._since_last_poll_ms = 0.0
-        registry.add(
-            _N, "last-poll-seconds-ago", tags, _seconds_ago(registry, lambda: self._last_poll_ms)
-        )
+        registry.add(_N, "last-poll-seconds-ago", tags, _seconds_ago(lambda: self._last_poll_ms))
         # the flat view of before
         self._polls = Rate(stat=WindowedCount())
         self._polls_total = 0
@@ -809,17 +775,9 @@ class ConsumerMetrics:
             tags = Tags({"client-id": self.client_id, "topic": topic})
             sensor = self.registry.sensor
             sensors = self._topic[topic] = (
-                sensor(_F, tags, {"fetch-size-avg": Avg(), "fetch-size-max": Max()}),
-                sensor(
-                    _F,
-                    tags,
-                    {"bytes-consumed-rate": Rate(), "bytes-consumed-total": CumulativeSum()},
-                ),
-                sensor(
-                    _F,
-                    tags,
-                    {"records-consumed-rate": Rate(), "records-consumed-total": CumulativeSum()},
-                ),
+                sensor(_F, tags, _avg_max("fetch-size")),
+                sensor(_F, tags, _rate_sum("bytes-consumed")),
+                sensor(_F, tags, _rate_sum("records-consumed")),
             )
         return sensors
 
@@ -830,16 +788,8 @@ class ConsumerMetrics:
             tags = Tags({"client-id": self.client_id, "topic": topic, "partition": str(partition)})
             sensor = self.registry.sensor
             sensors = self._partition[key] = (
-                sensor(
-                    _F,
-                    tags,
-                    {"records-lag": Value(), "records-lag-avg": Avg(), "records-lag-max": Max()},
-                ),
-                sensor(
-                    _F,
-                    tags,
-                    {"records-lead": Value(), "records-lead-avg": Avg(), "records-lead-min": Min()},
-                ),
+                sensor(_F, tags, _last_avg_extreme("records-lag", "max")),
+                sensor(_F, tags, _last_avg_extreme("records-lead", "min")),
             )
         return sensors
 
@@ -990,8 +940,8 @@ class ConsumerMetrics:
 
         metrics = self.registry.snapshot()
 
-        def value(metric: str, group: str = _F) -> float:
-            found = metrics.get(MetricName(metric, group, self._tags))
+        def value(metric: str) -> float:
+            found = metrics.get(MetricName(metric, _F, self._tags))
             number = found.value() if found is not None else math.nan
             return 0.0 if math.isnan(number) else number
 
@@ -1001,15 +951,7 @@ class ConsumerMetrics:
             polls = self._polls.measure(registry.config, now)
             timed = self._commit_latency_count
             return {
-                "fetch-rate": value("fetch-rate"),
-                "fetch-total": value("fetch-total"),
-                "bytes-consumed-rate": value("bytes-consumed-rate"),
-                "bytes-consumed-total": value("bytes-consumed-total"),
-                "fetch-size-avg": value("fetch-size-avg"),
-                "fetch-latency-avg": value("fetch-latency-avg"),
-                "fetch-latency-max": value("fetch-latency-max"),
-                "records-consumed-rate": value("records-consumed-rate"),
-                "records-consumed-total": value("records-consumed-total"),
+                **{name: value(name) for name in _FLAT_FETCH_MANAGER},
                 "poll-rate": polls,
                 "poll-total": float(self._polls_total),
                 "time-between-poll-last": self.time_between_polls_ms or 0.0,
@@ -1017,6 +959,20 @@ class ConsumerMetrics:
                 "commit-latency-avg": self._commit_latency_sum / timed if timed else 0.0,
                 "rebalance-total": float(self.rebalances),
             }
+
+
+#: The client-level fetch manager metrics of the flat ``snapshot()``, in its order.
+_FLAT_FETCH_MANAGER: Final = (
+    "fetch-rate",
+    "fetch-total",
+    "bytes-consumed-rate",
+    "bytes-consumed-total",
+    "fetch-size-avg",
+    "fetch-latency-avg",
+    "fetch-latency-max",
+    "records-consumed-rate",
+    "records-consumed-total",
+)
 
 
 class _Polling:

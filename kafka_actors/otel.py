@@ -19,12 +19,13 @@ returns nothing makes no span, as in OpenTelemetry's Java Kafka instrumentation.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -235,9 +236,7 @@ class _Spans:
         span = self.tracer.start_span(
             operation, kind=SpanKind.CONSUMER, attributes=attributes, start_time=started_ns
         )
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-        span.end()
+        _end(span, error)
 
     def commit(self, offsets: Mapping[Any, Any] | None) -> trace.Span:
         attributes = dict(self.attributes)
@@ -253,6 +252,42 @@ def _end(span: trace.Span, error: BaseException | None) -> None:
         span.record_exception(error)
         span.set_status(Status(StatusCode.ERROR, type(error).__name__))
     span.end()
+
+
+@contextlib.contextmanager
+def _committing(spans: _Spans, offsets: Mapping[Any, Any] | None) -> Iterator[trace.Span]:
+    """The commit's span, current inside the block; ended with the error the block raises
+    (the caller ends it otherwise, when the commit completes)."""
+    span = spans.commit(offsets)
+    with trace.use_span(span, end_on_exit=False):
+        try:
+            yield span
+        except BaseException as exc:
+            _end(span, exc)
+            raise
+
+
+def _traced_receive(
+    operation: str,
+    receive: Callable[..., Awaitable[Any]],
+    spans: _Spans,
+    records_of: Callable[[Any], list[Any]],
+) -> Callable[..., Awaitable[Any]]:
+    """``receive`` (getmany / getone) with a span for the records it returned
+    (``records_of`` lists them) or for its error."""
+
+    @functools.wraps(receive)
+    async def traced(*args: Any, **kwargs: Any) -> Any:
+        started = time.time_ns()
+        try:
+            result = await receive(*args, **kwargs)
+        except Exception as exc:
+            spans.failed(operation, started, exc)
+            raise
+        spans.batch(operation, started, records_of(result))
+        return result
+
+    return traced
 
 
 def instrument_tracing(consumer: Any, tracer_provider: trace.TracerProvider | None = None) -> None:
@@ -285,25 +320,15 @@ def _trace_sync(consumer: Any, spans: _Spans) -> None:
 
     @functools.wraps(commit_sync)
     def traced_commit_sync(offsets: Any = None, *args: Any, **kwargs: Any) -> Any:
-        span = spans.commit(offsets)
-        with trace.use_span(span, end_on_exit=False):
-            try:
-                result = commit_sync(offsets, *args, **kwargs)
-            except BaseException as exc:
-                _end(span, exc)
-                raise
+        with _committing(spans, offsets) as span:
+            result = commit_sync(offsets, *args, **kwargs)
         _end(span, None)
         return result
 
     @functools.wraps(commit_async)
     def traced_commit_async(offsets: Any = None, *args: Any, **kwargs: Any) -> Any:
-        span = spans.commit(offsets)
-        with trace.use_span(span, end_on_exit=False):
-            try:
-                future = commit_async(offsets, *args, **kwargs)
-            except BaseException as exc:
-                _end(span, exc)
-                raise
+        with _committing(spans, offsets) as span:
+            future = commit_async(offsets, *args, **kwargs)
         future.add_done_callback(lambda f: _end(span, None if f.cancelled() else f.exception()))
         return future
 
@@ -315,40 +340,15 @@ def _trace_sync(consumer: Any, spans: _Spans) -> None:
 def _trace_async(consumer: Any, spans: _Spans) -> None:
     getmany, getone, commit = consumer.getmany, consumer.getone, consumer.commit
 
-    @functools.wraps(getmany)
-    async def traced_getmany(*args: Any, **kwargs: Any) -> Any:
-        started = time.time_ns()
-        try:
-            batch = await getmany(*args, **kwargs)
-        except Exception as exc:
-            spans.failed("getmany", started, exc)
-            raise
-        spans.batch("getmany", started, [r for records in batch.values() for r in records])
-        return batch
-
-    @functools.wraps(getone)
-    async def traced_getone(*args: Any, **kwargs: Any) -> Any:
-        started = time.time_ns()
-        try:
-            record = await getone(*args, **kwargs)
-        except Exception as exc:
-            spans.failed("getone", started, exc)
-            raise
-        spans.batch("getone", started, [record])
-        return record
-
     @functools.wraps(commit)
     async def traced_commit(offsets: Any = None, *args: Any, **kwargs: Any) -> Any:
-        span = spans.commit(offsets)
-        with trace.use_span(span, end_on_exit=False):
-            try:
-                result = await commit(offsets, *args, **kwargs)
-            except BaseException as exc:
-                _end(span, exc)
-                raise
+        with _committing(spans, offsets) as span:
+            result = await commit(offsets, *args, **kwargs)
         _end(span, None)
         return result
 
-    consumer.getmany = traced_getmany
-    consumer.getone = traced_getone
+    consumer.getmany = _traced_receive(
+        "getmany", getmany, spans, lambda batch: [r for rs in batch.values() for r in rs]
+    )
+    consumer.getone = _traced_receive("getone", getone, spans, lambda record: [record])
     consumer.commit = traced_commit

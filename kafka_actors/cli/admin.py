@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, TypeVar
 
 import pykka
@@ -111,12 +110,7 @@ class ClusterClient:
     def __enter__(self) -> ClusterClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:

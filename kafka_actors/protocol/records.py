@@ -886,27 +886,14 @@ def _decode_into(
             count,
         ) = unpack_header(buf, pos)
         if check_crcs and crc32c(memoryview(buf)[pos + _CRC_START : end]) != crc:
-            raise CorruptRecordError(
-                "CRC32C mismatch",
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            )
+            raise _batch_error(_Corrupt("CRC32C mismatch"), topic, partition, base_offset)
         if count < 0 or last_offset_delta < 0:
-            raise CorruptRecordError(
-                f"bad record count {count} / last offset delta",
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            )
+            corrupt = _Corrupt(f"bad record count {count} / last offset delta")
+            raise _batch_error(corrupt, topic, partition, base_offset)
         last_offset = base_offset + last_offset_delta
         if last_offset >= _INT64_MAX:  # next_fetch_offset would not fit Kafka's int64
-            raise CorruptRecordError(
-                "last offset overflows int64",
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            )
+            corrupt = _Corrupt("last offset overflows int64")
+            raise _batch_error(corrupt, topic, partition, base_offset)
         is_control = attributes & _ATTR_CONTROL
         try:
             codec = attributes & _ATTR_COMPRESSION_MASK
@@ -950,32 +937,26 @@ def _decode_into(
                         else TimestampType.CREATE_TIME
                     )
                     out.batch_leader_epochs.append(leader_epoch if leader_epoch >= 0 else None)
-        except _TooLarge as too_large:  # its own name: mypyc types each bound name once
-            raise DecompressedBatchTooLargeError(
-                str(too_large),
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            ) from None
-        except _Corrupt as corrupt:
-            raise CorruptRecordError(
-                str(corrupt),
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            ) from None
-        except _MALFORMED as exc:
-            raise CorruptRecordError(
-                f"malformed batch: {type(exc).__name__}: {exc}",
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            ) from None
+        except (_Corrupt, *_MALFORMED) as exc:
+            raise _batch_error(exc, topic, partition, base_offset) from None
         if last_offset + 1 > next_fetch_offset:
             next_fetch_offset = last_offset + 1
         pos = end
     out.next_fetch_offset = next_fetch_offset
     out.bytes_consumed = pos
+
+
+def _batch_error(exc: Exception, topic: str, partition: int, offset: int) -> KafkaError:
+    """The typed error of the batch at ``offset`` that failed to decode: ``_TooLarge`` past
+    the decompression bound, ``_Corrupt``, or a low-level error of a malformed batch."""
+    if isinstance(exc, _TooLarge):
+        return DecompressedBatchTooLargeError(
+            str(exc), topic=topic, partition=partition, offset=offset
+        )
+    message = (
+        str(exc) if isinstance(exc, _Corrupt) else f"malformed batch: {type(exc).__name__}: {exc}"
+    )
+    return CorruptRecordError(message, topic=topic, partition=partition, offset=offset)
 
 
 def _drop_below(out: DecodedRecords, first: int, fetch_offset: int) -> None:

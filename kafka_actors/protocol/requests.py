@@ -5,10 +5,12 @@ kio request objects for one API version, hiding kio's per-version classes: field
 not have are left out, nested entities are built from plain mappings, millisecond durations
 become the ``timedelta`` kio expects, and topics are named by id where the version wants ids
 (Fetch v13+, OffsetCommit v10+, OffsetFetch v10+). When a caller asks for a feature the version
-cannot carry (static membership before JoinGroup v5, read_committed before ListOffsets v2, a
-subscription regex before ConsumerGroupHeartbeat v1 ...), the builder raises
-UnsupportedVersionError instead of dropping it silently. When a topic id is needed but not known,
-it raises InvalidMetadataError (refresh metadata, then retry).
+cannot carry (static membership before JoinGroup v5, read_committed before ListOffsets v2 ...),
+the builder raises UnsupportedVersionError instead of dropping it silently. When a topic id is
+needed but not known, it raises InvalidMetadataError (refresh metadata, then retry).
+
+ConsumerGroupHeartbeat has no builder here: the membership manager builds it itself, since it
+sends only the fields that changed since the last heartbeat.
 
 May touch: apis (codec lookup), messages (value types), errors. No I/O.
 """
@@ -22,7 +24,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
@@ -40,7 +42,6 @@ __all__ = [
     "FetchPartition",
     "ForgottenTopic",
     "consumer_group_describe_request",
-    "consumer_group_heartbeat_request",
     "describe_groups_request",
     "fetch_request",
     "find_coordinator_request",
@@ -71,6 +72,7 @@ GROUP_KEY_TYPE: Final = 0
 TRANSACTION_KEY_TYPE: Final = 1
 
 TopicIds = Mapping[str, uuid.UUID | str]
+_E = TypeVar("_E")
 
 
 # -- Generic construction ----------------------------------------------------------------------
@@ -128,10 +130,12 @@ def make_request(api: int, version: int, **values: Any) -> Any:
     return _make(request_type(api, version), values)
 
 
-def _refuse(api: int, version: int, feature: str, since: int) -> UnsupportedVersionError:
-    return UnsupportedVersionError(
-        f"{api_name(api)} v{version} cannot carry {feature} (needs v{since}+)"
-    )
+def _require(api: int, version: int, since: int, feature: str, wanted: bool = True) -> None:
+    """Refuse ``feature`` (when ``wanted``) at a version before ``since``."""
+    if wanted and version < since:
+        raise UnsupportedVersionError(
+            f"{api_name(api)} v{version} cannot carry {feature} (needs v{since}+)"
+        )
 
 
 def _topic_id(topic: str, topic_ids: TopicIds | None) -> uuid.UUID:
@@ -141,10 +145,17 @@ def _topic_id(topic: str, topic_ids: TopicIds | None) -> uuid.UUID:
     return found if isinstance(found, uuid.UUID) else uuid.UUID(found)
 
 
-def _group_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    grouped: dict[str, list[int]] = {}
-    for tp in partitions:
-        grouped.setdefault(tp.topic, []).append(tp.partition)
+def _topic_ref(topic: str, topic_ids: TopicIds | None, by_id: bool, key: str) -> dict[str, Any]:
+    """The topic's field of an entry: its id when the version names topics by id, else its
+    name under ``key``."""
+    return {"topic_id": _topic_id(topic, topic_ids)} if by_id else {key: topic}
+
+
+def _group_by_topic(entries: Iterable[tuple[str, _E]]) -> dict[str, list[_E]]:
+    """(topic, entry) pairs as entries per topic, topics in first-seen order."""
+    grouped: dict[str, list[_E]] = {}
+    for topic, entry in entries:
+        grouped.setdefault(topic, []).append(entry)
     return grouped
 
 
@@ -164,8 +175,7 @@ def metadata_request(
     (the flag is not sent).
     """
     api = ApiKey.METADATA
-    if version == 0 and topics is not None and not topics:
-        raise _refuse(api, version, "an empty topic list", 1)
+    _require(api, version, 1, "an empty topic list", topics is not None and not topics)
     entries: Any
     if topics is None:
         entries = () if version == 0 else None
@@ -187,8 +197,7 @@ def find_coordinator_request(version: int, *, key: str, key_type: int = GROUP_KE
     v4+ batch keys (``coordinator_keys``); the response then lists ``coordinators``.
     """
     api = ApiKey.FIND_COORDINATOR
-    if version == 0 and key_type != GROUP_KEY_TYPE:
-        raise _refuse(api, version, "a non-group key type", 1)
+    _require(api, version, 1, "a non-group key type", key_type != GROUP_KEY_TYPE)
     return make_request(api, version, key=key, key_type=key_type, coordinator_keys=(key,))
 
 
@@ -205,20 +214,20 @@ def list_offsets_request(
 ) -> Any:
     """ListOffsets for each partition at its timestamp (or LATEST/EARLIEST/MAX_TIMESTAMP)."""
     api = ApiKey.LIST_OFFSETS
-    if isolation_level != READ_UNCOMMITTED and version < 2:
-        raise _refuse(api, version, "isolation_level=read_committed", 2)
-    if MAX_TIMESTAMP in timestamps.values() and version < 7:
-        raise _refuse(api, version, "the max-timestamp query", 7)
+    _require(api, version, 2, "isolation_level=read_committed", isolation_level != READ_UNCOMMITTED)
+    _require(api, version, 7, "the max-timestamp query", MAX_TIMESTAMP in timestamps.values())
     epochs = current_leader_epochs or {}
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for tp, timestamp in timestamps.items():
-        grouped.setdefault(tp.topic, []).append(
+    grouped = _group_by_topic(
+        (
+            tp.topic,
             {
                 "partition_index": tp.partition,
                 "timestamp": timestamp,
                 "current_leader_epoch": epochs.get(tp, -1),
-            }
+            },
         )
+        for tp, timestamp in timestamps.items()
+    )
     return make_request(
         api,
         version,
@@ -240,17 +249,18 @@ def offset_for_leader_epoch_request(
     """OffsetForLeaderEpoch from a consumer (KIP-320): per partition (the leader epoch to look
     up the end offset of, the current leader epoch known to the client, -1 if unknown)."""
     api = ApiKey.OFFSET_FOR_LEADER_EPOCH
-    if version < 3:
-        raise _refuse(api, version, "a consumer's replica id", 3)
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for tp, (leader_epoch, current_leader_epoch) in epochs.items():
-        grouped.setdefault(tp.topic, []).append(
+    _require(api, version, 3, "a consumer's replica id")
+    grouped = _group_by_topic(
+        (
+            tp.topic,
             {
                 "partition": tp.partition,
                 "current_leader_epoch": current_leader_epoch,
                 "leader_epoch": leader_epoch,
-            }
+            },
         )
+        for tp, (leader_epoch, current_leader_epoch) in epochs.items()
+    )
     return make_request(
         api,
         version,
@@ -304,12 +314,12 @@ def fetch_request(
     id: ``topic_ids`` must map every topic named to its id.
     """
     api = ApiKey.FETCH
-    if version < 7 and (session_id != 0 or session_epoch != -1 or forgotten):
-        raise _refuse(api, version, "a fetch session", 7)
+    in_session = bool(session_id != 0 or session_epoch != -1 or forgotten)
+    _require(api, version, 7, "a fetch session", in_session)
     by_id = version >= 13
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for p in partitions:
-        topics.setdefault(p.topic, []).append(
+    topics = _group_by_topic(
+        (
+            p.topic,
             {
                 "partition": p.partition,
                 "fetch_offset": p.fetch_offset,
@@ -317,12 +327,10 @@ def fetch_request(
                 "current_leader_epoch": p.current_leader_epoch,
                 "last_fetched_epoch": p.last_fetched_epoch,
                 "log_start_offset": p.log_start_offset,
-            }
+            },
         )
-
-    def topic_ref(topic: str) -> dict[str, Any]:
-        return {"topic_id": _topic_id(topic, topic_ids)} if by_id else {"topic": topic}
-
+        for p in partitions
+    )
     return make_request(
         api,
         version,
@@ -333,9 +341,12 @@ def fetch_request(
         isolation_level=isolation_level,
         session_id=session_id,
         session_epoch=session_epoch,
-        topics=[{**topic_ref(t), "partitions": p} for t, p in topics.items()],
+        topics=[
+            {**_topic_ref(t, topic_ids, by_id, "topic"), "partitions": p} for t, p in topics.items()
+        ],
         forgotten_topics_data=[
-            {**topic_ref(f.topic), "partitions": f.partitions} for f in forgotten
+            {**_topic_ref(f.topic, topic_ids, by_id, "topic"), "partitions": f.partitions}
+            for f in forgotten
         ],
         rack_id=rack_id,
     )
@@ -357,12 +368,11 @@ def offset_commit_request(
     """OffsetCommit of ``offsets`` for a member (generation id for the classic protocol, member
     epoch for the consumer protocol; -1 and "" for a simple, group-less commit)."""
     api = ApiKey.OFFSET_COMMIT
-    if group_instance_id is not None and version < 7:
-        raise _refuse(api, version, "group.instance.id", 7)
+    _require(api, version, 7, "group.instance.id", group_instance_id is not None)
     by_id = version >= 10
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for tp, committed in offsets.items():
-        topics.setdefault(tp.topic, []).append(
+    topics = _group_by_topic(
+        (
+            tp.topic,
             {
                 "partition_index": tp.partition,
                 "committed_offset": committed.offset,
@@ -370,14 +380,12 @@ def offset_commit_request(
                     -1 if committed.leader_epoch is None else committed.leader_epoch
                 ),
                 "committed_metadata": committed.metadata,
-            }
+            },
         )
+        for tp, committed in offsets.items()
+    )
     entries = [
-        {
-            **({"topic_id": _topic_id(t, topic_ids)} if by_id else {"name": t}),
-            "partitions": p,
-        }
-        for t, p in topics.items()
+        {**_topic_ref(t, topic_ids, by_id, "name"), "partitions": p} for t, p in topics.items()
     ]
     return make_request(
         api,
@@ -407,21 +415,17 @@ def offset_fetch_request(
     (UNSTABLE_OFFSET_COMMIT otherwise). v9+ carry the member id and epoch (consumer protocol).
     """
     api = ApiKey.OFFSET_FETCH
-    if partitions is None and version < 2:
-        raise _refuse(api, version, "a request for all partitions", 2)
-    if require_stable and version < 7:
-        raise _refuse(api, version, "require_stable", 7)
+    _require(api, version, 2, "a request for all partitions", partitions is None)
+    _require(api, version, 7, "require_stable", require_stable)
     by_id = version >= 10
     topics: list[dict[str, Any]] | None
     if partitions is None:
         topics = None
     else:
+        grouped = _group_by_topic((tp.topic, tp.partition) for tp in partitions)
         topics = [
-            {
-                **({"topic_id": _topic_id(t, topic_ids)} if by_id else {"name": t}),
-                "partition_indexes": p,
-            }
-            for t, p in _group_by_topic(partitions).items()
+            {**_topic_ref(t, topic_ids, by_id, "name"), "partition_indexes": p}
+            for t, p in grouped.items()
         ]
     if version >= 8:
         return make_request(
@@ -462,8 +466,7 @@ def join_group_request(
     Before v1 there is no rebalance timeout (the session timeout serves both).
     """
     api = ApiKey.JOIN_GROUP
-    if group_instance_id is not None and version < 5:
-        raise _refuse(api, version, "group.instance.id", 5)
+    _require(api, version, 5, "group.instance.id", group_instance_id is not None)
     return make_request(
         api,
         version,
@@ -491,8 +494,7 @@ def sync_group_request(
 ) -> Any:
     """SyncGroup; the leader sends every member's assignment, followers send none."""
     api = ApiKey.SYNC_GROUP
-    if group_instance_id is not None and version < 3:
-        raise _refuse(api, version, "group.instance.id", 3)
+    _require(api, version, 3, "group.instance.id", group_instance_id is not None)
     items = assignments.items() if isinstance(assignments, Mapping) else assignments
     return make_request(
         api,
@@ -514,8 +516,7 @@ def describe_groups_request(
     assignment bytes (the consumer protocol's Subscription / Assignment). Send it to each
     group's coordinator. ``include_authorized_operations`` needs v3+."""
     api = ApiKey.DESCRIBE_GROUPS
-    if include_authorized_operations and version < 3:
-        raise _refuse(api, version, "include_authorized_operations", 3)
+    _require(api, version, 3, "include_authorized_operations", include_authorized_operations)
     return make_request(
         api,
         version,
@@ -548,8 +549,7 @@ def heartbeat_request(
 ) -> Any:
     """Heartbeat of a classic-protocol member."""
     api = ApiKey.HEARTBEAT
-    if group_instance_id is not None and version < 3:
-        raise _refuse(api, version, "group.instance.id", 3)
+    _require(api, version, 3, "group.instance.id", group_instance_id is not None)
     return make_request(
         api,
         version,
@@ -570,8 +570,7 @@ def leave_group_request(
 ) -> Any:
     """LeaveGroup of one member (v3+ send it as a one-element ``members`` batch)."""
     api = ApiKey.LEAVE_GROUP
-    if group_instance_id is not None and version < 3:
-        raise _refuse(api, version, "group.instance.id", 3)
+    _require(api, version, 3, "group.instance.id", group_instance_id is not None)
     return make_request(
         api,
         version,
@@ -580,57 +579,6 @@ def leave_group_request(
         members=[
             {"member_id": member_id, "group_instance_id": group_instance_id, "reason": reason}
         ],
-    )
-
-
-# -- Consumer group protocol (KIP-848) ---------------------------------------------------------
-
-
-def consumer_group_heartbeat_request(
-    version: int,
-    *,
-    group_id: str,
-    member_id: str,
-    member_epoch: int,
-    instance_id: str | None = None,
-    rack_id: str | None = None,
-    rebalance_timeout_ms: int = -1,
-    subscribed_topic_names: Sequence[str] | None = None,
-    subscribed_topic_regex: str | None = None,
-    server_assignor: str | None = None,
-    topic_partitions: Mapping[uuid.UUID | str, Iterable[int]] | None = None,
-) -> Any:
-    """ConsumerGroupHeartbeat. Fields left None are "unchanged since the last heartbeat";
-    ``topic_partitions`` (topic id → partitions) is the member's owned assignment."""
-    api = ApiKey.CONSUMER_GROUP_HEARTBEAT
-    if subscribed_topic_regex is not None and version < 1:
-        raise _refuse(api, version, "a subscription regex", 1)
-    owned = (
-        None
-        if topic_partitions is None
-        else [
-            {
-                "topic_id": t if isinstance(t, uuid.UUID) else uuid.UUID(t),
-                "partitions": sorted(p),
-            }
-            for t, p in topic_partitions.items()
-        ]
-    )
-    return make_request(
-        api,
-        version,
-        group_id=group_id,
-        member_id=member_id,
-        member_epoch=member_epoch,
-        instance_id=instance_id,
-        rack_id=rack_id,
-        rebalance_timeout=rebalance_timeout_ms,
-        subscribed_topic_names=(
-            None if subscribed_topic_names is None else tuple(subscribed_topic_names)
-        ),
-        subscribed_topic_regex=subscribed_topic_regex,
-        server_assignor=server_assignor,
-        topic_partitions=owned,
     )
 
 

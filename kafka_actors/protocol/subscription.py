@@ -226,7 +226,6 @@ class SubscriptionState:
         # Assignment in assignment order (dicts keep insertion order).
         self._assignment: dict[TopicPartition, TopicPartitionState] = {}
         self._assignment_id = 0
-        self._subscription_version = 0
 
     # -- subscription ----------------------------------------------------------------------
 
@@ -244,12 +243,6 @@ class SubscriptionState:
         """Grows by one on every change of the assigned partitions."""
         with self._lock:
             return self._assignment_id
-
-    @property
-    def subscription_version(self) -> int:
-        """Grows by one on every change of the subscribed topics or pattern."""
-        with self._lock:
-            return self._subscription_version
 
     def _set_type(self, wanted: SubscriptionType) -> None:
         if self._type is SubscriptionType.NONE:
@@ -277,8 +270,6 @@ class SubscriptionState:
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
         with self._lock:
             self._set_type(SubscriptionType.AUTO_PATTERN)
-            if self._pattern is None or self._pattern.pattern != compiled.pattern:
-                self._subscription_version += 1
             self._pattern = compiled
 
     def subscribe_from_pattern(self, topics: Iterable[str]) -> bool:
@@ -292,7 +283,6 @@ class SubscriptionState:
         if topics == self._subscription:
             return False
         self._subscription = topics
-        self._subscription_version += 1
         return True
 
     @property
@@ -333,8 +323,6 @@ class SubscriptionState:
     def unsubscribe(self) -> None:
         """Drop the subscription and the assignment; the type becomes NONE again."""
         with self._lock:
-            if self._subscription or self._pattern is not None:
-                self._subscription_version += 1
             self._subscription = frozenset()
             self._pattern = None
             self._type = SubscriptionType.NONE

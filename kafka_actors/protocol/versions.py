@@ -2,7 +2,8 @@
 
 Owns: building ApiVersions requests, reading the broker's answer (including the v0-form
 UNSUPPORTED_VERSION answer a broker gives to a too-new ApiVersions request), and picking the
-highest version both sides support per API. May touch: wire, apis, errors. Pure: no I/O.
+highest version both sides support per API. May touch: wire, apis, errors, ``_version`` (the
+client software version). Pure: no I/O.
 
 Usage by a connection owner::
 
@@ -29,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import kafka_actors
+from kafka_actors._version import __version__
 from kafka_actors.errors import (
     InvalidFrameError,
     TruncatedFrameError,
@@ -57,9 +58,8 @@ __all__ = [
 ]
 
 CLIENT_SOFTWARE_NAME: Final = "kafka-actors"
-CLIENT_SOFTWARE_VERSION: Final = kafka_actors.__version__
+CLIENT_SOFTWARE_VERSION: Final = __version__
 
-_UNSUPPORTED_VERSION: Final = 35
 _ERROR_CODE_AT: Final = 4  # every ApiVersions response body starts with error_code (int16)
 
 
@@ -216,7 +216,7 @@ class ApiVersionsHandshake:
             raise TruncatedFrameError("ApiVersions response too short for its error code")
         read_correlation_id(frame)
         (error_code,) = struct.unpack_from(">h", frame, _ERROR_CODE_AT)
-        if error_code == _UNSUPPORTED_VERSION:
+        if error_code == UnsupportedVersionError.code:
             return self._fallback(frame, correlation_id)
         response: Any = decode_response(
             frame,

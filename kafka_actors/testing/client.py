@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 from kafka_actors.blocking_io import read_frame, write_frame
@@ -54,7 +53,6 @@ BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.SYNC_GROUP: rq.sync_group_request,
     ApiKey.HEARTBEAT: rq.heartbeat_request,
     ApiKey.LEAVE_GROUP: rq.leave_group_request,
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: rq.consumer_group_heartbeat_request,
     ApiKey.CONSUMER_GROUP_DESCRIBE: rq.consumer_group_describe_request,
     ApiKey.DESCRIBE_GROUPS: rq.describe_groups_request,
     ApiKey.SASL_HANDSHAKE: rq.sasl_handshake_request,
@@ -179,12 +177,7 @@ class BlockingKafkaConnection:
     def __enter__(self) -> BlockingKafkaConnection:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- exchanges ----------------------------------------------------------------------------

@@ -85,16 +85,6 @@ BUILDERS: dict[ApiKey, Callable[[int], Any]] = {
         v, group_id="g1", generation_id=3, member_id="m1"
     ),
     ApiKey.LEAVE_GROUP: lambda v: rq.leave_group_request(v, group_id="g1", member_id="m1"),
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: lambda v: rq.consumer_group_heartbeat_request(
-        v,
-        group_id="g1",
-        member_id="m1",
-        member_epoch=0,
-        rebalance_timeout_ms=300_000,
-        subscribed_topic_names=["orders"],
-        server_assignor="uniform",
-        topic_partitions={TOPIC_ID: [1, 0]},
-    ),
     ApiKey.SASL_HANDSHAKE: lambda v: rq.sasl_handshake_request(v, mechanism="PLAIN"),
     ApiKey.SASL_AUTHENTICATE: lambda v: rq.sasl_authenticate_request(v, auth_bytes=b"\0u\0p"),
 }
@@ -223,20 +213,6 @@ def test_group_requests_refuse_static_membership_on_old_versions() -> None:
     leave = rq.leave_group_request(5, group_id="g", member_id="m", reason="bye")
     assert leave.members[0].reason == "bye"
     assert rq.leave_group_request(0, group_id="g", member_id="m").member_id == "m"
-
-
-def test_consumer_group_heartbeat_fields() -> None:
-    request = BUILDERS[ApiKey.CONSUMER_GROUP_HEARTBEAT](1)
-    assert request.topic_partitions[0].partitions == (0, 1)
-    assert request.subscribed_topic_names == ("orders",)
-    assert request.rebalance_timeout.total_seconds() == 300
-    unchanged = rq.consumer_group_heartbeat_request(0, group_id="g", member_id="m", member_epoch=3)
-    assert unchanged.subscribed_topic_names is None and unchanged.topic_partitions is None
-    round_trip(unchanged)
-    with pytest.raises(UnsupportedVersionError):
-        rq.consumer_group_heartbeat_request(
-            0, group_id="g", member_id="m", member_epoch=0, subscribed_topic_regex="o.*"
-        )
 
 
 def test_list_offsets_fields() -> None:
