@@ -158,7 +158,7 @@ def test_cluster_updated_answers_names_then_goes_to_four_actors_then_wakes_the_p
     actor.route(ClusterUpdated(cluster))  # type: ignore[arg-type]
     assert ctx.cluster is cluster
     assert _kinds(ctx) == [
-        ("membership", "_TopicNames"),
+        ("membership", "TopicNames"),
         ("membership", "ClusterUpdated"),
         ("commit", "ClusterUpdated"),
         ("fetch", "ClusterUpdated"),
@@ -186,7 +186,7 @@ def test_topic_metadata_answers_a_partition_count_request_or_the_caller() -> Non
     actor, ctx = _metadata(count_requests={7: 42})
     result: Any = {"a": ("p0", "p1"), "b": ()}
     actor.route(TopicMetadataCompleted(7, result=result))
-    assert _kinds(ctx) == [("membership", "_PartitionCounts")]
+    assert _kinds(ctx) == [("membership", "PartitionCounts")]
     counts = ctx.sent[0][1]
     assert (counts.request_id, counts.counts) == (42, {"a": 2})
 
@@ -353,7 +353,12 @@ def test_positions_initialized_go_to_offsets_and_fetch_before_the_caller(
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
     actor, ctx = _commit(k1=future)
     seen_when_sent: list[bool] = []
-    ctx.signal.notify = lambda: (ctx.sent.append(("poller", None)), seen_when_sent.append(future.done()))
+
+    def notify() -> None:
+        ctx.sent.append(("poller", None))
+        seen_when_sent.append(future.done())
+
+    ctx.signal.notify = notify
     tell = ctx.tell
 
     def tell_checking(name: str, message: Any) -> bool:
