@@ -2,7 +2,8 @@
 
 Owns: the routing table (event type → the steps that deliver it, in order), the step types and
 the small functions that build a different event for a target, and
-:class:`RoutingManagerActor`, the manager-actor shell that follows the table. A manager actor's
+:class:`RoutingManagerActor`, the manager-actor shell that follows the table (and hands a
+routed event to the target's receiver). A manager actor's
 ``route(event)`` runs, in this order:
 
 1. the publishing actor's own *effect* for the event (its ``effects`` table: what it records in
@@ -15,12 +16,17 @@ the small functions that build a different event for a target, and
    completes the future of the API call waiting for the event (the publishing actor holds it,
    see its ``answer``); :data:`POLLER` wakes the polling thread (``ctx.signal``).
 
-An event type the table does not know is a bug: it is logged at error (``event_not_routed``)
-and ``tests/actors/test_routing_table.py`` fails for every event class a manager publishes
-without a row. An empty row is a decision: the event ends at its publisher.
+At the receiving end, a manager actor's ``receivers`` table says what it does with each event
+routed to it (the method feeding it to its manager, or None: only poll the manager again).
+
+An event type the table does not know is a bug: it is logged at error (``event_not_routed``,
+or ``routed_event_not_received`` at a target without a receiver for it), and
+``tests/actors/test_routing_table.py`` fails for every event class a manager publishes without
+a row and for every row whose target has no receiver. An empty row is a decision: the event
+ends at its publisher.
 
 May touch: nothing by itself; a route acts through the publishing actor (``emit``, ``answer``,
-its effects) and the shared context's signal.
+its effects) and the shared context's signal, a receiver through the target actor.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
 from kafka_actors.actors.base import BackgroundError, ManagerActor
+from kafka_actors.actors.context import Routed
 from kafka_actors.actors.events import (
     CommitDone,
     PartitionCounts,
@@ -215,6 +222,8 @@ def route_of(kind: type) -> tuple[Step, ...] | None:
 
 
 Effect = Callable[[Any, Any], "bool | None"]
+#: A target's handler of a routed event: ``method(actor, event, now_ms)``.
+Receiver = Callable[[Any, Any, int], None]
 
 
 class RoutingManagerActor(ManagerActor):
@@ -222,12 +231,36 @@ class RoutingManagerActor(ManagerActor):
     :data:`ROUTES` (see the module docstring).
 
     Subclasses list their effects in :attr:`effects` (event type → method, run before the
-    steps; ``False`` ends the route) and implement :meth:`answer` when a row they publish has
-    :data:`CALLER`. An actor sends an event of its own (not its manager's) with :meth:`route`
-    too, so that the table names every edge.
+    steps; ``False`` ends the route), implement :meth:`answer` when a row they publish has
+    :data:`CALLER`, and list what they do with the events routed to them in
+    :attr:`receivers`. An actor sends an event of its own (not its manager's) with
+    :meth:`route` too, so that the table names every edge.
     """
 
     effects: ClassVar[Mapping[type, Effect]] = {}
+    #: The receiving end: event type routed to this actor → the method that feeds it to the
+    #: manager, or None when there is nothing to do but poll the manager (every message ends
+    #: with a poll). ``tests/actors/test_routing_table.py`` checks that every target in
+    #: :data:`ROUTES` has an entry for what it is sent.
+    receivers: ClassVar[Mapping[type, Receiver | None]] = {}
+
+    def handle(self, message: Any, now_ms: int) -> Any:
+        if isinstance(message, Routed):
+            self.receive(message.event, now_ms)
+            return None
+        return super().handle(message, now_ms)
+
+    def receive(self, event: Any, now_ms: int) -> None:
+        """An event another actor routed here (its row in :attr:`receivers`)."""
+        for kind in type(event).__mro__:
+            if kind in self.receivers:
+                receiver = self.receivers[kind]
+                if receiver is not None:
+                    receiver(self, event, now_ms)
+                return
+        self.log.error(
+            "routed_event_not_received", kind=type(event).__name__, target=self.component
+        )
 
     def route(self, event: Any) -> None:
         steps = route_of(type(event))

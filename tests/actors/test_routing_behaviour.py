@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 
-from kafka_actors.actors.events import PositionsChangedEvent, RefreshMetadataEvent
+from kafka_actors.actors.context import Routed
+from kafka_actors.actors.events import (
+    CommitDone,
+    PartitionCounts,
+    PositionsChangedEvent,
+    RefreshMetadataEvent,
+    TopicNames,
+)
 from kafka_actors.actors.managers import (
     CommitActor,
     CoordinatorActor,
@@ -435,3 +442,141 @@ def test_fetch_refresh_needed_goes_to_metadata_as_a_refresh() -> None:
     actor, ctx = _actor(FetchActor)
     actor.route(MetadataRefreshNeeded("no known leader", (TP,)))
     assert ctx.sent == [("metadata", RefreshMetadataEvent("no known leader"))]
+
+
+# -- the receiving end: what each actor does with an event routed to it ---------------------------
+
+
+class _Recorder:
+    """A manager that records the calls an actor makes on it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.cluster = _Cluster({"id-1": "one"})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def record(*args: Any, **kwargs: Any) -> int:
+            self.calls.append((name, args + tuple(sorted(kwargs.items()))))
+            return 77
+
+        return record
+
+
+class _ClassicRecorder(classic.ClassicMembershipManager):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def on_partition_counts(self, request_id: int | None, counts: Any) -> None:
+        self.calls.append(("on_partition_counts", (request_id, dict(counts))))
+
+    def subscribe(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(("subscribe", args))
+
+
+def _receiving(cls: type[Any], manager: Any = None, **fields: Any) -> tuple[Any, Any, _Ctx]:
+    actor, ctx = _actor(cls, **fields)
+    actor.manager = _Recorder() if manager is None else manager
+    ctx.config = SimpleNamespace(default_api_timeout_ms=1000)  # type: ignore[attr-defined]
+    return actor, actor.manager, ctx
+
+
+def _deliver(actor: Any, event: Any, now_ms: int = 50) -> Any:
+    return actor.handle(Routed(event, "test"), now_ms)
+
+
+def test_metadata_receives() -> None:
+    actor, manager, ctx = _receiving(
+        MetadataActor, lookups={}, count_requests={}, names_wanted=frozenset()
+    )
+    _deliver(actor, m848.NeedTopicNames(frozenset({"id-1"})))
+    assert manager.calls == []  # known: answered at once
+    assert ctx.sent[0][0] == "membership"
+    assert ctx.sent[0][1].mapping == {"id-1": "one"}
+    _deliver(actor, m848.NeedTopicNames(frozenset({"id-9"})))
+    _deliver(actor, classic.NeedPartitionCounts(frozenset({"t"}), 5))
+    _deliver(actor, m848.AssignmentChanged(frozenset({TP})))
+    _deliver(actor, RefreshMetadataEvent("fetch said so"))
+    _deliver(actor, MetadataUpdateNeeded("leaders", frozenset({"u"})))
+    _deliver(actor, MetadataUpdateNeeded("stale"))
+    assert manager.calls == [
+        ("request_update", ("topic ids to resolve",)),
+        ("fetch_topic_metadata", (frozenset({"t"}), 1050, 50)),
+        ("set_assigned_topics", ({"t"},)),
+        ("request_update", ("fetch said so",)),
+        ("fetch_topic_metadata", (frozenset({"u"}), 1050, 50)),
+        ("request_update", ("stale",)),
+    ]
+    assert actor.count_requests == {77: 5}
+    assert actor.names_wanted == frozenset({"id-9"})
+
+
+def test_coordinator_receives() -> None:
+    actor, manager, _ = _receiving(CoordinatorActor)
+    _deliver(actor, m848.CoordinatorUnknown("not coordinator"))
+    assert manager.calls == [("mark_coordinator_unknown", ("not coordinator", 50))]
+
+
+def test_membership_receives() -> None:
+    actor, manager, ctx = _receiving(MembershipActor, leaves=[])
+    _deliver(actor, CoordinatorChanged(1, "h", 1))
+    _deliver(actor, CoordinatorChanged(None))
+    _deliver(actor, TopicNames({"id-1": "one"}))
+    _deliver(actor, ClusterUpdated(_Cluster({})))  # type: ignore[arg-type]
+    _deliver(actor, PatternSubscriptionMatched("t.*", frozenset({"t1"})))
+    _deliver(actor, CommitDone(3, None))
+    assert manager.calls == [
+        ("on_coordinator_discovered", (50,)),
+        ("on_coordinator_unknown", (50,)),
+        ("on_topic_names", ({"id-1": "one"},)),
+        ("on_commit_done", (3, None)),
+    ]
+    classic_manager = _ClassicRecorder()
+    actor, _, ctx = _receiving(MembershipActor, classic_manager, leaves=[])
+    ctx.group_protocol = "classic"
+    cluster = SimpleNamespace(topics={"t": SimpleNamespace(partitions=(1, 2))})
+    _deliver(actor, ClusterUpdated(cluster))  # type: ignore[arg-type]
+    _deliver(actor, PartitionCounts(4, {"t": 3}))
+    _deliver(actor, PatternSubscriptionMatched("t.*", frozenset({"t1"})))
+    assert classic_manager.calls == [
+        ("on_partition_counts", (None, {"t": 2})),
+        ("on_partition_counts", (4, {"t": 3})),
+        ("subscribe", (frozenset({"t1"}),)),
+    ]
+    assert ctx.sent == []
+
+
+def test_commit_receives() -> None:
+    actor, manager, ctx = _receiving(CommitActor, waiting={}, _keys=itertools.count(1))
+    ctx.coordinator_id = 2147483646
+    epoch = m848.MemberEpochChanged("m", 2)
+    before = m848.CommitBeforeRevocation(frozenset({TP}), 100, 1)
+    cluster = SimpleNamespace(topic_ids=lambda: {"t": "id-1"})
+    _deliver(actor, CoordinatorChanged(1, "h", 1))
+    _deliver(actor, CoordinatorChanged(None))
+    _deliver(actor, epoch)
+    _deliver(actor, before)
+    _deliver(actor, ClusterUpdated(cluster))  # type: ignore[arg-type]
+    assert manager.calls == [
+        ("on_coordinator_changed", (2147483646,)),
+        ("on_coordinator_changed", (None,)),
+        ("on_member_epoch_changed", (epoch,)),
+        ("on_commit_before_revocation", (before,)),
+        ("on_topic_ids", ({"t": "id-1"},)),
+    ]
+
+
+@pytest.mark.parametrize("cls", [OffsetsActor, FetchActor])
+def test_offsets_and_fetch_receive_the_cluster_and_poll_on_the_rest(cls: type[Any]) -> None:
+    actor, manager, ctx = _receiving(cls, lookups={})
+    cluster: Any = _Cluster({})
+    _deliver(actor, ClusterUpdated(cluster))
+    _deliver(actor, m848.AssignmentChanged(frozenset({TP})))
+    _deliver(actor, PositionsInitialized(1, OFFSETS, frozenset(), None))
+    if cls is FetchActor:
+        _deliver(actor, m848.PauseFetching(frozenset({TP})))
+        _deliver(actor, PositionsChangedEvent())
+    assert manager.calls == [("on_cluster_updated", (cluster,))]
+    assert ctx.sent == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import typing
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -178,6 +179,57 @@ def test_a_manager_actor_never_emits_around_the_table() -> None:
         and _name(call.func.value) == "self"
     ]
     assert direct == []
+
+
+def test_every_target_receives_what_the_table_sends_it() -> None:
+    """A manager actor named in a row has a receiver (or an explicit None: just poll) for the
+    event it gets there (the row's event, or what ``To.make`` builds)."""
+    by_component = {cls.component: cls for cls in MANAGER_ACTORS}
+    unhandled: list[str] = []
+    for kind, steps in ROUTES.items():
+        for step in steps:
+            if isinstance(step, str):
+                target, delivered = step, kind
+            elif isinstance(step, To):
+                target = step.actor
+                delivered = typing.get_type_hints(step.make)["return"] if step.make else kind
+            else:
+                continue
+            actor = by_component.get(target)
+            if actor is None:
+                continue  # the facade takes background events in facade.py
+            if not any(c in actor.receivers for c in delivered.__mro__):
+                unhandled.append(f"{kind.__name__} -> {target} ({delivered.__name__})")
+    assert unhandled == []
+
+
+def test_receivers_take_only_what_the_table_sends() -> None:
+    sent: set[tuple[str, type]] = set()
+    for kind, steps in ROUTES.items():
+        for step in steps:
+            if isinstance(step, str):
+                sent.add((step, kind))
+            elif isinstance(step, To):
+                made = typing.get_type_hints(step.make)["return"] if step.make else kind
+                sent.add((step.actor, made))
+    extra = [
+        f"{cls.component}: {kind.__name__}"
+        for cls in MANAGER_ACTORS
+        for kind in cls.receivers
+        if (cls.component, kind) not in sent
+    ]
+    assert extra == []
+
+
+def test_a_routed_event_the_target_has_no_receiver_for_is_reported() -> None:
+    for cls in MANAGER_ACTORS:
+        actor = object.__new__(cls)
+        actor.log = get_logger(cls.component)
+        with structlog.testing.capture_logs() as logs:
+            actor.receive(_Unknown(), 0)
+        assert [(e["event"], e["log_level"], e["target"]) for e in logs] == [
+            ("routed_event_not_received", "error", cls.component)
+        ]
 
 
 class _Unknown:

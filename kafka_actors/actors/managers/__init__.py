@@ -12,13 +12,13 @@ offsets        :class:`OffsetsActor`: ListOffsets lookups, resets, leader-epoch 
 fetch          :class:`FetchActor`: fetching ahead into the buffer; collect on the poller
 =============  =============================================================================
 
-Owns: for each manager, which inputs it takes (application events from the facade, events
-routed from the other managers), what it records when its manager publishes an event (its
-``effects``), which futures it completes, and what a new incarnation replays to rebuild its
-state. Where a published event goes is one table, :data:`kafka_actors.actors.routing.ROUTES`
-(followed through the shared context's :meth:`ConsumerContext.tell`, so a restarted target is
-found again). The pure managers live in :mod:`kafka_actors.protocol`; nothing here decides
-protocol behaviour.
+Owns: for each manager, which inputs it takes (application events from the facade; events
+routed from the other managers, its ``receivers``), what it records when its manager publishes
+an event (its ``effects``), which futures it completes, and what a new incarnation replays to
+rebuild its state. Where a published event goes is one table,
+:data:`kafka_actors.actors.routing.ROUTES` (followed through the shared context's
+:meth:`ConsumerContext.tell`, so a restarted target is found again). The pure managers live
+in :mod:`kafka_actors.protocol`; nothing here decides protocol behaviour.
 
 May touch: the NetworkActor (``Send``, ``UpdateNodes``), the shared context and
 SubscriptionState, the other actors through the context.

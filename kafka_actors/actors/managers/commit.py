@@ -19,7 +19,7 @@ import concurrent.futures
 import itertools
 from typing import Any, cast
 
-from kafka_actors.actors.context import ConsumerContext, Routed, complete, fail
+from kafka_actors.actors.context import ConsumerContext, complete, fail
 from kafka_actors.actors.events import (
     CommitDone,
     CommitEvent,
@@ -110,19 +110,30 @@ class CommitActor(RoutingManagerActor):
             manager.initialize_positions(message.deadline_ms, key, trace_id=message.trace_id)
         elif isinstance(message, PollEvent):
             manager.maybe_auto_commit_on_poll(now_ms)
-        elif isinstance(message, Routed):
-            event = message.event
-            if isinstance(event, CoordinatorChanged):
-                manager.on_coordinator_changed(self.ctx.coordinator_id if event.known else None)
-            elif isinstance(event, m848.MemberEpochChanged):
-                manager.on_member_epoch_changed(event)
-            elif isinstance(event, m848.CommitBeforeRevocation):
-                manager.on_commit_before_revocation(event)
-            elif isinstance(event, ClusterUpdated):
-                manager.on_topic_ids(event.cluster.topic_ids())
         else:
             return super().handle(message, now_ms)
         return None
+
+    # -- events routed here -----------------------------------------------------------------
+
+    def _coordinator_changed(self, event: CoordinatorChanged, now_ms: int) -> None:
+        self.manager.on_coordinator_changed(self.ctx.coordinator_id if event.known else None)
+
+    def _member_epoch_changed(self, event: m848.MemberEpochChanged, now_ms: int) -> None:
+        self.manager.on_member_epoch_changed(event)
+
+    def _commit_before_revocation(self, event: m848.CommitBeforeRevocation, now_ms: int) -> None:
+        self.manager.on_commit_before_revocation(event)
+
+    def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
+        self.manager.on_topic_ids(event.cluster.topic_ids())
+
+    receivers = {
+        CoordinatorChanged: _coordinator_changed,
+        m848.MemberEpochChanged: _member_epoch_changed,
+        m848.CommitBeforeRevocation: _commit_before_revocation,
+        ClusterUpdated: _cluster_updated,
+    }
 
     # -- effects of the events the manager publishes (before their route) -----------------------
 

@@ -4,8 +4,8 @@
 Owns: where the group coordinator is, for the other actors: ``ctx.coordinator_id`` (the
 coordinator's own connection id, Java's ``2**31 - 1 - node``, told to the NetworkActor with
 ``UpdateNodes`` so heartbeats never queue behind a long-polling Fetch on the leader's
-connection). Any event routed to it (``CoordinatorUnknown`` from membership or commit) marks
-the coordinator unknown, and the manager looks it up again. Where its events go:
+connection). A ``CoordinatorUnknown`` routed to it (from membership or commit) marks the
+coordinator unknown, and the manager looks it up again. Where its events go:
 :data:`kafka_actors.actors.routing.ROUTES`.
 
 May touch: the NetworkActor (``Send``, ``UpdateNodes``), the shared context
@@ -14,9 +14,6 @@ May touch: the NetworkActor (``Send``, ``UpdateNodes``), the shared context
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka_actors.actors.context import Routed
 from kafka_actors.actors.network import UpdateNodes
 from kafka_actors.actors.routing import RoutingManagerActor
 from kafka_actors.protocol.coordinator import (
@@ -24,6 +21,7 @@ from kafka_actors.protocol.coordinator import (
     CoordinatorConfig,
     CoordinatorManager,
 )
+from kafka_actors.protocol.membership import CoordinatorUnknown
 
 __all__ = ["CoordinatorActor"]
 
@@ -43,12 +41,10 @@ class CoordinatorActor(RoutingManagerActor):
             client_id=self.ctx.config.client_id,
         )
 
-    def handle(self, message: Any, now_ms: int) -> Any:
-        if isinstance(message, Routed):
-            reason = getattr(message.event, "reason", None) or type(message.event).__name__
-            self.manager.mark_coordinator_unknown(str(reason), now_ms)
-            return None
-        return super().handle(message, now_ms)
+    def _coordinator_unknown(self, event: CoordinatorUnknown, now_ms: int) -> None:
+        self.manager.mark_coordinator_unknown(event.reason or type(event).__name__, now_ms)
+
+    receivers = {CoordinatorUnknown: _coordinator_unknown}
 
     def _coordinator_changed(self, event: CoordinatorChanged) -> None:
         """Remember the coordinator's connection (and tell the NetworkActor its address)

@@ -22,11 +22,13 @@ from typing import Any
 
 import pykka
 
-from kafka_actors.actors.context import ConsumerContext, Routed, complete
+from kafka_actors.actors.context import ConsumerContext, complete
 from kafka_actors.actors.events import PositionsChangedEvent
 from kafka_actors.actors.routing import RoutingManagerActor
 from kafka_actors.errors import KafkaError
+from kafka_actors.protocol.commit import PositionsInitialized
 from kafka_actors.protocol.fetch import FetchConfig, FetchManager, FetchResult
+from kafka_actors.protocol.membership import AssignmentChanged, PauseFetching
 from kafka_actors.protocol.metadata import ClusterUpdated
 from kafka_actors.supervisors import ChildContext
 
@@ -196,14 +198,21 @@ class FetchActor(RoutingManagerActor):
         if isinstance(message, CloseFetchEvent):
             manager.close()
             return None
-        if isinstance(message, Routed):
-            event = message.event
-            if isinstance(event, ClusterUpdated):
-                manager.on_cluster_updated(event.cluster)
-            return None  # assignment / pause / positions changed: the poll below fetches
         if isinstance(message, PositionsChangedEvent):
             return None
         return super().handle(message, now_ms)
+
+    def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
+        self.manager.on_cluster_updated(event.cluster)
+
+    #: Assignment, pause, positions changed: the poll after every message fetches.
+    receivers = {
+        ClusterUpdated: _cluster_updated,
+        PauseFetching: None,
+        AssignmentChanged: None,
+        PositionsInitialized: None,
+        PositionsChangedEvent: None,
+    }
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
         manager: FetchManager = self.manager

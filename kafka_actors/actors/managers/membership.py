@@ -23,7 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-from kafka_actors.actors.context import ConsumerContext, Routed, complete
+from kafka_actors.actors.context import ConsumerContext, complete
 from kafka_actors.actors.events import (
     CallbackCompletedEvent,
     CommitDone,
@@ -208,33 +208,47 @@ class MembershipActor(RoutingManagerActor):
             )
         elif isinstance(message, CallbackCompletedEvent):
             manager.on_callback_completed(message.callback_id, message.error)
-        elif isinstance(message, Routed):
-            self._routed(message.event, now_ms)
         else:
             return super().handle(message, now_ms)
         return None
 
-    def _routed(self, event: Any, now_ms: int) -> None:
+    # -- events routed here (not with _NoMembership: its handle() takes them) -----------------
+
+    def _coordinator_changed(self, event: CoordinatorChanged, now_ms: int) -> None:
+        if event.known:
+            self.manager.on_coordinator_discovered(now_ms)
+        else:
+            self.manager.on_coordinator_unknown(now_ms)
+
+    def _topic_names(self, event: TopicNames, now_ms: int) -> None:
+        if hasattr(self.manager, "on_topic_names"):
+            self.manager.on_topic_names(event.mapping)
+
+    def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
         manager = self.manager
-        if isinstance(event, CoordinatorChanged):
-            if event.known:
-                manager.on_coordinator_discovered(now_ms)
-            else:
-                manager.on_coordinator_unknown(now_ms)
-        elif isinstance(event, TopicNames):
-            if hasattr(manager, "on_topic_names"):
-                manager.on_topic_names(event.mapping)
-        elif isinstance(event, ClusterUpdated):
-            if isinstance(manager, classic.ClassicMembershipManager):
-                manager.on_partition_counts(None, _partition_counts(event.cluster))
-        elif isinstance(event, PartitionCounts):
-            if isinstance(manager, classic.ClassicMembershipManager):
-                manager.on_partition_counts(event.request_id, event.counts)
-        elif isinstance(event, PatternSubscriptionMatched):
-            if self.ctx.group_protocol == "classic" and event.topics:
-                manager.subscribe(event.topics)
-        elif isinstance(event, CommitDone):
-            manager.on_commit_done(event.commit_id, event.error)
+        if isinstance(manager, classic.ClassicMembershipManager):
+            manager.on_partition_counts(None, _partition_counts(event.cluster))
+
+    def _partition_counts(self, event: PartitionCounts, now_ms: int) -> None:
+        manager = self.manager
+        if isinstance(manager, classic.ClassicMembershipManager):
+            manager.on_partition_counts(event.request_id, event.counts)
+
+    def _pattern_matched(self, event: PatternSubscriptionMatched, now_ms: int) -> None:
+        if self.ctx.group_protocol == "classic" and event.topics:
+            self.manager.subscribe(event.topics)
+
+    def _commit_done(self, event: CommitDone, now_ms: int) -> None:
+        self.manager.on_commit_done(event.commit_id, event.error)
+
+    receivers = {
+        CoordinatorChanged: _coordinator_changed,
+        TopicNames: _topic_names,
+        ClusterUpdated: _cluster_updated,
+        PartitionCounts: _partition_counts,
+        PatternSubscriptionMatched: _pattern_matched,
+        CommitDone: _commit_done,
+    }
 
     # -- effects of the events the manager publishes (before their route) -----------------------
 

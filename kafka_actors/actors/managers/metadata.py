@@ -16,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-from kafka_actors.actors.context import ConsumerContext, Routed, complete, fail
+from kafka_actors.actors.context import ConsumerContext, complete, fail
 from kafka_actors.actors.events import (
     AssignmentChangedEvent,
     PartitionCounts,
@@ -93,34 +93,47 @@ class MetadataActor(RoutingManagerActor):
             self.hold(message.future)
             key = manager.fetch_topic_metadata(message.topics, message.deadline_ms, now_ms)
             self.lookups[key] = message.future
-        elif isinstance(message, Routed):
-            event = message.event
-            if isinstance(event, m848.NeedTopicNames):
-                self.names_wanted |= event.topic_ids
-                self._answer_names(manager.cluster)
-                if self.names_wanted:
-                    manager.request_update("topic ids to resolve")
-            elif isinstance(event, classic.NeedPartitionCounts):
-                key = manager.fetch_topic_metadata(
-                    event.topics, now_ms + self.ctx.config.default_api_timeout_ms, now_ms
-                )
-                self.count_requests[key] = event.request_id
-            elif isinstance(event, m848.AssignmentChanged):
-                manager.set_assigned_topics({tp.topic for tp in event.assignment})
-            elif isinstance(event, RefreshMetadataEvent):
-                manager.request_update(event.reason)
-            elif isinstance(event, MetadataUpdateNeeded) and event.topics:
-                # Leaders of topics outside the subscription (an offsets lookup): a lookup
-                # keeps them in the requests until answered.
-                manager.fetch_topic_metadata(
-                    event.topics, now_ms + self.ctx.config.default_api_timeout_ms, now_ms
-                )
-            else:
-                reason = getattr(event, "reason", None) or type(event).__name__
-                manager.request_update(str(reason))
         else:
             return super().handle(message, now_ms)
         return None
+
+    # -- events routed here -----------------------------------------------------------------
+
+    def _need_topic_names(self, event: m848.NeedTopicNames, now_ms: int) -> None:
+        self.names_wanted |= event.topic_ids
+        self._answer_names(self.manager.cluster)
+        if self.names_wanted:
+            self.manager.request_update("topic ids to resolve")
+
+    def _need_partition_counts(self, event: classic.NeedPartitionCounts, now_ms: int) -> None:
+        key = self.manager.fetch_topic_metadata(
+            event.topics, now_ms + self.ctx.config.default_api_timeout_ms, now_ms
+        )
+        self.count_requests[key] = event.request_id
+
+    def _assignment_changed(self, event: m848.AssignmentChanged, now_ms: int) -> None:
+        self.manager.set_assigned_topics({tp.topic for tp in event.assignment})
+
+    def _refresh(self, event: RefreshMetadataEvent, now_ms: int) -> None:
+        self.manager.request_update(event.reason)
+
+    def _update_needed(self, event: MetadataUpdateNeeded, now_ms: int) -> None:
+        if event.topics:
+            # Leaders of topics outside the subscription (an offsets lookup): a lookup keeps
+            # them in the requests until answered.
+            self.manager.fetch_topic_metadata(
+                event.topics, now_ms + self.ctx.config.default_api_timeout_ms, now_ms
+            )
+        else:
+            self.manager.request_update(event.reason or type(event).__name__)
+
+    receivers = {
+        m848.NeedTopicNames: _need_topic_names,
+        classic.NeedPartitionCounts: _need_partition_counts,
+        m848.AssignmentChanged: _assignment_changed,
+        RefreshMetadataEvent: _refresh,
+        MetadataUpdateNeeded: _update_needed,
+    }
 
     def _answer_names(self, cluster: Any) -> None:
         if not self.names_wanted:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-from kafka_actors.actors.context import ConsumerContext, Routed, complete, fail
+from kafka_actors.actors.context import ConsumerContext, complete, fail
 from kafka_actors.actors.events import ListOffsetsEvent, PositionsChangedEvent
 from kafka_actors.actors.routing import RoutingManagerActor
+from kafka_actors.protocol.commit import PositionsInitialized
+from kafka_actors.protocol.membership import AssignmentChanged
 from kafka_actors.protocol.metadata import ClusterUpdated
 from kafka_actors.protocol.offsets import (
     ListOffsetsCompleted,
@@ -72,14 +74,22 @@ class OffsetsActor(RoutingManagerActor):
                 fail(message.future, exc)
                 return None
             self.lookups[key] = (message.kind, message.future)
-        elif isinstance(message, Routed):
-            if isinstance(message.event, ClusterUpdated):
-                manager.on_cluster_updated(message.event.cluster)
         elif isinstance(message, PositionsChangedEvent):
             pass  # resets are picked up from SubscriptionState by the next poll
         else:
             return super().handle(message, now_ms)
         return None
+
+    def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
+        self.manager.on_cluster_updated(event.cluster)
+
+    #: A new assignment, positions from committed offsets: the next poll picks them up from
+    #: the SubscriptionState.
+    receivers = {
+        ClusterUpdated: _cluster_updated,
+        AssignmentChanged: None,
+        PositionsInitialized: None,
+    }
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
         super().on_response(request_id, response, now_ms)
