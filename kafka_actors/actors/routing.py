@@ -90,6 +90,7 @@ __all__ = [
     "RoutingManagerActor",
     "Step",
     "To",
+    "feed_cluster",
     "route_of",
 ]
 
@@ -156,6 +157,11 @@ def has_positions_to_check(event: PositionsInitialized) -> bool:
 
 def has_seeked(event: PositionsInitialized) -> bool:
     return bool(event.seeked)
+
+
+def feed_cluster(actor: Any, event: ClusterUpdated, now_ms: int) -> None:
+    """A receiver: the new cluster view to the target's manager (offsets, fetch)."""
+    actor.manager.on_cluster_updated(event.cluster)
 
 
 # -- the table ------------------------------------------------------------------------------------

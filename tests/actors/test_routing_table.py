@@ -15,25 +15,13 @@ from typing import Any
 import structlog
 
 import kafka_actors
-from kafka_actors.actors.managers import (
-    CommitActor,
-    CoordinatorActor,
-    FetchActor,
-    MembershipActor,
-    MetadataActor,
-    OffsetsActor,
-)
+from kafka_actors.actors import managers
 from kafka_actors.actors.routing import ACTORS, CALLER, POLLER, ROUTES, To, route_of
 from kafka_actors.log import get_logger
 
 PACKAGE = Path(kafka_actors.__file__).parent
-MANAGER_ACTORS = (
-    MetadataActor,
-    CoordinatorActor,
-    MembershipActor,
-    CommitActor,
-    OffsetsActor,
-    FetchActor,
+MANAGER_ACTORS: tuple[Any, ...] = tuple(
+    getattr(managers, name) for name in managers.__all__ if name.endswith("Actor")
 )
 
 
@@ -155,6 +143,7 @@ def test_every_row_is_an_event_someone_sends() -> None:
 
 
 def test_the_table_names_real_actors_and_steps() -> None:
+    assert len(MANAGER_ACTORS) == 6
     components = {cls.component for cls in MANAGER_ACTORS}
     assert components | {"facade"} == set(ACTORS)
     for kind, steps in ROUTES.items():

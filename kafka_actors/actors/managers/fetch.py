@@ -24,7 +24,7 @@ import pykka
 
 from kafka_actors.actors.context import ConsumerContext, complete
 from kafka_actors.actors.events import PositionsChangedEvent
-from kafka_actors.actors.routing import RoutingManagerActor
+from kafka_actors.actors.routing import RoutingManagerActor, feed_cluster
 from kafka_actors.errors import KafkaError
 from kafka_actors.protocol.commit import PositionsInitialized
 from kafka_actors.protocol.fetch import FetchConfig, FetchManager, FetchResult
@@ -202,12 +202,9 @@ class FetchActor(RoutingManagerActor):
             return None
         return super().handle(message, now_ms)
 
-    def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
-        self.manager.on_cluster_updated(event.cluster)
-
     #: Assignment, pause, positions changed: the poll after every message fetches.
     receivers = {
-        ClusterUpdated: _cluster_updated,
+        ClusterUpdated: feed_cluster,
         PauseFetching: None,
         AssignmentChanged: None,
         PositionsInitialized: None,

@@ -19,7 +19,7 @@ from typing import Any
 
 from kafka_actors.actors.context import ConsumerContext, complete, fail
 from kafka_actors.actors.events import ListOffsetsEvent, PositionsChangedEvent
-from kafka_actors.actors.routing import RoutingManagerActor
+from kafka_actors.actors.routing import RoutingManagerActor, feed_cluster
 from kafka_actors.protocol.commit import PositionsInitialized
 from kafka_actors.protocol.membership import AssignmentChanged
 from kafka_actors.protocol.metadata import ClusterUpdated
@@ -80,13 +80,10 @@ class OffsetsActor(RoutingManagerActor):
             return super().handle(message, now_ms)
         return None
 
-    def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
-        self.manager.on_cluster_updated(event.cluster)
-
     #: A new assignment, positions from committed offsets: the next poll picks them up from
     #: the SubscriptionState.
     receivers = {
-        ClusterUpdated: _cluster_updated,
+        ClusterUpdated: feed_cluster,
         AssignmentChanged: None,
         PositionsInitialized: None,
     }
