@@ -167,6 +167,7 @@ def feed_cluster(actor: Any, event: ClusterUpdated, now_ms: int) -> None:
 # -- the table ------------------------------------------------------------------------------------
 # Effects of the publishing actor (run first) are noted on the right.
 
+# fmt: off
 ROUTES: Final[Mapping[type, tuple[Step, ...]]] = MappingProxyType({
     # metadata publishes
     ClusterUpdated:             ("membership", "commit", "fetch", "offsets", POLLER),  # ctx.cluster
@@ -209,7 +210,8 @@ ROUTES: Final[Mapping[type, tuple[Step, ...]]] = MappingProxyType({
     MetadataRefreshNeeded:      (To("metadata", refresh_metadata),),
     # the shell (ManagerActor) sends
     BackgroundError:            ("facade",),  # a fatal ApiVersions failure (metadata only)
-})  # fmt: skip
+})
+# fmt: on
 
 
 _resolved: dict[type, tuple[Step, ...] | None] = {}
