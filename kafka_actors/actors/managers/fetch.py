@@ -226,4 +226,3 @@ class FetchActor(RoutingManagerActor):
         super().on_request_failed(request_id, error, now_ms)
         self.ctx.fetch_generation += 1  # an error may be waiting at collect
         self.ctx.signal.notify()
-

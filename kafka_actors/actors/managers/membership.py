@@ -107,6 +107,7 @@ class MembershipActor(RoutingManagerActor):
                 self.ctx.metrics.rebalance_completed(now_ms - started)
         else:
             self._rebalance_started_ms = None  # left, fenced, fatal: no rebalance completed
+
     def build(self) -> Any:
         ctx = self.ctx
         versions = ctx.versions
