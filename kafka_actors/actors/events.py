@@ -1,10 +1,14 @@
-"""Application events: the messages API calls become (facade → request-manager actors).
+"""Application events: the messages API calls become (facade → request-manager actors), and the
+few events one manager actor builds for another.
 
 Owns: one frozen dataclass per kind of application event. Each carries the trace id created at
 the API call and, when the caller waits for an answer, a ``concurrent.futures.Future`` that
 the handling actor completes (result or typed error) and a deadline (monotonic ms), as Java's
 ``CompletableApplicationEvent``. Background events (manager → facade) are the managers' own
-event types, wrapped in :class:`~kafka_actors.actors.context.Routed`.
+event types, wrapped in :class:`~kafka_actors.actors.context.Routed`; where they go is the
+table in :mod:`kafka_actors.actors.routing`. The events at the end of this module
+(:class:`TopicNames`, :class:`PartitionCounts`, :class:`CommitDone`) are built by an actor, not
+a manager, for another actor; they are routed by the same table.
 
 May touch: nothing (plain values).
 """
@@ -21,16 +25,19 @@ from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 __all__ = [
     "AssignmentChangedEvent",
     "CallbackCompletedEvent",
+    "CommitDone",
     "CommitEvent",
     "FetchCommittedEvent",
     "LeaveGroupEvent",
     "ListOffsetsEvent",
+    "PartitionCounts",
     "PollEvent",
     "PositionsChangedEvent",
     "RefreshMetadataEvent",
     "ResetPositionsEvent",
     "SubscriptionChangedEvent",
     "TopicMetadataEvent",
+    "TopicNames",
 ]
 
 Future = concurrent.futures.Future
@@ -152,3 +159,30 @@ class CommitOnCloseEvent:
     deadline_ms: int
     future: Future[Any]
     trace_id: str | None = None
+
+
+# -- between manager actors -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicNames:
+    """metadata → membership: topic id → name for the ids membership asked for
+    (``NeedTopicNames``)."""
+
+    mapping: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCounts:
+    """metadata → classic membership: the answer to ``NeedPartitionCounts``."""
+
+    request_id: int
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitDone:
+    """commit → membership: the commit before a revocation is over."""
+
+    commit_id: int
+    error: BaseException | None
