@@ -113,7 +113,6 @@ from kafka_actors.protocol.membership import (
     CommitBeforeRevocation,
     CoordinatorUnknown,
     ErrorEvent,
-    ExponentialBackoff,
     GroupMemberBase,
     LeaveCompleted,
     MemberEpochChanged,
@@ -125,6 +124,7 @@ from kafka_actors.protocol.messages import (
     TopicPartition,
     UnsentRequest,
 )
+from kafka_actors.protocol.request_state import RequestState, retry_backoff
 from kafka_actors.protocol.requests import (
     heartbeat_request,
     join_group_request,
@@ -363,12 +363,9 @@ class ClassicMembershipManager(GroupMemberBase):
             group_id=config.group_id,
             group_instance_id=config.group_instance_id,
         )
-        self._backoff = ExponentialBackoff(
-            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
-        )
-        self._events: list[Any] = []
+        backoff = retry_backoff(config, random)
+        self._init_outbox()
         self._outgoing: list[UnsentRequest] = []
-        self._next_id = 1
 
         self._state = ClassicMemberState.UNJOINED
         self._generation_id = NO_GENERATION_ID
@@ -396,8 +393,7 @@ class ClassicMembershipManager(GroupMemberBase):
         self._join_allowed = False  # an application poll started the rebalance
         self._flow = 0
         self._join_phase: _Kind | None = None  # JOIN / SYNC in flight, or None
-        self._join_backoff_until_ms: int | None = None
-        self._join_attempts = 0
+        self._join_state = RequestState(backoff)  # JoinGroup/SyncGroup failures and backoff
         self._prepare: _Prepare | None = None
         self._leader_pending: _LeaderPending | None = None
         self._completion: _Completion | None = None
@@ -412,7 +408,7 @@ class ClassicMembershipManager(GroupMemberBase):
         # Heartbeat (Java's Heartbeat: heartbeat timer, session timer, poll timer).
         self._heartbeat_request_id: int | None = None
         self._next_heartbeat_ms = 0
-        self._heartbeat_attempts = 0
+        self._heartbeat_state = RequestState(backoff)  # only its failure count is used
         self._session_deadline_ms: int | None = None
         self._poll_deadline_ms: int | None = None
 
@@ -599,8 +595,7 @@ class ClassicMembershipManager(GroupMemberBase):
         requests = tuple(self._outgoing)
         self._outgoing.clear()
         self._publish_identity()
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -687,7 +682,7 @@ class ClassicMembershipManager(GroupMemberBase):
             return False
         if not self._coordinator_known:
             return False
-        if self._join_backoff_until_ms is not None and now_ms < self._join_backoff_until_ms:
+        if not self._join_state.can_send_request(now_ms):
             return False
         self._send_join_group(now_ms)
         return True
@@ -1006,8 +1001,7 @@ class ClassicMembershipManager(GroupMemberBase):
             if self._state is not ClassicMemberState.PREPARING_REBALANCE:
                 self._log.info("join_response_ignored", state=self._state.value)
                 return
-            self._join_attempts = 0
-            self._join_backoff_until_ms = None
+            self._join_state.reset()
             self._generation_id = int(response.generation_id)
             self._set_member_id(response.member_id)
             self._protocol_name = response.protocol_name
@@ -1187,8 +1181,7 @@ class ClassicMembershipManager(GroupMemberBase):
             self._fail_for_code(code, message)
 
     def _join_backoff(self, now_ms: int) -> None:
-        self._join_backoff_until_ms = now_ms + self._backoff.backoff(self._join_attempts)
-        self._join_attempts += 1
+        self._join_state.on_failed_attempt(now_ms)
 
     def _generation_unchanged(self, sent: _InFlight) -> bool:
         return sent.generation_id == self._generation_id and sent.member_id == self._member_id
@@ -1199,7 +1192,7 @@ class ClassicMembershipManager(GroupMemberBase):
         # Java's HeartbeatThread.enable: reset the heartbeat, session and poll timers.
         self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms
         self._session_deadline_ms = now_ms + self._config.session_timeout_ms
-        self._heartbeat_attempts = 0
+        self._heartbeat_state.reset()
         if self._poll_deadline_ms is not None:
             self._poll_deadline_ms = now_ms + self._config.rebalance_timeout_ms
 
@@ -1256,7 +1249,7 @@ class ClassicMembershipManager(GroupMemberBase):
         if self._state is ClassicMemberState.FATAL:
             return
         if code == 0:
-            self._heartbeat_attempts = 0
+            self._heartbeat_state.reset()
             self._session_deadline_ms = now_ms + self._config.session_timeout_ms
             return
         self._log.info(
@@ -1289,8 +1282,7 @@ class ClassicMembershipManager(GroupMemberBase):
             self._log.warning("unexpected_heartbeat_error", error_code=code)
 
     def _fail_heartbeat(self, now_ms: int) -> None:
-        self._next_heartbeat_ms = now_ms + self._backoff.backoff(self._heartbeat_attempts)
-        self._heartbeat_attempts += 1
+        self._next_heartbeat_ms = now_ms + self._heartbeat_state.on_failed_attempt(now_ms)
 
     # -- LeaveGroup ---------------------------------------------------------------------------
 
@@ -1359,7 +1351,7 @@ class ClassicMembershipManager(GroupMemberBase):
         self._flow += 1
         self._join_phase = None
         self._leader_pending = None
-        self._join_backoff_until_ms = None
+        self._join_state.clear_backoff()
 
     def _mark_coordinator_unknown(self, reason: str) -> None:
         if self._coordinator_known:
@@ -1449,8 +1441,8 @@ class ClassicMembershipManager(GroupMemberBase):
             self._join_allowed
             and self._rejoin_needed
             and self._join_phase is None
-            and self._join_backoff_until_ms is not None
+            and self._join_state.backoff_until_ms is not None
             and self._coordinator_known
         ):
-            candidates.append(max(0, self._join_backoff_until_ms - now_ms))
+            candidates.append(self._join_state.remaining_backoff_ms(now_ms))
         return min(candidates) if candidates else None

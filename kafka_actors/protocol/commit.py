@@ -134,7 +134,6 @@ from kafka_actors.log import get_logger
 from kafka_actors.protocol.membership import (
     CommitBeforeRevocation,
     CoordinatorUnknown,
-    ExponentialBackoff,
     MemberEpochChanged,
 )
 from kafka_actors.protocol.messages import (
@@ -143,6 +142,7 @@ from kafka_actors.protocol.messages import (
     TopicPartition,
     UnsentRequest,
 )
+from kafka_actors.protocol.request_state import EventOutbox, retry_backoff
 from kafka_actors.protocol.requests import offset_commit_request, offset_fetch_request
 from kafka_actors.protocol.subscription import FetchPosition, FetchState, SubscriptionState
 
@@ -351,7 +351,7 @@ def _describe(offsets: Mapping[TopicPartition, OffsetAndMetadata | None]) -> dic
     return {str(tp): (None if o is None else o.offset) for tp, o in sorted(offsets.items())}
 
 
-class CommitManager:
+class CommitManager(EventOutbox):
     """OffsetCommit / OffsetFetch to the group coordinator (see the module docstring)."""
 
     def __init__(
@@ -368,11 +368,8 @@ class CommitManager:
         self._log = get_logger(
             "commit", client_id=client_id, group_id=config.group_id, protocol=config.group_protocol
         )
-        self._backoff = ExponentialBackoff(
-            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
-        )
-        self._next_id = 1
-        self._events: list[Any] = []
+        self._backoff = retry_backoff(config, random)
+        self._init_outbox()
 
         # Who the member is. Standalone (no group membership): "" and -1.
         self._member_id = ""
@@ -629,8 +626,7 @@ class CommitManager:
                 if request is not None:
                     requests.append(request)
         self._flush_async()
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         return PollResult(
             requests=tuple(requests),
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -1292,8 +1288,3 @@ class CommitManager:
         if not candidates:
             return None
         return max(0, min(candidates))
-
-    def _new_id(self) -> int:
-        request_id = self._next_id
-        self._next_id += 1
-        return request_id

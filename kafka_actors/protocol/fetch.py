@@ -75,7 +75,6 @@ Choices, in one place:
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -97,6 +96,7 @@ from kafka_actors.protocol.records import (
     decode_records,
     slice_records,
 )
+from kafka_actors.protocol.request_state import EventOutbox
 from kafka_actors.protocol.requests import FetchPartition, ForgottenTopic, fetch_request
 from kafka_actors.protocol.subscription import (
     FetchPosition,
@@ -560,7 +560,7 @@ class _InFlight:
 # -- the manager ---------------------------------------------------------------------------
 
 
-class FetchManager:
+class FetchManager(EventOutbox):
     """The pure fetch state machine (see the module docstring)."""
 
     def __init__(
@@ -588,8 +588,7 @@ class FetchManager:
         self._awaiting_metadata: set[TopicPartition] = set()
         self._completed: deque[_CompletedFetch] = deque()
         self._buffered_bytes = 0
-        self._events: list[Any] = []
-        self._request_ids = itertools.count(1)
+        self._init_outbox()
         self._last_assignment_id = -1
         self._closing = False
         self._log = get_logger("fetch", client_id=client_id, group_id=group_id)
@@ -685,8 +684,7 @@ class FetchManager:
         else:
             requests = self._prepare_fetches(now_ms)
         refresh_in = self._refresh_unreachable_leaders(now_ms)
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         wait = self._time_until_next_poll(now_ms)
         if refresh_in is not None:
             wait = refresh_in if wait is None else min(wait, refresh_in)
@@ -872,7 +870,7 @@ class FetchManager:
             rack_id=self._config.client_rack,
             topic_ids=ids_used if version >= _MIN_TOPIC_ID_VERSION else None,
         )
-        request_id = next(self._request_ids)
+        request_id = self._new_id()
         self._in_flight[request_id] = _InFlight(
             node=node,
             version=version,
@@ -923,7 +921,7 @@ class FetchManager:
             rack_id=self._config.client_rack,
             topic_ids={},
         )
-        request_id = next(self._request_ids)
+        request_id = self._new_id()
         self._in_flight[request_id] = _InFlight(
             node=node,
             version=version,

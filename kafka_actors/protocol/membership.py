@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import math
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -90,6 +89,12 @@ from kafka_actors.protocol.messages import (
     PollResult,
     TopicPartition,
     UnsentRequest,
+)
+from kafka_actors.protocol.request_state import (
+    EventOutbox,
+    ExponentialBackoff,
+    RequestState,
+    retry_backoff,
 )
 
 if TYPE_CHECKING:
@@ -378,42 +383,6 @@ class MembershipConfig:
         )
 
 
-class ExponentialBackoff:
-    """Java's ExponentialBackoff: ``min(max, initial * multiplier**n * U(1-jitter, 1+jitter))``.
-
-    ``n`` is capped where the term reaches ``max_ms``; when ``max_ms <= initial_ms`` the backoff
-    is ``initial_ms`` without jitter (as Java). ``random`` returns a float in [0, 1).
-    """
-
-    def __init__(
-        self,
-        initial_ms: int,
-        multiplier: float,
-        max_ms: int,
-        jitter: float,
-        random: Callable[[], float],
-    ) -> None:
-        self.initial_ms = initial_ms
-        self.multiplier = multiplier
-        self.max_ms = max_ms
-        self.jitter = jitter
-        self._random = random
-        if max_ms > initial_ms:
-            self._exp_max = math.log(max_ms / max(initial_ms, 1)) / math.log(multiplier)
-        else:
-            self._exp_max = 0.0
-
-    def backoff(self, attempts: int) -> int:
-        if self._exp_max == 0.0:
-            return self.initial_ms
-        exp = min(float(attempts), self._exp_max)
-        term = self.initial_ms * self.multiplier**exp
-        factor = 1.0
-        if self.jitter > 1e-9:
-            factor = (1.0 - self.jitter) + 2.0 * self.jitter * self._random()
-        return min(int(factor * term), self.max_ms)
-
-
 @dataclass(frozen=True, slots=True)
 class LocalAssignment:
     """An assignment as topic ids and partitions, with a local epoch bumped on every change.
@@ -522,7 +491,7 @@ class _GroupIdentity(Protocol):
     def group_instance_id(self) -> str | None: ...
 
 
-class GroupMemberBase:
+class GroupMemberBase(EventOutbox):
     """What a member owns under either group protocol, shared by the KIP-848 manager here and
     the classic one (:mod:`kafka_actors.protocol.classic_membership`): the owned partitions
     with those pending revocation or awaiting onPartitionsAssigned, the published events, the
@@ -530,8 +499,6 @@ class GroupMemberBase:
     Subclasses initialize the attributes in their ``__init__``."""
 
     _config: _GroupIdentity
-    _events: list[Any]
-    _next_id: int
     _assignment: frozenset[TopicPartition]
     _pending_revocation: frozenset[TopicPartition]
     _awaiting_callback: frozenset[TopicPartition]
@@ -558,11 +525,6 @@ class GroupMemberBase:
     def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
         """Owned partitions being revoked: no records of them may be returned."""
         return self._pending_revocation
-
-    def _new_id(self) -> int:
-        value = self._next_id
-        self._next_id += 1
-        return value
 
     def _pause_fetching(self, partitions: frozenset[TopicPartition]) -> None:
         new = partitions - self._pending_revocation
@@ -619,11 +581,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._log = get_logger(
             "membership", client_id=client_id, group_id=config.group_id, member_id=self._member_id
         )
-        self._backoff = ExponentialBackoff(
-            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
-        )
-        self._events: list[Any] = []
-        self._next_id = 1
+        self._init_outbox()
 
         # Subscription.
         self._subscribed_topics: tuple[str, ...] = ()
@@ -652,8 +610,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._in_flight: _InFlight | None = None
         self._heartbeat_interval_ms = 0
         self._next_heartbeat_ms = 0
-        self._attempts = 0
-        self._backoff_until_ms: int | None = None
+        self._request_state = RequestState(retry_backoff(config, random))
         self._sent = _SentFields()
 
         # Poll timer (max.poll.interval.ms) and the stale member it can produce.
@@ -857,8 +814,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._maybe_reconcile(now_ms, can_commit=False)
         requests = self._poll_heartbeat(now_ms)
         self._maybe_reconcile(now_ms, can_commit=False)
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -946,8 +902,7 @@ class ConsumerMembershipManager(GroupMemberBase):
             return ()
         if self._state is MemberState.LEAVING:
             return (self._send_heartbeat(now_ms),)
-        backoff_over = self._backoff_until_ms is None or now_ms >= self._backoff_until_ms
-        if not backoff_over:
+        if not self._request_state.can_send_request(now_ms):
             return ()
         if self._state in _HEARTBEAT_NOW_STATES or now_ms >= self._next_heartbeat_ms:
             if self._subscribed_regex is not None and self._config.heartbeat_api_version < 1:
@@ -1170,20 +1125,16 @@ class ConsumerMembershipManager(GroupMemberBase):
     def _on_failed_attempt(self, now_ms: int) -> None:
         # Java onFailedAttempt: heartbeat timer reset to 0, then exponential backoff.
         self._next_heartbeat_ms = now_ms
-        self._backoff_until_ms = now_ms + self._backoff.backoff(self._attempts)
-        self._attempts += 1
+        self._request_state.on_failed_attempt(now_ms)
 
     def _reset_request_state(self) -> None:
-        self._attempts = 0
-        self._backoff_until_ms = None
+        self._request_state.reset()
 
     def _reset_heartbeat_state(self) -> None:
         self._sent = _SentFields()
 
     def _remaining_backoff_ms(self, now_ms: int) -> int:
-        if self._backoff_until_ms is None:
-            return 0
-        return max(0, self._backoff_until_ms - now_ms)
+        return self._request_state.remaining_backoff_ms(now_ms)
 
     def _time_until_next_poll(self, now_ms: int) -> int | None:
         candidates: list[int] = []

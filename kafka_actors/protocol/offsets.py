@@ -76,10 +76,10 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.membership import ExponentialBackoff
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
 from kafka_actors.protocol.metadata import EMPTY_CLUSTER, Cluster
 from kafka_actors.protocol.records import IsolationLevel
+from kafka_actors.protocol.request_state import EventOutbox, retry_backoff
 from kafka_actors.protocol.requests import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -238,7 +238,7 @@ class _SentValidation:
     positions: Mapping[TopicPartition, FetchPosition]
 
 
-class OffsetsManager:
+class OffsetsManager(EventOutbox):
     """ListOffsets lookups and position resets (see the module docstring)."""
 
     def __init__(
@@ -255,12 +255,9 @@ class OffsetsManager:
         self._versions = versions
         self._subscription = subscription
         self._wall_clock_ms = wall_clock_ms
-        self._backoff = ExponentialBackoff(
-            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
-        )
+        self._backoff = retry_backoff(config, random)
         self._log = get_logger("offsets", client_id=client_id)
-        self._events: list[Any] = []
-        self._next_id = 1
+        self._init_outbox()
         self._cluster = EMPTY_CLUSTER
         self._lookups: dict[int, _Lookup] = {}
         self._in_flight: dict[int, _Sent] = {}
@@ -348,8 +345,7 @@ class OffsetsManager:
         requests = (
             self._poll_lookups(now_ms) + self._poll_resets(now_ms) + self._poll_validations(now_ms)
         )
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -860,11 +856,6 @@ class OffsetsManager:
             ):
                 candidates.append(state.next_retry_time_ms - now_ms)
         return max(0, min(candidates)) if candidates else None
-
-    def _new_id(self) -> int:
-        value = self._next_id
-        self._next_id += 1
-        return value
 
 
 def _offset_and_timestamp(p: Any) -> OffsetAndTimestamp | None:
