@@ -83,15 +83,25 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.errors import (
     ConfigError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     FatalConsumerError,
     FencedInstanceIdError,
     GroupAuthorizationFailedError,
     GroupMaxSizeReachedError,
+    IllegalGenerationError,
     InconsistentGroupProtocolError,
+    InvalidGroupIdError,
+    InvalidSessionTimeoutError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    MemberIdRequiredError,
+    NotCoordinatorError,
     ProtocolError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+    UnsupportedVersionError,
     error_class_for_code,
     error_for_code,
 )
@@ -152,32 +162,18 @@ JOIN_GROUP_TIMEOUT_LAPSE_MS: Final = 5_000
 _MAX_REASON_LENGTH: Final = 255
 
 # Error codes (Kafka's Errors) this manager reacts to by name.
-_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
-_COORDINATOR_NOT_AVAILABLE: Final = 15
-_NOT_COORDINATOR: Final = 16
-_ILLEGAL_GENERATION: Final = 22
-_INCONSISTENT_GROUP_PROTOCOL: Final = 23
-_INVALID_GROUP_ID: Final = 24
-_UNKNOWN_MEMBER_ID: Final = 25
-_INVALID_SESSION_TIMEOUT: Final = 26
-_REBALANCE_IN_PROGRESS: Final = 27
-_GROUP_AUTHORIZATION_FAILED: Final = 30
-_UNSUPPORTED_VERSION: Final = 35
-_MEMBER_ID_REQUIRED: Final = 79
-_GROUP_MAX_SIZE_REACHED: Final = 81
-_FENCED_INSTANCE_ID: Final = 82
 _JOIN_FATAL_CODES: Final = frozenset(
     {
-        _INCONSISTENT_GROUP_PROTOCOL,
-        _INVALID_SESSION_TIMEOUT,
-        _INVALID_GROUP_ID,
-        _GROUP_AUTHORIZATION_FAILED,
-        _GROUP_MAX_SIZE_REACHED,
-        _FENCED_INSTANCE_ID,
-        _UNSUPPORTED_VERSION,
+        InconsistentGroupProtocolError.code,
+        InvalidSessionTimeoutError.code,
+        InvalidGroupIdError.code,
+        GroupAuthorizationFailedError.code,
+        GroupMaxSizeReachedError.code,
+        FencedInstanceIdError.code,
+        UnsupportedVersionError.code,
     }
 )
-_COORDINATOR_CODES: Final = frozenset({_COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR})
+_COORDINATOR_CODES: Final = frozenset({CoordinatorNotAvailableError.code, NotCoordinatorError.code})
 
 
 class ClassicMemberState(enum.Enum):
@@ -1023,19 +1019,19 @@ class ClassicMembershipManager(GroupMemberBase):
             return
         message = getattr(response, "error_message", None)
         self._log.info("join_group_failed", error_code=code, generation_id=sent.generation_id)
-        if code == _MEMBER_ID_REQUIRED:
+        if code == MemberIdRequiredError.code:
             self._generation_id = NO_GENERATION_ID
             self._set_member_id(response.member_id)
             self._request_rejoin(f"need to re-join with the given member-id: {self._member_id}")
-        elif code == _UNKNOWN_MEMBER_ID:
+        elif code == UnknownMemberIdError.code:
             if self._generation_unchanged(sent):
                 self._reset_state_and_rejoin("JoinGroup: unknown member id", reset_member_id=True)
-        elif code == _REBALANCE_IN_PROGRESS:
+        elif code == RebalanceInProgressError.code:
             pass  # retry at once
         elif code in _COORDINATOR_CODES:
             self._mark_coordinator_unknown(f"JoinGroup error code {code}")
             self._join_backoff(now_ms)
-        elif code == _COORDINATOR_LOAD_IN_PROGRESS:
+        elif code == CoordinatorLoadInProgressError.code:
             self._join_backoff(now_ms)
         elif code in _JOIN_FATAL_CODES:
             self._fail_for_code(code, message)
@@ -1158,17 +1154,22 @@ class ClassicMembershipManager(GroupMemberBase):
             return
         message = getattr(response, "error_message", None)
         self._log.info("sync_group_failed", error_code=code, generation_id=sent.generation_id)
-        if code == _REBALANCE_IN_PROGRESS:
+        if code == RebalanceInProgressError.code:
             self._request_rejoin("SyncGroup: the group began another rebalance")
-        elif code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION):
+        elif code in (UnknownMemberIdError.code, IllegalGenerationError.code):
             if self._generation_unchanged(sent):
                 self._reset_state_and_rejoin(
-                    f"SyncGroup error code {code}", reset_member_id=code == _UNKNOWN_MEMBER_ID
+                    f"SyncGroup error code {code}",
+                    reset_member_id=code == UnknownMemberIdError.code,
                 )
         elif code in _COORDINATOR_CODES:
             self._mark_coordinator_unknown(f"SyncGroup error code {code}")
             self._join_backoff(now_ms)
-        elif code in (_GROUP_AUTHORIZATION_FAILED, _FENCED_INSTANCE_ID, _UNSUPPORTED_VERSION):
+        elif code in (
+            GroupAuthorizationFailedError.code,
+            FencedInstanceIdError.code,
+            UnsupportedVersionError.code,
+        ):
             self._fail_for_code(code, message)
         else:
             self._retry_or_fail(code, message, now_ms)
@@ -1258,7 +1259,7 @@ class ClassicMembershipManager(GroupMemberBase):
             state=self._state.value,
             generation_id=sent.generation_id,
         )
-        if code == _REBALANCE_IN_PROGRESS:
+        if code == RebalanceInProgressError.code:
             # Counts as a received heartbeat (the session is alive).
             self._session_deadline_ms = now_ms + self._config.session_timeout_ms
             if self._state is ClassicMemberState.STABLE:
@@ -1267,16 +1268,20 @@ class ClassicMembershipManager(GroupMemberBase):
         self._fail_heartbeat(now_ms)
         if code in _COORDINATOR_CODES:
             self._mark_coordinator_unknown(f"heartbeat error code {code}")
-        elif code in (_ILLEGAL_GENERATION, _UNKNOWN_MEMBER_ID, _FENCED_INSTANCE_ID):
+        elif code in (
+            IllegalGenerationError.code,
+            UnknownMemberIdError.code,
+            FencedInstanceIdError.code,
+        ):
             if not self._generation_unchanged(sent):
                 self._log.info("stale_heartbeat_error_ignored", error_code=code)
                 return
             self._reset_state_and_rejoin(
-                f"heartbeat error code {code}", reset_member_id=code != _ILLEGAL_GENERATION
+                f"heartbeat error code {code}", reset_member_id=code != IllegalGenerationError.code
             )
-            if code == _FENCED_INSTANCE_ID:
+            if code == FencedInstanceIdError.code:
                 self._fail_for_code(code, None)
-        elif code in (_GROUP_AUTHORIZATION_FAILED, _UNSUPPORTED_VERSION):
+        elif code in (GroupAuthorizationFailedError.code, UnsupportedVersionError.code):
             self._fail_for_code(code, None)
         else:
             self._log.warning("unexpected_heartbeat_error", error_code=code)
@@ -1361,16 +1366,16 @@ class ClassicMembershipManager(GroupMemberBase):
 
     def _fail_for_code(self, code: int, message: str | None) -> None:
         error: KafkaError
-        if code == _GROUP_AUTHORIZATION_FAILED:
+        if code == GroupAuthorizationFailedError.code:
             error = GroupAuthorizationFailedError(
                 f"Not authorized to access group: {self._config.group_id}"
             )
-        elif code == _GROUP_MAX_SIZE_REACHED:
+        elif code == GroupMaxSizeReachedError.code:
             error = GroupMaxSizeReachedError(
                 f"Consumer group {self._config.group_id} already has the configured maximum "
                 "number of members."
             )
-        elif code == _FENCED_INSTANCE_ID:
+        elif code == FencedInstanceIdError.code:
             error = FencedInstanceIdError(
                 f"The group instance id {self._config.group_instance_id} has been fenced by "
                 "another instance"

@@ -121,13 +121,22 @@ from kafka_actors.errors import (
     ConfigError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
+    FencedMemberEpochError,
     GroupAuthorizationFailedError,
+    IllegalGenerationError,
+    InvalidRequestError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     NoOffsetForPartitionError,
+    NotCoordinatorError,
     RebalanceInProgressError,
+    RequestTimedOutError,
+    StaleMemberEpochError,
     TopicAuthorizationFailedError,
+    UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
     error_for_code,
 )
 from kafka_actors.log import get_logger
@@ -160,26 +169,17 @@ __all__ = [
 ]
 
 # Error codes (Kafka's Errors) the commit paths treat specially.
-_UNKNOWN_TOPIC_OR_PARTITION: Final = 3
-_REQUEST_TIMED_OUT: Final = 7
-_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
-_COORDINATOR_NOT_AVAILABLE: Final = 15
-_NOT_COORDINATOR: Final = 16
-_ILLEGAL_GENERATION: Final = 22
-_UNKNOWN_MEMBER_ID: Final = 25
-_REBALANCE_IN_PROGRESS: Final = 27
-_TOPIC_AUTHORIZATION_FAILED: Final = 29
-_GROUP_AUTHORIZATION_FAILED: Final = 30
-_FENCED_INSTANCE_ID: Final = 82
-_UNSTABLE_OFFSET_COMMIT: Final = 88
-_FENCED_MEMBER_EPOCH: Final = 110
-_STALE_MEMBER_EPOCH: Final = 113
 
 _COORDINATOR_CODES: Final = frozenset(
-    {_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE, _REQUEST_TIMED_OUT}
+    {NotCoordinatorError.code, CoordinatorNotAvailableError.code, RequestTimedOutError.code}
 )
 _MEMBER_GONE_CODES: Final = frozenset(
-    {_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _FENCED_MEMBER_EPOCH, _STALE_MEMBER_EPOCH}
+    {
+        UnknownMemberIdError.code,
+        IllegalGenerationError.code,
+        FencedMemberEpochError.code,
+        StaleMemberEpochError.code,
+    }
 )
 # The versions from which requests name topics by id (KIP-848 / KIP-516).
 _TOPIC_ID_VERSION: Final = 10
@@ -783,7 +783,7 @@ class CommitManager(EventOutbox):
                 if code == 0:
                     continue
                 tp = TopicPartition(name, int(partition.partition_index))
-                if code == _TOPIC_AUTHORIZATION_FAILED:
+                if code == TopicAuthorizationFailedError.code:
                     if name not in unauthorized:
                         unauthorized.append(name)
                     continue
@@ -842,7 +842,11 @@ class CommitManager(EventOutbox):
         self, code: int, tp: TopicPartition, offset: int | None, sent_epoch: int = -1
     ) -> KafkaError:
         where: dict[str, Any] = {"topic": tp.topic, "partition": tp.partition, "offset": offset}
-        if code == _ILLEGAL_GENERATION and not self._consumer_protocol and self._rebalancing:
+        if (
+            code == IllegalGenerationError.code
+            and not self._consumer_protocol
+            and self._rebalancing
+        ):
             # Sent with the generation the member had then; it has since started another
             # rebalance (the JoinGroup went out first), so it is still in the group (Java's
             # "generation is already stale" RebalanceInProgressException).
@@ -862,23 +866,23 @@ class CommitManager(EventOutbox):
                 "belong to another member now",
                 **where,
             )
-        if code == _FENCED_INSTANCE_ID and self._consumer_protocol:
+        if code == FencedInstanceIdError.code and self._consumer_protocol:
             return CommitFailedError(
                 f"Offset commit failed: group instance id {self._group_instance_id} was fenced",
                 **where,
             )
-        if code == _FENCED_INSTANCE_ID:
+        if code == FencedInstanceIdError.code:
             return FencedInstanceIdError(
                 f"Group instance id {self._group_instance_id} was fenced by another member",
                 **where,
             )
-        if code == _REBALANCE_IN_PROGRESS:
+        if code == RebalanceInProgressError.code:
             return RebalanceInProgressError(
                 "Offset commit cannot be completed since the consumer group is rebalancing; "
                 "complete the rebalance by calling poll() and then retry the commit",
                 **where,
             )
-        if code == _GROUP_AUTHORIZATION_FAILED:
+        if code == GroupAuthorizationFailedError.code:
             return GroupAuthorizationFailedError(
                 f"Not authorized to access group: {self._config.group_id}", **where
             )
@@ -906,9 +910,9 @@ class CommitManager(EventOutbox):
         if commit.kind not in _RETRIED_KINDS:
             return False
         if commit.kind is _CommitKind.REVOCATION:
-            if code == _UNKNOWN_TOPIC_OR_PARTITION:
+            if code == UnknownTopicOrPartitionError.code:
                 return False  # the topic was deleted: do not hold up the rebalance
-            if code == _STALE_MEMBER_EPOCH:
+            if code == StaleMemberEpochError.code:
                 # Retried with the newer epoch the heartbeat brings, while in the group.
                 return self._member_epoch is not None
         return error.retriable
@@ -1036,9 +1040,9 @@ class CommitManager(EventOutbox):
         if hasattr(response, "groups"):
             group = next((g for g in response.groups if g.group_id == self._config.group_id), None)
             if group is None:
-                error: KafkaError = error_for_code(
-                    42, "OffsetFetch response does not name the group"
-                )  # INVALID_REQUEST
+                error: KafkaError = InvalidRequestError(
+                    "OffsetFetch response does not name the group"
+                )
                 self._fetch_attempt_failed(fetch, error, now_ms, retry=False)
                 return
             group_code = int(group.error_code)
@@ -1057,10 +1061,10 @@ class CommitManager(EventOutbox):
             for partition in topic.partitions:
                 tp = TopicPartition(name, int(partition.partition_index))
                 code = int(partition.error_code)
-                if code == _TOPIC_AUTHORIZATION_FAILED:
+                if code == TopicAuthorizationFailedError.code:
                     if name not in unauthorized:
                         unauthorized.append(name)
-                elif code == _UNSTABLE_OFFSET_COMMIT:
+                elif code == UnstableOffsetCommitError.code:
                     unstable.append(tp)
                 elif code != 0:
                     error = error_for_code(code, topic=tp.topic, partition=tp.partition)
@@ -1091,7 +1095,7 @@ class CommitManager(EventOutbox):
             )
             first = unstable[0]
             error = error_for_code(
-                _UNSTABLE_OFFSET_COMMIT, topic=first.topic, partition=first.partition
+                UnstableOffsetCommitError.code, topic=first.topic, partition=first.partition
             )
             self._fetch_attempt_failed(fetch, error, now_ms, retry=True)
             return
@@ -1102,14 +1106,14 @@ class CommitManager(EventOutbox):
 
     def _on_fetch_group_error(self, fetch: _Fetch, code: int, now_ms: int) -> None:
         self._log.info("offset_fetch_group_error", error_code=code, attempts=fetch.attempts)
-        if code in (_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE):
+        if code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
             self._mark_coordinator_unknown(f"OffsetFetch error {code}")
-        if code == _GROUP_AUTHORIZATION_FAILED:
+        if code == GroupAuthorizationFailedError.code:
             error: KafkaError = GroupAuthorizationFailedError(
                 f"Not authorized to access group: {self._config.group_id}"
             )
             retry = False
-        elif code == _STALE_MEMBER_EPOCH:
+        elif code == StaleMemberEpochError.code:
             error = error_for_code(code)
             retry = self._consumer_protocol and self._member_epoch is not None
         else:

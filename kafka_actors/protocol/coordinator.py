@@ -67,7 +67,6 @@ __all__ = [
     "coordinator_connection_id",
 ]
 
-_GROUP_AUTHORIZATION_FAILED: Final = 30
 _INT32_MAX: Final = 2**31 - 1
 
 
@@ -228,7 +227,7 @@ class CoordinatorManager(EventOutbox):
         code = int(entry.error_code)
         if code != 0:
             message = getattr(entry, "error_message", None)
-            if code == _GROUP_AUTHORIZATION_FAILED:
+            if code == GroupAuthorizationFailedError.code:
                 error: KafkaError = GroupAuthorizationFailedError(
                     f"Not authorized to access group {self._config.group_id!r}"
                     + (f": {message}" if message else "")

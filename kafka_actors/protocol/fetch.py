@@ -82,8 +82,24 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from kafka_actors.errors import (
+    NO_ERROR,
+    FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
+    FetchSessionTopicIdError,
+    InconsistentTopicIdError,
+    InvalidFetchSessionEpochError,
     KafkaError,
+    KafkaStorageError,
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
+    ReplicaNotAvailableError,
+    TopicAuthorizationFailedError,
+    UnknownLeaderEpochError,
+    UnknownServerError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
     error_for_code,
 )
 from kafka_actors.log import get_logger
@@ -137,29 +153,26 @@ _MIN_TOPIC_ID_VERSION: Final = 13
 _UNREACHABLE_LEADER_REFRESH_MS: Final = 1_000
 
 # Fetch error codes, by reaction.
-_NONE: Final = 0
-_UNKNOWN_SERVER_ERROR: Final = -1
-_OFFSET_OUT_OF_RANGE: Final = 1
-_TOPIC_AUTHORIZATION_FAILED: Final = 29
-_FETCH_SESSION_ID_NOT_FOUND: Final = 70
-_INVALID_FETCH_SESSION_EPOCH: Final = 71
-_FETCH_SESSION_TOPIC_ID_ERROR: Final = 106
 _SESSION_ERRORS: Final = frozenset(
-    {_FETCH_SESSION_ID_NOT_FOUND, _INVALID_FETCH_SESSION_EPOCH, _FETCH_SESSION_TOPIC_ID_ERROR}
+    {
+        FetchSessionIdNotFoundError.code,
+        InvalidFetchSessionEpochError.code,
+        FetchSessionTopicIdError.code,
+    }
 )
 #: Partition errors answered by a metadata refresh, then a retry (Java requestMetadataUpdate).
 _REFRESH_METADATA_ERRORS: Final = frozenset(
     {
-        3,  # UNKNOWN_TOPIC_OR_PARTITION
-        5,  # LEADER_NOT_AVAILABLE
-        6,  # NOT_LEADER_OR_FOLLOWER
-        9,  # REPLICA_NOT_AVAILABLE
-        56,  # KAFKA_STORAGE_ERROR
-        74,  # FENCED_LEADER_EPOCH
-        75,  # UNKNOWN_LEADER_EPOCH
-        78,  # OFFSET_NOT_AVAILABLE
-        100,  # UNKNOWN_TOPIC_ID
-        103,  # INCONSISTENT_TOPIC_ID
+        UnknownTopicOrPartitionError.code,
+        LeaderNotAvailableError.code,
+        NotLeaderOrFollowerError.code,
+        ReplicaNotAvailableError.code,
+        KafkaStorageError.code,
+        FencedLeaderEpochError.code,
+        UnknownLeaderEpochError.code,
+        OffsetNotAvailableError.code,
+        UnknownTopicIdError.code,
+        InconsistentTopicIdError.code,
     }
 )
 
@@ -462,8 +475,8 @@ class FetchSessionHandler:
         throttled: bool = False,
     ) -> bool:
         """Move the session on after a response; False when its data must not be used."""
-        if error_code != _NONE:
-            if error_code == _FETCH_SESSION_ID_NOT_FOUND:
+        if error_code != NO_ERROR:
+            if error_code == FetchSessionIdNotFoundError.code:
                 self._reset()
             else:
                 self.epoch = INITIAL_EPOCH  # close the existing session, try a new one
@@ -977,7 +990,7 @@ class FetchManager(EventOutbox):
         self._node_backoff_until.pop(in_flight.node, None)
         self._unanswered.pop(in_flight.node, None)
         node = in_flight.node
-        top_error = int(getattr(response, "error_code", _NONE))  # v7+
+        top_error = int(getattr(response, "error_code", NO_ERROR))  # v7+
         data: list[tuple[TopicPartition, Any]] = []
         unknown_ids = False
         for topic in response.responses:
@@ -1002,8 +1015,8 @@ class FetchManager(EventOutbox):
                 in_flight.session.handle_error()
                 accepted = False
         else:
-            accepted = top_error == _NONE
-        if top_error != _NONE:
+            accepted = top_error == NO_ERROR
+        if top_error != NO_ERROR:
             if top_error not in _SESSION_ERRORS:
                 self._node_backoff_until[node] = now_ms + self._config.retry_backoff_ms
             self._log.info("fetch_error", node=node, error_code=top_error)
@@ -1038,7 +1051,7 @@ class FetchManager(EventOutbox):
             and state.has_valid_position
             and state.position.offset == fetch_offset
         )
-        if code == _NONE:
+        if code == NO_ERROR:
             if not at_position and not (state is not None and self._chain_end(tp) == fetch_offset):
                 return  # fetched before a seek / reset / revocation: stale
             self._subs.update_partition_offsets(
@@ -1082,7 +1095,7 @@ class FetchManager(EventOutbox):
             refresh.append(tp)
             self._log.debug("fetch_partition_refresh", partition=str(tp), error_code=code)
             return
-        if code == _OFFSET_OUT_OF_RANGE:
+        if code == OffsetOutOfRangeError.code:
             if self._subs.clear_preferred_read_replica(tp) is not None:
                 return  # fetched from a follower: try the leader before resetting
             if not at_position:
@@ -1099,7 +1112,7 @@ class FetchManager(EventOutbox):
                 partition=tp.partition,
                 offset=fetch_offset,
             )
-        elif code == _UNKNOWN_SERVER_ERROR:
+        elif code == UnknownServerError.code:
             self._log.warning("fetch_unknown_server_error", partition=str(tp))
             return
         else:
@@ -1108,7 +1121,7 @@ class FetchManager(EventOutbox):
             error = error_for_code(
                 code, topic=tp.topic, partition=tp.partition, offset=fetch_offset
             )
-            if code == _TOPIC_AUTHORIZATION_FAILED:
+            if code == TopicAuthorizationFailedError.code:
                 error = error_for_code(
                     code,
                     f"Not authorized to read topic {tp.topic}",

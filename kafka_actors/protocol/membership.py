@@ -74,11 +74,23 @@ from kio.static.primitive import i32, i32Timedelta
 
 from kafka_actors.errors import (
     ConfigError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     FatalConsumerError,
+    FencedInstanceIdError,
+    FencedMemberEpochError,
     GroupAuthorizationFailedError,
+    GroupMaxSizeReachedError,
+    InvalidRegularExpressionError,
+    InvalidRequestError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    NotCoordinatorError,
+    TopicAuthorizationFailedError,
+    UnknownMemberIdError,
+    UnreleasedInstanceIdError,
+    UnsupportedAssignorError,
     UnsupportedVersionError,
     error_class_for_code,
     error_for_code,
@@ -139,24 +151,16 @@ _REGEX_NOT_SUPPORTED_MSG: Final = (
 )
 
 # Heartbeat error codes (Kafka's Errors), by the reaction they get.
-_NOT_COORDINATOR: Final = 16
-_COORDINATOR_NOT_AVAILABLE: Final = 15
-_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
-_UNKNOWN_MEMBER_ID: Final = 25
-_FENCED_MEMBER_EPOCH: Final = 110
-_TOPIC_AUTHORIZATION_FAILED: Final = 29
-_GROUP_AUTHORIZATION_FAILED: Final = 30
-_UNSUPPORTED_VERSION: Final = 35
 _FATAL_CODES: Final = frozenset(
     {
-        _GROUP_AUTHORIZATION_FAILED,
-        42,  # INVALID_REQUEST
-        81,  # GROUP_MAX_SIZE_REACHED
-        112,  # UNSUPPORTED_ASSIGNOR
-        111,  # UNRELEASED_INSTANCE_ID
-        82,  # FENCED_INSTANCE_ID
-        128,  # INVALID_REGULAR_EXPRESSION
-        _UNSUPPORTED_VERSION,
+        GroupAuthorizationFailedError.code,
+        InvalidRequestError.code,
+        GroupMaxSizeReachedError.code,
+        UnsupportedAssignorError.code,
+        UnreleasedInstanceIdError.code,
+        FencedInstanceIdError.code,
+        InvalidRegularExpressionError.code,
+        UnsupportedVersionError.code,
     }
 )
 
@@ -1072,17 +1076,17 @@ class ConsumerMembershipManager(GroupMemberBase):
             state=self._state.value,
             member_epoch=self._member_epoch,
         )
-        if code in (_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE):
+        if code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
             self._mark_coordinator_unknown(message or f"heartbeat error code {code}")
             # Skip the backoff: heartbeat as soon as the new coordinator is known.
             self._reset_request_state()
-        elif code == _COORDINATOR_LOAD_IN_PROGRESS:
+        elif code == CoordinatorLoadInProgressError.code:
             pass  # back off and retry
-        elif code in (_FENCED_MEMBER_EPOCH, _UNKNOWN_MEMBER_ID):
+        elif code in (FencedMemberEpochError.code, UnknownMemberIdError.code):
             self._transition_to_fenced()
             # Skip the backoff: rejoin as soon as the assignment is released.
             self._reset_request_state()
-        elif code == _TOPIC_AUTHORIZATION_FAILED:
+        elif code == TopicAuthorizationFailedError.code:
             # Reported on the next call; the member stays so it recovers when ACLs are fixed.
             self._events.append(ErrorEvent(error_for_code(code, message), fatal=False))
         elif code in _FATAL_CODES:
@@ -1095,7 +1099,7 @@ class ConsumerMembershipManager(GroupMemberBase):
                 self._fail_for_code(code, message)
 
     def _on_leave_error(self, code: int, message: str | None) -> None:
-        if code in (_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE):
+        if code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
             self._mark_coordinator_unknown(message or f"leave heartbeat error code {code}")
         elif code in _FATAL_CODES and self._state not in (
             MemberState.FENCED,
@@ -1107,16 +1111,18 @@ class ConsumerMembershipManager(GroupMemberBase):
             self._log.info("leave_heartbeat_error_ignored", error_code=code, error_message=message)
 
     def _fail_for_code(self, code: int, message: str | None) -> None:
-        if code == _GROUP_AUTHORIZATION_FAILED:
+        if code == GroupAuthorizationFailedError.code:
             error: KafkaError = GroupAuthorizationFailedError(
                 f"Not authorized to access group: {self._config.group_id}"
             )
-        elif code == _UNSUPPORTED_VERSION:
+        elif code == UnsupportedVersionError.code:
             error = UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
         else:
             error = error_for_code(code, message)
         self._log.error("heartbeat_fatal_error", error_code=code, error_message=message)
-        self._transition_to_fatal(error, consumer_protocol_unsupported=code == _UNSUPPORTED_VERSION)
+        self._transition_to_fatal(
+            error, consumer_protocol_unsupported=code == UnsupportedVersionError.code
+        )
 
     def _mark_coordinator_unknown(self, reason: str) -> None:
         self._coordinator_known = False

@@ -73,6 +73,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.errors import (
+    NO_ERROR,
     FatalConsumerError,
     InvalidRegularExpressionError,
     KafkaError,
@@ -112,10 +113,6 @@ UNKNOWN_TOPIC_ATTEMPTS: Final = 3
 #: Metadata versions whose leader epochs are reliable (Java: ``hasReliableLeaderEpochs``).
 _RELIABLE_LEADER_EPOCH_VERSION: Final = 9
 
-_NONE: Final = 0
-_UNKNOWN_TOPIC_OR_PARTITION: Final = 3
-_INVALID_TOPIC: Final = 17
-_TOPIC_AUTHORIZATION_FAILED: Final = 29
 _ZERO_UUID: Final = uuid.UUID(int=0)
 
 
@@ -513,7 +510,7 @@ class MetadataManager(EventOutbox):
             return
         self._in_flight = None
         top_error = int(getattr(response, "error_code", 0) or 0)
-        if top_error != _NONE:
+        if top_error != NO_ERROR:
             self._on_failed_attempt(now_ms)
             self._need_update = True
             error = error_for_code(top_error)
@@ -598,7 +595,7 @@ class MetadataManager(EventOutbox):
             if name is None:
                 continue
             name = str(name)
-            if code != _NONE:
+            if code != NO_ERROR:
                 errors[name] = code
                 continue
             topics.append(self._topic_info(t, old, reliable_epochs))
@@ -752,7 +749,7 @@ class MetadataManager(EventOutbox):
                     else:
                         result[name] = parts
                     continue
-                if code == _UNKNOWN_TOPIC_OR_PARTITION:
+                if code == UnknownTopicOrPartitionError.code:
                     count = waiter.unknown_counts.get(name, 0) + 1
                     waiter.unknown_counts[name] = count
                     if count >= UNKNOWN_TOPIC_ATTEMPTS:

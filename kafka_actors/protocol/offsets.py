@@ -65,12 +65,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.errors import (
+    NO_ERROR,
     FatalConsumerError,
     KafkaError,
     KafkaTimeoutError,
     LogTruncationError,
     NoOffsetForPartitionError,
     TopicAuthorizationFailedError,
+    UnsupportedForMessageFormatError,
     error_class_for_code,
     error_for_code,
 )
@@ -110,9 +112,6 @@ __all__ = [
     "ResetPositionsError",
 ]
 
-_NONE: Final = 0
-_UNSUPPORTED_FOR_MESSAGE_FORMAT: Final = 43
-_TOPIC_AUTHORIZATION_FAILED: Final = 29
 _UNKNOWN_OFFSET: Final = -1
 
 
@@ -438,9 +437,9 @@ class OffsetsManager(EventOutbox):
                 retry.append(tp)
                 continue
             code = int(p.error_code)
-            if code == _NONE:
+            if code == NO_ERROR:
                 lookup.results[tp] = _offset_and_timestamp(p)
-            elif code == _UNSUPPORTED_FOR_MESSAGE_FORMAT:
+            elif code == UnsupportedForMessageFormatError.code:
                 lookup.results[tp] = None
             elif _retriable(code):
                 self._log.debug("list_offsets_partition_retriable", partition=str(tp), code=code)
@@ -558,7 +557,7 @@ class OffsetsManager(EventOutbox):
                 refresh.append(tp)
                 continue
             code = int(p.error_code)
-            if code == _NONE:
+            if code == NO_ERROR:
                 found = _offset_and_timestamp(p)
                 if found is None:
                     if strategy.kind is ResetKind.BY_DURATION and timestamp != LATEST_TIMESTAMP:
@@ -704,7 +703,7 @@ class OffsetsManager(EventOutbox):
                 retry.append(tp)
                 continue
             code = int(p.error_code)
-            if code != _NONE:
+            if code != NO_ERROR:
                 if _retriable(code):
                     self._log.debug("validate_partition_retriable", partition=str(tp), code=code)
                     retry.append(tp)
@@ -873,7 +872,7 @@ def _retriable(code: int) -> bool:
 
 
 def _partition_error(code: int, tp: TopicPartition) -> KafkaError:
-    if code == _TOPIC_AUTHORIZATION_FAILED:
+    if code == TopicAuthorizationFailedError.code:
         return TopicAuthorizationFailedError(
             f"Not authorized to list offsets of topic {tp.topic!r}", topic=tp.topic
         )
