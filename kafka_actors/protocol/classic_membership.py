@@ -7,8 +7,8 @@ cooperative rebalance protocols, static membership (``group.instance.id``), the 
 schedule Java runs on its heartbeat thread (here: requests returned by :meth:`poll`), the session
 timer and the poll timer (``max.poll.interval.ms``), and leaving the group. It follows the Java
 client's ``AbstractCoordinator`` / ``ConsumerCoordinator`` (Kafka 3.x/4.x) and publishes the same
-events as the KIP-848 manager (:mod:`kafka_actors.protocol.membership`, whose event classes it
-reuses), so the consumer's membership actor can drive either one.
+events as the KIP-848 manager (:mod:`kafka_actors.protocol.membership`; the event classes of
+:mod:`kafka_actors.protocol.group_events`), so the consumer's membership actor can drive either one.
 
 May touch: nothing outside itself. No threads, sockets or clocks: the current time is always a
 parameter (``now_ms``) and randomness (backoff jitter) is injected. It builds kio requests with
@@ -119,15 +119,15 @@ from kafka_actors.protocol.assignors import (
     get_assignor,
     rebalance_protocol,
 )
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group_events import (
     CommitBeforeRevocation,
     CoordinatorUnknown,
     ErrorEvent,
-    GroupMemberBase,
     LeaveCompleted,
     MemberEpochChanged,
     RebalanceCallback,
 )
+from kafka_actors.protocol.group_member import GroupMemberBase
 from kafka_actors.protocol.messages import (
     COORDINATOR_NODE,
     PollResult,

@@ -31,7 +31,7 @@ How it is driven (the request-manager contract of :mod:`kafka_actors.protocol.me
   node id, explicitly) and the events published since the last poll, in order:
   :class:`CommitCompleted`, :class:`AutoCommitCompleted`, :class:`CommittedOffsetsFetched`,
   :class:`PositionsInitialized`, :class:`CommitForRevocationDone` and
-  :class:`~kafka_actors.protocol.membership.CoordinatorUnknown`.
+  :class:`~kafka_actors.protocol.group_events.CoordinatorUnknown`.
 
 Choices (Java's behaviour unless said otherwise), in one place:
 
@@ -140,7 +140,7 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group_events import (
     CommitBeforeRevocation,
     CoordinatorUnknown,
     MemberEpochChanged,

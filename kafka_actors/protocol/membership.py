@@ -7,6 +7,10 @@ reconciliation of target assignments (topic ids resolved to names, revoke then a
 rebalance-callback protocol with the application, leaving the group, and the poll timer
 (``max.poll.interval.ms``). It is the pure core of the membership actor; it follows the Java
 client's ``ConsumerMembershipManager`` / ``ConsumerHeartbeatRequestManager`` (Kafka 4.x).
+The states themselves are in :mod:`kafka_actors.protocol.member_state`, the events in
+:mod:`kafka_actors.protocol.group_events` and the owned-partition bookkeeping both protocols
+share in :mod:`kafka_actors.protocol.group_member`; they are re-exported here under their old
+names.
 
 May touch: nothing outside itself. No threads, sockets or clocks: the current time is always a
 parameter (``now_ms``, monotonic milliseconds) and randomness (backoff jitter) is injected.
@@ -65,7 +69,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from kio.schema.consumer_group_heartbeat.v0 import request as _hb_v0
 from kio.schema.consumer_group_heartbeat.v1 import request as _hb_v1
@@ -96,6 +100,22 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import get_logger
+from kafka_actors.protocol.group_events import (
+    AssignmentChanged,
+    CommitBeforeRevocation,
+    CoordinatorUnknown,
+    ErrorEvent,
+    InvokeAssigned,
+    InvokeLost,
+    InvokeRevoked,
+    LeaveCompleted,
+    MemberEpochChanged,
+    NeedTopicNames,
+    PauseFetching,
+    RebalanceCallback,
+)
+from kafka_actors.protocol.group_member import GroupMemberBase
+from kafka_actors.protocol.member_state import IllegalStateTransitionError, MemberState
 from kafka_actors.protocol.messages import (
     COORDINATOR_NODE,
     PollResult,
@@ -103,7 +123,6 @@ from kafka_actors.protocol.messages import (
     UnsentRequest,
 )
 from kafka_actors.protocol.request_state import (
-    EventOutbox,
     ExponentialBackoff,
     RequestState,
     retry_backoff,
@@ -123,6 +142,7 @@ __all__ = [
     "CoordinatorUnknown",
     "ErrorEvent",
     "ExponentialBackoff",
+    "GroupMemberBase",
     "IllegalStateTransitionError",
     "InvokeAssigned",
     "InvokeLost",
@@ -164,65 +184,7 @@ _FATAL_CODES: Final = frozenset(
     }
 )
 
-
-class IllegalStateTransitionError(RuntimeError):
-    """A transition the member state machine does not allow: a bug (Java IllegalStateException)."""
-
-
-class MemberState(enum.Enum):
-    """The member's state in its consumer group (Java's ``MemberState``)."""
-
-    UNSUBSCRIBED = "UNSUBSCRIBED"
-    JOINING = "JOINING"
-    RECONCILING = "RECONCILING"
-    ACKNOWLEDGING = "ACKNOWLEDGING"
-    STABLE = "STABLE"
-    FENCED = "FENCED"
-    PREPARE_LEAVING = "PREPARE_LEAVING"
-    LEAVING = "LEAVING"
-    FATAL = "FATAL"
-    STALE = "STALE"
-
-    @property
-    def previous_valid_states(self) -> frozenset[MemberState]:
-        return _PREVIOUS_VALID_STATES[self]
-
-    def can_transition_to(self, next_state: MemberState) -> bool:
-        return next_state is self or self in next_state.previous_valid_states
-
-    @property
-    def can_handle_new_assignment(self) -> bool:
-        """True in the states where a member intends to stay in the group and reconcile."""
-        return self in _PREVIOUS_VALID_STATES[MemberState.RECONCILING]
-
-
 _S = MemberState
-_PREVIOUS_VALID_STATES: Final[Mapping[MemberState, frozenset[MemberState]]] = {
-    _S.UNSUBSCRIBED: frozenset({_S.PREPARE_LEAVING, _S.LEAVING, _S.FENCED}),
-    _S.JOINING: frozenset({_S.FENCED, _S.UNSUBSCRIBED, _S.STALE}),
-    _S.RECONCILING: frozenset({_S.STABLE, _S.JOINING, _S.ACKNOWLEDGING, _S.RECONCILING}),
-    _S.ACKNOWLEDGING: frozenset({_S.RECONCILING}),
-    _S.STABLE: frozenset({_S.JOINING, _S.ACKNOWLEDGING, _S.RECONCILING}),
-    _S.FENCED: frozenset(
-        {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.ACKNOWLEDGING, _S.PREPARE_LEAVING, _S.LEAVING}
-    ),
-    _S.PREPARE_LEAVING: frozenset(
-        {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.ACKNOWLEDGING, _S.UNSUBSCRIBED}
-    ),
-    _S.LEAVING: frozenset({_S.PREPARE_LEAVING}),
-    _S.FATAL: frozenset(
-        {
-            _S.JOINING,
-            _S.STABLE,
-            _S.RECONCILING,
-            _S.ACKNOWLEDGING,
-            _S.PREPARE_LEAVING,
-            _S.LEAVING,
-            _S.UNSUBSCRIBED,
-        }
-    ),
-    _S.STALE: frozenset({_S.LEAVING}),
-}
 
 # States in which no heartbeat is sent (Java shouldSkipHeartbeat).
 _SKIP_HEARTBEAT_STATES: Final = frozenset({_S.UNSUBSCRIBED, _S.FATAL, _S.STALE, _S.FENCED})
@@ -230,125 +192,6 @@ _SKIP_HEARTBEAT_STATES: Final = frozenset({_S.UNSUBSCRIBED, _S.FATAL, _S.STALE, 
 _NOT_IN_GROUP_STATES: Final = _SKIP_HEARTBEAT_STATES
 # States that heartbeat without waiting for the interval (Java shouldHeartbeatNow).
 _HEARTBEAT_NOW_STATES: Final = frozenset({_S.JOINING, _S.ACKNOWLEDGING, _S.LEAVING})
-
-
-class RebalanceCallback(enum.Enum):
-    """The ConsumerRebalanceListener method an ``Invoke*`` event stands for."""
-
-    ON_PARTITIONS_REVOKED = "onPartitionsRevoked"
-    ON_PARTITIONS_ASSIGNED = "onPartitionsAssigned"
-    ON_PARTITIONS_LOST = "onPartitionsLost"
-
-
-# -- Events published through PollResult.events ----------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class MemberEpochChanged:
-    """The member epoch changed; ``member_epoch`` is None when the member is not in the group.
-
-    The commit manager uses it for OffsetCommit/OffsetFetch (Java's MemberStateListener).
-    ``rebalancing`` (classic protocol only): the member is in a rebalance (JoinGroup or
-    SyncGroup in flight), so its generation is not usable; commits then fail with
-    RebalanceInProgressError, as Java's ``generationIfStable()``/``rebalanceInProgress()``.
-    """
-
-    member_id: str
-    member_epoch: int | None
-    rebalancing: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class AssignmentChanged:
-    """The partitions the member owns changed (the subscription state's assignment)."""
-
-    assignment: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True, slots=True)
-class NeedTopicNames:
-    """Resolve these topic ids to names (reply with ``on_topic_names``)."""
-
-    topic_ids: frozenset[str]
-
-
-@dataclass(frozen=True, slots=True)
-class PauseFetching:
-    """Stop fetching and returning records of these partitions now: they are being revoked."""
-
-    partitions: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True, slots=True)
-class CommitBeforeRevocation:
-    """Auto-commit the consumed positions before reconciling (reply with ``on_commit_done``).
-
-    ``partitions`` are the ones about to be revoked (possibly none); the commit is retried
-    until ``deadline_ms`` (now + rebalance timeout), as Java's maybeAutoCommitSyncBeforeRebalance.
-    """
-
-    partitions: frozenset[TopicPartition]
-    deadline_ms: int
-    commit_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class InvokeRevoked:
-    """Run onPartitionsRevoked(partitions); reply with ``on_callback_completed(callback_id)``."""
-
-    partitions: frozenset[TopicPartition]
-    callback_id: int
-    method: RebalanceCallback = RebalanceCallback.ON_PARTITIONS_REVOKED
-
-
-@dataclass(frozen=True, slots=True)
-class InvokeAssigned:
-    """Run onPartitionsAssigned(partitions) (the added ones; ``assignment`` is the full one).
-
-    Published even when nothing was added, as Java. Added partitions are not fetchable until
-    the reply arrives.
-    """
-
-    partitions: frozenset[TopicPartition]
-    assignment: frozenset[TopicPartition]
-    callback_id: int
-    method: RebalanceCallback = RebalanceCallback.ON_PARTITIONS_ASSIGNED
-
-
-@dataclass(frozen=True, slots=True)
-class InvokeLost:
-    """Run onPartitionsLost(partitions); reply with ``on_callback_completed(callback_id)``."""
-
-    partitions: frozenset[TopicPartition]
-    callback_id: int
-    method: RebalanceCallback = RebalanceCallback.ON_PARTITIONS_LOST
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorUnknown:
-    """The coordinator moved or went away: rediscover it (FindCoordinator)."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorEvent:
-    """An error for the user's next call. ``fatal``: the member is FATAL and will not recover.
-
-    ``consumer_protocol_unsupported`` is set when the broker does not support the consumer
-    group protocol (the consumer should say: use group.protocol=classic).
-    """
-
-    error: KafkaError
-    fatal: bool
-    consumer_protocol_unsupported: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveCompleted:
-    """The leave started by ``leave_group`` is over (response, failure, skipped or deadline)."""
-
-    timed_out: bool = False
 
 
 # -- Configuration and helpers ----------------------------------------------------------------
@@ -486,79 +329,6 @@ def _millis(delta: datetime.timedelta) -> int:
 
 def _default_member_id() -> str:
     return str(uuid.uuid4())
-
-
-class _GroupIdentity(Protocol):
-    @property
-    def group_id(self) -> str: ...
-    @property
-    def group_instance_id(self) -> str | None: ...
-
-
-class GroupMemberBase(EventOutbox):
-    """What a member owns under either group protocol, shared by the KIP-848 manager here and
-    the classic one (:mod:`kafka_actors.protocol.classic_membership`): the owned partitions
-    with those pending revocation or awaiting onPartitionsAssigned, the published events, the
-    id counter, and the events for pausing, assignment changes and rebalance callbacks.
-    Subclasses initialize the attributes in their ``__init__``."""
-
-    _config: _GroupIdentity
-    _assignment: frozenset[TopicPartition]
-    _pending_revocation: frozenset[TopicPartition]
-    _awaiting_callback: frozenset[TopicPartition]
-
-    @property
-    def group_id(self) -> str:
-        return self._config.group_id
-
-    @property
-    def group_instance_id(self) -> str | None:
-        return self._config.group_instance_id
-
-    @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        """The partitions the member owns now (including ones awaiting onPartitionsAssigned)."""
-        return self._assignment
-
-    @property
-    def partitions_awaiting_callback(self) -> frozenset[TopicPartition]:
-        """Owned partitions not fetchable yet: their onPartitionsAssigned has not completed."""
-        return self._awaiting_callback
-
-    @property
-    def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
-        """Owned partitions being revoked: no records of them may be returned."""
-        return self._pending_revocation
-
-    def _pause_fetching(self, partitions: frozenset[TopicPartition]) -> None:
-        new = partitions - self._pending_revocation
-        if new:
-            self._pending_revocation = self._pending_revocation | new
-            self._events.append(PauseFetching(new))
-
-    def _set_assignment(self, assignment: frozenset[TopicPartition]) -> None:
-        if assignment == self._assignment:
-            return
-        self._assignment = assignment
-        self._pending_revocation = self._pending_revocation & assignment
-        self._awaiting_callback = self._awaiting_callback & assignment
-        self._events.append(AssignmentChanged(assignment))
-
-    def _publish_callback(
-        self,
-        method: RebalanceCallback,
-        partitions: frozenset[TopicPartition],
-        callback_id: int,
-        assignment: frozenset[TopicPartition] = frozenset(),
-    ) -> None:
-        event: Any
-        if method is RebalanceCallback.ON_PARTITIONS_REVOKED:
-            event = InvokeRevoked(partitions, callback_id)
-        elif method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
-            event = InvokeAssigned(partitions, assignment, callback_id)
-        else:
-            event = InvokeLost(partitions, callback_id)
-        self._events.append(event)
 
 
 class ConsumerMembershipManager(GroupMemberBase):
