@@ -544,11 +544,6 @@ class CommitManager(EventOutbox):
         self._log.debug("auto_commit", offsets=_describe(consumed))
         self._commits.append(_Commit(_CommitKind.AUTO, consumed, self._close_deadline_ms))
 
-    def reset_auto_commit_timer(self, now_ms: int) -> None:
-        """Start a new auto-commit interval now (Java's ``resetAutoCommitTimer``)."""
-        if self._config.auto_commit_enabled:
-            self._auto_commit_due_ms = now_ms + self._config.auto_commit_interval_ms
-
     def on_commit_before_revocation(self, event: CommitBeforeRevocation) -> None:
         """Commit all consumed positions before the membership manager reconciles; publishes
         :class:`CommitForRevocationDone` with the event's ``commit_id``."""
