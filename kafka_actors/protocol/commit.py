@@ -299,7 +299,14 @@ class _Commit:
 
 
 class CommitManager(OffsetFetchRequests):
-    """OffsetCommit / OffsetFetch to the group coordinator (see the module docstring)."""
+    """OffsetCommit / OffsetFetch to the group coordinator (see the module docstring).
+
+    The OffsetFetch half is :class:`~kafka_actors.protocol.offset_fetch.OffsetFetchRequests`.
+    What stays here is a little over 600 lines because the five commit kinds (sync, async,
+    auto, before a revocation, on close) share one send / retry / complete path with the
+    coordinator and member bookkeeping and the request-manager contract of both halves;
+    splitting them further would spread one retry policy over several classes.
+    """
 
     def __init__(
         self,

@@ -238,7 +238,12 @@ class _SentValidation:
 
 
 class OffsetsManager(EventOutbox):
-    """ListOffsets lookups and position resets (see the module docstring)."""
+    """ListOffsets lookups and position resets (see the module docstring).
+
+    A little over 600 lines: user lookups (offsetsForTimes, beginning/end offsets), position
+    resets and position validation (OffsetsForLeaderEpoch) share the per-leader batching,
+    the retry backoff and the metadata-refresh requests, as Java's ``OffsetsRequestManager``.
+    """
 
     def __init__(
         self,
