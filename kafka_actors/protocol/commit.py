@@ -156,7 +156,7 @@ from kafka_actors.protocol.offset_fetch import (
     _Fetch,
     _trace_of,
 )
-from kafka_actors.protocol.request_state import retry_backoff
+from kafka_actors.protocol.request_state import RetriedRequest, retry_backoff
 from kafka_actors.protocol.requests import offset_commit_request
 from kafka_actors.protocol.subscription import SubscriptionState
 
@@ -281,19 +281,15 @@ _RETRIED_KINDS: Final = frozenset({_CommitKind.SYNC, _CommitKind.REVOCATION, _Co
 
 
 @dataclass(slots=True)
-class _Commit:
+class _Commit(RetriedRequest):
     kind: _CommitKind
     offsets: dict[TopicPartition, OffsetAndMetadata]
     deadline_ms: int | None
     request_key: Hashable = None
     trace_id: str | None = None
     commit_id: int | None = None  # REVOCATION: the membership manager's id
-    attempts: int = 0
-    retry_at_ms: int = 0
-    request_id: int | None = None
     topic_names: dict[uuid.UUID, str] = field(default_factory=dict)  # of the request in flight
     sent_epoch: int = -1  # the generation / member epoch the request in flight carries
-    last_error: KafkaError | None = None
     done: bool = False
     result: KafkaError | None = None
 
@@ -671,9 +667,8 @@ class CommitManager(OffsetFetchRequests):
             else {}
         )
         request_id = self._new_id()
-        commit.request_id = request_id
+        commit.on_send_attempt(request_id)
         commit.sent_epoch = -1 if self._member_epoch is None else self._member_epoch
-        commit.attempts += 1
         self._in_flight[request_id] = commit
         self._log.debug(
             "offset_commit_sent",
@@ -817,7 +812,7 @@ class CommitManager(OffsetFetchRequests):
             return
         # Retried after the backoff; a retry due after the deadline never goes out and the
         # commit fails with a timeout at the deadline (poll expires it).
-        commit.retry_at_ms = now_ms + self._backoff.backoff(commit.attempts - 1)
+        commit.schedule_retry(now_ms, self._backoff)
         self._log.debug(
             "offset_commit_retry",
             kind=commit.kind.value,

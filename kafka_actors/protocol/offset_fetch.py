@@ -41,7 +41,7 @@ from kafka_actors.protocol.messages import (
     TopicPartition,
     UnsentRequest,
 )
-from kafka_actors.protocol.request_state import EventOutbox
+from kafka_actors.protocol.request_state import EventOutbox, RetriedRequest
 from kafka_actors.protocol.requests import offset_fetch_request
 from kafka_actors.protocol.subscription import FetchPosition, FetchState, SubscriptionState
 
@@ -83,16 +83,12 @@ class _Waiter:
 
 
 @dataclass(slots=True)
-class _Fetch:
+class _Fetch(RetriedRequest):
     partitions: frozenset[TopicPartition]
     member: tuple[str, int | None]
     waiters: list[_Waiter]
     deadline_ms: int
-    attempts: int = 0
-    retry_at_ms: int = 0
-    request_id: int | None = None
     topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
-    last_error: KafkaError | None = None
     init_positions: bool = False  # apply the answer to the positions, even after the deadline
 
     @property
@@ -212,8 +208,7 @@ class OffsetFetchRequests(EventOutbox):
             else {}
         )
         request_id = self._new_id()
-        fetch.request_id = request_id
-        fetch.attempts += 1
+        fetch.on_send_attempt(request_id)
         self._in_flight[request_id] = fetch
         self._log.debug(
             "offset_fetch_sent",
@@ -326,7 +321,7 @@ class OffsetFetchRequests(EventOutbox):
             return
         # A retry uses the member identity of its time; one due after every caller's deadline
         # never goes out (the callers time out at their deadlines).
-        fetch.retry_at_ms = now_ms + self._backoff.backoff(fetch.attempts - 1)
+        fetch.schedule_retry(now_ms, self._backoff)
         fetch.member = self._member_key()
         self._log.debug("offset_fetch_retry", retry_at_ms=fetch.retry_at_ms, error=repr(error))
 

@@ -3,9 +3,10 @@
 Owns: :class:`ExponentialBackoff` (Java's ``org.apache.kafka.common.utils.ExponentialBackoff``),
 :class:`RequestState` (Java's consumer ``RequestState``: attempts since the last success, the
 time of the last response or failure and the backoff that follows it), :func:`retry_backoff`
-(the ``retry.backoff.ms`` / ``retry.backoff.max.ms`` backoff every manager uses) and
-:class:`EventOutbox` (the events a manager publishes through ``PollResult.events`` and its
-request-id counter).
+(the ``retry.backoff.ms`` / ``retry.backoff.max.ms`` backoff every manager uses),
+:class:`RetriedRequest` (one request a manager keeps several of and retries on its own:
+attempts, the request in flight, the next retry, the last error) and :class:`EventOutbox` (the
+events a manager publishes through ``PollResult.events`` and its request-id counter).
 
 May touch: nothing outside itself. Pure: the time is always a parameter (``now_ms``, monotonic
 milliseconds) and randomness (the backoff jitter) is injected as a ``() -> float`` in [0, 1).
@@ -15,7 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Final, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+if TYPE_CHECKING:
+    from kafka_actors.errors import KafkaError
 
 __all__ = [
     "RETRY_BACKOFF_JITTER",
@@ -23,6 +28,7 @@ __all__ = [
     "EventOutbox",
     "ExponentialBackoff",
     "RequestState",
+    "RetriedRequest",
     "retry_backoff",
 ]
 
@@ -159,6 +165,35 @@ class RequestState:
         self.backoff_ms = 0
         self.last_received_ms = None
         self.last_sent_ms = None
+
+
+@dataclass(slots=True, kw_only=True)
+class RetriedRequest:
+    """One request a manager keeps among several and retries on its own (a commit, an offset
+    fetch): Java's per-request ``RetriableRequestState`` (attempts, backoff, in flight).
+
+    Subclasses add what the request carries and its deadline. :meth:`on_send_attempt` counts
+    an attempt; :meth:`schedule_retry` sets the next one ``backoff.backoff(attempts - 1)``
+    after a failure.
+    """
+
+    attempts: int = 0
+    retry_at_ms: int = 0
+    request_id: int | None = None
+    last_error: KafkaError | None = None
+
+    @property
+    def in_flight(self) -> bool:
+        return self.request_id is not None
+
+    def on_send_attempt(self, request_id: int) -> None:
+        self.request_id = request_id
+        self.attempts += 1
+
+    def schedule_retry(self, now_ms: int, backoff: ExponentialBackoff) -> int:
+        """Retry after the backoff of this many failed attempts; returns the retry time."""
+        self.retry_at_ms = now_ms + backoff.backoff(self.attempts - 1)
+        return self.retry_at_ms
 
 
 class EventOutbox:
