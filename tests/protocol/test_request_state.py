@@ -6,6 +6,7 @@ from kafka_actors.protocol.request_state import (
     EventOutbox,
     ExponentialBackoff,
     RequestState,
+    RetriedRequest,
 )
 
 
@@ -40,3 +41,15 @@ def test_outbox_drains_in_order_and_ids_are_never_reused() -> None:
     assert box._drain_events() == ("a", "b")
     assert box._drain_events() == ()
     assert [box._new_id() for _ in range(3)] == [1, 2, 3]
+
+
+def test_retried_request_counts_sends_and_backs_off_by_them() -> None:
+    backoff = ExponentialBackoff(100, 2, 1_000, 0.0, lambda: 0.5)
+    request = RetriedRequest()
+    assert not request.in_flight
+    request.on_send_attempt(7)
+    assert request.in_flight and request.attempts == 1
+    request.request_id = None
+    assert request.schedule_retry(1_000, backoff) == 1_100  # backoff(attempts - 1)
+    request.on_send_attempt(8)
+    assert request.schedule_retry(2_000, backoff) == 2_200
