@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, Final, NoReturn
 
 __all__ = [
+    "NO_ERROR",
     "AuthenticationError",
     "AuthorizationError",
     "BrokersUnreachableError",
@@ -85,6 +86,9 @@ __all__ = [
     "error_for_code",
     "raise_for_code",
 ]
+
+#: The error code of a response (or an entry of one) that carries no error.
+NO_ERROR: Final = 0
 
 
 class KafkaError(Exception):

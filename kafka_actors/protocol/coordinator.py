@@ -51,8 +51,8 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.membership import ExponentialBackoff
 from kafka_actors.protocol.messages import ANY_NODE, PollResult, UnsentRequest
+from kafka_actors.protocol.request_state import EventOutbox, RequestState, retry_backoff
 from kafka_actors.protocol.requests import GROUP_KEY_TYPE, find_coordinator_request
 
 if TYPE_CHECKING:
@@ -67,7 +67,6 @@ __all__ = [
     "coordinator_connection_id",
 ]
 
-_GROUP_AUTHORIZATION_FAILED: Final = 30
 _INT32_MAX: Final = 2**31 - 1
 
 
@@ -128,7 +127,7 @@ class _Coordinator:
     port: int
 
 
-class CoordinatorManager:
+class CoordinatorManager(EventOutbox):
     """Finds and keeps the group coordinator (see the module docstring)."""
 
     def __init__(
@@ -141,18 +140,12 @@ class CoordinatorManager:
     ) -> None:
         self._config = config
         self._versions = versions
-        self._backoff = ExponentialBackoff(
-            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
-        )
         self._log = get_logger("coordinator", client_id=client_id, group_id=config.group_id)
-        self._events: list[Any] = []
-        self._next_id = 1
+        self._init_outbox()
         self._coordinator: _Coordinator | None = None
         self._in_flight: tuple[int, int] | None = None  # (request id, version)
         # RequestState: last response/failure time and the backoff that follows it.
-        self._last_received_ms: int | None = None
-        self._attempts = 0
-        self._backoff_ms = 0
+        self._request_state = RequestState(retry_backoff(config, random))
         self._time_marked_unknown_ms: int | None = None
         self._last_error: KafkaError | None = None
 
@@ -170,7 +163,7 @@ class CoordinatorManager:
 
     @property
     def failed_attempts(self) -> int:
-        return self._attempts
+        return self._request_state.attempts
 
     @property
     def last_error(self) -> KafkaError | None:
@@ -200,16 +193,15 @@ class CoordinatorManager:
     def poll(self, now_ms: int) -> PollResult:
         requests: tuple[UnsentRequest, ...] = ()
         if self._coordinator is None and self._in_flight is None:
-            if self._remaining_backoff_ms(now_ms) == 0:
+            if self._request_state.can_send_request(now_ms):
                 try:
                     requests = (self._send(),)
                 except KafkaError as exc:  # no common FindCoordinator version
                     self._on_error(exc, now_ms)
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         next_poll: int | None = None
         if self._coordinator is None and self._in_flight is None:
-            next_poll = self._remaining_backoff_ms(now_ms)
+            next_poll = self._request_state.remaining_backoff_ms(now_ms)
         return PollResult(requests=requests, time_until_next_poll_ms=next_poll, events=events)
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
@@ -235,7 +227,7 @@ class CoordinatorManager:
         code = int(entry.error_code)
         if code != 0:
             message = getattr(entry, "error_message", None)
-            if code == _GROUP_AUTHORIZATION_FAILED:
+            if code == GroupAuthorizationFailedError.code:
                 error: KafkaError = GroupAuthorizationFailedError(
                     f"Not authorized to access group {self._config.group_id!r}"
                     + (f": {message}" if message else "")
@@ -264,8 +256,7 @@ class CoordinatorManager:
         request = find_coordinator_request(
             version, key=self._config.group_id, key_type=GROUP_KEY_TYPE
         )
-        request_id = self._next_id
-        self._next_id += 1
+        request_id = self._new_id()
         self._in_flight = (request_id, version)
         self._log.debug("find_coordinator", version=version)
         return UnsentRequest(
@@ -276,9 +267,7 @@ class CoordinatorManager:
         )
 
     def _on_success(self, node_id: int, host: str, port: int, now_ms: int) -> None:
-        self._last_received_ms = now_ms
-        self._attempts = 0
-        self._backoff_ms = self._backoff.backoff(0)
+        self._request_state.on_successful_attempt(now_ms)
         self._last_error = None
         self._time_marked_unknown_ms = None
         self._coordinator = _Coordinator(node_id, host, port)
@@ -286,19 +275,12 @@ class CoordinatorManager:
         self._events.append(CoordinatorChanged(node_id, host, port, reason="discovered"))
 
     def _on_error(self, error: KafkaError, now_ms: int) -> None:
-        self._last_received_ms = now_ms
-        self._backoff_ms = self._backoff.backoff(self._attempts)
-        self._attempts += 1
+        backoff_ms = self._request_state.on_failed_attempt(now_ms)
         if error.retriable:
             self._log.debug(
-                "find_coordinator_retriable_error", error=repr(error), backoff_ms=self._backoff_ms
+                "find_coordinator_retriable_error", error=repr(error), backoff_ms=backoff_ms
             )
             return
-        self._log.warning("find_coordinator_failed", error=repr(error), backoff_ms=self._backoff_ms)
+        self._log.warning("find_coordinator_failed", error=repr(error), backoff_ms=backoff_ms)
         self._last_error = error
         self._events.append(CoordinatorErrorEvent(error))
-
-    def _remaining_backoff_ms(self, now_ms: int) -> int:
-        if self._last_received_ms is None:
-            return 0
-        return max(0, self._last_received_ms + self._backoff_ms - now_ms)

@@ -9,6 +9,11 @@ fetch actor, never in the NetworkActor), :meth:`FetchManager.collect` (records h
 for partitions still owned, fetchable and at the position the data continues), the reaction to
 per-partition Fetch errors, and fetch metrics. It follows the Java client's ``AbstractFetch`` /
 ``FetchCollector`` / ``FetchBuffer`` (Kafka 4.x) — facts only.
+The parts live in their own modules, as Java's: the per-node session in
+:mod:`kafka_actors.protocol.fetch_session`, the buffer and :meth:`~FetchManager.collect` in
+:mod:`kafka_actors.protocol.fetch_buffer` (:class:`FetchManager` derives from its
+:class:`~kafka_actors.protocol.fetch_buffer.FetchBuffer`); this module keeps the requests,
+the responses and the metrics, and re-exports the public names.
 
 May touch: the shared :class:`~kafka_actors.protocol.subscription.SubscriptionState` (positions,
 high watermark / last stable offset / log start offset, preferred read replicas, offset resets),
@@ -75,28 +80,49 @@ Choices, in one place:
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from kafka_actors.errors import (
+    NO_ERROR,
+    FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
+    FetchSessionTopicIdError,
+    InconsistentTopicIdError,
+    InvalidFetchSessionEpochError,
     KafkaError,
+    KafkaStorageError,
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
+    ReplicaNotAvailableError,
+    TopicAuthorizationFailedError,
+    UnknownLeaderEpochError,
+    UnknownServerError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
     error_for_code,
 )
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.fetch_buffer import FetchBuffer, FetchResult, _CompletedFetch
+from kafka_actors.protocol.fetch_session import (
+    _MIN_SESSION_VERSION,
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchSessionHandler,
+    SessionRequest,
+)
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
 from kafka_actors.protocol.records import (
     DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
-    ConsumerRecord,
-    DecodedRecords,
-    decode_records,
-    slice_records,
 )
+from kafka_actors.protocol.request_state import EventOutbox
 from kafka_actors.protocol.requests import FetchPartition, ForgottenTopic, fetch_request
 from kafka_actors.protocol.subscription import (
     FetchPosition,
@@ -126,10 +152,6 @@ __all__ = [
     "SessionRequest",
 ]
 
-INVALID_SESSION_ID: Final = 0
-INITIAL_EPOCH: Final = 0
-FINAL_EPOCH: Final = -1
-_MIN_SESSION_VERSION: Final = 7
 _MIN_TOPIC_ID_VERSION: Final = 13
 #: While a node whose Fetch failed unanswered leads a fetchable partition, metadata is refreshed
 #: this often (Java's default retry.backoff.max.ms; Java's NetworkClient requests an update at
@@ -137,29 +159,26 @@ _MIN_TOPIC_ID_VERSION: Final = 13
 _UNREACHABLE_LEADER_REFRESH_MS: Final = 1_000
 
 # Fetch error codes, by reaction.
-_NONE: Final = 0
-_UNKNOWN_SERVER_ERROR: Final = -1
-_OFFSET_OUT_OF_RANGE: Final = 1
-_TOPIC_AUTHORIZATION_FAILED: Final = 29
-_FETCH_SESSION_ID_NOT_FOUND: Final = 70
-_INVALID_FETCH_SESSION_EPOCH: Final = 71
-_FETCH_SESSION_TOPIC_ID_ERROR: Final = 106
 _SESSION_ERRORS: Final = frozenset(
-    {_FETCH_SESSION_ID_NOT_FOUND, _INVALID_FETCH_SESSION_EPOCH, _FETCH_SESSION_TOPIC_ID_ERROR}
+    {
+        FetchSessionIdNotFoundError.code,
+        InvalidFetchSessionEpochError.code,
+        FetchSessionTopicIdError.code,
+    }
 )
 #: Partition errors answered by a metadata refresh, then a retry (Java requestMetadataUpdate).
 _REFRESH_METADATA_ERRORS: Final = frozenset(
     {
-        3,  # UNKNOWN_TOPIC_OR_PARTITION
-        5,  # LEADER_NOT_AVAILABLE
-        6,  # NOT_LEADER_OR_FOLLOWER
-        9,  # REPLICA_NOT_AVAILABLE
-        56,  # KAFKA_STORAGE_ERROR
-        74,  # FENCED_LEADER_EPOCH
-        75,  # UNKNOWN_LEADER_EPOCH
-        78,  # OFFSET_NOT_AVAILABLE
-        100,  # UNKNOWN_TOPIC_ID
-        103,  # INCONSISTENT_TOPIC_ID
+        UnknownTopicOrPartitionError.code,
+        LeaderNotAvailableError.code,
+        NotLeaderOrFollowerError.code,
+        ReplicaNotAvailableError.code,
+        KafkaStorageError.code,
+        FencedLeaderEpochError.code,
+        UnknownLeaderEpochError.code,
+        OffsetNotAvailableError.code,
+        UnknownTopicIdError.code,
+        InconsistentTopicIdError.code,
     }
 )
 
@@ -267,61 +286,6 @@ class MetadataRefreshNeeded:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchResult:
-    """What :meth:`FetchManager.collect` hands out.
-
-    ``records``: per partition, in offset order; ``positions``: the new position of every
-    partition records were taken from (or that advanced past control / aborted batches);
-    ``error``: a typed error for the application, set only when no record is handed out.
-    """
-
-    records: Mapping[TopicPartition, tuple[ConsumerRecord, ...]] = field(default_factory=dict)
-    positions: Mapping[TopicPartition, FetchPosition] = field(default_factory=dict)
-    error: KafkaError | None = None
-    #: SubscriptionState.assignment_id when the result was collected.
-    assignment_id: int = 0
-
-    def still_owned(self, subscriptions: SubscriptionState) -> FetchResult:
-        """This result without the records of partitions that, since it was collected, stopped
-        being fetchable or moved (a seek): what may still be handed to the application. The
-        same result when the assignment did not change and every position is as collected."""
-        keep: dict[TopicPartition, tuple[ConsumerRecord, ...]] = {}
-        for tp, recs in self.records.items():
-            collected = self.positions.get(tp)
-            state = subscriptions.partition_state(tp)
-            # A partition whose position awaits validation since (its leader changed,
-            # KIP-320) still owns the records collected before: they were read from the log
-            # as it was, and the position after them is the one being validated.
-            if (
-                collected is not None
-                and state is not None
-                and state.position is not None
-                and state.has_position
-                and not state.paused
-                and not state.pending_revocation
-                and not state.pending_on_assigned_callback
-                and state.position.offset == collected.offset
-            ):
-                keep[tp] = recs
-        if len(keep) == len(self.records) and subscriptions.assignment_id == self.assignment_id:
-            return self
-        return FetchResult(
-            records=keep,
-            positions={tp: p for tp, p in self.positions.items() if tp in keep},
-            error=self.error,
-            assignment_id=subscriptions.assignment_id,
-        )
-
-    @property
-    def record_count(self) -> int:
-        return sum(len(r) for r in self.records.values())
-
-    def raise_error(self) -> None:
-        if self.error is not None:
-            raise self.error
-
-
-@dataclass(frozen=True, slots=True)
 class FetchMetrics:
     """Counters and timestamps (``now_ms`` values) so the facade can derive rates."""
 
@@ -362,187 +326,7 @@ class FetchMetrics:
 # -- fetch sessions (KIP-227) ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SessionRequest:
-    """What one Fetch request to a node carries (built by :class:`FetchSessionHandler`)."""
-
-    session_id: int
-    epoch: int
-    to_send: tuple[FetchPartition, ...]
-    to_forget: tuple[TopicPartition, ...]
-    #: Every partition in the session once the request is applied (to read the response).
-    session_partitions: Mapping[TopicPartition, FetchPartition]
-
-    @property
-    def is_full(self) -> bool:
-        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
-
-
-def _same_fetch(a: FetchPartition, b: FetchPartition) -> bool:
-    return a == b
-
-
-class FetchSessionHandler:
-    """The client side of one node's incremental fetch session (KIP-227).
-
-    ``build(next)`` turns the partitions wanted now into a request: a full one (every
-    partition) at epoch 0 — creating a session, or closing session ``session_id`` and creating
-    a new one — or an incremental one carrying only the partitions added or changed and
-    forgetting those removed. ``handle_response`` / ``handle_error`` move the session on.
-    """
-
-    def __init__(self, node: int) -> None:
-        self.node = node
-        self.session_id = INVALID_SESSION_ID
-        self.epoch = INITIAL_EPOCH
-        self._partitions: dict[TopicPartition, FetchPartition] = {}
-        self._topic_ids: dict[str, str] = {}
-
-    @property
-    def is_full(self) -> bool:
-        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
-
-    @property
-    def session_partitions(self) -> Mapping[TopicPartition, FetchPartition]:
-        return dict(self._partitions)
-
-    @property
-    def session_topic_ids(self) -> Mapping[str, str]:
-        return dict(self._topic_ids)
-
-    def build(
-        self,
-        wanted: Mapping[TopicPartition, FetchPartition],
-        topic_ids: Mapping[str, str] | None = None,
-    ) -> SessionRequest:
-        """The request for ``wanted`` (in order). ``topic_ids``: the ids the request names
-        topics by (v13+); a session partition whose topic id changed forces a full fetch."""
-        ids = dict(topic_ids or {})
-        if not self.is_full and any(
-            self._topic_ids.get(tp.topic) not in (None, ids.get(tp.topic))
-            for tp in wanted
-            if tp in self._partitions
-        ):
-            self.epoch = INITIAL_EPOCH  # close the existing session, open a new one
-        if self.is_full:
-            self._partitions = dict(wanted)
-            self._topic_ids = {t: i for t, i in ids.items() if any(tp.topic == t for tp in wanted)}
-            return SessionRequest(
-                self.session_id,
-                self.epoch,
-                tuple(wanted.values()),
-                (),
-                dict(self._partitions),
-            )
-        to_send: list[FetchPartition] = []
-        to_forget = [tp for tp in self._partitions if tp not in wanted]
-        for tp in to_forget:
-            del self._partitions[tp]
-        for tp, data in wanted.items():
-            previous = self._partitions.get(tp)
-            if previous is None or not _same_fetch(previous, data):
-                to_send.append(data)
-            self._partitions[tp] = data
-        topics = {tp.topic for tp in self._partitions} | {tp.topic for tp in to_forget}
-        self._topic_ids = {t: i for t, i in {**self._topic_ids, **ids}.items() if t in topics}
-        return SessionRequest(
-            self.session_id,
-            self.epoch,
-            tuple(to_send),
-            tuple(to_forget),
-            dict(self._partitions),
-        )
-
-    def handle_response(
-        self,
-        error_code: int,
-        response_session_id: int,
-        response_partitions: Iterable[TopicPartition],
-        *,
-        throttled: bool = False,
-    ) -> bool:
-        """Move the session on after a response; False when its data must not be used."""
-        if error_code != _NONE:
-            if error_code == _FETCH_SESSION_ID_NOT_FOUND:
-                self._reset()
-            else:
-                self.epoch = INITIAL_EPOCH  # close the existing session, try a new one
-            return False
-        got = set(response_partitions)
-        if self.is_full:
-            if not got and throttled:
-                self._reset()  # KIP-219: an empty full response only says "throttled"
-                return False
-            if got != set(self._partitions):
-                self._reset()
-                return False
-            if response_session_id == INVALID_SESSION_ID:
-                self._reset_keep_partitions()
-            else:
-                self.session_id = response_session_id
-                self.epoch = 1
-            return True
-        if not got <= set(self._partitions):
-            self.epoch = INITIAL_EPOCH
-            return False
-        if response_session_id == INVALID_SESSION_ID:
-            self._reset_keep_partitions()  # the broker closed the session
-        else:
-            self.epoch = _next_epoch(self.epoch)
-        return True
-
-    def handle_error(self) -> None:
-        """The request failed (disconnect, timeout): close the session next time, try anew."""
-        self.epoch = INITIAL_EPOCH
-
-    def close_request(self) -> SessionRequest:
-        """The request closing the session (epoch -1, no partitions); the handler starts
-        over afterwards."""
-        request = SessionRequest(self.session_id, FINAL_EPOCH, (), (), {})
-        self._reset()
-        return request
-
-    def _reset(self) -> None:
-        self.session_id = INVALID_SESSION_ID
-        self.epoch = INITIAL_EPOCH
-        self._partitions = {}
-        self._topic_ids = {}
-
-    def _reset_keep_partitions(self) -> None:
-        self.session_id = INVALID_SESSION_ID
-        self.epoch = INITIAL_EPOCH
-
-
-def _next_epoch(epoch: int) -> int:
-    # Epochs wrap from 2^31-1 to 1 (0 is the initial epoch, never reused).
-    return 1 if epoch >= 2**31 - 1 else epoch + 1
-
-
 # -- buffered data --------------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class _CompletedFetch:
-    """One partition's data (or error) from one response, waiting in the buffer."""
-
-    tp: TopicPartition
-    fetch_offset: int
-    data: bytes
-    aborted: tuple[Any, ...] | None
-    node: int
-    error: KafkaError | None = None
-    decoded: DecodedRecords | None = None
-    index: int = 0
-    #: The offset the partition's position must be at for this data to continue it.
-    next_offset: int = 0
-    last_epoch: int | None = None
-    #: Where the position will be once this data is consumed (after its last complete batch,
-    #: from the batch headers); None: not known (an error, no complete batch, fetch ahead off).
-    end_offset: int | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
 
 
 @dataclass(slots=True)
@@ -560,7 +344,7 @@ class _InFlight:
 # -- the manager ---------------------------------------------------------------------------
 
 
-class FetchManager:
+class FetchManager(FetchBuffer, EventOutbox):
     """The pure fetch state machine (see the module docstring)."""
 
     def __init__(
@@ -588,8 +372,7 @@ class FetchManager:
         self._awaiting_metadata: set[TopicPartition] = set()
         self._completed: deque[_CompletedFetch] = deque()
         self._buffered_bytes = 0
-        self._events: list[Any] = []
-        self._request_ids = itertools.count(1)
+        self._init_outbox()
         self._last_assignment_id = -1
         self._closing = False
         self._log = get_logger("fetch", client_id=client_id, group_id=group_id)
@@ -622,18 +405,6 @@ class FetchManager:
     @property
     def config(self) -> FetchConfig:
         return self._config
-
-    @property
-    def buffered_bytes(self) -> int:
-        return self._buffered_bytes
-
-    @property
-    def bytes_consumed(self) -> int:
-        """Raw record bytes of the fetched data handed out so far (counted when drained)."""
-        return self._m_bytes
-
-    def buffered_partitions(self) -> frozenset[TopicPartition]:
-        return frozenset(cf.tp for cf in self._completed)
 
     def session(self, node: int) -> FetchSessionHandler | None:
         return self._sessions.get(node)
@@ -685,8 +456,7 @@ class FetchManager:
         else:
             requests = self._prepare_fetches(now_ms)
         refresh_in = self._refresh_unreachable_leaders(now_ms)
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         wait = self._time_until_next_poll(now_ms)
         if refresh_in is not None:
             wait = refresh_in if wait is None else min(wait, refresh_in)
@@ -872,7 +642,7 @@ class FetchManager:
             rack_id=self._config.client_rack,
             topic_ids=ids_used if version >= _MIN_TOPIC_ID_VERSION else None,
         )
-        request_id = next(self._request_ids)
+        request_id = self._new_id()
         self._in_flight[request_id] = _InFlight(
             node=node,
             version=version,
@@ -923,7 +693,7 @@ class FetchManager:
             rack_id=self._config.client_rack,
             topic_ids={},
         )
-        request_id = next(self._request_ids)
+        request_id = self._new_id()
         self._in_flight[request_id] = _InFlight(
             node=node,
             version=version,
@@ -979,7 +749,7 @@ class FetchManager:
         self._node_backoff_until.pop(in_flight.node, None)
         self._unanswered.pop(in_flight.node, None)
         node = in_flight.node
-        top_error = int(getattr(response, "error_code", _NONE))  # v7+
+        top_error = int(getattr(response, "error_code", NO_ERROR))  # v7+
         data: list[tuple[TopicPartition, Any]] = []
         unknown_ids = False
         for topic in response.responses:
@@ -1004,8 +774,8 @@ class FetchManager:
                 in_flight.session.handle_error()
                 accepted = False
         else:
-            accepted = top_error == _NONE
-        if top_error != _NONE:
+            accepted = top_error == NO_ERROR
+        if top_error != NO_ERROR:
             if top_error not in _SESSION_ERRORS:
                 self._node_backoff_until[node] = now_ms + self._config.retry_backoff_ms
             self._log.info("fetch_error", node=node, error_code=top_error)
@@ -1040,7 +810,7 @@ class FetchManager:
             and state.has_valid_position
             and state.position.offset == fetch_offset
         )
-        if code == _NONE:
+        if code == NO_ERROR:
             if not at_position and not (state is not None and self._chain_end(tp) == fetch_offset):
                 return  # fetched before a seek / reset / revocation: stale
             self._subs.update_partition_offsets(
@@ -1084,7 +854,7 @@ class FetchManager:
             refresh.append(tp)
             self._log.debug("fetch_partition_refresh", partition=str(tp), error_code=code)
             return
-        if code == _OFFSET_OUT_OF_RANGE:
+        if code == OffsetOutOfRangeError.code:
             if self._subs.clear_preferred_read_replica(tp) is not None:
                 return  # fetched from a follower: try the leader before resetting
             if not at_position:
@@ -1101,7 +871,7 @@ class FetchManager:
                 partition=tp.partition,
                 offset=fetch_offset,
             )
-        elif code == _UNKNOWN_SERVER_ERROR:
+        elif code == UnknownServerError.code:
             self._log.warning("fetch_unknown_server_error", partition=str(tp))
             return
         else:
@@ -1110,7 +880,7 @@ class FetchManager:
             error = error_for_code(
                 code, topic=tp.topic, partition=tp.partition, offset=fetch_offset
             )
-            if code == _TOPIC_AUTHORIZATION_FAILED:
+            if code == TopicAuthorizationFailedError.code:
                 error = error_for_code(
                     code,
                     f"Not authorized to read topic {tp.topic}",
@@ -1135,204 +905,6 @@ class FetchManager:
             del self._in_flight_nodes[in_flight.node]
         return in_flight
 
-    def _add_completed(self, cf: _CompletedFetch) -> None:
-        self._completed.append(cf)
-        self._buffered_bytes += cf.size
-
-    def _release(self, cf: _CompletedFetch) -> None:
-        self._buffered_bytes -= cf.size
-
-    def _drop_stale_buffered(self) -> None:
-        """Free buffered data that can never be handed out: partitions no longer assigned,
-        pending revocation, or no longer at the offset the data continues."""
-        kept: deque[_CompletedFetch] = deque()
-        ends: dict[TopicPartition, int | None] = {}
-        for cf in self._completed:
-            if self._usable(cf, ignore_pause=True) or self._chained(cf, ends):
-                kept.append(cf)
-                ends[cf.tp] = cf.end_offset if cf.error is None else None
-            else:
-                self._release(cf)
-        self._completed = kept
-
-    def _chained(self, cf: _CompletedFetch, ends: Mapping[TopicPartition, int | None]) -> bool:
-        """Whether ``cf`` continues the data before it (fetch ahead) of a partition still
-        owned; ``ends``: where the data kept so far of each partition ends."""
-        end = ends.get(cf.tp)
-        if end is None or end != cf.next_offset:
-            return False
-        state = self._subs.partition_state(cf.tp)
-        return not (
-            state is None
-            or not state.has_valid_position
-            or state.pending_revocation
-            or state.pending_on_assigned_callback
-        )
-
-    def _chains(self) -> dict[TopicPartition, tuple[int, int | None]]:
-        """Per buffered partition: (buffered responses, where the last one's data ends)."""
-        chains: dict[TopicPartition, tuple[int, int | None]] = {}
-        for cf in self._completed:
-            count = chains[cf.tp][0] if cf.tp in chains else 0
-            chains[cf.tp] = (count + 1, cf.end_offset if cf.error is None else None)
-        return chains
-
-    def _chain_end(self, tp: TopicPartition) -> int | None:
-        end: int | None = None
-        for cf in self._completed:
-            if cf.tp == tp:
-                end = cf.end_offset if cf.error is None else None
-        return end
-
-    def _usable(self, cf: _CompletedFetch, *, ignore_pause: bool) -> bool:
-        state = self._subs.partition_state(cf.tp)
-        if state is None or state.position is None or not state.has_valid_position:
-            return False
-        if state.pending_revocation or state.pending_on_assigned_callback:
-            return False
-        if state.paused and not ignore_pause:
-            return False
-        return state.position.offset == cf.next_offset
-
-    # -- collect -----------------------------------------------------------------------------
-
-    def collect(self, max_records: int | None = None) -> FetchResult:
-        """Hand out up to ``max_records`` (default max.poll.records) buffered records.
-
-        Only partitions assigned, fetchable and at the offset the buffered data continues are
-        served; other data is discarded (stale), except that of paused partitions, which is
-        kept until they are resumed. Positions advance in SubscriptionState as records are
-        handed out (atomically: a concurrent seek wins and the records are dropped); consumed
-        positions do not (the front end moves them as it returns the records), except over
-        batches without records when nothing before them waits to be returned.
-        """
-        limit = self._config.max_poll_records if max_records is None else max_records
-        if limit <= 0:
-            raise ValueError("max_records must be positive")
-        assignment_id = self._subs.assignment_id
-        records: dict[TopicPartition, list[ConsumerRecord]] = {}
-        positions: dict[TopicPartition, FetchPosition] = {}
-        paused: list[_CompletedFetch] = []
-        paused_ends: dict[TopicPartition, int | None] = {}
-        remaining = limit
-        error: KafkaError | None = None
-        collected_bytes: dict[str, int] = {}
-        self.last_collect_bytes = collected_bytes
-        while remaining > 0 and self._completed:
-            cf = self._completed[0]
-            state = self._subs.partition_state(cf.tp)
-            if (
-                state is not None
-                and state.paused
-                and (self._usable(cf, ignore_pause=True) or self._chained(cf, paused_ends))
-            ):
-                paused.append(self._completed.popleft())
-                paused_ends[cf.tp] = cf.end_offset if cf.error is None else None
-                continue
-            if not self._usable(cf, ignore_pause=False):
-                self._release(self._completed.popleft())
-                continue
-            if cf.error is not None and cf.decoded is None:
-                # A partition error from the response (no data).
-                if records:
-                    break
-                self._release(self._completed.popleft())
-                error = cf.error
-                break
-            if cf.decoded is None:
-                cf.decoded = decode_records(
-                    cf.data,
-                    cf.tp.topic,
-                    cf.tp.partition,
-                    fetch_offset=cf.fetch_offset,
-                    check_crcs=self._config.check_crcs,
-                    isolation_level=self._config.isolation_level,
-                    aborted_transactions=cf.aborted,
-                    partial_on_error=True,
-                    max_decompressed_size=self._config.max_decompressed_batch_bytes,
-                    materialize=True,
-                )
-            decoded = cf.decoded
-            taken, new_position, drained = self._take_records(cf, remaining)
-            if new_position is not None and state is not None and state.position is not None:
-                new_position = replace(new_position, current_leader=state.position.current_leader)
-            if new_position is not None:
-                if self._subs.advance_position(cf.tp, cf.next_offset, new_position):
-                    if not taken:  # nothing to return: the consumed position may follow
-                        self._subs.advance_consumed(cf.tp, new_position, from_offset=cf.next_offset)
-                    cf.next_offset = new_position.offset
-                    cf.last_epoch = new_position.offset_epoch
-                    positions[cf.tp] = new_position
-                    if taken:
-                        records.setdefault(cf.tp, []).extend(taken)
-                        remaining -= len(taken)
-                        self._m_records += len(taken)
-                else:
-                    self._release(self._completed.popleft())  # a seek came first
-                    continue
-            if not drained:
-                continue
-            if decoded.error is not None:
-                # Records before the bad batch are out; the error is raised while the
-                # position stays at the bad batch (the user may seek past it).
-                if records:
-                    break
-                error = _with_context(decoded.error, cf.tp, cf.next_offset)
-                break
-            self._release(self._completed.popleft())
-            self._m_bytes += cf.size
-            collected_bytes[cf.tp.topic] = collected_bytes.get(cf.tp.topic, 0) + cf.size
-            if decoded.bytes_consumed == 0:
-                self._log.debug("fetch_no_progress", partition=str(cf.tp), offset=cf.fetch_offset)
-            self._subs.move_partition_to_end(cf.tp)
-        # Paused partitions' data goes back, in order, after what is left.
-        self._completed.extend(paused)
-        lags: dict[TopicPartition, int] = {}
-        leads: dict[TopicPartition, int] = {}
-        for tp in positions:
-            lag = self._subs.partition_lag(tp, self._config.isolation_level)
-            if lag is not None:
-                self._m_lag[tp] = lags[tp] = lag
-            lead = self._subs.partition_lead(tp)
-            if lead is not None:
-                leads[tp] = lead
-        self.last_collect_lag, self.last_collect_lead = lags, leads
-        for tp in list(self._m_lag):
-            if not self._subs.is_assigned(tp):
-                del self._m_lag[tp]
-        return FetchResult(
-            records={tp: tuple(r) for tp, r in records.items()},
-            positions=positions,
-            error=error if not records else None,
-            assignment_id=assignment_id,
-        )
-
-    def _take_records(
-        self, cf: _CompletedFetch, limit: int
-    ) -> tuple[list[ConsumerRecord], FetchPosition | None, bool]:
-        """Up to ``limit`` records from ``cf``: (records, new position or None, drained)."""
-        decoded = cf.decoded
-        assert decoded is not None
-        total = len(decoded)
-        start = cf.index
-        end = min(total, start + limit)
-        taken: list[ConsumerRecord] = []
-        epoch = cf.last_epoch
-        next_offset = cf.next_offset
-        if end > start:
-            taken = _slice(decoded, start, end)
-            last = taken[-1]
-            next_offset = last.offset + 1
-            epoch = last.leader_epoch if last.leader_epoch is not None else epoch
-            cf.index = end
-        drained = cf.index >= total
-        if drained:
-            # Past trailing control / aborted batches; with an error: up to the bad batch.
-            next_offset = max(next_offset, decoded.next_fetch_offset)
-        if next_offset == cf.next_offset:
-            return taken, None, drained
-        return taken, FetchPosition(next_offset, epoch), drained
-
     # -- metrics -----------------------------------------------------------------------------
 
     def metrics(self) -> FetchMetrics:
@@ -1353,12 +925,6 @@ class FetchManager:
             buffered_bytes=self._buffered_bytes,
             records_lag=dict(self._m_lag),
         )
-
-
-def _slice(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
-    """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords (built in C on the
-    native record path; see records.slice_records)."""
-    return slice_records(decoded, start, end)
 
 
 _BATCH_START = struct.Struct(">qi")  # baseOffset, batchLength
@@ -1384,16 +950,6 @@ def _data_end_offset(data: bytes, fetch_offset: int) -> int | None:
         end_offset = max(end_offset, base_offset + delta + 1)
         pos = end
     return end_offset if end_offset > fetch_offset else None
-
-
-def _with_context(error: KafkaError, tp: TopicPartition, offset: int) -> KafkaError:
-    if error.topic is None:
-        error.topic = tp.topic
-    if error.partition is None:
-        error.partition = tp.partition
-    if error.offset is None:
-        error.offset = offset
-    return error
 
 
 def _forgotten_topics(partitions: Sequence[TopicPartition]) -> list[ForgottenTopic]:

@@ -7,6 +7,13 @@ reconciliation of target assignments (topic ids resolved to names, revoke then a
 rebalance-callback protocol with the application, leaving the group, and the poll timer
 (``max.poll.interval.ms``). It is the pure core of the membership actor; it follows the Java
 client's ``ConsumerMembershipManager`` / ``ConsumerHeartbeatRequestManager`` (Kafka 4.x).
+The manager is built from parts, as Java's: the heartbeat (schedule, request fields, answers)
+is :class:`~kafka_actors.protocol.heartbeat.HeartbeatRequests`, the reconciliation and the
+rebalance callbacks :class:`~kafka_actors.protocol.reconciliation.AssignmentReconciler`; this
+module keeps the states' transitions, the inputs and the request-manager contract. The states
+are in :mod:`kafka_actors.protocol.member_state`, the events in
+:mod:`kafka_actors.protocol.group_events` and the owned-partition bookkeeping both protocols
+share in :mod:`kafka_actors.protocol.group_member`; the public names are re-exported here.
 
 May touch: nothing outside itself. No threads, sockets or clocks: the current time is always a
 parameter (``now_ms``, monotonic milliseconds) and randomness (backoff jitter) is injected.
@@ -60,36 +67,62 @@ Choices where Java leaves room (or where this design differs), in one place:
 from __future__ import annotations
 
 import datetime
-import enum
-import math
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
-
-from kio.schema.consumer_group_heartbeat.v0 import request as _hb_v0
-from kio.schema.consumer_group_heartbeat.v1 import request as _hb_v1
-from kio.schema.types import GroupId, TopicName
-from kio.static.primitive import i32, i32Timedelta
+from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.errors import (
     ConfigError,
     FatalConsumerError,
-    GroupAuthorizationFailedError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     UnsupportedVersionError,
-    error_class_for_code,
-    error_for_code,
 )
 from kafka_actors.log import get_logger
+from kafka_actors.protocol.group_events import (
+    AssignmentChanged,
+    CommitBeforeRevocation,
+    CoordinatorUnknown,
+    ErrorEvent,
+    InvokeAssigned,
+    InvokeLost,
+    InvokeRevoked,
+    LeaveCompleted,
+    MemberEpochChanged,
+    NeedTopicNames,
+    PauseFetching,
+    RebalanceCallback,
+)
+from kafka_actors.protocol.group_member import GroupMemberBase
+from kafka_actors.protocol.heartbeat import (
+    _HEARTBEAT_NOW_STATES,
+    _NOT_IN_GROUP_STATES,
+    _SKIP_HEARTBEAT_STATES,
+    CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG,
+    HeartbeatRequests,
+    _InFlight,
+    _RequestKind,
+    _SentFields,
+)
+from kafka_actors.protocol.member_state import IllegalStateTransitionError, MemberState
 from kafka_actors.protocol.messages import (
-    COORDINATOR_NODE,
     PollResult,
     TopicPartition,
-    UnsentRequest,
+)
+from kafka_actors.protocol.reconciliation import (
+    NONE_ASSIGNMENT,
+    LocalAssignment,
+    _CallbackPurpose,
+    _PendingCallback,
+    _Reconciliation,
+)
+from kafka_actors.protocol.request_state import (
+    ExponentialBackoff,
+    RequestState,
+    retry_backoff,
 )
 
 if TYPE_CHECKING:
@@ -106,6 +139,7 @@ __all__ = [
     "CoordinatorUnknown",
     "ErrorEvent",
     "ExponentialBackoff",
+    "GroupMemberBase",
     "IllegalStateTransitionError",
     "InvokeAssigned",
     "InvokeLost",
@@ -123,224 +157,6 @@ __all__ = [
 JOIN_GROUP_MEMBER_EPOCH: Final = 0
 LEAVE_GROUP_MEMBER_EPOCH: Final = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
-
-CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG: Final = (
-    "The broker does not support the consumer group protocol (KIP-848). "
-    "Set group.protocol=classic to use the classic protocol until the cluster is upgraded."
-)
-_REGEX_NOT_SUPPORTED_MSG: Final = (
-    "Subscribing to a regular expression needs ConsumerGroupHeartbeat version 1 or newer; "
-    "the broker only supports version 0. Upgrade the cluster or subscribe to topic names."
-)
-
-# Heartbeat error codes (Kafka's Errors), by the reaction they get.
-_NOT_COORDINATOR: Final = 16
-_COORDINATOR_NOT_AVAILABLE: Final = 15
-_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
-_UNKNOWN_MEMBER_ID: Final = 25
-_FENCED_MEMBER_EPOCH: Final = 110
-_TOPIC_AUTHORIZATION_FAILED: Final = 29
-_GROUP_AUTHORIZATION_FAILED: Final = 30
-_UNSUPPORTED_VERSION: Final = 35
-_FATAL_CODES: Final = frozenset(
-    {
-        _GROUP_AUTHORIZATION_FAILED,
-        42,  # INVALID_REQUEST
-        81,  # GROUP_MAX_SIZE_REACHED
-        112,  # UNSUPPORTED_ASSIGNOR
-        111,  # UNRELEASED_INSTANCE_ID
-        82,  # FENCED_INSTANCE_ID
-        128,  # INVALID_REGULAR_EXPRESSION
-        _UNSUPPORTED_VERSION,
-    }
-)
-
-
-class IllegalStateTransitionError(RuntimeError):
-    """A transition the member state machine does not allow: a bug (Java IllegalStateException)."""
-
-
-class MemberState(enum.Enum):
-    """The member's state in its consumer group (Java's ``MemberState``)."""
-
-    UNSUBSCRIBED = "UNSUBSCRIBED"
-    JOINING = "JOINING"
-    RECONCILING = "RECONCILING"
-    ACKNOWLEDGING = "ACKNOWLEDGING"
-    STABLE = "STABLE"
-    FENCED = "FENCED"
-    PREPARE_LEAVING = "PREPARE_LEAVING"
-    LEAVING = "LEAVING"
-    FATAL = "FATAL"
-    STALE = "STALE"
-
-    @property
-    def previous_valid_states(self) -> frozenset[MemberState]:
-        return _PREVIOUS_VALID_STATES[self]
-
-    def can_transition_to(self, next_state: MemberState) -> bool:
-        return next_state is self or self in next_state.previous_valid_states
-
-    @property
-    def can_handle_new_assignment(self) -> bool:
-        """True in the states where a member intends to stay in the group and reconcile."""
-        return self in _PREVIOUS_VALID_STATES[MemberState.RECONCILING]
-
-
-_S = MemberState
-_PREVIOUS_VALID_STATES: Final[Mapping[MemberState, frozenset[MemberState]]] = {
-    _S.UNSUBSCRIBED: frozenset({_S.PREPARE_LEAVING, _S.LEAVING, _S.FENCED}),
-    _S.JOINING: frozenset({_S.FENCED, _S.UNSUBSCRIBED, _S.STALE}),
-    _S.RECONCILING: frozenset({_S.STABLE, _S.JOINING, _S.ACKNOWLEDGING, _S.RECONCILING}),
-    _S.ACKNOWLEDGING: frozenset({_S.RECONCILING}),
-    _S.STABLE: frozenset({_S.JOINING, _S.ACKNOWLEDGING, _S.RECONCILING}),
-    _S.FENCED: frozenset(
-        {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.ACKNOWLEDGING, _S.PREPARE_LEAVING, _S.LEAVING}
-    ),
-    _S.PREPARE_LEAVING: frozenset(
-        {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.ACKNOWLEDGING, _S.UNSUBSCRIBED}
-    ),
-    _S.LEAVING: frozenset({_S.PREPARE_LEAVING}),
-    _S.FATAL: frozenset(
-        {
-            _S.JOINING,
-            _S.STABLE,
-            _S.RECONCILING,
-            _S.ACKNOWLEDGING,
-            _S.PREPARE_LEAVING,
-            _S.LEAVING,
-            _S.UNSUBSCRIBED,
-        }
-    ),
-    _S.STALE: frozenset({_S.LEAVING}),
-}
-
-# States in which no heartbeat is sent (Java shouldSkipHeartbeat).
-_SKIP_HEARTBEAT_STATES: Final = frozenset({_S.UNSUBSCRIBED, _S.FATAL, _S.STALE, _S.FENCED})
-# States in which the member is not part of the group (Java isNotInGroup).
-_NOT_IN_GROUP_STATES: Final = _SKIP_HEARTBEAT_STATES
-# States that heartbeat without waiting for the interval (Java shouldHeartbeatNow).
-_HEARTBEAT_NOW_STATES: Final = frozenset({_S.JOINING, _S.ACKNOWLEDGING, _S.LEAVING})
-
-
-class RebalanceCallback(enum.Enum):
-    """The ConsumerRebalanceListener method an ``Invoke*`` event stands for."""
-
-    ON_PARTITIONS_REVOKED = "onPartitionsRevoked"
-    ON_PARTITIONS_ASSIGNED = "onPartitionsAssigned"
-    ON_PARTITIONS_LOST = "onPartitionsLost"
-
-
-# -- Events published through PollResult.events ----------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class MemberEpochChanged:
-    """The member epoch changed; ``member_epoch`` is None when the member is not in the group.
-
-    The commit manager uses it for OffsetCommit/OffsetFetch (Java's MemberStateListener).
-    ``rebalancing`` (classic protocol only): the member is in a rebalance (JoinGroup or
-    SyncGroup in flight), so its generation is not usable; commits then fail with
-    RebalanceInProgressError, as Java's ``generationIfStable()``/``rebalanceInProgress()``.
-    """
-
-    member_id: str
-    member_epoch: int | None
-    rebalancing: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class AssignmentChanged:
-    """The partitions the member owns changed (the subscription state's assignment)."""
-
-    assignment: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True, slots=True)
-class NeedTopicNames:
-    """Resolve these topic ids to names (reply with ``on_topic_names``)."""
-
-    topic_ids: frozenset[str]
-
-
-@dataclass(frozen=True, slots=True)
-class PauseFetching:
-    """Stop fetching and returning records of these partitions now: they are being revoked."""
-
-    partitions: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True, slots=True)
-class CommitBeforeRevocation:
-    """Auto-commit the consumed positions before reconciling (reply with ``on_commit_done``).
-
-    ``partitions`` are the ones about to be revoked (possibly none); the commit is retried
-    until ``deadline_ms`` (now + rebalance timeout), as Java's maybeAutoCommitSyncBeforeRebalance.
-    """
-
-    partitions: frozenset[TopicPartition]
-    deadline_ms: int
-    commit_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class InvokeRevoked:
-    """Run onPartitionsRevoked(partitions); reply with ``on_callback_completed(callback_id)``."""
-
-    partitions: frozenset[TopicPartition]
-    callback_id: int
-    method: RebalanceCallback = RebalanceCallback.ON_PARTITIONS_REVOKED
-
-
-@dataclass(frozen=True, slots=True)
-class InvokeAssigned:
-    """Run onPartitionsAssigned(partitions) (the added ones; ``assignment`` is the full one).
-
-    Published even when nothing was added, as Java. Added partitions are not fetchable until
-    the reply arrives.
-    """
-
-    partitions: frozenset[TopicPartition]
-    assignment: frozenset[TopicPartition]
-    callback_id: int
-    method: RebalanceCallback = RebalanceCallback.ON_PARTITIONS_ASSIGNED
-
-
-@dataclass(frozen=True, slots=True)
-class InvokeLost:
-    """Run onPartitionsLost(partitions); reply with ``on_callback_completed(callback_id)``."""
-
-    partitions: frozenset[TopicPartition]
-    callback_id: int
-    method: RebalanceCallback = RebalanceCallback.ON_PARTITIONS_LOST
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorUnknown:
-    """The coordinator moved or went away: rediscover it (FindCoordinator)."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorEvent:
-    """An error for the user's next call. ``fatal``: the member is FATAL and will not recover.
-
-    ``consumer_protocol_unsupported`` is set when the broker does not support the consumer
-    group protocol (the consumer should say: use group.protocol=classic).
-    """
-
-    error: KafkaError
-    fatal: bool
-    consumer_protocol_unsupported: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveCompleted:
-    """The leave started by ``leave_group`` is over (response, failure, skipped or deadline)."""
-
-    timed_out: bool = False
-
 
 # -- Configuration and helpers ----------------------------------------------------------------
 
@@ -378,135 +194,6 @@ class MembershipConfig:
         )
 
 
-class ExponentialBackoff:
-    """Java's ExponentialBackoff: ``min(max, initial * multiplier**n * U(1-jitter, 1+jitter))``.
-
-    ``n`` is capped where the term reaches ``max_ms``; when ``max_ms <= initial_ms`` the backoff
-    is ``initial_ms`` without jitter (as Java). ``random`` returns a float in [0, 1).
-    """
-
-    def __init__(
-        self,
-        initial_ms: int,
-        multiplier: float,
-        max_ms: int,
-        jitter: float,
-        random: Callable[[], float],
-    ) -> None:
-        self.initial_ms = initial_ms
-        self.multiplier = multiplier
-        self.max_ms = max_ms
-        self.jitter = jitter
-        self._random = random
-        if max_ms > initial_ms:
-            self._exp_max = math.log(max_ms / max(initial_ms, 1)) / math.log(multiplier)
-        else:
-            self._exp_max = 0.0
-
-    def backoff(self, attempts: int) -> int:
-        if self._exp_max == 0.0:
-            return self.initial_ms
-        exp = min(float(attempts), self._exp_max)
-        term = self.initial_ms * self.multiplier**exp
-        factor = 1.0
-        if self.jitter > 1e-9:
-            factor = (1.0 - self.jitter) + 2.0 * self.jitter * self._random()
-        return min(int(factor * term), self.max_ms)
-
-
-@dataclass(frozen=True, slots=True)
-class LocalAssignment:
-    """An assignment as topic ids and partitions, with a local epoch bumped on every change.
-
-    Two assignments with the same partitions but different local epochs differ (Java's
-    ``LocalAssignment``): a re-sent owned-partitions list is forced by bumping the epoch.
-    """
-
-    local_epoch: int
-    partitions: frozenset[tuple[str, int]]  # (topic id, partition)
-
-    @property
-    def is_none(self) -> bool:
-        return self.local_epoch == -1
-
-    def update_with(self, partitions: frozenset[tuple[str, int]]) -> LocalAssignment | None:
-        """The next target assignment, or None when ``partitions`` are the current ones."""
-        if not self.is_none and partitions == self.partitions:
-            return None
-        return LocalAssignment(self.local_epoch + 1, partitions)
-
-    def by_topic(self) -> dict[str, tuple[int, ...]]:
-        grouped: dict[str, list[int]] = {}
-        for topic_id, partition in self.partitions:
-            grouped.setdefault(topic_id, []).append(partition)
-        return {topic_id: tuple(sorted(parts)) for topic_id, parts in sorted(grouped.items())}
-
-
-NONE_ASSIGNMENT: Final = LocalAssignment(-1, frozenset())
-
-
-class _CallbackPurpose(enum.Enum):
-    RECONCILE_REVOKE = "reconcile-revoke"
-    RECONCILE_ASSIGN = "reconcile-assign"
-    RELEASE_ON_LEAVE = "release-on-leave"
-    LOST_ON_FENCE = "lost-on-fence"
-    LOST_ON_STALE = "lost-on-stale"
-    LOST_ON_FATAL = "lost-on-fatal"
-
-
-_RELEASE_PURPOSES: Final = frozenset(
-    {
-        _CallbackPurpose.RELEASE_ON_LEAVE,
-        _CallbackPurpose.LOST_ON_FENCE,
-        _CallbackPurpose.LOST_ON_STALE,
-        _CallbackPurpose.LOST_ON_FATAL,
-    }
-)
-
-
-class _RequestKind(enum.Enum):
-    HEARTBEAT = "heartbeat"
-    LEAVE = "leave"  # the leave of leave_group: its outcome completes the leave
-    LEAVE_IGNORED = "leave-ignored"  # poll-timer leave or after the leave deadline
-
-
-@dataclass(slots=True)
-class _Reconciliation:
-    resolved: LocalAssignment
-    assigned: frozenset[TopicPartition]
-    revoked: frozenset[TopicPartition]
-    rejoined: bool = False
-    commit_id: int | None = None
-
-
-@dataclass(slots=True)
-class _PendingCallback:
-    callback_id: int
-    method: RebalanceCallback
-    partitions: frozenset[TopicPartition]
-    purpose: _CallbackPurpose
-    reconciliation: _Reconciliation | None = None
-    assignment: frozenset[TopicPartition] = frozenset()
-
-
-@dataclass(slots=True)
-class _InFlight:
-    request_id: int
-    kind: _RequestKind
-    sent_ms: int
-
-
-@dataclass(slots=True)
-class _SentFields:
-    """Fields of the last heartbeat sent (Java HeartbeatState.SentFields); None = not sent."""
-
-    rebalance_timeout_ms: int | None = None
-    subscribed_topic_names: tuple[str, ...] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    local_assignment: LocalAssignment | None = None
-
-
 def _millis(delta: datetime.timedelta) -> int:
     return delta // datetime.timedelta(milliseconds=1)
 
@@ -515,87 +202,7 @@ def _default_member_id() -> str:
     return str(uuid.uuid4())
 
 
-class _GroupIdentity(Protocol):
-    @property
-    def group_id(self) -> str: ...
-    @property
-    def group_instance_id(self) -> str | None: ...
-
-
-class GroupMemberBase:
-    """What a member owns under either group protocol, shared by the KIP-848 manager here and
-    the classic one (:mod:`kafka_actors.protocol.classic_membership`): the owned partitions
-    with those pending revocation or awaiting onPartitionsAssigned, the published events, the
-    id counter, and the events for pausing, assignment changes and rebalance callbacks.
-    Subclasses initialize the attributes in their ``__init__``."""
-
-    _config: _GroupIdentity
-    _events: list[Any]
-    _next_id: int
-    _assignment: frozenset[TopicPartition]
-    _pending_revocation: frozenset[TopicPartition]
-    _awaiting_callback: frozenset[TopicPartition]
-
-    @property
-    def group_id(self) -> str:
-        return self._config.group_id
-
-    @property
-    def group_instance_id(self) -> str | None:
-        return self._config.group_instance_id
-
-    @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        """The partitions the member owns now (including ones awaiting onPartitionsAssigned)."""
-        return self._assignment
-
-    @property
-    def partitions_awaiting_callback(self) -> frozenset[TopicPartition]:
-        """Owned partitions not fetchable yet: their onPartitionsAssigned has not completed."""
-        return self._awaiting_callback
-
-    @property
-    def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
-        """Owned partitions being revoked: no records of them may be returned."""
-        return self._pending_revocation
-
-    def _new_id(self) -> int:
-        value = self._next_id
-        self._next_id += 1
-        return value
-
-    def _pause_fetching(self, partitions: frozenset[TopicPartition]) -> None:
-        new = partitions - self._pending_revocation
-        if new:
-            self._pending_revocation = self._pending_revocation | new
-            self._events.append(PauseFetching(new))
-
-    def _set_assignment(self, assignment: frozenset[TopicPartition]) -> None:
-        if assignment == self._assignment:
-            return
-        self._assignment = assignment
-        self._pending_revocation = self._pending_revocation & assignment
-        self._awaiting_callback = self._awaiting_callback & assignment
-        self._events.append(AssignmentChanged(assignment))
-
-    def _publish_callback(
-        self,
-        method: RebalanceCallback,
-        partitions: frozenset[TopicPartition],
-        callback_id: int,
-        assignment: frozenset[TopicPartition] = frozenset(),
-    ) -> None:
-        event: Any
-        if method is RebalanceCallback.ON_PARTITIONS_REVOKED:
-            event = InvokeRevoked(partitions, callback_id)
-        elif method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
-            event = InvokeAssigned(partitions, assignment, callback_id)
-        else:
-            event = InvokeLost(partitions, callback_id)
-        self._events.append(event)
-
-
-class ConsumerMembershipManager(GroupMemberBase):
+class ConsumerMembershipManager(HeartbeatRequests):
     """The KIP-848 member: state, heartbeats and reconciliation (see the module docstring)."""
 
     _config: MembershipConfig
@@ -619,11 +226,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._log = get_logger(
             "membership", client_id=client_id, group_id=config.group_id, member_id=self._member_id
         )
-        self._backoff = ExponentialBackoff(
-            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
-        )
-        self._events: list[Any] = []
-        self._next_id = 1
+        self._init_outbox()
 
         # Subscription.
         self._subscribed_topics: tuple[str, ...] = ()
@@ -652,8 +255,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._in_flight: _InFlight | None = None
         self._heartbeat_interval_ms = 0
         self._next_heartbeat_ms = 0
-        self._attempts = 0
-        self._backoff_until_ms: int | None = None
+        self._request_state = RequestState(retry_backoff(config, random))
         self._sent = _SentFields()
 
         # Poll timer (max.poll.interval.ms) and the stale member it can produce.
@@ -857,8 +459,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._maybe_reconcile(now_ms, can_commit=False)
         requests = self._poll_heartbeat(now_ms)
         self._maybe_reconcile(now_ms, can_commit=False)
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -925,265 +526,6 @@ class ConsumerMembershipManager(GroupMemberBase):
         )
 
     # -- Heartbeats ---------------------------------------------------------------------------
-
-    def _poll_heartbeat(self, now_ms: int) -> tuple[UnsentRequest, ...]:
-        if not self._coordinator_known or self._state in _SKIP_HEARTBEAT_STATES:
-            self._on_heartbeat_request_skipped()
-            return ()
-        if (
-            self._poll_deadline_ms is not None
-            and now_ms >= self._poll_deadline_ms
-            and self._state not in (MemberState.PREPARE_LEAVING, MemberState.LEAVING)
-        ):
-            self._log.warning(
-                "poll_timer_expired",
-                max_poll_interval_ms=self._config.rebalance_timeout_ms,
-                hint="the poll loop spends too long processing records: increase "
-                "max.poll.interval.ms or reduce max.poll.records",
-            )
-            self._transition_to_sending_leave_group(due_to_expired_poll_timer=True)
-        if self._in_flight is not None:
-            return ()
-        if self._state is MemberState.LEAVING:
-            return (self._send_heartbeat(now_ms),)
-        backoff_over = self._backoff_until_ms is None or now_ms >= self._backoff_until_ms
-        if not backoff_over:
-            return ()
-        if self._state in _HEARTBEAT_NOW_STATES or now_ms >= self._next_heartbeat_ms:
-            if self._subscribed_regex is not None and self._config.heartbeat_api_version < 1:
-                self._transition_to_fatal(UnsupportedVersionError(_REGEX_NOT_SUPPORTED_MSG))
-                return ()
-            return (self._send_heartbeat(now_ms),)
-        return ()
-
-    def _send_heartbeat(self, now_ms: int) -> UnsentRequest:
-        leaving = self._state is MemberState.LEAVING
-        request = self._build_leave_request() if leaving else self._build_request()
-        request_id = self._new_id()
-        if not leaving:
-            kind = _RequestKind.HEARTBEAT
-        elif self._leaving_due_to_poll_timer or not self._leave_in_progress:
-            kind = _RequestKind.LEAVE_IGNORED
-        else:
-            kind = _RequestKind.LEAVE
-        self._in_flight = _InFlight(request_id, kind, now_ms)
-        self._next_heartbeat_ms = now_ms + self._heartbeat_interval_ms
-        self._log.debug(
-            "heartbeat_sent",
-            request_id=request_id,
-            member_epoch=self._member_epoch,
-            state=self._state.value,
-            kind=kind.value,
-        )
-        self._on_heartbeat_request_generated()
-        if leaving:
-            self._reset_request_state()
-            self._reset_heartbeat_state()
-        return UnsentRequest(node=COORDINATOR_NODE, request=request, request_id=request_id)
-
-    def _build_request(self) -> Any:
-        config = self._config
-        sent = self._sent
-        send_all = self._state is MemberState.JOINING
-        fields: dict[str, Any] = {
-            "group_id": GroupId(config.group_id),
-            "member_id": self._member_id,
-            "member_epoch": i32(self._member_epoch),
-            "instance_id": config.group_instance_id,
-        }
-        if send_all and config.rack_id is not None:
-            fields["rack_id"] = config.rack_id
-        if send_all or sent.rebalance_timeout_ms != config.rebalance_timeout_ms:
-            fields["rebalance_timeout"] = i32Timedelta.parse(
-                datetime.timedelta(milliseconds=config.rebalance_timeout_ms)
-            )
-            sent.rebalance_timeout_ms = config.rebalance_timeout_ms
-        names = self._subscribed_topics
-        if send_all or names != sent.subscribed_topic_names:
-            fields["subscribed_topic_names"] = tuple(TopicName(name) for name in names)
-            sent.subscribed_topic_names = names
-        regex = self._subscribed_regex
-        if config.heartbeat_api_version >= 1 and (send_all or regex != sent.subscribed_topic_regex):
-            # An empty string tells the broker there is no regex subscription (or no longer
-            # one). The join sends it with the topic names, as librdkafka does: its mock
-            # cluster (the embedded default) aborts the process on a join heartbeat that has
-            # names and a null regex.
-            fields["subscribed_topic_regex"] = regex if regex is not None else ""
-            sent.subscribed_topic_regex = regex
-        assignor = config.server_assignor
-        if assignor is not None and (send_all or assignor != sent.server_assignor):
-            fields["server_assignor"] = assignor
-            sent.server_assignor = assignor
-        local = self._current_assignment
-        if send_all or local != sent.local_assignment:
-            fields["topic_partitions"] = self._topic_partitions_field(local)
-            sent.local_assignment = local
-        else:
-            fields["topic_partitions"] = None
-        module = _hb_v1 if config.heartbeat_api_version >= 1 else _hb_v0
-        return module.ConsumerGroupHeartbeatRequest(**fields)
-
-    def _build_leave_request(self) -> Any:
-        module = _hb_v1 if self._config.heartbeat_api_version >= 1 else _hb_v0
-        return module.ConsumerGroupHeartbeatRequest(
-            group_id=GroupId(self._config.group_id),
-            member_id=self._member_id,
-            member_epoch=i32(self._member_epoch),
-            instance_id=self._config.group_instance_id,
-            topic_partitions=None,
-        )
-
-    def _topic_partitions_field(self, local: LocalAssignment) -> tuple[Any, ...]:
-        module = _hb_v1 if self._config.heartbeat_api_version >= 1 else _hb_v0
-        return tuple(
-            module.TopicPartitions(
-                topic_id=uuid.UUID(topic_id), partitions=tuple(i32(p) for p in partitions)
-            )
-            for topic_id, partitions in local.by_topic().items()
-        )
-
-    def _take_in_flight(self, request_id: int) -> _InFlight | None:
-        in_flight = self._in_flight
-        if in_flight is None or in_flight.request_id != request_id:
-            self._log.warning("heartbeat_outcome_for_unknown_request", request_id=request_id)
-            return None
-        self._in_flight = None
-        return in_flight
-
-    def _on_heartbeat_request_generated(self) -> None:
-        state = self._state
-        if state is MemberState.ACKNOWLEDGING:
-            if self._target_assignment_reconciled():
-                self._transition_to(MemberState.STABLE)
-            else:
-                self._transition_to(MemberState.RECONCILING)
-        elif state is MemberState.LEAVING:
-            if self._leaving_due_to_poll_timer:
-                self._transition_to_stale()
-            else:
-                self._transition_to(MemberState.UNSUBSCRIBED)
-
-    def _on_heartbeat_request_skipped(self) -> None:
-        if self._state is not MemberState.LEAVING:
-            return
-        self._log.warning(
-            "leave_heartbeat_not_sent",
-            reason="coordinator unknown",
-            member_epoch=self._member_epoch,
-        )
-        if self._leaving_due_to_poll_timer:
-            self._transition_to_stale()
-        else:
-            self._transition_to(MemberState.UNSUBSCRIBED)
-            self._complete_leave()
-
-    def _on_heartbeat_success(self, response: Any) -> None:
-        state = self._state
-        epoch = int(response.member_epoch)
-        if state is MemberState.LEAVING or state in _NOT_IN_GROUP_STATES:
-            self._log.debug("heartbeat_response_ignored", state=state.value)
-            return
-        if epoch < 0:
-            self._log.debug("heartbeat_response_ignored", reason="negative epoch", epoch=epoch)
-            return
-        member_id = response.member_id
-        if member_id and member_id != self._member_id:
-            # ConsumerGroupHeartbeat v0: the coordinator may have chosen the member id.
-            self._log.info("member_id_from_coordinator", new_member_id=member_id)
-            self._member_id = member_id
-            self._log = self._log.bind(member_id=member_id)
-        self._update_member_epoch(epoch)
-        assignment = response.assignment
-        if assignment is None:
-            return
-        if not state.can_handle_new_assignment:
-            self._log.debug("assignment_ignored", state=state.value)
-            return
-        partitions = frozenset(
-            (str(tp.topic_id), int(p)) for tp in assignment.topic_partitions for p in tp.partitions
-        )
-        self._process_assignment_received(partitions)
-
-    def _on_error_response(self, code: int, message: str | None, now_ms: int) -> None:
-        if self._state in (MemberState.FENCED, MemberState.STALE, MemberState.FATAL):
-            self._log.debug("heartbeat_error_ignored", error_code=code, state=self._state.value)
-            return
-        self._reset_heartbeat_state()
-        self._on_failed_attempt(now_ms)
-        self._log.info(
-            "heartbeat_error",
-            error_code=code,
-            error_message=message,
-            state=self._state.value,
-            member_epoch=self._member_epoch,
-        )
-        if code in (_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE):
-            self._mark_coordinator_unknown(message or f"heartbeat error code {code}")
-            # Skip the backoff: heartbeat as soon as the new coordinator is known.
-            self._reset_request_state()
-        elif code == _COORDINATOR_LOAD_IN_PROGRESS:
-            pass  # back off and retry
-        elif code in (_FENCED_MEMBER_EPOCH, _UNKNOWN_MEMBER_ID):
-            self._transition_to_fenced()
-            # Skip the backoff: rejoin as soon as the assignment is released.
-            self._reset_request_state()
-        elif code == _TOPIC_AUTHORIZATION_FAILED:
-            # Reported on the next call; the member stays so it recovers when ACLs are fixed.
-            self._events.append(ErrorEvent(error_for_code(code, message), fatal=False))
-        elif code in _FATAL_CODES:
-            self._fail_for_code(code, message)
-        else:
-            cls = error_class_for_code(code)
-            if cls is not None and cls.retriable:
-                pass  # back off and retry
-            else:
-                self._fail_for_code(code, message)
-
-    def _on_leave_error(self, code: int, message: str | None) -> None:
-        if code in (_NOT_COORDINATOR, _COORDINATOR_NOT_AVAILABLE):
-            self._mark_coordinator_unknown(message or f"leave heartbeat error code {code}")
-        elif code in _FATAL_CODES and self._state not in (
-            MemberState.FENCED,
-            MemberState.STALE,
-            MemberState.FATAL,
-        ):
-            self._fail_for_code(code, message)
-        else:
-            self._log.info("leave_heartbeat_error_ignored", error_code=code, error_message=message)
-
-    def _fail_for_code(self, code: int, message: str | None) -> None:
-        if code == _GROUP_AUTHORIZATION_FAILED:
-            error: KafkaError = GroupAuthorizationFailedError(
-                f"Not authorized to access group: {self._config.group_id}"
-            )
-        elif code == _UNSUPPORTED_VERSION:
-            error = UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
-        else:
-            error = error_for_code(code, message)
-        self._log.error("heartbeat_fatal_error", error_code=code, error_message=message)
-        self._transition_to_fatal(error, consumer_protocol_unsupported=code == _UNSUPPORTED_VERSION)
-
-    def _mark_coordinator_unknown(self, reason: str) -> None:
-        self._coordinator_known = False
-        self._events.append(CoordinatorUnknown(reason))
-
-    def _on_failed_attempt(self, now_ms: int) -> None:
-        # Java onFailedAttempt: heartbeat timer reset to 0, then exponential backoff.
-        self._next_heartbeat_ms = now_ms
-        self._backoff_until_ms = now_ms + self._backoff.backoff(self._attempts)
-        self._attempts += 1
-
-    def _reset_request_state(self) -> None:
-        self._attempts = 0
-        self._backoff_until_ms = None
-
-    def _reset_heartbeat_state(self) -> None:
-        self._sent = _SentFields()
-
-    def _remaining_backoff_ms(self, now_ms: int) -> int:
-        if self._backoff_until_ms is None:
-            return 0
-        return max(0, self._backoff_until_ms - now_ms)
 
     def _time_until_next_poll(self, now_ms: int) -> int | None:
         candidates: list[int] = []
@@ -1343,210 +685,3 @@ class ConsumerMembershipManager(GroupMemberBase):
             self._transition_to(MemberState.UNSUBSCRIBED)
         # Otherwise a LEAVING member sends its leave (response ignored) in this poll.
         self._events.append(LeaveCompleted(timed_out=True))
-
-    # -- Reconciliation -----------------------------------------------------------------------
-
-    def _target_assignment_reconciled(self) -> bool:
-        return self._current_assignment == self._target_assignment
-
-    def _process_assignment_received(self, partitions: frozenset[tuple[str, int]]) -> None:
-        updated = self._target_assignment.update_with(partitions)
-        if updated is not None:
-            self._log.debug(
-                "target_assignment_updated",
-                local_epoch=updated.local_epoch,
-                partitions=len(partitions),
-            )
-            self._target_assignment = updated
-        if not self._target_assignment_reconciled():
-            self._transition_to(MemberState.RECONCILING)
-        elif self._state in (MemberState.RECONCILING, MemberState.JOINING):
-            self._transition_to(MemberState.STABLE)
-
-    def _maybe_reconcile(self, now_ms: int, *, can_commit: bool) -> None:
-        if self._state is not MemberState.RECONCILING:
-            return
-        if self._target_assignment_reconciled() or self._reconciliation is not None:
-            return
-        if self._retry_reconcile_on_app_poll and not can_commit:
-            return
-        target = self._target_assignment
-        resolved_ids: set[tuple[str, int]] = set()
-        resolved_names: set[TopicPartition] = set()
-        unresolved: set[str] = set()
-        for topic_id, partition in target.partitions:
-            name = self._topic_names.get(topic_id)
-            if name is None:
-                unresolved.add(topic_id)
-            else:
-                resolved_ids.add((topic_id, partition))
-                resolved_names.add(TopicPartition(name, partition))
-        if unresolved:
-            missing = frozenset(unresolved)
-            if self._names_requested != missing:
-                self._names_requested = missing
-                self._events.append(NeedTopicNames(missing))
-        resolved = LocalAssignment(target.local_epoch, frozenset(resolved_ids))
-        current = self._current_assignment
-        if not current.is_none and resolved.partitions == current.partitions:
-            # Only unresolved topics differ. A new target whose resolvable part is what we own:
-            # acknowledge it (Java bumps the local epoch). Already acknowledged at this local
-            # epoch: wait for the names (Java would acknowledge again after every response).
-            if resolved.local_epoch != current.local_epoch:
-                self._current_assignment = resolved
-                self._transition_to(MemberState.ACKNOWLEDGING)
-            return
-        if self._config.auto_commit_enabled and not can_commit:
-            return
-        self._retry_reconcile_on_app_poll = False
-        assigned = frozenset(resolved_names)
-        owned = self._assignment
-        revoked = owned - assigned
-        self._log.info(
-            "reconciling",
-            local_epoch=resolved.local_epoch,
-            assigned=sorted(str(tp) for tp in assigned),
-            owned=sorted(str(tp) for tp in owned),
-            added=sorted(str(tp) for tp in assigned - owned),
-            revoked=sorted(str(tp) for tp in revoked),
-            unresolved_topic_ids=sorted(unresolved),
-        )
-        rec = _Reconciliation(resolved=resolved, assigned=assigned, revoked=revoked)
-        self._reconciliation = rec
-        self._pause_fetching(revoked)
-        if self._config.auto_commit_enabled:
-            rec.commit_id = self._new_id()
-            self._events.append(
-                CommitBeforeRevocation(
-                    revoked, now_ms + self._config.rebalance_timeout_ms, rec.commit_id
-                )
-            )
-            return
-        self._revoke_then_assign(rec)
-
-    def _revoke_then_assign(self, rec: _Reconciliation) -> None:
-        revoked = rec.revoked & self._assignment  # only what is still owned
-        if revoked:
-            self._pause_fetching(revoked)
-            self._request_callback(
-                RebalanceCallback.ON_PARTITIONS_REVOKED,
-                revoked,
-                _CallbackPurpose.RECONCILE_REVOKE,
-                reconciliation=rec,
-            )
-        else:
-            self._assign(rec)
-
-    def _assign(self, rec: _Reconciliation) -> None:
-        added = rec.assigned - self._assignment
-        self._set_assignment(rec.assigned)
-        self._awaiting_callback = self._awaiting_callback | added
-        self._request_callback(
-            RebalanceCallback.ON_PARTITIONS_ASSIGNED,
-            added,
-            _CallbackPurpose.RECONCILE_ASSIGN,
-            reconciliation=rec,
-            assignment=rec.assigned,
-            always=True,
-        )
-
-    def _maybe_abort_reconciliation(self, rec: _Reconciliation) -> bool:
-        if self._state is MemberState.RECONCILING and not rec.rejoined:
-            return False
-        self._log.info(
-            "reconciliation_interrupted",
-            reason="member rejoined" if rec.rejoined else f"member is {self._state.value}",
-        )
-        if self._reconciliation is rec:
-            self._reconciliation = None
-        return True
-
-    def _reconciliation_failed(self, rec: _Reconciliation) -> None:
-        # Stay RECONCILING without acknowledging; retry on the next application poll. If the
-        # broker's rebalance timeout passes first, it fences the member.
-        if self._reconciliation is rec:
-            self._reconciliation = None
-        self._retry_reconcile_on_app_poll = True
-
-    def _clear_assignment(self) -> None:
-        self._set_assignment(frozenset())
-        self._current_assignment = NONE_ASSIGNMENT
-        self._target_assignment = NONE_ASSIGNMENT
-        self._names_requested = None
-
-    # -- Rebalance callbacks ------------------------------------------------------------------
-
-    def _request_callback(
-        self,
-        method: RebalanceCallback,
-        partitions: frozenset[TopicPartition],
-        purpose: _CallbackPurpose,
-        *,
-        reconciliation: _Reconciliation | None = None,
-        assignment: frozenset[TopicPartition] = frozenset(),
-        always: bool = False,
-    ) -> None:
-        callback = _PendingCallback(
-            self._new_id(), method, partitions, purpose, reconciliation, assignment
-        )
-        if not partitions and not always:
-            # Nothing to release: Java does not invoke the listener; continue at once.
-            self._run_callback_continuation(callback, None)
-            return
-        if self._callback_outstanding is None and not self._callback_queue:
-            self._emit_callback(callback)
-        else:
-            self._callback_queue.append(callback)
-
-    def _release_pending(self) -> bool:
-        """True while an onPartitionsRevoked/Lost releasing the whole assignment is pending."""
-        pending = list(self._callback_queue)
-        if self._callback_outstanding is not None:
-            pending.append(self._callback_outstanding)
-        return any(callback.purpose in _RELEASE_PURPOSES for callback in pending)
-
-    def _emit_callback(self, callback: _PendingCallback) -> None:
-        self._callback_outstanding = callback
-        self._publish_callback(
-            callback.method, callback.partitions, callback.callback_id, callback.assignment
-        )
-
-    def _run_callback_continuation(
-        self, callback: _PendingCallback, error: BaseException | None
-    ) -> None:
-        purpose = callback.purpose
-        rec = callback.reconciliation
-        if purpose is _CallbackPurpose.RECONCILE_REVOKE:
-            assert rec is not None
-            if error is not None:
-                self._reconciliation_failed(rec)
-            elif not self._maybe_abort_reconciliation(rec):
-                self._assign(rec)
-        elif purpose is _CallbackPurpose.RECONCILE_ASSIGN:
-            assert rec is not None
-            if error is not None:
-                # Added partitions stay non-fetchable until a later reconciliation succeeds.
-                self._reconciliation_failed(rec)
-                return
-            self._awaiting_callback = self._awaiting_callback - rec.assigned
-            if not self._maybe_abort_reconciliation(rec):
-                self._current_assignment = rec.resolved
-                self._reconciliation = None
-                self._transition_to(MemberState.ACKNOWLEDGING)
-        elif purpose is _CallbackPurpose.RELEASE_ON_LEAVE:
-            self._on_release_on_leave_done(error)
-        elif purpose is _CallbackPurpose.LOST_ON_FENCE:
-            self._clear_assignment()
-            if self._state is MemberState.FENCED:
-                self._transition_to_joining()
-        elif purpose is _CallbackPurpose.LOST_ON_STALE:
-            self._clear_assignment()
-            self._stale_released = True
-            self._maybe_rejoin_stale_member()
-        else:  # LOST_ON_FATAL
-            self._clear_assignment()
-
-    def _on_release_on_leave_done(self, error: BaseException | None) -> None:
-        self._clear_assignment()
-        if self._state is MemberState.PREPARE_LEAVING:
-            self._transition_to_sending_leave_group(due_to_expired_poll_timer=False)

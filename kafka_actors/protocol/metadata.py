@@ -73,6 +73,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.errors import (
+    NO_ERROR,
     FatalConsumerError,
     InvalidRegularExpressionError,
     KafkaError,
@@ -83,8 +84,8 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.membership import ExponentialBackoff
 from kafka_actors.protocol.messages import ANY_NODE, PollResult, TopicPartition, UnsentRequest
+from kafka_actors.protocol.request_state import EventOutbox, RequestState, retry_backoff
 from kafka_actors.protocol.requests import metadata_request
 
 if TYPE_CHECKING:
@@ -112,10 +113,6 @@ UNKNOWN_TOPIC_ATTEMPTS: Final = 3
 #: Metadata versions whose leader epochs are reliable (Java: ``hasReliableLeaderEpochs``).
 _RELIABLE_LEADER_EPOCH_VERSION: Final = 9
 
-_NONE: Final = 0
-_UNKNOWN_TOPIC_OR_PARTITION: Final = 3
-_INVALID_TOPIC: Final = 17
-_TOPIC_AUTHORIZATION_FAILED: Final = 29
 _ZERO_UUID: Final = uuid.UUID(int=0)
 
 
@@ -326,7 +323,7 @@ class _InFlight:
     topics: frozenset[str] | None  # None: all topics
 
 
-class MetadataManager:
+class MetadataManager(EventOutbox):
     """Keeps the cluster view fresh for what the consumer needs (see the module docstring)."""
 
     def __init__(
@@ -339,12 +336,8 @@ class MetadataManager:
     ) -> None:
         self._config = config
         self._versions = versions
-        self._backoff = ExponentialBackoff(
-            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
-        )
         self._log = get_logger("metadata", client_id=client_id)
-        self._events: list[Any] = []
-        self._next_id = 1
+        self._init_outbox()
 
         self._cluster = EMPTY_CLUSTER
         self._cluster_covers_all = False  # the last response listed every topic
@@ -362,10 +355,8 @@ class MetadataManager:
         # Request state (Java Metadata: needFullUpdate, lastRefreshMs, lastSuccessfulRefreshMs).
         self._need_update = True
         self._update_reasons: list[str] = ["bootstrap"]
-        self._last_attempt_ms: int | None = None
         self._last_success_ms: int | None = None
-        self._attempts = 0
-        self._backoff_ms = 0
+        self._request_state = RequestState(retry_backoff(config, random))
         self._in_flight: _InFlight | None = None
 
     # -- Observability ------------------------------------------------------------------------
@@ -384,7 +375,7 @@ class MetadataManager:
 
     @property
     def failed_attempts(self) -> int:
-        return self._attempts
+        return self._request_state.attempts
 
     @property
     def matched_topics(self) -> frozenset[str] | None:
@@ -498,8 +489,7 @@ class MetadataManager:
                 self._events.append(MetadataErrorEvent(exc))
                 for key in list(self._waiters):
                     self._complete(key, error=exc)
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -512,7 +502,7 @@ class MetadataManager:
             expire = 0
         else:
             expire = max(0, self._last_success_ms + self._config.metadata_max_age_ms - now_ms)
-        return max(expire, self._remaining_backoff_ms(now_ms))
+        return max(expire, self._request_state.remaining_backoff_ms(now_ms))
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
         in_flight = self._in_flight
@@ -520,7 +510,7 @@ class MetadataManager:
             return
         self._in_flight = None
         top_error = int(getattr(response, "error_code", 0) or 0)
-        if top_error != _NONE:
+        if top_error != NO_ERROR:
             self._on_failed_attempt(now_ms)
             self._need_update = True
             error = error_for_code(top_error)
@@ -543,7 +533,7 @@ class MetadataManager:
             "metadata_request_failed",
             error=repr(error),
             retriable=retriable,
-            backoff_ms=self._backoff_ms,
+            backoff_ms=self._request_state.backoff_ms,
         )
         if not retriable:
             typed = (
@@ -571,7 +561,7 @@ class MetadataManager:
         )
         request_id = self._new_id()
         self._in_flight = _InFlight(request_id, version, wanted)
-        self._last_attempt_ms = now_ms
+        self._request_state.on_send_attempt(now_ms)
         self._log.debug(
             "metadata_request",
             version=version,
@@ -605,7 +595,7 @@ class MetadataManager:
             if name is None:
                 continue
             name = str(name)
-            if code != _NONE:
+            if code != NO_ERROR:
                 errors[name] = code
                 continue
             topics.append(self._topic_info(t, old, reliable_epochs))
@@ -621,7 +611,6 @@ class MetadataManager:
         self._cluster = cluster
         self._cluster_covers_all = in_flight.topics is None
         self._last_success_ms = now_ms
-        self._last_attempt_ms = now_ms
 
         wanted_now = self.wanted_topics()
         retry = self._handle_topic_errors(errors, cluster) or self._stale_epochs_seen
@@ -634,8 +623,7 @@ class MetadataManager:
             self._on_failed_attempt(now_ms)
             self.request_update("retriable topic errors or new topics")
         else:
-            self._attempts = 0
-            self._backoff_ms = self._backoff.backoff(0)
+            self._request_state.on_successful_attempt(now_ms)
 
         self._events.append(ClusterUpdated(cluster))
         if self._pattern is not None:
@@ -761,7 +749,7 @@ class MetadataManager:
                     else:
                         result[name] = parts
                     continue
-                if code == _UNKNOWN_TOPIC_OR_PARTITION:
+                if code == UnknownTopicOrPartitionError.code:
                     count = waiter.unknown_counts.get(name, 0) + 1
                     waiter.unknown_counts[name] = count
                     if count >= UNKNOWN_TOPIC_ATTEMPTS:
@@ -810,14 +798,7 @@ class MetadataManager:
     # -- Timing --------------------------------------------------------------------------------
 
     def _on_failed_attempt(self, now_ms: int) -> None:
-        self._backoff_ms = self._backoff.backoff(self._attempts)
-        self._attempts += 1
-        self._last_attempt_ms = now_ms
-
-    def _remaining_backoff_ms(self, now_ms: int) -> int:
-        if self._last_attempt_ms is None:
-            return 0
-        return max(0, self._last_attempt_ms + self._backoff_ms - now_ms)
+        self._request_state.on_failed_attempt(now_ms)
 
     def _time_until_next_poll(self, now_ms: int) -> int | None:
         if self._in_flight is not None:
@@ -826,8 +807,3 @@ class MetadataManager:
             candidates = [self.time_to_next_update(now_ms)]
         candidates += [max(0, w.deadline_ms - now_ms) for w in self._waiters.values()]
         return min(candidates) if candidates else None
-
-    def _new_id(self) -> int:
-        value = self._next_id
-        self._next_id += 1
-        return value

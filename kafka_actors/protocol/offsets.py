@@ -65,21 +65,23 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.errors import (
+    NO_ERROR,
     FatalConsumerError,
     KafkaError,
     KafkaTimeoutError,
     LogTruncationError,
     NoOffsetForPartitionError,
     TopicAuthorizationFailedError,
+    UnsupportedForMessageFormatError,
     error_class_for_code,
     error_for_code,
 )
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.membership import ExponentialBackoff
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
 from kafka_actors.protocol.metadata import EMPTY_CLUSTER, Cluster
 from kafka_actors.protocol.records import IsolationLevel
+from kafka_actors.protocol.request_state import EventOutbox, retry_backoff
 from kafka_actors.protocol.requests import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -110,9 +112,6 @@ __all__ = [
     "ResetPositionsError",
 ]
 
-_NONE: Final = 0
-_UNSUPPORTED_FOR_MESSAGE_FORMAT: Final = 43
-_TOPIC_AUTHORIZATION_FAILED: Final = 29
 _UNKNOWN_OFFSET: Final = -1
 
 
@@ -238,8 +237,13 @@ class _SentValidation:
     positions: Mapping[TopicPartition, FetchPosition]
 
 
-class OffsetsManager:
-    """ListOffsets lookups and position resets (see the module docstring)."""
+class OffsetsManager(EventOutbox):
+    """ListOffsets lookups and position resets (see the module docstring).
+
+    A little over 600 lines: user lookups (offsetsForTimes, beginning/end offsets), position
+    resets and position validation (OffsetsForLeaderEpoch) share the per-leader batching,
+    the retry backoff and the metadata-refresh requests, as Java's ``OffsetsRequestManager``.
+    """
 
     def __init__(
         self,
@@ -255,12 +259,9 @@ class OffsetsManager:
         self._versions = versions
         self._subscription = subscription
         self._wall_clock_ms = wall_clock_ms
-        self._backoff = ExponentialBackoff(
-            config.retry_backoff_ms, 2, config.retry_backoff_max_ms, 0.2, random
-        )
+        self._backoff = retry_backoff(config, random)
         self._log = get_logger("offsets", client_id=client_id)
-        self._events: list[Any] = []
-        self._next_id = 1
+        self._init_outbox()
         self._cluster = EMPTY_CLUSTER
         self._lookups: dict[int, _Lookup] = {}
         self._in_flight: dict[int, _Sent] = {}
@@ -348,8 +349,7 @@ class OffsetsManager:
         requests = (
             self._poll_lookups(now_ms) + self._poll_resets(now_ms) + self._poll_validations(now_ms)
         )
-        events = tuple(self._events)
-        self._events.clear()
+        events = self._drain_events()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -442,9 +442,9 @@ class OffsetsManager:
                 retry.append(tp)
                 continue
             code = int(p.error_code)
-            if code == _NONE:
+            if code == NO_ERROR:
                 lookup.results[tp] = _offset_and_timestamp(p)
-            elif code == _UNSUPPORTED_FOR_MESSAGE_FORMAT:
+            elif code == UnsupportedForMessageFormatError.code:
                 lookup.results[tp] = None
             elif _retriable(code):
                 self._log.debug("list_offsets_partition_retriable", partition=str(tp), code=code)
@@ -562,7 +562,7 @@ class OffsetsManager:
                 refresh.append(tp)
                 continue
             code = int(p.error_code)
-            if code == _NONE:
+            if code == NO_ERROR:
                 found = _offset_and_timestamp(p)
                 if found is None:
                     if strategy.kind is ResetKind.BY_DURATION and timestamp != LATEST_TIMESTAMP:
@@ -708,7 +708,7 @@ class OffsetsManager:
                 retry.append(tp)
                 continue
             code = int(p.error_code)
-            if code != _NONE:
+            if code != NO_ERROR:
                 if _retriable(code):
                     self._log.debug("validate_partition_retriable", partition=str(tp), code=code)
                     retry.append(tp)
@@ -861,11 +861,6 @@ class OffsetsManager:
                 candidates.append(state.next_retry_time_ms - now_ms)
         return max(0, min(candidates)) if candidates else None
 
-    def _new_id(self) -> int:
-        value = self._next_id
-        self._next_id += 1
-        return value
-
 
 def _offset_and_timestamp(p: Any) -> OffsetAndTimestamp | None:
     offset = int(p.offset)
@@ -882,7 +877,7 @@ def _retriable(code: int) -> bool:
 
 
 def _partition_error(code: int, tp: TopicPartition) -> KafkaError:
-    if code == _TOPIC_AUTHORIZATION_FAILED:
+    if code == TopicAuthorizationFailedError.code:
         return TopicAuthorizationFailedError(
             f"Not authorized to list offsets of topic {tp.topic!r}", topic=tp.topic
         )

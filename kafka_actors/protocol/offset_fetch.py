@@ -1,0 +1,439 @@
+"""Committed offsets fetched from the group coordinator: the OffsetFetch half of the commit manager.
+
+Owns: the OffsetFetch requests of :meth:`~OffsetFetchRequests.fetch_committed` (``committed()``)
+and :meth:`~OffsetFetchRequests.initialize_positions` (partitions that need a position), with
+their waiters, retries and deadlines, their answers (:class:`CommittedOffsetsFetched`,
+:class:`PositionsInitialized`), and the helpers both halves use to talk to the coordinator
+(request timeout, coordinator loss, topic ids). It is the request state Java's
+``CommitRequestManager`` keeps as ``OffsetFetchRequestState``, split from the commits
+(:mod:`kafka_actors.protocol.commit`), which :class:`~kafka_actors.protocol.commit.CommitManager`
+combines with it; the choices are in that module's docstring.
+
+May touch: the shared :class:`SubscriptionState` (seek partitions to their committed offsets,
+ask for an offset reset), nothing else. Pure, like the commit manager.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from kafka_actors.errors import (
+    CoordinatorNotAvailableError,
+    GroupAuthorizationFailedError,
+    InvalidRequestError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoOffsetForPartitionError,
+    NotCoordinatorError,
+    StaleMemberEpochError,
+    TopicAuthorizationFailedError,
+    UnstableOffsetCommitError,
+    error_for_code,
+)
+from kafka_actors.protocol.group_events import (
+    CoordinatorUnknown,
+)
+from kafka_actors.protocol.messages import (
+    OffsetAndMetadata,
+    TopicPartition,
+    UnsentRequest,
+)
+from kafka_actors.protocol.request_state import EventOutbox, RetriedRequest
+from kafka_actors.protocol.requests import offset_fetch_request
+from kafka_actors.protocol.subscription import FetchPosition, FetchState, SubscriptionState
+
+if TYPE_CHECKING:
+    from kafka_actors.protocol.commit import CommitConfig
+    from kafka_actors.protocol.request_state import ExponentialBackoff
+
+
+# The versions from which requests name topics by id (KIP-848 / KIP-516).
+_TOPIC_ID_VERSION: Final = 10
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffsetsFetched:
+    """The committed offsets of ``fetch_committed``: None for a partition without one."""
+
+    request_key: Hashable
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | None]
+    error: KafkaError | None
+
+
+@dataclass(frozen=True, slots=True)
+class PositionsInitialized:
+    """``initialize_positions`` is over: ``seeked`` got their committed offset, ``reset`` were
+    marked for ``auto.offset.reset`` (both empty on error or when nothing needed a position)."""
+
+    request_key: Hashable
+    seeked: Mapping[TopicPartition, OffsetAndMetadata]
+    reset: frozenset[TopicPartition]
+    error: KafkaError | None
+
+
+@dataclass(slots=True)
+class _Waiter:
+    request_key: Hashable
+    deadline_ms: int
+    trace_id: str | None
+    init_positions: bool
+
+
+@dataclass(slots=True)
+class _Fetch(RetriedRequest):
+    partitions: frozenset[TopicPartition]
+    member: tuple[str, int | None]
+    waiters: list[_Waiter]
+    deadline_ms: int
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
+    init_positions: bool = False  # apply the answer to the positions, even after the deadline
+
+    @property
+    def trace_id(self) -> str | None:
+        return next((w.trace_id for w in self.waiters if w.trace_id), None)
+
+
+def _trace_of(request_key: Hashable, trace_id: str | None) -> str | None:
+    if trace_id is not None:
+        return trace_id
+    return request_key if isinstance(request_key, str) else None
+
+
+def _describe(offsets: Mapping[TopicPartition, OffsetAndMetadata | None]) -> dict[str, Any]:
+    return {str(tp): (None if o is None else o.offset) for tp, o in sorted(offsets.items())}
+
+
+class OffsetFetchRequests(EventOutbox):
+    """The OffsetFetch requests of the commit manager (see the module docstring).
+
+    A base of :class:`~kafka_actors.protocol.commit.CommitManager`, which owns the state below
+    (initialized in its ``__init__``) and routes responses, failures and deadlines here.
+    """
+
+    _config: CommitConfig
+    _subs: SubscriptionState
+    _consumer_protocol: bool
+    _log: Any
+    _backoff: ExponentialBackoff
+    _member_id: str
+    _member_epoch: int | None
+    _coordinator: int | None
+    _topic_ids: dict[str, uuid.UUID]
+    _in_flight: dict[int, Any]
+    _fetches: list[_Fetch]
+
+    def fetch_committed(
+        self,
+        partitions: Iterable[TopicPartition],
+        deadline_ms: int,
+        request_key: Hashable,
+        *,
+        trace_id: str | None = None,
+    ) -> None:
+        """Fetch the committed offsets of ``partitions``; publishes
+        :class:`CommittedOffsetsFetched`."""
+        wanted = frozenset(partitions)
+        waiter = _Waiter(request_key, deadline_ms, _trace_of(request_key, trace_id), False)
+        if not wanted:
+            self._events.append(CommittedOffsetsFetched(request_key, {}, None))
+            return
+        self._add_fetch(wanted, waiter)
+
+    def initialize_positions(
+        self, deadline_ms: int, request_key: Hashable = None, *, trace_id: str | None = None
+    ) -> None:
+        """Give every owned partition without a position its committed offset, or mark it for
+        ``auto.offset.reset``; publishes :class:`PositionsInitialized`."""
+        wanted = frozenset(self._subs.initializing_partitions())
+        if not wanted:
+            self._events.append(PositionsInitialized(request_key, {}, frozenset(), None))
+            return
+        waiter = _Waiter(request_key, deadline_ms, _trace_of(request_key, trace_id), True)
+        self._add_fetch(wanted, waiter)
+
+    def _member_key(self) -> tuple[str, int | None]:
+        return (self._member_id, self._member_epoch)
+
+    def _add_fetch(self, partitions: frozenset[TopicPartition], waiter: _Waiter) -> None:
+        member = self._member_key()
+        for fetch in self._fetches:
+            if fetch.partitions == partitions and fetch.member == member:
+                self._log.debug(
+                    "offset_fetch_deduplicated",
+                    partitions=sorted(str(tp) for tp in partitions),
+                    in_flight=fetch.request_id is not None,
+                )
+                fetch.waiters.append(waiter)
+                fetch.deadline_ms = max(fetch.deadline_ms, waiter.deadline_ms)
+                fetch.init_positions = fetch.init_positions or waiter.init_positions
+                return
+        self._fetches.append(
+            _Fetch(
+                partitions,
+                member,
+                [waiter],
+                waiter.deadline_ms,
+                init_positions=waiter.init_positions,
+            )
+        )
+
+    def _send_fetch(self, fetch: _Fetch, now_ms: int) -> UnsentRequest | None:
+        assert self._coordinator is not None
+        version = self._config.offset_fetch_version
+        if version >= _TOPIC_ID_VERSION and not self._all_topic_ids_known(fetch.partitions):
+            version = _TOPIC_ID_VERSION - 1
+        member_id: str | None = None
+        member_epoch = -1
+        if self._consumer_protocol and self._member_epoch is not None and version >= 9:
+            member_id, member_epoch = self._member_id, self._member_epoch
+        try:
+            request = offset_fetch_request(
+                version,
+                group_id=self._config.group_id,
+                partitions=sorted(fetch.partitions),
+                require_stable=version >= 7,
+                member_id=member_id,
+                member_epoch=member_epoch,
+                topic_ids=self._topic_ids,
+            )
+        except KafkaError as exc:
+            self._complete_fetch(fetch, None, exc)
+            return None
+        fetch.topic_names = (
+            {self._topic_ids[tp.topic]: tp.topic for tp in fetch.partitions}
+            if version >= _TOPIC_ID_VERSION
+            else {}
+        )
+        request_id = self._new_id()
+        fetch.on_send_attempt(request_id)
+        self._in_flight[request_id] = fetch
+        self._log.debug(
+            "offset_fetch_sent",
+            request_id=request_id,
+            version=version,
+            attempt=fetch.attempts,
+            coordinator=self._coordinator,
+            partitions=sorted(str(tp) for tp in fetch.partitions),
+            trace_id=fetch.trace_id,
+        )
+        return UnsentRequest(
+            node=self._coordinator,
+            request=request,
+            request_id=request_id,
+            trace_id=fetch.trace_id,
+            timeout_ms=self._request_timeout(fetch.deadline_ms, now_ms),
+        )
+
+    def _on_fetch_response(self, fetch: _Fetch, response: Any, now_ms: int) -> None:
+        if hasattr(response, "groups"):
+            group = next((g for g in response.groups if g.group_id == self._config.group_id), None)
+            if group is None:
+                error: KafkaError = InvalidRequestError(
+                    "OffsetFetch response does not name the group"
+                )
+                self._fetch_attempt_failed(fetch, error, now_ms, retry=False)
+                return
+            group_code = int(group.error_code)
+            topics = group.topics
+        else:
+            group_code = int(getattr(response, "error_code", 0))
+            topics = response.topics
+        if group_code != 0:
+            self._on_fetch_group_error(fetch, group_code, now_ms)
+            return
+        offsets: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        unauthorized: list[str] = []
+        unstable: list[TopicPartition] = []
+        for topic in topics:
+            name = self._topic_name(topic, fetch.topic_names)
+            for partition in topic.partitions:
+                tp = TopicPartition(name, int(partition.partition_index))
+                code = int(partition.error_code)
+                if code == TopicAuthorizationFailedError.code:
+                    if name not in unauthorized:
+                        unauthorized.append(name)
+                elif code == UnstableOffsetCommitError.code:
+                    unstable.append(tp)
+                elif code != 0:
+                    error = error_for_code(code, topic=tp.topic, partition=tp.partition)
+                    self._log.info("offset_fetch_partition_error", partition=str(tp), code=code)
+                    self._fetch_attempt_failed(fetch, error, now_ms, retry=False)
+                    return
+                elif int(partition.committed_offset) >= 0:
+                    epoch = int(getattr(partition, "committed_leader_epoch", -1))
+                    offsets[tp] = OffsetAndMetadata(
+                        int(partition.committed_offset),
+                        partition.metadata or "",
+                        None if epoch < 0 else epoch,
+                    )
+                else:
+                    offsets[tp] = None
+        if unauthorized:
+            error = TopicAuthorizationFailedError(
+                f"Not authorized to fetch committed offsets of topics {sorted(unauthorized)}",
+                topic=unauthorized[0] if len(unauthorized) == 1 else None,
+            )
+            self._fetch_attempt_failed(fetch, error, now_ms, retry=False)
+            return
+        if unstable:
+            self._log.info(
+                "offset_fetch_unstable",
+                partitions=sorted(str(tp) for tp in unstable),
+                note="pending transactional offsets or offsets awaiting replication",
+            )
+            first = unstable[0]
+            error = error_for_code(
+                UnstableOffsetCommitError.code, topic=first.topic, partition=first.partition
+            )
+            self._fetch_attempt_failed(fetch, error, now_ms, retry=True)
+            return
+        for tp in fetch.partitions:
+            offsets.setdefault(tp, None)
+        self._log.debug("offset_fetch_succeeded", offsets=_describe(offsets))
+        self._complete_fetch(fetch, offsets, None)
+
+    def _on_fetch_group_error(self, fetch: _Fetch, code: int, now_ms: int) -> None:
+        self._log.info("offset_fetch_group_error", error_code=code, attempts=fetch.attempts)
+        if code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
+            self._mark_coordinator_unknown(f"OffsetFetch error {code}")
+        if code == GroupAuthorizationFailedError.code:
+            error: KafkaError = GroupAuthorizationFailedError(
+                f"Not authorized to access group: {self._config.group_id}"
+            )
+            retry = False
+        elif code == StaleMemberEpochError.code:
+            error = error_for_code(code)
+            retry = self._consumer_protocol and self._member_epoch is not None
+        else:
+            error = error_for_code(code)
+            retry = error.retriable
+        self._fetch_attempt_failed(fetch, error, now_ms, retry=retry)
+
+    def _fetch_attempt_failed(
+        self, fetch: _Fetch, error: KafkaError, now_ms: int, *, retry: bool
+    ) -> None:
+        fetch.last_error = error
+        if not retry or not fetch.waiters:
+            self._complete_fetch(fetch, None, error)
+            return
+        # A retry uses the member identity of its time; one due after every caller's deadline
+        # never goes out (the callers time out at their deadlines).
+        fetch.schedule_retry(now_ms, self._backoff)
+        fetch.member = self._member_key()
+        self._log.debug("offset_fetch_retry", retry_at_ms=fetch.retry_at_ms, error=repr(error))
+
+    def _complete_fetch(
+        self,
+        fetch: _Fetch,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | None] | None,
+        error: KafkaError | None,
+    ) -> None:
+        if fetch in self._fetches:
+            self._fetches.remove(fetch)
+        if fetch.request_id is not None:
+            self._in_flight.pop(fetch.request_id, None)
+            fetch.request_id = None
+        seeked: dict[TopicPartition, OffsetAndMetadata] = {}
+        reset: set[TopicPartition] = set()
+        init_error: KafkaError | None = None
+        if offsets is not None and fetch.init_positions:
+            seeked, reset, init_error = self._apply_positions(offsets)
+        if error is not None:
+            self._log.warning(
+                "offset_fetch_completed_with_error",
+                error=repr(error),
+                partitions=sorted(str(tp) for tp in fetch.partitions),
+            )
+        for waiter in fetch.waiters:
+            self._emit_fetch_result(
+                waiter,
+                fetch.partitions,
+                offsets,
+                error if error is not None or not waiter.init_positions else init_error,
+                seeked,
+                reset,
+            )
+        fetch.waiters.clear()
+
+    def _emit_fetch_result(
+        self,
+        waiter: _Waiter,
+        partitions: frozenset[TopicPartition],
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | None] | None,
+        error: KafkaError | None,
+        seeked: Mapping[TopicPartition, OffsetAndMetadata],
+        reset: Iterable[TopicPartition],
+    ) -> None:
+        if waiter.init_positions:
+            self._events.append(
+                PositionsInitialized(waiter.request_key, dict(seeked), frozenset(reset), error)
+            )
+        else:
+            result = {} if offsets is None else {tp: offsets.get(tp) for tp in partitions}
+            self._events.append(CommittedOffsetsFetched(waiter.request_key, result, error))
+
+    def _apply_positions(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | None]
+    ) -> tuple[dict[TopicPartition, OffsetAndMetadata], set[TopicPartition], KafkaError | None]:
+        seeked: dict[TopicPartition, OffsetAndMetadata] = {}
+        without: set[TopicPartition] = set()
+        for tp, committed in sorted(offsets.items()):
+            state = self._subs.partition_state(tp)
+            if state is None or state.fetch_state is not FetchState.INITIALIZING:
+                continue  # no longer owned, or positioned meanwhile (a seek by the user wins)
+            if committed is None:
+                without.add(tp)
+                continue
+            self._subs.seek_unvalidated(tp, FetchPosition(committed.offset, committed.leader_epoch))
+            seeked[tp] = committed
+        no_reset_policy = self._subs.reset_initializing_positions(only=without.__contains__)
+        reset = without - set(no_reset_policy)
+        error: KafkaError | None = None
+        if no_reset_policy:
+            error = NoOffsetForPartitionError(
+                partitions=[(tp.topic, tp.partition) for tp in sorted(no_reset_policy)]
+            )
+        if seeked or reset or no_reset_policy:
+            self._log.info(
+                "positions_initialized",
+                committed=_describe(seeked),
+                reset=sorted(str(tp) for tp in reset),
+                no_reset_policy=sorted(str(tp) for tp in no_reset_policy),
+            )
+        return seeked, reset, error
+
+    @staticmethod
+    def _timeout(cause: KafkaError | None, what: str) -> KafkaTimeoutError:
+        if isinstance(cause, KafkaTimeoutError) and cause.code is None:
+            return cause
+        detail = f": last error {cause}" if cause is not None else ""
+        error = KafkaTimeoutError(f"{what} did not complete before its deadline{detail}")
+        error.__cause__ = cause
+        return error
+
+    def _mark_coordinator_unknown(self, reason: str) -> None:
+        if self._coordinator is None:
+            return
+        self._log.info("coordinator_unknown", reason=reason, coordinator=self._coordinator)
+        self._coordinator = None
+        self._events.append(CoordinatorUnknown(reason))
+
+    def _request_timeout(self, deadline_ms: int | None, now_ms: int) -> int:
+        timeout = self._config.request_timeout_ms
+        if deadline_ms is not None:
+            timeout = min(timeout, max(1, deadline_ms - now_ms))
+        return timeout
+
+    def _all_topic_ids_known(self, partitions: Iterable[TopicPartition]) -> bool:
+        return all(tp.topic in self._topic_ids for tp in partitions)
+
+    @staticmethod
+    def _topic_name(topic: Any, names_by_id: Mapping[uuid.UUID, str]) -> str:
+        name = getattr(topic, "name", None)
+        if name is not None:
+            return str(name)
+        topic_id = getattr(topic, "topic_id", None)
+        return names_by_id.get(topic_id, str(topic_id)) if topic_id is not None else ""
