@@ -113,7 +113,6 @@ from typing import Any, Final, Protocol, cast
 
 import pykka
 from kio.schema.errors import ErrorCode as KioErrorCode
-from pykka._envelope import Envelope
 
 from kafka_actors.actors.connection import (
     Broken,
@@ -149,6 +148,7 @@ from kafka_actors.protocol.apis import ApiKey, api_name
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
 from kafka_actors.protocol.sasl import SaslMechanism, mechanism_from_config
 from kafka_actors.protocol.tls import TlsChannel, build_ssl_context
+from kafka_actors.runtime import AlreadySet, envelope
 from kafka_actors.supervisors import (
     ChildContext,
     ChildSpec,
@@ -450,7 +450,7 @@ class SelectorInbox(queue.Queue[Any]):
                     driver.on_io(io)  # wake-up is followed by handling the message anyway)
             except Exception as exc:
                 self.driver = None
-                return Envelope(_IoFailure(exc))
+                return envelope(_IoFailure(exc))
 
     def _drain(self) -> None:
         try:
@@ -655,8 +655,8 @@ class NetworkActor(SupervisedActor):
             table=table,
         )
 
-    @staticmethod
-    def _create_actor_inbox() -> Any:
+    @classmethod
+    def create_inbox(cls) -> Any:
         return SelectorInbox()
 
     # -- pykka hooks -------------------------------------------------------------------------
@@ -721,24 +721,13 @@ class NetworkActor(SupervisedActor):
         self._shutdown_io(self.supervision.tree.fatal_error)
         self.supervision.stop_children_now()
 
-    def _actor_loop_teardown(self) -> None:
+    def on_undelivered(self, message: Any) -> None:
         # Sends that raced with the stop (told after the last message was handled): their
         # callers wait on reply_to, not on the envelope, so answer them here.
-        leftover: list[Any] = []
-        while not self.actor_inbox.empty():
-            try:
-                envelope = self._inbox.get(False)
-            except queue.Empty:
-                break
-            leftover.append(envelope)
-            message = envelope.message
-            if isinstance(message, Send):
-                error = ConsumerClosedError("The NetworkActor stopped before sending the request")
-                pending = PendingRequest(message.request, message, 0.0, message.trace_id)
-                self._fail(pending, error, message.node)
-        for envelope in leftover:
-            self._inbox.put(envelope)  # pykka's teardown answers ask() callers
-        super()._actor_loop_teardown()
+        if isinstance(message, Send):
+            error = ConsumerClosedError("The NetworkActor stopped before sending the request")
+            pending = PendingRequest(message.request, message, 0.0, message.trace_id)
+            self._fail(pending, error, message.node)
 
     def on_failure(
         self,
@@ -1523,7 +1512,7 @@ def _reply(target: Any, reply: Response | RequestFailed, log: Any) -> None:
             target(reply)
     except pykka.ActorDeadError:
         log.debug("reply_target_dead", reply=type(reply).__name__)
-    except queue.Full:
+    except AlreadySet:
         log.debug("reply_future_already_set", reply=type(reply).__name__)
     except Exception:
         log.exception("reply_failed", reply=type(reply).__name__)
