@@ -1,7 +1,7 @@
 """The NetworkActor: every broker connection of a consumer, and the request managers' supervisor.
 
 Owns: the sockets (the only code in kafka-actors that touches them), one
-:class:`~kafka_actors.actors.connection.NodeConnection` per node (bootstrap servers as pseudo
+:class:`~kafka_actors.protocol.connection.NodeConnection` per node (bootstrap servers as pseudo
 nodes), the map node id → address learned from Metadata responses, the requests other actors
 send (:class:`Send`) and their replies (:class:`Response` / :class:`RequestFailed`), fault
 injection at the network level, and the supervision of its child actors. May touch: sockets,
@@ -114,19 +114,6 @@ from typing import Any, Final, Protocol, cast
 import pykka
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from kafka_actors.actors.connection import (
-    Broken,
-    Completed,
-    ConnectionSettings,
-    ConnectionState,
-    Event,
-    Failed,
-    MechanismFactory,
-    NodeConnection,
-    PendingRequest,
-    Ready,
-    Reauthenticated,
-)
 from kafka_actors.clock import Clock, Scheduler, SystemClock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
 from kafka_actors.errors import (
@@ -145,6 +132,19 @@ from kafka_actors.log import get_logger, traced
 from kafka_actors.metrics import ConsumerMetrics
 from kafka_actors.oauth import OAuthBearerTokenSource, token_source_from_config
 from kafka_actors.protocol.apis import ApiKey, api_name
+from kafka_actors.protocol.connection import (
+    Broken,
+    Completed,
+    ConnectionSettings,
+    ConnectionState,
+    Event,
+    Failed,
+    MechanismFactory,
+    NodeConnection,
+    PendingRequest,
+    Ready,
+    Reauthenticated,
+)
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
 from kafka_actors.protocol.sasl import SaslMechanism, mechanism_from_config
 from kafka_actors.protocol.tls import TlsChannel, build_ssl_context
