@@ -143,12 +143,7 @@ class RuntimeActor(pykka.ThreadingActor):
     def before_receive(self, message: Any) -> None:
         """Runs before each message but the stop request (see the class docstring)."""
 
-    def on_crash(
-        self,
-        exception_type: type[BaseException] | None,
-        exception_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def on_crash(self, exception: BaseException | None) -> None:
         """A failure the runtime handles (see the class docstring)."""
 
     def on_undelivered(self, message: Any) -> None:
@@ -178,7 +173,7 @@ class RuntimeActor(pykka.ThreadingActor):
         exception_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.on_crash(exception_type, exception_value, traceback)
+        self.on_crash(exception_value)
         super()._handle_failure(exception_type, exception_value, traceback)
 
     def _actor_loop(self) -> None:

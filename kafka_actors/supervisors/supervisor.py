@@ -382,14 +382,9 @@ class SupervisedActor(RuntimeActor):
         if self._exit_exception is None and exception is not None:
             self._exit_exception = exception
 
-    def on_crash(
-        self,
-        exception_type: type[BaseException] | None,
-        exception_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def on_crash(self, exception: BaseException | None) -> None:
         self._failure_handled = True
-        self._record_failure(exception_value)
+        self._record_failure(exception)
 
     def before_receive(self, message: Any) -> None:
         faults = self.faults

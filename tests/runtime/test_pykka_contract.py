@@ -12,7 +12,6 @@ import importlib.metadata
 import inspect
 import queue
 import threading
-from types import TracebackType
 from typing import Any
 
 import pykka
@@ -148,21 +147,11 @@ class Probe(RuntimeActor):
         if self.fail_in == "on_stop":
             raise RuntimeError("stop")
 
-    def on_failure(
-        self,
-        exception_type: type[BaseException] | None,
-        exception_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._note("on_failure", repr(exception_value))
+    def on_failure(self, *exc_info: Any) -> None:
+        self._note("on_failure", repr(exc_info[1]))
 
-    def on_crash(
-        self,
-        exception_type: type[BaseException] | None,
-        exception_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._note("on_crash", repr(exception_value))
+    def on_crash(self, exception: BaseException | None) -> None:
+        self._note("on_crash", repr(exception))
 
     def on_undelivered(self, message: Any) -> None:
         self._note("on_undelivered", message)
@@ -261,6 +250,7 @@ def test_stop_goes_through_the_inbox_as_the_stop_message() -> None:
     log: list[tuple[str, Any]] = []
     ref = _start(log)
     inbox = ref.actor_inbox
+    assert isinstance(inbox, RecordingInbox)
     ref.stop()
     _wait_exit(ref, log)
     assert any(is_stop(item.message) for item in inbox.seen)
