@@ -264,16 +264,21 @@ class NetworkConnections(NetworkBase):
 
     def _drop_transport(self, node: Node) -> None:
         """Detach ``node``'s transport (if any) from the selector and close its socket."""
+        if self._detach_transport(node):
+            self._transport_closed()
+
+    def _detach_transport(self, node: Node) -> bool:
+        """:meth:`_drop_transport` without the metric; whether there was a transport."""
         transport, node.transport = node.transport, None
         if transport is None:
-            return
+            return False
         if transport.registered_mask:
             try:
                 self._inbox.selector.unregister(transport.sock)
             except (KeyError, ValueError):
                 pass
         transport.close()
-        self._transport_closed()
+        return True
 
     def _close_idle(self, node: Node, now: float) -> None:
         """connections.max.idle.ms passed with nothing queued or in flight: close the

@@ -76,8 +76,13 @@ class Delayed:
 
 
 class NetworkBase(SupervisedActor):
-    """The NetworkActor's shared state and the calls between its parts (module docstring)."""
+    """The NetworkActor's shared state and the calls between its parts (module docstring).
 
+    Grouped by the part that owns the state (it is set in ``NetworkActor.__init__``) and
+    implements the calls (each declared abstract here, with what it does).
+    """
+
+    # -- NetworkActor (actor.py) ------------------------------------------------------------
     config: ConsumerConfig
     settings: ConnectionSettings
     metrics: ConsumerMetrics | None
@@ -86,57 +91,67 @@ class NetworkBase(SupervisedActor):
     _random: Callable[[], float]
     _log: Any
     _token_source: OAuthBearerTokenSource | None
+    _inbox: SelectorInbox
+    _closed: bool
+    _seq: Iterator[int]
+
+    # -- NetworkConnections (connections.py) -------------------------------------------------
+    #: Every node: real ones (learned from Metadata) and the bootstrap pseudo nodes.
+    _nodes: dict[int, Node]
+    _bootstrap: list[int]
     _sasl: MechanismFactory | None
     _tls: Callable[[str, int], TlsChannel] | None
     _resolver: Resolver
     _canonical_bootstrap: bool
     _resolver_pool: concurrent.futures.ThreadPoolExecutor | None
-    _inbox: SelectorInbox
-    #: Every node: real ones (learned from Metadata) and the bootstrap pseudo nodes.
-    _nodes: dict[int, Node]
-    _bootstrap: list[int]
+    _events: deque[ConnectionEvent]
+    _all_down_warned_at: float | None
+
+    #: Start a connection attempt to the node (resolving its name first if needed).
+    @abc.abstractmethod
+    def _connect(self, node: Node, now: float) -> None: ...
+
+    #: Learn or update a node's address; requests waiting for it are queued on it.
+    @abc.abstractmethod
+    def _set_address(self, node_id: int, address: BrokerAddress) -> None: ...
+
+    #: Append a :class:`ConnectionEvent` of ``kind`` for the node to the event log.
+    @abc.abstractmethod
+    def _record(self, node: Node, kind: str, error: KafkaError | None = None) -> None: ...
+
+    #: Unregister and close the node's socket (no metric); whether it had one.
+    @abc.abstractmethod
+    def _detach_transport(self, node: Node) -> bool: ...
+
+    #: Close the node's transport because of ``error``; fail what must fail.
+    @abc.abstractmethod
+    def _close_node(self, node: Node, error: KafkaError) -> None: ...
+
+    # -- NetworkRequests (requests.py) -------------------------------------------------------
     #: Requests for ANY_NODE / BOOTSTRAP_NODE not given to a node yet.
     _unassigned: deque[PendingRequest]
     #: Requests for a node whose address is not known yet.
     _waiting: dict[int, deque[PendingRequest]]
     _delayed: list[Delayed]
     _dropped: list[PendingRequest]
-    _seq: Iterator[int]
-    _events: deque[ConnectionEvent]
-    _closed: bool
-    _all_down_warned_at: float | None
+
+    #: Act on what a node's connection state machine reported.
+    @abc.abstractmethod
+    def _handle(self, node: Node, events: Iterable[Event]) -> None: ...
+
+    #: Answer ``pending`` with :class:`RequestFailed` carrying ``error``.
+    @abc.abstractmethod
+    def _fail(self, pending: PendingRequest, error: KafkaError, node: int) -> None: ...
+
+    # -- NetworkRebootstrap (rebootstrap.py) -------------------------------------------------
     _rebootstrap: bool
     _rebootstrap_trigger: float
     _metadata_wanted_since: float | None
 
+    #: Learn node addresses from a Metadata response.
     @abc.abstractmethod
-    def _close_node(self, node: Node, error: KafkaError) -> None:
-        """See :class:`NetworkConnections`."""
+    def _learn(self, response: Any) -> None: ...
 
+    #: Forget every known broker and start again from the bootstrap servers.
     @abc.abstractmethod
-    def _connect(self, node: Node, now: float) -> None:
-        """See :class:`NetworkConnections`."""
-
-    @abc.abstractmethod
-    def _record(self, node: Node, kind: str, error: KafkaError | None = None) -> None:
-        """See :class:`NetworkConnections`."""
-
-    @abc.abstractmethod
-    def _set_address(self, node_id: int, address: BrokerAddress) -> None:
-        """See :class:`NetworkConnections`."""
-
-    @abc.abstractmethod
-    def _do_rebootstrap(self, now: float, reason: str) -> None:
-        """See :class:`NetworkRebootstrap`."""
-
-    @abc.abstractmethod
-    def _learn(self, response: Any) -> None:
-        """See :class:`NetworkRebootstrap`."""
-
-    @abc.abstractmethod
-    def _fail(self, pending: PendingRequest, error: KafkaError, node: int) -> None:
-        """See :class:`NetworkRequests`."""
-
-    @abc.abstractmethod
-    def _handle(self, node: Node, events: Iterable[Event]) -> None:
-        """See :class:`NetworkRequests`."""
+    def _do_rebootstrap(self, now: float, reason: str) -> None: ...
