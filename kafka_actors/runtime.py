@@ -18,15 +18,15 @@ pykka and box every private use in one module with a contract test, or (b) write
 actor runtime (we already own supervision, the scheduler and futures), keeping pykka only
 where services embed us. We chose (a), because:
 
-* what we need beyond pykka's public API is small and stable: five hooks on one class
-  (a custom inbox, a hook before each message, one on each handled failure, one when the
-  thread ends, one for the messages left at stop), the reply-future factory, and the
-  envelope/stop-message types. That fits in this module and its contract test;
-* a runtime of our own would re-implement what pykka gets right and what the rest of the code
-  relies on without ever naming it: ``ask``/``tell`` and futures, proxies (the facade and the
-  tests use them), the registry that stops stray actors, pykka's exact failure semantics for
-  ``on_start``/``on_receive``/``on_stop`` (which :mod:`kafka_actors.supervisors.supervisor`
-  documents and builds on), all in threads, with the same bugs to find again;
+* what we need beyond pykka's public API is small: a custom inbox, a hook before each
+  message, one on each failure pykka handles, one for the messages left at stop, one when the
+  thread ends, the reply-future class, and the envelope and stop-message types. Each maps onto
+  one private pykka method or type, all in this module, each pinned by the contract test;
+* a runtime of our own would re-implement what pykka already does and the rest of the code
+  relies on: ``ask``/``tell`` and their futures, the registry, proxies (tests use them),
+  and pykka's failure semantics for ``on_start``/``on_receive``/``on_stop``, which
+  :mod:`kafka_actors.supervisors.supervisor` documents and builds on; all of it threaded
+  code whose bugs pykka has already found and fixed, and which we would have to find again;
 * the card names pykka as the embedding API for services: their actors talk to ours through
   ``pykka.ActorRef``. With (b) those refs would be an adapter over a second runtime;
 * moving to pykka 5 now means changing this file (and its pin in ``pyproject.toml``), with the

@@ -30,7 +30,8 @@ One actor, one thread, one state; its code is split by seam, a module each:
 
 How it wakes up (no busy polling, no sleep loops)
 -------------------------------------------------
-The actor is an ordinary pykka ``ThreadingActor`` whose *mailbox* is a
+The actor is an ordinary pykka ``ThreadingActor`` whose *mailbox* (given by the
+``create_inbox`` hook of :class:`~kafka_actors.runtime.RuntimeActor`) is a
 :class:`SelectorInbox`: a ``queue.Queue`` that also owns a ``selectors`` selector and a
 socketpair. ``put`` (what ``tell``/``ask`` call, on the sender's thread) enqueues the envelope,
 then writes one byte to the socketpair unless a wake-up is already pending. ``get`` (what
@@ -40,7 +41,7 @@ socketpair, with ``timeout`` the time to the actor's next deadline (a request ti
 connection setup timeout, the end of a reconnect backoff, a delayed response), or forever when
 nothing is pending. Socket readiness and expired deadlines are handled right there, on the
 actor thread, before ``get`` looks at the queue again. So pykka's own loop, ``ask``/``tell``,
-``stop`` and the supervision machinery (``SupervisedActor`` overrides of the loop) stay
+``stop`` and the supervision machinery (the runtime's hooks around the loop) stay
 untouched, a single thread owns all state (no locks), and the thread sleeps in the kernel
 whenever there is nothing to do. An exception in the I/O code is turned into a message that
 raises it on pykka's normal path, so it fails the actor (and its supervisor sees it) instead
