@@ -158,13 +158,13 @@ class ManagerActor(SupervisedActor):
         while self._stash:
             self.actor_ref.tell(self._stash.popleft())
 
-    def _handle_receive(self, message: Any) -> Any:
+    def before_receive(self, message: Any) -> None:
         # Hold the caller's future before anything (an injected crash included) can end this
         # incarnation: the caller then gets a retriable error, never silence.
         future = getattr(message, "future", None)
         if isinstance(future, concurrent.futures.Future):
             self.hold(future)
-        return super()._handle_receive(message)
+        super().before_receive(message)
 
     def on_receive(self, message: Any) -> Any:
         with traced(getattr(message, "trace_id", None)):

@@ -22,27 +22,25 @@ Owns:
 
 May touch: pykka actors it starts (via their factories) and their refs, the scheduler.
 
-pykka 4.x facts this module relies on (checked against pykka 4.5 source; tests pin them):
+The pykka facts this module relies on (pinned by ``tests/runtime/test_pykka_contract.py``;
+the private hooks behind them live in :mod:`kafka_actors.runtime`):
 
-* An exception in ``on_receive`` for a ``tell`` calls ``_handle_failure`` (log, unregister,
-  mark stopped) then ``on_failure``; for an ``ask`` the exception goes to the caller and the
-  actor lives on.
-* An exception in ``on_start`` calls only ``_handle_failure``: neither ``on_failure`` nor
-  ``on_stop`` runs. An exception in ``on_stop`` also lands in ``_handle_failure``.
+* An exception in ``on_receive`` for a ``tell`` calls :meth:`RuntimeActor.on_crash` then
+  ``on_failure``; for an ``ask`` the exception goes to the caller and the actor lives on.
+* An exception in ``on_start`` calls only ``on_crash``: neither ``on_failure`` nor ``on_stop``
+  runs. An exception in ``on_stop`` also lands in ``on_crash``.
 * ``actor_ref.stop()`` (from anyone) is a message: ``on_stop`` runs, no failure hook.
 
 So ``on_failure``/``on_stop`` alone miss start and stop failures; ``SupervisedActor`` instead
-records the first failure seen by ``_handle_failure`` and notifies from the end of
-``_actor_loop`` (the thread's last act), which no exit path skips.
+records the first failure seen by ``on_crash`` and notifies from ``on_thread_exit`` (the
+thread's last act), which no exit path skips.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import queue
 import random as _random
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -51,7 +49,6 @@ from types import TracebackType
 from typing import Any
 
 import pykka
-from pykka import messages as _pykka_messages
 
 from kafka_actors.clock import (
     Clock,
@@ -62,6 +59,7 @@ from kafka_actors.clock import (
     tell_later,
 )
 from kafka_actors.log import get_logger
+from kafka_actors.runtime import AlreadySet, FirstWinsFuture, RuntimeActor
 from kafka_actors.supervisors.core import (
     Action,
     ChildSpec,
@@ -291,7 +289,7 @@ class ChildTable:
                 entry.waiters.add(future)
         if not registered:
             # The incarnation went down between the lookup and now: answer for it. The
-            # future tolerates a second completion (see _FirstWinsFuture).
+            # future tolerates a second completion (see FirstWinsFuture).
             error = self._down_error(name)
             future.set_exception(exc_info=(type(error), error, None))
         try:
@@ -328,30 +326,6 @@ class SupervisedRef:
 # -- supervised actors ----------------------------------------------------------------------
 
 
-class _FirstWinsFuture(pykka.ThreadingFuture[Any]):
-    """A reply future whose first completion wins and later ones are ignored.
-
-    :class:`ChildTable` fails the calls waiting on a child the moment its exit is processed;
-    a child that was abandoned (hung in ``on_stop``) may still try to answer later, and pykka
-    would raise ``queue.Full`` in the child's thread. Asks to a :class:`SupervisedActor` use
-    this future (pykka creates reply futures with ``actor_class._create_future()``).
-    """
-
-    def set(self, value: Any | None = None) -> None:
-        try:
-            super().set(value)
-        except queue.Full:
-            pass
-
-    def set_exception(self, exc_info: Any = None) -> None:
-        if exc_info is None:
-            exc_info = sys.exc_info()
-        try:
-            super().set_exception(exc_info)
-        except queue.Full:
-            pass
-
-
 @dataclass(frozen=True)
 class ChildContext:
     """What a supervisor hands a child's factory; pass it to ``SupervisedActor.__init__``."""
@@ -368,7 +342,7 @@ EXIT_SHUTDOWN_TIMEOUT_S = 2.0
 """How long the exit hook waits for each tree still running when the interpreter exits."""
 
 
-class SupervisedActor(pykka.ThreadingActor):
+class SupervisedActor(RuntimeActor):
     """A pykka actor that tells its parent when it exits and honours fault injection.
 
     Subclasses use the ordinary pykka hooks (``on_start``, ``on_receive``, ``on_stop``,
@@ -381,6 +355,8 @@ class SupervisedActor(pykka.ThreadingActor):
     # Daemon threads: a tree its owner never shut down must not keep the process alive (the
     # exit hook below shuts such trees down in order instead).
     use_daemon_thread = True
+    # A caller that gave up on a child (ChildTable) must not make a late answer raise.
+    reply_future = FirstWinsFuture
 
     def __init__(
         self,
@@ -402,31 +378,17 @@ class SupervisedActor(pykka.ThreadingActor):
         self._failure_handled = False
         self._injected = False
 
-    @staticmethod
-    def _create_future() -> pykka.Future[Any]:
-        return _FirstWinsFuture()
-
     def _record_failure(self, exception: BaseException | None) -> None:
         if self._exit_exception is None and exception is not None:
             self._exit_exception = exception
 
-    def _handle_failure(
-        self,
-        exception_type: type[BaseException] | None,
-        exception_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def on_crash(self, exception: BaseException | None) -> None:
         self._failure_handled = True
-        self._record_failure(exception_value)
-        super()._handle_failure(exception_type, exception_value, traceback)
+        self._record_failure(exception)
 
-    def _handle_receive(self, message: Any) -> Any:
+    def before_receive(self, message: Any) -> None:
         faults = self.faults
-        if (
-            faults is not None
-            and not isinstance(message, _pykka_messages._ActorStop)
-            and faults.should_crash(self.supervised_name, message)
-        ):
+        if faults is not None and faults.should_crash(self.supervised_name, message):
             fault = InjectedFault(self.supervised_name, message)
             self._injected = True
             self._record_failure(fault)
@@ -434,22 +396,16 @@ class SupervisedActor(pykka.ThreadingActor):
             pykka.ActorRegistry.unregister(self.actor_ref)
             self.actor_stopped.set()
             raise fault
-        return super()._handle_receive(message)
 
-    def _actor_loop(self) -> None:
-        try:
-            super()._actor_loop()
-        finally:
-            if self._injected and not self._failure_handled:
-                exc = self._exit_exception
-                try:
-                    if exc is not None:
-                        self.on_failure(type(exc), exc, exc.__traceback__)
-                except Exception:
-                    get_logger("supervisor").exception(
-                        "on_failure_failed", actor=self.supervised_name
-                    )
-            self._notify_parent()
+    def on_thread_exit(self) -> None:
+        if self._injected and not self._failure_handled:
+            exc = self._exit_exception
+            try:
+                if exc is not None:
+                    self.on_failure(type(exc), exc, exc.__traceback__)
+            except Exception:
+                get_logger("supervisor").exception("on_failure_failed", actor=self.supervised_name)
+        self._notify_parent()
 
     def _notify_parent(self) -> None:
         context = self.context
@@ -708,7 +664,7 @@ class Supervision:
         for reply in replies:
             try:
                 reply.set(result)
-            except queue.Full:
+            except AlreadySet:
                 pass
 
     def _sync_table(self) -> None:

@@ -1,0 +1,51 @@
+"""The NetworkActor's default SASL and TLS factories, built from the consumer configuration.
+
+Owns: turning ``security.protocol``, ``sasl.*`` and ``ssl.*`` into the factories the
+NetworkActor takes (one SASL mechanism per connection attempt; one TLS channel per socket).
+May touch: :mod:`kafka_actors.protocol.sasl`, :mod:`kafka_actors.protocol.tls`, the OAUTHBEARER
+token source it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kafka_actors.config import ConsumerConfig
+from kafka_actors.oauth import OAuthBearerTokenSource
+from kafka_actors.protocol.connection import MechanismFactory
+from kafka_actors.protocol.sasl import SaslMechanism, mechanism_from_config
+from kafka_actors.protocol.tls import TlsChannel, build_ssl_context
+
+__all__ = [
+    "default_sasl",
+    "default_tls",
+    "oauthbearer_sasl",
+]
+
+
+def default_sasl(config: ConsumerConfig) -> MechanismFactory:
+    mechanism_from_config(config)  # a bad setting fails now, naming its key
+
+    def make() -> SaslMechanism:
+        return mechanism_from_config(config)
+
+    return make
+
+
+def oauthbearer_sasl(config: ConsumerConfig, source: OAuthBearerTokenSource) -> MechanismFactory:
+    """SASL/OAUTHBEARER with the source's current token: a connection attempt made before
+    the first token arrived fails with a retriable error and is retried after its backoff."""
+
+    def make() -> SaslMechanism:
+        return mechanism_from_config(config, token_source=source)
+
+    return make
+
+
+def default_tls(config: ConsumerConfig) -> Callable[[str, int], TlsChannel]:
+    context = build_ssl_context(config)
+
+    def make(host: str, node: int) -> TlsChannel:
+        return TlsChannel(context, host, node=node)
+
+    return make

@@ -1,0 +1,157 @@
+"""What the parts of the NetworkActor share: its state and the calls between its parts.
+
+The NetworkActor is one actor on one thread: one state, no locks. Its code is split by seam
+into parts, each a class in a module of its own (:mod:`.connections`, :mod:`.requests`,
+:mod:`.rebootstrap`; :mod:`.actor` assembles them with the pykka hooks and the I/O round).
+:class:`NetworkBase` declares the state they share (set in ``NetworkActor.__init__``) and, as
+abstract methods, every call one part makes into another: that list is the interface between
+the seams. Also owns the per-node record (:class:`Node`) and a delayed answer
+(:class:`Delayed`, fault injection). May touch: nothing of its own.
+"""
+
+from __future__ import annotations
+
+import abc
+import concurrent.futures
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_actors.actors.network.inbox import SelectorInbox
+from kafka_actors.actors.network.messages import ConnectionEvent
+from kafka_actors.actors.network.transport import Resolver, Transport
+from kafka_actors.clock import Clock
+from kafka_actors.config import BrokerAddress, ConsumerConfig
+from kafka_actors.errors import KafkaError
+from kafka_actors.metrics import ConsumerMetrics
+from kafka_actors.oauth import OAuthBearerTokenSource
+from kafka_actors.protocol.connection import (
+    Completed,
+    ConnectionSettings,
+    Event,
+    MechanismFactory,
+    NodeConnection,
+    PendingRequest,
+)
+from kafka_actors.protocol.tls import TlsChannel
+from kafka_actors.supervisors import SupervisedActor, Supervision
+
+__all__ = [
+    "Delayed",
+    "NetworkBase",
+    "Node",
+]
+
+
+@dataclass(eq=False)
+class Node:
+    """One node as the NetworkActor knows it: its connection state machine and transport."""
+
+    node_id: int
+    address: BrokerAddress
+    conn: NodeConnection
+    log: Any
+    transport: Transport | None = None
+    address_index: int = 0
+    #: The addresses the name resolved to, as (getaddrinfo entry, host name for TLS); None:
+    #: to be resolved (first attempt, all tried, or the address changed).
+    addresses: list[tuple[Any, str]] | None = None
+    #: The token of the resolution this node waits for (0: none).
+    resolving: int = 0
+    down_announced: bool = False
+    #: When the last ``node_unavailable`` warning was logged (monotonic s; None: never).
+    warned_at: float | None = None
+
+
+@dataclass(order=True)
+class Delayed:
+    """A response held back by fault injection (``Delay``) until ``due`` (monotonic s)."""
+
+    due: float
+    seq: int
+    node: int = dataclasses.field(compare=False)
+    event: Completed = dataclasses.field(compare=False)
+
+
+class NetworkBase(SupervisedActor):
+    """The NetworkActor's shared state and the calls between its parts (module docstring).
+
+    Grouped by the part that owns the state (it is set in ``NetworkActor.__init__``) and
+    implements the calls (each declared abstract here, with what it does).
+    """
+
+    # -- NetworkActor (actor.py) ------------------------------------------------------------
+    config: ConsumerConfig
+    settings: ConnectionSettings
+    metrics: ConsumerMetrics | None
+    supervision: Supervision
+    _clock: Clock
+    _random: Callable[[], float]
+    _log: Any
+    _token_source: OAuthBearerTokenSource | None
+    _inbox: SelectorInbox
+    _closed: bool
+    _seq: Iterator[int]
+
+    # -- NetworkConnections (connections.py) -------------------------------------------------
+    #: Every node: real ones (learned from Metadata) and the bootstrap pseudo nodes.
+    _nodes: dict[int, Node]
+    _bootstrap: list[int]
+    _sasl: MechanismFactory | None
+    _tls: Callable[[str, int], TlsChannel] | None
+    _resolver: Resolver
+    _canonical_bootstrap: bool
+    _resolver_pool: concurrent.futures.ThreadPoolExecutor | None
+    _events: deque[ConnectionEvent]
+    _all_down_warned_at: float | None
+
+    #: Start a connection attempt to the node (resolving its name first if needed).
+    @abc.abstractmethod
+    def _connect(self, node: Node, now: float) -> None: ...
+
+    #: Learn or update a node's address; requests waiting for it are queued on it.
+    @abc.abstractmethod
+    def _set_address(self, node_id: int, address: BrokerAddress) -> None: ...
+
+    #: Append a :class:`ConnectionEvent` of ``kind`` for the node to the event log.
+    @abc.abstractmethod
+    def _record(self, node: Node, kind: str, error: KafkaError | None = None) -> None: ...
+
+    #: Unregister and close the node's socket (no metric); whether it had one.
+    @abc.abstractmethod
+    def _detach_transport(self, node: Node) -> bool: ...
+
+    #: Close the node's transport because of ``error``; fail what must fail.
+    @abc.abstractmethod
+    def _close_node(self, node: Node, error: KafkaError) -> None: ...
+
+    # -- NetworkRequests (requests.py) -------------------------------------------------------
+    #: Requests for ANY_NODE / BOOTSTRAP_NODE not given to a node yet.
+    _unassigned: deque[PendingRequest]
+    #: Requests for a node whose address is not known yet.
+    _waiting: dict[int, deque[PendingRequest]]
+    _delayed: list[Delayed]
+    _dropped: list[PendingRequest]
+
+    #: Act on what a node's connection state machine reported.
+    @abc.abstractmethod
+    def _handle(self, node: Node, events: Iterable[Event]) -> None: ...
+
+    #: Answer ``pending`` with :class:`RequestFailed` carrying ``error``.
+    @abc.abstractmethod
+    def _fail(self, pending: PendingRequest, error: KafkaError, node: int) -> None: ...
+
+    # -- NetworkRebootstrap (rebootstrap.py) -------------------------------------------------
+    _rebootstrap: bool
+    _rebootstrap_trigger: float
+    _metadata_wanted_since: float | None
+
+    #: Learn node addresses from a Metadata response.
+    @abc.abstractmethod
+    def _learn(self, response: Any) -> None: ...
+
+    #: Forget every known broker and start again from the bootstrap servers.
+    @abc.abstractmethod
+    def _do_rebootstrap(self, now: float, reason: str) -> None: ...
