@@ -69,12 +69,19 @@ def _module_of(path: Path) -> Any:
     return importlib.import_module(".".join(relative.parts))
 
 
+#: protocol modules whose state machines are not request managers: the per-node connection
+#: (``NodeConnection``) reports its events to the NetworkActor that drives it, nothing routes them
+NOT_MANAGERS = frozenset({"connection.py"})
+
+
 def published_by_managers() -> dict[type, str]:
     """Every event class a pure manager puts in its outbox (``self._events.append(X(...))``
     and the like: a call of append/publish/emit/put on something named *event* or *outbox*),
     with where it is published."""
     classes: dict[type, str] = {}
     for path in sorted((PACKAGE / "protocol").glob("*.py")):
+        if path.name in NOT_MANAGERS:
+            continue
         module = _module_of(path)
         for call, function in _calls(path):
             if not isinstance(call.func, ast.Attribute) or not call.args:
