@@ -21,6 +21,7 @@ import pytest
 from kafka_actors import KafkaConsumer
 from kafka_actors.actors.network import Response
 from kafka_actors.errors import BrokersUnreachableError, KafkaError
+from kafka_actors.metrics import CONSUMER, ConsumerMetrics
 from kafka_actors.protocol import requests as rq
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import TopicPartition
@@ -43,7 +44,8 @@ def test_known_broker_silent_for_trigger_ms_rebootstraps(
         config = network_config(
             proxy.address, **{"metadata.recovery.rebootstrap.trigger.ms": 1_500}
         )
-        ref = start_network(config, faults=faults)
+        metrics = ConsumerMetrics("network-test")
+        ref = start_network(config, faults=faults, metrics=metrics)
         first = metadata(ref)
         node = int(first.response.brokers[0].node_id)
         assert first.node < 0  # answered by the bootstrap server
@@ -60,6 +62,9 @@ def test_known_broker_silent_for_trigger_ms_rebootstraps(
         again = metadata(ref)
         assert again.node < 0  # the bootstrap server again
         assert int(again.response.brokers[0].node_id) == node
+        # the forgotten broker's socket was closed: connection-count counts one, the bootstrap
+        # server's (it counted the closed one too)
+        assert metrics.view(dict).find(CONSUMER, "connection-count").value() == 1
 
 
 def _consume_until_error(consumer: KafkaConsumer, timeout: float) -> BaseException | None:

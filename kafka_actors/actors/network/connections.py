@@ -263,22 +263,18 @@ class NetworkConnections(NetworkBase):
         transport.registered_mask = mask
 
     def _drop_transport(self, node: Node) -> None:
-        """Detach ``node``'s transport (if any) from the selector and close its socket."""
-        if self._detach_transport(node):
-            self._transport_closed()
-
-    def _detach_transport(self, node: Node) -> bool:
-        """:meth:`_drop_transport` without the metric; whether there was a transport."""
+        """Detach ``node``'s transport (if any) from the selector and close its socket (the
+        idle close, the error close and the rebootstrap)."""
         transport, node.transport = node.transport, None
         if transport is None:
-            return False
+            return
         if transport.registered_mask:
             try:
                 self._inbox.selector.unregister(transport.sock)
             except (KeyError, ValueError):
                 pass
         transport.close()
-        return True
+        self._transport_closed()
 
     def _close_idle(self, node: Node, now: float) -> None:
         """connections.max.idle.ms passed with nothing queued or in flight: close the

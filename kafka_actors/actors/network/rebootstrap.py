@@ -75,7 +75,7 @@ class NetworkRebootstrap(NetworkBase):
         self._events.append(ConnectionEvent(BOOTSTRAP_NODE, "rebootstrap", now, reason, None))
         for node in forgotten:
             error = DisconnectedError(f"Rebootstrapping ({reason})", node=node.node_id)
-            self._detach_transport(node)
+            self._drop_transport(node)
             for pending in node.conn.take_queued():
                 if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
                     self._unassigned.append(pending)

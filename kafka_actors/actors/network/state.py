@@ -119,9 +119,9 @@ class NetworkBase(SupervisedActor):
     @abc.abstractmethod
     def _record(self, node: Node, kind: str, error: KafkaError | None = None) -> None: ...
 
-    #: Unregister and close the node's socket (no metric); whether it had one.
+    #: Unregister and close the node's socket (if any), counted as a closed connection.
     @abc.abstractmethod
-    def _detach_transport(self, node: Node) -> bool: ...
+    def _drop_transport(self, node: Node) -> None: ...
 
     #: Close the node's transport because of ``error``; fail what must fail.
     @abc.abstractmethod
