@@ -1114,10 +1114,10 @@ class AsyncKafkaConsumer:
                             self._log.warning("leave_on_close_failed", error=str(exc))
                 for tp in list(self._records.buffer):
                     self._records.drop(tp, rewind=False)
-                remaining = max(0.1, deadline - time.monotonic())
-                stopped = core.shutdown(remaining, trace)
+                core.begin_shutdown(trace)
                 self._closed = True
-                result = await asyncio.wrap_future(stopped)
+                remaining = max(0.1, deadline - time.monotonic())
+                result = await asyncio.to_thread(core.stop_actors, remaining)
                 ctx.signal.remove_observer(self._signal_observer)
                 for task in list(self._callback_tasks):
                     task.cancel()

@@ -530,8 +530,9 @@ class KafkaConsumer:
                         facade.process_background()
                     except Exception:
                         pass
+                core.begin_shutdown(trace)
                 remaining = max(0.1, deadline - time.monotonic())
-                result = core.shutdown(remaining, trace).result()
+                result = core.stop_actors(remaining)
                 log.info(
                     "consumer_closed",
                     completed=result.completed,

@@ -18,7 +18,8 @@ Supervision tree of one consumer::
         ├── metadata  ├── coordinator  ├── membership
         ├── commit    ├── offsets      └── fetch
 
-Two calls are bounded asks rather than futures, each for a reason given in its docstring
+Three calls block, each bounded and for a reason given in its docstring:
+:meth:`ConsumerCore.stop_actors` (joins the actors' threads), and two asks
 (:meth:`HandOut.poll_records`, :meth:`ConsumerCore.fetch_metrics`).
 
 Thread safety: every method may be called from any thread.
@@ -32,7 +33,6 @@ import concurrent.futures
 import itertools
 import random as _random
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -521,7 +521,6 @@ class ConsumerCore:
         def attempt() -> None:
             if result.done():
                 return
-            result.restarting = None
             try:
                 self.facade.raise_if_fatal()
             except BaseException as exc:
@@ -529,13 +528,16 @@ class ConsumerCore:
                 return
             future: concurrent.futures.Future[Any] = concurrent.futures.Future()
             self.ctx.track(future)
-            if not self.facade.tell(target, make(future, self.facade.deadline_ms(deadline))):
+            if self.facade.tell(target, make(future, self.facade.deadline_ms(deadline))):
+                result.restarting = None
+            else:
                 fail(future, ChildRestartingError(child=target))
             future.add_done_callback(answered)
 
         def answered(future: concurrent.futures.Future[Any]) -> None:
             error = future.exception()
             if isinstance(error, ChildRestartingError):
+                result.restarting = target
                 now = time.monotonic()
                 if now >= deadline:
                     timeout = KafkaTimeoutError(
@@ -544,7 +546,6 @@ class ConsumerCore:
                     timeout.__cause__ = error
                     fail(result, timeout)
                     return
-                result.restarting = target
                 self.ctx.scheduler.call_later(min(backoff, deadline - now), attempt)
             elif error is not None:
                 fail(result, error)
@@ -645,29 +646,23 @@ class ConsumerCore:
 
     # -- close -----------------------------------------------------------------------------------
 
-    def shutdown(self, timeout: float, trace: str) -> concurrent.futures.Future[ShutdownResult]:
-        """Close the fetch sessions (unless the tree failed), mark the consumer closed, stop
-        the actors within ``timeout`` seconds on a thread of its own: a future of the result
-        (every outstanding request fails with ConsumerClosedError once it is done)."""
-        from kafka_actors.errors import ConsumerClosedError
-
+    def begin_shutdown(self, trace: str) -> None:
+        """After the close's commit and leave: close the fetch sessions (unless the tree
+        failed) and mark the consumer closed (every call raises ConsumerClosedError)."""
         if self.tree.fatal_error is None:
             self.ctx.tell("fetch", CloseFetchEvent(trace))
         self.facade.mark_closed()
-        future: concurrent.futures.Future[ShutdownResult] = concurrent.futures.Future()
 
-        def run() -> None:
-            try:
-                result = self.tree.shutdown(timeout=timeout)
-            except BaseException as exc:
-                fail(future, exc)
-                return
-            finally:
-                self.ctx.fail_outstanding(ConsumerClosedError("The consumer is closed"))
-            complete(future, result)
+    def stop_actors(self, timeout: float) -> ShutdownResult:
+        """Stop the actors within ``timeout`` seconds, then fail every outstanding request
+        with ConsumerClosedError. The one call that blocks (it joins the actors' threads):
+        the sync front end calls it on its closing thread, the asyncio one in a worker
+        thread (a thread started here would not start at interpreter shutdown)."""
+        from kafka_actors.errors import ConsumerClosedError
 
-        threading.Thread(target=run, name=f"close[{self.config.client_id}]", daemon=True).start()
-        return future
+        result = self.tree.shutdown(timeout=timeout)
+        self.ctx.fail_outstanding(ConsumerClosedError("The consumer is closed"))
+        return result
 
     # -- group, metrics --------------------------------------------------------------------------
 
