@@ -49,8 +49,8 @@ calls), or ``rebalance.safe.commits.max.duration.ms`` passes.
 
 Thread safety: use one consumer from one event loop (the loop of its first coroutine call).
 
-May touch: the consumer's actors through its inner :class:`~kafka_actors.consumer.
-KafkaConsumer` (context, facade, subscription state), the event loop.
+May touch: the consumer core (:mod:`kafka_actors.core`: its context, facade, subscription
+state and hand-out bookkeeping, through their public methods), the event loop.
 """
 
 from __future__ import annotations
@@ -60,34 +60,22 @@ import concurrent.futures
 import inspect
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
-from kafka_actors.actors.context import fail
-from kafka_actors.actors.events import (
-    CommitEvent,
-    FetchCommittedEvent,
-    LeaveGroupEvent,
-    ListOffsetsEvent,
-    PollEvent,
-    PositionsChangedEvent,
-    SubscriptionChangedEvent,
-    TopicMetadataEvent,
-)
+from kafka_actors.actors.events import PollEvent
 from kafka_actors.actors.facade import ConsumerRebalanceListener
-from kafka_actors.actors.managers import CloseFetchEvent, CollectEvent
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.consumer import (
+from kafka_actors.core import (
     DEFAULT_CLOSE_TIMEOUT_S,
+    ConsumerCore,
     ConsumerGroupMetadata,
-    KafkaConsumer,
-    _keys,
-    _offsets,
+    build_config,
+    commit_offsets,
 )
 from kafka_actors.errors import (
     ConsumerClosedError,
-    IllegalStateError,
     KafkaTimeoutError,
     RecordDeserializationError,
 )
@@ -98,8 +86,8 @@ from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
 from kafka_actors.protocol.records import ConsumerRecord
-from kafka_actors.protocol.subscription import FetchPosition
-from kafka_actors.serialization import Deserializer, deserialize_records
+from kafka_actors.protocol.subscription import FetchPosition, ResetKind
+from kafka_actors.serialization import Deserializer
 from kafka_actors.supervisors import ChildRestartingError, FaultInjector, SupervisorFatalError
 
 __all__ = ["AsyncKafkaConsumer", "ConsumerRebalanceListener"]
@@ -146,19 +134,417 @@ class _Buffered:
 
 class _LoopListener(ConsumerRebalanceListener):
     """What the facade calls (on the loop's thread): each callback becomes a task on the loop
-    and a ``concurrent.futures.Future`` that completes (acknowledges) when the task ends."""
+    and a ``concurrent.futures.Future`` that completes (acknowledges) when the task ends. The
+    task drops the buffered records of revoked (or lost) partitions, commits the consumed
+    positions before a revocation (auto-commit), then runs the application's listener."""
 
     def __init__(self, consumer: AsyncKafkaConsumer) -> None:
         self._consumer = consumer
 
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
-        return self._consumer._start_callback(_REVOKED, revoked)
+        return self._start(_REVOKED, revoked)
 
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
-        return self._consumer._start_callback(_ASSIGNED, assigned)
+        return self._start(_ASSIGNED, assigned)
 
     def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
-        return self._consumer._start_callback(_LOST, lost)
+        return self._start(_LOST, lost)
+
+    def _start(
+        self, method: str, partitions: set[TopicPartition]
+    ) -> concurrent.futures.Future[None]:
+        """On the loop's thread (the facade runs listener methods where it processes
+        background events): run the callback as a task; its end acknowledges."""
+        consumer = self._consumer
+        loop = consumer._bind()
+        acknowledged: concurrent.futures.Future[None] = concurrent.futures.Future()
+        task = loop.create_task(self._run(method, frozenset(partitions)))
+        consumer._callback_tasks.add(task)
+
+        def finished(t: asyncio.Task[Any]) -> None:
+            consumer._callback_tasks.discard(t)
+            if t.cancelled():
+                acknowledged.set_exception(
+                    ConsumerClosedError(f"{method} was cancelled (the consumer is closing)")
+                )
+                return
+            error = t.exception()
+            if error is None:
+                acknowledged.set_result(None)
+            else:
+                acknowledged.set_exception(error)
+
+        task.add_done_callback(finished)
+        return acknowledged
+
+    async def _run(self, method: str, partitions: frozenset[TopicPartition]) -> None:
+        consumer = self._consumer
+        log = consumer._log.bind(method=method, partitions=sorted(str(tp) for tp in partitions))
+        if method in (_REVOKED, _LOST):
+            for tp in partitions:
+                consumer._records.drop(tp, rewind=method == _REVOKED)
+        if method == _REVOKED and consumer._auto_commit:
+            try:
+                await consumer.commit(timeout=consumer.config.max_poll_interval_ms / 1000.0)
+            except Exception as exc:
+                log.warning("auto_commit_before_revocation_failed", error=repr(exc))
+        if method in (_REVOKED, _LOST):
+            for tp in partitions:
+                consumer._records.consumed.pop(tp, None)
+                consumer._records.auto_committed.pop(tp, None)
+        listener = consumer._listener
+        if listener is None:
+            return
+        fn = getattr(listener, method, None)
+        if fn is None and method == _LOST:
+            fn = getattr(listener, _REVOKED, None)
+        if fn is None:
+            return
+        timeout = consumer.config.max_poll_interval_ms / 1000.0
+        try:
+            async with asyncio.timeout(timeout):
+                result = fn(set(partitions))
+                if inspect.isawaitable(result):
+                    await result
+                elif isinstance(result, concurrent.futures.Future):
+                    await asyncio.wrap_future(result)
+        except TimeoutError:
+            error = KafkaTimeoutError(
+                f"{method} did not complete within max.poll.interval.ms "
+                f"({consumer.config.max_poll_interval_ms} ms); partitions "
+                f"{sorted(str(tp) for tp in partitions)} count as lost"
+            )
+            log.error("rebalance_listener_timed_out")
+            consumer._errors.append(error)
+            raise error from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error("rebalance_listener_failed", error=repr(exc))
+            consumer._errors.append(exc)
+            raise
+
+
+class _LoopRecords:
+    """Records collected for the application and not yet returned, on the loop's thread (see
+    the module docstring): the per-partition buffer, filled by collects on the loop or from
+    the fetch actor; taking records out of it (deserialized by the core's
+    :class:`~kafka_actors.core.HandOut`); giving them back; the consumed positions as the
+    application saw them (what ``commit()`` commits) and auto-commit on them."""
+
+    def __init__(
+        self,
+        consumer: AsyncKafkaConsumer,
+        core: ConsumerCore,
+        config: ConsumerConfig,
+        errors: list[BaseException],
+    ) -> None:
+        self._bind = consumer._bind
+        self._on_wake = consumer._on_wake
+        self._log = consumer._log
+        self._core = core
+        self._ctx = core.ctx
+        self._facade = core.facade
+        self._handout = core.handout
+        self.config = config
+        #: Errors for the application's next call (the consumer's list).
+        self._errors = errors
+        self.buffer: dict[TopicPartition, _Buffered] = {}
+        #: Per partition, the last record returned to the application.
+        self.consumed: dict[TopicPartition, ConsumerRecord] = {}
+        self.collecting: concurrent.futures.Future[Any] | None = None
+        self.collect_done: asyncio.Future[None] | None = None
+        self.empty_at_generation: int | None = None
+        self.collect_retry_at: float | None = None
+        #: Records per collect: a few polls' worth per round trip to the fetch actor.
+        self._collect_size = max(2000, 4 * config.max_poll_records)
+        self._collect_on_loop = _records.IMPLEMENTATION != "python"
+        self._auto_commit = consumer._auto_commit
+        self.auto_commit_due = 0.0
+        self.auto_committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._auto_commit_future: concurrent.futures.Future[Any] | None = None
+
+    def collect(self, trace: str) -> bool:
+        """Collect unless a collect is under way or the last found nothing and nothing
+        arrived since: True when records (or none) were deposited at once (on the loop's
+        thread); else a collect from the fetch actor may have started."""
+        if self.collecting is None and (
+            self.empty_at_generation is None
+            or self.empty_at_generation != self._ctx.fetch_generation
+        ):
+            if self.collect_now():
+                return True
+            self.start_collect(trace)
+        return False
+
+    def retry_due(self) -> bool:
+        """After a collect that found the fetch actor restarting: whether to ask again now."""
+        retry_at = self.collect_retry_at
+        if retry_at is None or time.monotonic() < retry_at:
+            return False
+        self.collect_retry_at = None
+        self.empty_at_generation = None
+        return True
+
+    def collect_now(self) -> bool:
+        """Collect on the loop's thread, as ``KafkaConsumer.poll`` does on its own, when the
+        fetch actor's lock is free (else the caller asks the actor: the loop never waits for a
+        lock). True when records (or none) were deposited; False: ask the actor.
+
+        Only with the compiled decoder: decoding happens at collect, a whole response of a
+        partition at once, which the compiled decoder does in a few ms (about what the same
+        decoding on the fetch actor's thread would keep the loop from the GIL anyway); pure
+        Python takes ten times as long, and on the actor's thread gives the GIL back to the
+        loop every switch interval."""
+        if not self._collect_on_loop:
+            return False
+        generation = self._ctx.fetch_generation
+        ran, result = self._handout.try_collect_here(self._collect_size)
+        if not ran or result is None:
+            return False
+        self._deposit_result(result, generation)
+        return True
+
+    def prefetch(self, trace: str) -> None:
+        """Ask the fetch actor for more before this buffer runs dry, so that the next call
+        finds records here instead of waiting for the round trip (not when the next call can
+        collect on the loop's thread: a round trip then only adds thread switches)."""
+        if self.collecting is not None or self.collect_retry_at is not None:
+            return
+        if self._collect_on_loop and self._ctx.fetch_try_collector is not None:
+            return
+        if self.empty_at_generation == self._ctx.fetch_generation:
+            return  # the last collect found nothing and nothing arrived since
+        buffered = 0
+        for b in self.buffer.values():
+            buffered += len(b)
+            if buffered >= self._collect_size // 2:
+                return
+        self.start_collect(trace)
+
+    def start_collect(self, trace: str) -> None:
+        loop = self._bind()
+        generation = self._ctx.fetch_generation
+        done: asyncio.Future[None] = loop.create_future()
+        self.collect_done = done
+        future = self._handout.collect(self._collect_size, trace)
+        self.collecting = future
+
+        def deliver(f: concurrent.futures.Future[Any]) -> None:
+            try:
+                loop.call_soon_threadsafe(self._on_collected, f, generation, done)
+            except RuntimeError:
+                pass
+
+        future.add_done_callback(deliver)
+
+    def _on_collected(
+        self,
+        future: concurrent.futures.Future[Any],
+        generation: int,
+        done: asyncio.Future[None],
+    ) -> None:
+        """On the loop: put collected records into the buffer (whoever is still waiting)."""
+        if self.collecting is future:
+            self.collecting = None
+        try:
+            self._deposit(future, generation)
+        finally:
+            if not done.done():
+                done.set_result(None)
+            self._on_wake()
+
+    def _deposit(self, future: concurrent.futures.Future[Any], generation: int) -> None:
+        error = future.exception()
+        if error is not None:
+            if isinstance(error, SupervisorFatalError):
+                try:
+                    self._facade.raise_if_fatal()
+                except BaseException as exc:
+                    error = exc
+                self._errors.append(error)
+            elif not isinstance(error, (ChildRestartingError, KeyError)):
+                self._errors.append(error)
+            else:  # the fetch actor is (re)starting: ask again after the retry backoff
+                self.empty_at_generation = generation
+                self.collect_retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000.0
+            return
+        self._deposit_result(future.result(), generation)
+
+    def _deposit_result(self, result: Any, generation: int) -> None:
+        if result is None or not result.records:
+            self.empty_at_generation = generation
+            if result is not None and result.error is not None:
+                self._errors.append(result.error)
+            return
+        self.empty_at_generation = None
+        for tp, records in result.records.items():
+            if not records:
+                continue
+            end = result.positions.get(tp)
+            if self._facade.closed:
+                continue
+            if not self._handout.admit(tp, end, records[0].offset):
+                continue  # given back when being revoked (or reset) since the collect
+            buffered = self.buffer.get(tp)
+            if buffered is None:
+                buffered = self.buffer[tp] = _Buffered()
+            buffered.add(records)
+            buffered.end = end
+
+    def take(
+        self, wanted: frozenset[TopicPartition], limit: int
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to ``limit`` buffered records of fetchable partitions (round robin).
+
+        A record a deserializer fails on stays first in its partition's buffer, and the
+        partition first in the buffer: the records before it are returned (with those taken
+        from other partitions), then each call raises ``RecordDeserializationError`` for it
+        (the deserializer tried again) until a seek past it, as Java's consumer does."""
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        if not self.buffer:
+            return out
+        subs = self._ctx.subscriptions
+        deserializes = self._handout.deserializes
+        for tp in list(self.buffer):
+            if wanted and tp not in wanted:
+                continue
+            state = subs.partition_state(tp)
+            if state is None or not state.is_fetchable:
+                if state is not None and state.paused and not state.pending_revocation:
+                    continue  # kept until resumed
+                self.drop(tp, rewind=state is not None)
+                continue
+            buffered = self.buffer.pop(tp)
+            taken = buffered.take(limit)
+            if len(buffered):
+                self.buffer[tp] = buffered  # to the end: the next call starts elsewhere
+            failed = False
+            if deserializes:
+                taken, error = self._deserialize(tp, buffered, taken)
+                if error is not None:
+                    failed = True
+                    if not taken:
+                        if out:
+                            break  # raised by the next call
+                        raise error
+            self._returned(tp, buffered, taken[-1])
+            out[tp] = taken
+            limit -= len(taken)
+            if limit <= 0 or failed:
+                break
+        return out
+
+    def _to_front(self, tp: TopicPartition, buffered: _Buffered) -> None:
+        """Put ``tp``'s buffer back, first: the next call starts with it."""
+        buffer = self.buffer
+        buffer[tp] = buffered
+        for other in [k for k in buffer if k != tp]:
+            buffer[other] = buffer.pop(other)
+
+    def take_one(self, wanted: frozenset[TopicPartition]) -> ConsumerRecord | None:
+        """One buffered record of a fetchable partition, or None (then ``_take`` decides)."""
+        subs = self._ctx.subscriptions
+        for tp, buffered in self.buffer.items():
+            if wanted and tp not in wanted:
+                continue
+            state = subs.partition_state(tp)
+            if state is None or not state.is_fetchable:
+                return None
+            record = buffered.records[buffered.start]
+            buffered.start += 1
+            if not len(buffered):
+                del self.buffer[tp]
+            if self._handout.deserializes:
+                ok, error = self._deserialize(tp, buffered, [record])
+                if error is not None:
+                    raise error
+                record = ok[0]
+            self._returned(tp, buffered, record)
+            return record
+        return None
+
+    def _deserialize(
+        self, tp: TopicPartition, buffered: _Buffered, taken: list[ConsumerRecord]
+    ) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
+        """``taken`` (just taken from ``buffered``) deserialized up to a record a deserializer
+        fails on; that record and those after it (all of them when interrupted) go back into
+        the buffer, which goes first, so that the next call starts with it."""
+        ok: list[ConsumerRecord] = []
+        error = None
+        try:
+            ok, error = self._handout.deserialize(taken)
+        finally:
+            if len(ok) < len(taken):
+                buffered.start -= len(taken) - len(ok)
+                self._to_front(tp, buffered)
+        return ok, error
+
+    def _returned(self, tp: TopicPartition, buffered: _Buffered, last: ConsumerRecord) -> None:
+        """Records of ``tp`` up to ``last`` are returned to the application: what it consumed
+        (the consumed position once its buffer is empty), what rebalance-safe commits wait
+        for."""
+        self.consumed[tp] = last
+        all_collected = tp not in self.buffer
+        self._handout.returned(tp, last, buffered.end if all_collected else None)
+
+    def drop(self, tp: TopicPartition, *, rewind: bool) -> None:
+        """Forget the buffered records of ``tp``; ``rewind``: move its position back to the
+        first of them (compare-and-set with the position they were handed out with)."""
+        buffered = self.buffer.pop(tp, None)
+        if buffered is None or not len(buffered) or not rewind or buffered.end is None:
+            return
+        self._handout.rewind(tp, buffered.end, buffered.first().offset)
+
+    def consumed_offsets(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What the application consumed: the first record still buffered here, else the
+        consumed position (moved as a partition's buffer is returned in full, never by a
+        collect whose records are still on their way to this buffer)."""
+        subs = self._ctx.subscriptions
+        owned = subs.assigned_partitions()
+        wanted = owned if partitions is None else [tp for tp in partitions if tp in owned]
+        consumed = subs.all_consumed()
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp in wanted:
+            buffered = self.buffer.get(tp)
+            if buffered is not None and len(buffered):
+                first = buffered.first()
+                last = self.consumed.get(tp)
+                epoch = last.leader_epoch if last is not None else first.leader_epoch
+                out[tp] = OffsetAndMetadata(first.offset, "", epoch)
+            elif tp in consumed:
+                out[tp] = consumed[tp]
+        return out
+
+    # -- auto-commit, on what the application consumed ------------------------------------
+
+    def maybe_auto_commit(self) -> None:
+        if not self._auto_commit or time.monotonic() < self.auto_commit_due:
+            return
+        self.auto_commit_due = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self.auto_commit_now()
+
+    def auto_commit_now(self) -> None:
+        pending = self._auto_commit_future
+        if pending is not None and not pending.done():
+            return
+        offsets = self.consumed_offsets()
+        changed = {tp: om for tp, om in offsets.items() if self.auto_committed.get(tp) != om}
+        if not changed:
+            return
+        future = self._core.commit_async(changed, None, new_trace_id())
+        self._auto_commit_future = future
+
+        def done(f: concurrent.futures.Future[Any]) -> None:
+            error = f.exception()
+            if error is None:
+                self.auto_committed.update(changed)
+            else:
+                self._log.info("auto_commit_failed", error=str(error))
+
+        future.add_done_callback(done)
 
 
 class AsyncKafkaConsumer:
@@ -180,12 +566,7 @@ class AsyncKafkaConsumer:
         faults: FaultInjector | None = None,
         **kwargs: object,
     ) -> None:
-        if isinstance(config, ConsumerConfig):
-            cfg = config.with_overrides(_keys(kwargs)) if kwargs else config
-        else:
-            mapping: dict[str, object] = dict(config or {})
-            mapping.update(_keys(kwargs))
-            cfg = ConsumerConfig.from_dict(mapping)
+        cfg = build_config(config, kwargs)
         self._auto_commit = cfg.enable_auto_commit
         # Auto-commit runs here, on the positions the application was given (records in this
         # consumer's buffer are not consumed yet); the actors' own auto-commit would commit
@@ -193,51 +574,41 @@ class AsyncKafkaConsumer:
         inner_cfg = (
             cfg.with_overrides({"enable.auto.commit": False}) if cfg.enable_auto_commit else cfg
         )
-        self._inner = inner = KafkaConsumer(
+        self._core = core = ConsumerCore(
             inner_cfg,
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
             faults=faults,
         )
         self.config = (
-            cfg if cfg.client_id else cfg.with_overrides({"client.id": inner.config.client_id})
+            cfg if cfg.client_id else cfg.with_overrides({"client.id": core.config.client_id})
         )
-        self._ctx = inner._ctx
-        self._facade = inner._facade
-        self._tree = inner._tree
-        self._kd = inner._key_deserializer
-        self._vd = inner._value_deserializer
-        self._uses_group = inner._uses_group
+        self._ctx = core.ctx
+        self._facade = core.facade
+        self._handout = core.handout
         self._log = _log.bind(client_id=self.config.client_id, group_id=cfg.group_id)
         self._listener: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._buffer: dict[TopicPartition, _Buffered] = {}
-        #: Per partition, the last record returned to the application.
-        self._consumed: dict[TopicPartition, ConsumerRecord] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._wake_scheduled = False
-        self._collecting: concurrent.futures.Future[Any] | None = None
-        self._collect_done: asyncio.Future[None] | None = None
-        self._empty_at_generation: int | None = None
-        self._collect_retry_at: float | None = None
-        #: Records per collect: a few polls' worth per round trip to the fetch actor.
-        self._collect_size = max(2000, 4 * cfg.max_poll_records)
-        self._collect_on_loop = _records.IMPLEMENTATION != "python"
         #: When the loop last had a turn during a call (see ``_get``).
         self._turn_at = 0.0
         self._poll_event_due = 0.0
         self._poll_event_sent_for: str | None = None
         self._errors: list[BaseException] = []
+        self._records = _LoopRecords(self, core, self.config, self._errors)
         self._callback_tasks: set[asyncio.Task[Any]] = set()
-        self._auto_commit_due = 0.0
-        self._auto_committed: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._auto_commit_future: concurrent.futures.Future[Any] | None = None
         self._close_lock: asyncio.Lock | None = None
         self._closed = False
         if topics:
             self.subscribe(topics, listener=listener)
         elif listener is not None:
             self._listener = listener
+
+    @property
+    def _buffer(self) -> dict[TopicPartition, _Buffered]:
+        """The records collected and not yet returned, per partition (see ``_LoopRecords``)."""
+        return self._records.buffer
 
     # -- loop binding and wake-ups -------------------------------------------------------------
 
@@ -246,7 +617,8 @@ class AsyncKafkaConsumer:
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
             self._ctx.signal.add_observer(self._signal_observer)
-            self._auto_commit_due = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+            interval = self.config.auto_commit_interval_ms / 1000
+            self._records.auto_commit_due = time.monotonic() + interval
             if self._ctx.background:
                 loop.call_soon(self._on_wake)
         elif asyncio.get_running_loop() is not loop:
@@ -297,7 +669,7 @@ class AsyncKafkaConsumer:
         try:
             self._facade.process_background()
         except BaseException as exc:
-            if exc is not self._facade._fatal_error:
+            if exc is not self._facade.fatal_error:
                 self._errors.append(exc)
 
     def _raise_pending(self) -> None:
@@ -346,20 +718,29 @@ class AsyncKafkaConsumer:
             if not topics:
                 raise ValueError("Empty subscription: use 'await consumer.unsubscribe()'")
         self._listener = listener
-        self._inner.subscribe(topics, listener=_LoopListener(self), pattern=pattern)
+        self._facade.ensure_open()
+        trace = new_trace_id()
+        with traced(trace):
+            if not self._core.subscribe(topics, _LoopListener(self), pattern, trace):
+                raise ValueError("Empty subscription: use 'await consumer.unsubscribe()'")
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Manual assignment (no group membership)."""
         wanted = list(partitions)
         if not wanted:
             raise ValueError("Empty assignment: use 'await consumer.unsubscribe()'")
-        if self._auto_commit and self._consumed and self._loop is not None:
-            self._auto_commit_now()
+        records = self._records
+        if self._auto_commit and records.consumed and self._loop is not None:
+            records.auto_commit_now()
         keep = set(wanted)
-        for tp in list(self._buffer):
+        for tp in list(records.buffer):
             if tp not in keep:
-                self._drop(tp, rewind=True)
-        self._inner.assign(wanted)
+                records.drop(tp, rewind=True)
+        self._facade.ensure_open()
+        wanted = self._core.check_partitions(wanted)
+        trace = new_trace_id()
+        with traced(trace):
+            self._core.assign(wanted, trace)
 
     async def unsubscribe(self) -> None:
         """Leave the group (running ``on_partitions_revoked`` on the loop) and drop the
@@ -368,23 +749,21 @@ class AsyncKafkaConsumer:
         self._facade.ensure_open()
         trace = new_trace_id()
         with traced(trace):
-            subs = self._ctx.subscriptions
-            if self._uses_group and subs.has_auto_assigned_partitions():
+            if self._core.must_leave():
                 await self._leave_group(
                     time.monotonic() + self.config.default_api_timeout_ms / 1000
                 )
-            for tp in list(self._buffer):
-                self._drop(tp, rewind=False)
-            self._consumed.clear()
-            subs.unsubscribe()
-            self._facade.tell("metadata", SubscriptionChangedEvent(frozenset(), None, trace))
-            self._facade.tell("fetch", PositionsChangedEvent(trace))
+            records = self._records
+            for tp in list(records.buffer):
+                records.drop(tp, rewind=False)
+            records.consumed.clear()
+            self._core.drop_subscription(trace)
 
     def subscription(self) -> set[str]:
-        return self._inner.subscription()
+        return set(self._ctx.subscriptions.subscription)
 
     def assignment(self) -> set[TopicPartition]:
-        return self._inner.assignment()
+        return set(self._ctx.subscriptions.assigned_partitions())
 
     # -- records ------------------------------------------------------------------------------
 
@@ -405,8 +784,8 @@ class AsyncKafkaConsumer:
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
         """The next record (of ``partitions``, or of any), waiting as long as it takes."""
         wanted = frozenset(partitions)
-        if self._buffer and not self._errors and not self._ctx.background:
-            record = self._take_one(wanted)  # fast path: no actor involved
+        if self._records.buffer and not self._errors and not self._ctx.background:
+            record = self._records.take_one(wanted)  # fast path: no actor involved
             if record is not None:
                 return record
         while True:
@@ -427,32 +806,24 @@ class AsyncKafkaConsumer:
         facade = self._facade
         facade.ensure_open()
         ctx = self._ctx
-        subs = ctx.subscriptions
-        if subs.has_no_subscription_or_user_assignment():
-            raise IllegalStateError(
-                "Consumer is not subscribed to any topics or assigned any partitions"
-            )
+        self._core.require_subscription()
         trace = new_trace_id()
         with traced(trace), ctx.metrics.polling():
             self._poll_event_due = 0.0
-            self._maybe_auto_commit()
+            records = self._records
+            records.maybe_auto_commit()
             while True:
                 wake_by = self._send_poll_event(trace)
                 self._raise_pending()
-                self._inner._check_group_protocol()
-                self._inner._update_positions(trace)
-                out = self._take(wanted, limit)
+                self._core.check_group_protocol()
+                self._core.update_positions(trace)
+                out = records.take(wanted, limit)
                 if out:
-                    self._prefetch(trace)
+                    records.prefetch(trace)
                     return out
-                if self._collecting is None and (
-                    self._empty_at_generation is None
-                    or self._empty_at_generation != ctx.fetch_generation
-                ):
-                    if self._collect_now():
-                        continue
-                    self._start_collect(trace)
-                done = self._collect_done
+                if records.collect(trace):
+                    continue
+                done = records.collect_done
                 if done is not None and not done.done():
                     # A collect is bounded (the fetch actor answers at once): wait for it even
                     # past the deadline, so that its records are returned now.
@@ -461,12 +832,10 @@ class AsyncKafkaConsumer:
                     continue
                 if time.monotonic() >= deadline:
                     return {}
-                retry_at = self._collect_retry_at
+                if records.retry_due():
+                    continue
+                retry_at = records.collect_retry_at
                 if retry_at is not None:
-                    if time.monotonic() >= retry_at:
-                        self._collect_retry_at = None
-                        self._empty_at_generation = None
-                        continue
                     wake_by = min(wake_by, retry_at)
                 await self._wait_wake(min(deadline, wake_by))
                 self._turn_at = time.monotonic()
@@ -476,7 +845,7 @@ class AsyncKafkaConsumer:
         at each call, again while a call waits, and soon again when the tell was dropped
         (the actor is starting). Returns when to send the next one."""
         now = time.monotonic()
-        if not self._uses_group:
+        if not self._core.uses_group:
             return now + 3600.0
         if now >= self._poll_event_due:
             waiting = self._poll_event_sent_for == trace  # again, for the same call
@@ -488,258 +857,6 @@ class AsyncKafkaConsumer:
                 interval = self.config.retry_backoff_ms / 1000.0
             self._poll_event_due = now + interval
         return self._poll_event_due
-
-    def _collect_now(self) -> bool:
-        """Collect on the loop's thread, as ``KafkaConsumer.poll`` does on its own, when the
-        fetch actor's lock is free (else the caller asks the actor: the loop never waits for a
-        lock). True when records (or none) were deposited; False: ask the actor.
-
-        Only with the compiled decoder: decoding happens at collect, a whole response of a
-        partition at once, which the compiled decoder does in a few ms (about what the same
-        decoding on the fetch actor's thread would keep the loop from the GIL anyway); pure
-        Python takes ten times as long, and on the actor's thread gives the GIL back to the
-        loop every switch interval."""
-        if not self._collect_on_loop:
-            return False
-        try_collect = self._ctx.fetch_try_collector
-        if try_collect is None:
-            return False
-        generation = self._ctx.fetch_generation
-        ran, result = try_collect(self._collect_size)
-        if not ran or result is None:
-            return False
-        self._deposit_result(result, generation)
-        return True
-
-    def _prefetch(self, trace: str) -> None:
-        """Ask the fetch actor for more before this buffer runs dry, so that the next call
-        finds records here instead of waiting for the round trip (not when the next call can
-        collect on the loop's thread: a round trip then only adds thread switches)."""
-        if self._collecting is not None or self._collect_retry_at is not None:
-            return
-        if self._collect_on_loop and self._ctx.fetch_try_collector is not None:
-            return
-        if self._empty_at_generation == self._ctx.fetch_generation:
-            return  # the last collect found nothing and nothing arrived since
-        buffered = 0
-        for b in self._buffer.values():
-            buffered += len(b)
-            if buffered >= self._collect_size // 2:
-                return
-        self._start_collect(trace)
-
-    def _start_collect(self, trace: str) -> None:
-        loop = self._bind()
-        ctx = self._ctx
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        generation = ctx.fetch_generation
-        self._collecting = future
-        done: asyncio.Future[None] = loop.create_future()
-        self._collect_done = done
-        size = self._collect_size
-
-        def deliver(f: concurrent.futures.Future[Any]) -> None:
-            try:
-                loop.call_soon_threadsafe(self._on_collected, f, generation, done)
-            except RuntimeError:
-                pass
-
-        future.add_done_callback(deliver)
-        if not ctx.tell("fetch", CollectEvent(size, trace, future)):
-            fail(future, ChildRestartingError(child="fetch"))
-
-    def _on_collected(
-        self,
-        future: concurrent.futures.Future[Any],
-        generation: int,
-        done: asyncio.Future[None],
-    ) -> None:
-        """On the loop: put collected records into the buffer (whoever is still waiting)."""
-        if self._collecting is future:
-            self._collecting = None
-        try:
-            self._deposit(future, generation)
-        finally:
-            if not done.done():
-                done.set_result(None)
-            self._on_wake()
-
-    def _deposit(self, future: concurrent.futures.Future[Any], generation: int) -> None:
-        error = future.exception()
-        if error is not None:
-            if isinstance(error, SupervisorFatalError):
-                try:
-                    self._facade.raise_if_fatal()
-                except BaseException as exc:
-                    error = exc
-                self._errors.append(error)
-            elif not isinstance(error, (ChildRestartingError, KeyError)):
-                self._errors.append(error)
-            else:  # the fetch actor is (re)starting: ask again after the retry backoff
-                self._empty_at_generation = generation
-                self._collect_retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000.0
-            return
-        self._deposit_result(future.result(), generation)
-
-    def _deposit_result(self, result: Any, generation: int) -> None:
-        if result is None or not result.records:
-            self._empty_at_generation = generation
-            if result is not None and result.error is not None:
-                self._errors.append(result.error)
-            return
-        self._empty_at_generation = None
-        subs = self._ctx.subscriptions
-        for tp, records in result.records.items():
-            if not records:
-                continue
-            end = result.positions.get(tp)
-            if self._facade.closed:
-                continue
-            with subs._lock:
-                state = subs.partition_state(tp)
-                if state is None:
-                    continue
-                if not state.is_fetchable and not (state.paused and not state.pending_revocation):
-                    # Being revoked (or reset) since the fetch actor handed these out: move
-                    # the position back (compare-and-set) so that nothing is skipped.
-                    if end is not None:
-                        subs.seek_back_if_at(tp, end.offset, records[0].offset)
-                    continue
-            buffered = self._buffer.get(tp)
-            if buffered is None:
-                buffered = self._buffer[tp] = _Buffered()
-            buffered.add(records)
-            buffered.end = end
-
-    def _take(
-        self, wanted: frozenset[TopicPartition], limit: int
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Up to ``limit`` buffered records of fetchable partitions (round robin).
-
-        A record a deserializer fails on stays first in its partition's buffer, and the
-        partition first in the buffer: the records before it are returned (with those taken
-        from other partitions), then each call raises ``RecordDeserializationError`` for it
-        (the deserializer tried again) until a seek past it, as Java's consumer does."""
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        if not self._buffer:
-            return out
-        subs = self._ctx.subscriptions
-        kd, vd = self._kd, self._vd
-        for tp in list(self._buffer):
-            if wanted and tp not in wanted:
-                continue
-            state = subs.partition_state(tp)
-            if state is None or not state.is_fetchable:
-                if state is not None and state.paused and not state.pending_revocation:
-                    continue  # kept until resumed
-                self._drop(tp, rewind=state is not None)
-                continue
-            buffered = self._buffer.pop(tp)
-            taken = buffered.take(limit)
-            if len(buffered):
-                self._buffer[tp] = buffered  # to the end: the next call starts elsewhere
-            failed = False
-            if kd is not None or vd is not None:
-                taken, error = self._deserialize(tp, buffered, taken)
-                if error is not None:
-                    failed = True
-                    if not taken:
-                        if out:
-                            break  # raised by the next call
-                        raise error
-            self._returned(tp, buffered, taken[-1])
-            out[tp] = taken
-            limit -= len(taken)
-            if limit <= 0 or failed:
-                break
-        return out
-
-    def _to_front(self, tp: TopicPartition, buffered: _Buffered) -> None:
-        """Put ``tp``'s buffer back, first: the next call starts with it."""
-        buffer = self._buffer
-        buffer[tp] = buffered
-        for other in [k for k in buffer if k != tp]:
-            buffer[other] = buffer.pop(other)
-
-    def _take_one(self, wanted: frozenset[TopicPartition]) -> ConsumerRecord | None:
-        """One buffered record of a fetchable partition, or None (then ``_take`` decides)."""
-        subs = self._ctx.subscriptions
-        for tp, buffered in self._buffer.items():
-            if wanted and tp not in wanted:
-                continue
-            state = subs.partition_state(tp)
-            if state is None or not state.is_fetchable:
-                return None
-            record = buffered.records[buffered.start]
-            buffered.start += 1
-            if not len(buffered):
-                del self._buffer[tp]
-            if self._kd is not None or self._vd is not None:
-                ok, error = self._deserialize(tp, buffered, [record])
-                if error is not None:
-                    raise error
-                record = ok[0]
-            self._returned(tp, buffered, record)
-            return record
-        return None
-
-    def _deserialize(
-        self, tp: TopicPartition, buffered: _Buffered, taken: list[ConsumerRecord]
-    ) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
-        """``taken`` (just taken from ``buffered``) deserialized up to a record a deserializer
-        fails on; that record and those after it (all of them when interrupted) go back into
-        the buffer, which goes first, so that the next call starts with it."""
-        ok: list[ConsumerRecord] = []
-        error = None
-        try:
-            ok, error = deserialize_records(taken, self._kd, self._vd)
-        finally:
-            if len(ok) < len(taken):
-                buffered.start -= len(taken) - len(ok)
-                self._to_front(tp, buffered)
-        return ok, error
-
-    def _returned(self, tp: TopicPartition, buffered: _Buffered, last: ConsumerRecord) -> None:
-        """Records of ``tp`` up to ``last`` are returned to the application: what it consumed
-        (the consumed position once its buffer is empty), what rebalance-safe commits wait
-        for."""
-        self._consumed[tp] = last
-        if tp not in self._buffer and buffered.end is not None:
-            self._ctx.subscriptions.advance_consumed(tp, buffered.end)  # all it collected
-        safe = self._ctx.safe_commits
-        if safe is not None:
-            safe.handed_out(tp, last.offset + 1)
-
-    def _drop(self, tp: TopicPartition, *, rewind: bool) -> None:
-        """Forget the buffered records of ``tp``; ``rewind``: move its position back to the
-        first of them (compare-and-set with the position they were handed out with)."""
-        buffered = self._buffer.pop(tp, None)
-        if buffered is None or not len(buffered) or not rewind or buffered.end is None:
-            return
-        subs = self._ctx.subscriptions
-        subs.seek_back_if_at(tp, buffered.end.offset, buffered.first().offset)
-
-    def _consumed_offsets(
-        self, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """What the application consumed: the first record still buffered here, else the
-        consumed position (moved as a partition's buffer is returned in full, never by a
-        collect whose records are still on their way to this buffer)."""
-        subs = self._ctx.subscriptions
-        owned = subs.assigned_partitions()
-        wanted = owned if partitions is None else [tp for tp in partitions if tp in owned]
-        consumed = subs.all_consumed()
-        out: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp in wanted:
-            buffered = self._buffer.get(tp)
-            if buffered is not None and len(buffered):
-                first = buffered.first()
-                last = self._consumed.get(tp)
-                epoch = last.leader_epoch if last is not None else first.leader_epoch
-                out[tp] = OffsetAndMetadata(first.offset, "", epoch)
-            elif tp in consumed:
-                out[tp] = consumed[tp]
-        return out
 
     # -- commits ------------------------------------------------------------------------------
 
@@ -753,47 +870,22 @@ class AsyncKafkaConsumer:
         errors until ``timeout`` (default ``default.api.timeout.ms``). Returns them."""
         self._bind()
         self._facade.ensure_open()
-        self._inner._require_group("commit")
-        wanted = _offsets(offsets) if offsets is not None else self._consumed_offsets()
+        self._core.require_group("commit")
+        if offsets is not None:
+            wanted = commit_offsets(offsets)
+        else:
+            wanted = self._records.consumed_offsets()
         if not wanted:
             return {}
         trace = new_trace_id()
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
         named = self._facade.commit_timeout("commit", wanted, timeout)
         with traced(trace), named:
-            result: dict[TopicPartition, OffsetAndMetadata] = await self._call(
-                "commit", lambda f, d: CommitEvent(wanted, True, d, f, trace), deadline, "commit"
+            future = self._core.commit(wanted, deadline, trace, "commit")
+            result: dict[TopicPartition, OffsetAndMetadata] = await self._await(
+                future, deadline, "commit"
             )
             return result
-
-    def _maybe_auto_commit(self) -> None:
-        if not self._auto_commit or time.monotonic() < self._auto_commit_due:
-            return
-        self._auto_commit_due = time.monotonic() + self.config.auto_commit_interval_ms / 1000
-        self._auto_commit_now()
-
-    def _auto_commit_now(self) -> None:
-        pending = self._auto_commit_future
-        if pending is not None and not pending.done():
-            return
-        offsets = self._consumed_offsets()
-        changed = {tp: om for tp, om in offsets.items() if self._auto_committed.get(tp) != om}
-        if not changed:
-            return
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._ctx.track(future)
-        self._auto_commit_future = future
-
-        def done(f: concurrent.futures.Future[Any]) -> None:
-            error = f.exception()
-            if error is None:
-                self._auto_committed.update(changed)
-            else:
-                self._log.info("auto_commit_failed", error=str(error))
-
-        future.add_done_callback(done)
-        if not self._ctx.tell("commit", CommitEvent(changed, False, 0, future, new_trace_id())):
-            fail(future, ChildRestartingError(child="commit"))
 
     async def committed(
         self, partitions: Iterable[TopicPartition] | TopicPartition, timeout: float | None = None
@@ -801,16 +893,14 @@ class AsyncKafkaConsumer:
         """The group's committed offsets of ``partitions`` (None where there is none)."""
         self._bind()
         self._facade.ensure_open()
-        self._inner._require_group("committed")
+        self._core.require_group("committed")
         wanted = frozenset([partitions] if isinstance(partitions, TopicPartition) else partitions)
         trace = new_trace_id()
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
         with traced(trace), self._facade.committed_timeout(wanted, timeout):
-            result: dict[TopicPartition, OffsetAndMetadata | None] = await self._call(
-                "commit",
-                lambda f, d: FetchCommittedEvent(wanted, d, f, trace),
-                deadline,
-                "committed",
+            future = self._core.committed(wanted, deadline, trace)
+            result: dict[TopicPartition, OffsetAndMetadata | None] = await self._await(
+                future, deadline, "committed"
             )
             return result
 
@@ -820,26 +910,20 @@ class AsyncKafkaConsumer:
         """The offset of the next record the application gets from ``partition``."""
         self._bind()
         self._facade.ensure_open()
-        subs = self._ctx.subscriptions
-        if not subs.is_assigned(partition):
-            raise IllegalStateError(
-                f"You can only check the position for partitions assigned to this consumer: "
-                f"{partition}"
-            )
+        core = self._core
+        core.check_position_partition(partition)
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
         trace = new_trace_id()
         named = self._facade.position_timeout(partition, timeout)
         with traced(trace), named:
             while True:
-                buffered = self._buffer.get(partition)
+                buffered = self._records.buffer.get(partition)
                 if buffered is not None and len(buffered):
                     return buffered.first().offset
-                position = subs.valid_position(partition)
+                position = core.valid_position(partition)
                 if position is not None:
-                    return position.offset
-                if not subs.is_assigned(partition):
-                    raise IllegalStateError(f"Partition {partition} is no longer assigned")
-                self._inner._update_positions(trace)
+                    return position
+                core.update_positions(trace)
                 if time.monotonic() >= deadline:
                     raise named.error()
                 await self._wait_wake(min(deadline, time.monotonic() + 0.5))
@@ -847,31 +931,36 @@ class AsyncKafkaConsumer:
 
     def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
         """Return records of ``partition`` from ``offset`` on."""
-        self._drop(partition, rewind=False)
-        self._inner.seek(partition, offset)
-        self._consumed.pop(partition, None)
+        self._records.drop(partition, rewind=False)
+        self._facade.ensure_open()
+        self._core.seek(partition, offset)
+        self._records.consumed.pop(partition, None)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         wanted = list(partitions) or list(self.assignment())
         for tp in wanted:
-            self._drop(tp, rewind=False)
-        self._inner.seek_to_beginning(wanted)
+            self._records.drop(tp, rewind=False)
+        self._facade.ensure_open()
+        self._core.seek_to(wanted, ResetKind.EARLIEST)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
         wanted = list(partitions) or list(self.assignment())
         for tp in wanted:
-            self._drop(tp, rewind=False)
-        self._inner.seek_to_end(wanted)
+            self._records.drop(tp, rewind=False)
+        self._facade.ensure_open()
+        self._core.seek_to(wanted, ResetKind.LATEST)
 
     def pause(self, *partitions: TopicPartition) -> None:
-        self._inner.pause(partitions)
+        self._facade.ensure_open()
+        self._core.pause(partitions)
 
     def resume(self, *partitions: TopicPartition) -> None:
-        self._inner.resume(partitions)
+        self._facade.ensure_open()
+        self._core.resume(partitions)
         self._on_wake()
 
     def paused(self) -> set[TopicPartition]:
-        return self._inner.paused()
+        return set(self._ctx.subscriptions.paused_partitions())
 
     # -- offsets lookups and metadata --------------------------------------------------------
 
@@ -913,12 +1002,8 @@ class AsyncKafkaConsumer:
         trace = new_trace_id()
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
         with traced(trace), self._facade.list_offsets_timeout(kind, timestamps, timeout):
-            return await self._call(
-                "offsets",
-                lambda f, d: ListOffsetsEvent(kind, timestamps, d, f, trace),
-                deadline,
-                kind,
-            )
+            future = self._core.list_offsets(kind, timestamps, deadline, trace)
+            return await self._await(future, deadline, kind)
 
     async def list_topics(self, timeout: float | None = None) -> dict[str, list[PartitionInfo]]:
         """Every topic the user may see (internal topics excluded) → its partitions."""
@@ -941,135 +1026,38 @@ class AsyncKafkaConsumer:
         trace = new_trace_id()
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
         with traced(trace), self._facade.metadata_timeout(topics, timeout):
-            result: Mapping[str, tuple[PartitionInfo, ...]] = await self._call(
-                "metadata",
-                lambda f, d: TopicMetadataEvent(topics, d, f, trace),
-                deadline,
-                "list_topics" if topics is None else "partitions_for",
+            future = self._core.topic_metadata(topics, deadline, trace)
+            result: Mapping[str, tuple[PartitionInfo, ...]] = await self._await(
+                future, deadline, "list_topics" if topics is None else "partitions_for"
             )
             return result
 
     # -- the call bridge ----------------------------------------------------------------------
 
-    async def _call(
-        self,
-        target: str,
-        make: Callable[[concurrent.futures.Future[Any], int], Any],
-        deadline: float,
-        what: str,
-    ) -> Any:
-        """Send ``make(future, deadline_ms)`` to ``target`` and await its result on the loop
-        (``Facade.call`` without a blocked thread): a restarting target is retried until the
-        deadline; past it, KafkaTimeoutError."""
-        facade = self._facade
-        while True:
-            facade.raise_if_fatal()
-            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            self._ctx.track(future)
-            if not facade.tell(target, make(future, facade.deadline_ms(deadline))):
-                fail(future, ChildRestartingError(child=target))
-            try:
-                return await self._await(future, deadline, what)
-            except ChildRestartingError as exc:
-                if time.monotonic() >= deadline:
-                    raise KafkaTimeoutError(
-                        f"{what} timed out: the {target} actor is restarting"
-                    ) from exc
-                backoff = self.config.retry_backoff_ms / 1000.0
-                await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
-
     async def _await(
         self, future: concurrent.futures.Future[Any], deadline: float, what: str
     ) -> Any:
+        """Await a request of the core on the loop, up to ``deadline``; a request not
+        answered then (or whose caller is cancelled) is cancelled (no more retries)."""
         wrapped = asyncio.wrap_future(future)
         remaining = max(0.0, deadline - time.monotonic())
-        done, _ = await asyncio.wait([wrapped], timeout=remaining)
+        try:
+            done, _ = await asyncio.wait([wrapped], timeout=remaining)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
         if done:
             return wrapped.result()
         wrapped.cancel()
         self._facade.raise_if_fatal()
         if self._facade.closed:
             raise ConsumerClosedError(f"{what}: the consumer was closed")
-        raise KafkaTimeoutError(f"{what} timed out")
-
-    # -- rebalance callbacks ------------------------------------------------------------------
-
-    def _start_callback(
-        self, method: str, partitions: set[TopicPartition]
-    ) -> concurrent.futures.Future[None]:
-        """On the loop's thread (the facade runs listener methods where it processes
-        background events): run the callback as a task; its end acknowledges."""
-        loop = self._bind()
-        acknowledged: concurrent.futures.Future[None] = concurrent.futures.Future()
-        task = loop.create_task(self._run_callback(method, frozenset(partitions)))
-        self._callback_tasks.add(task)
-
-        def finished(t: asyncio.Task[Any]) -> None:
-            self._callback_tasks.discard(t)
-            if t.cancelled():
-                acknowledged.set_exception(
-                    ConsumerClosedError(f"{method} was cancelled (the consumer is closing)")
-                )
-                return
-            error = t.exception()
-            if error is None:
-                acknowledged.set_result(None)
-            else:
-                acknowledged.set_exception(error)
-
-        task.add_done_callback(finished)
-        return acknowledged
-
-    async def _run_callback(self, method: str, partitions: frozenset[TopicPartition]) -> None:
-        log = self._log.bind(method=method, partitions=sorted(str(tp) for tp in partitions))
-        if method in (_REVOKED, _LOST):
-            for tp in partitions:
-                self._drop(tp, rewind=method == _REVOKED)
-        if method == _REVOKED and self._auto_commit:
-            try:
-                await self.commit(timeout=self.config.max_poll_interval_ms / 1000.0)
-            except Exception as exc:
-                log.warning("auto_commit_before_revocation_failed", error=repr(exc))
-        if method in (_REVOKED, _LOST):
-            for tp in partitions:
-                self._consumed.pop(tp, None)
-                self._auto_committed.pop(tp, None)
-        listener = self._listener
-        if listener is None:
-            return
-        fn = getattr(listener, method, None)
-        if fn is None and method == _LOST:
-            fn = getattr(listener, _REVOKED, None)
-        if fn is None:
-            return
-        timeout = self.config.max_poll_interval_ms / 1000.0
-        try:
-            async with asyncio.timeout(timeout):
-                result = fn(set(partitions))
-                if inspect.isawaitable(result):
-                    await result
-                elif isinstance(result, concurrent.futures.Future):
-                    await asyncio.wrap_future(result)
-        except TimeoutError:
-            error = KafkaTimeoutError(
-                f"{method} did not complete within max.poll.interval.ms "
-                f"({self.config.max_poll_interval_ms} ms); partitions "
-                f"{sorted(str(tp) for tp in partitions)} count as lost"
-            )
-            log.error("rebalance_listener_timed_out")
-            self._errors.append(error)
-            raise error from None
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.error("rebalance_listener_failed", error=repr(exc))
-            self._errors.append(exc)
-            raise
+        raise self._core.timeout_error(future, what)
 
     # -- group, metrics, close ----------------------------------------------------------------
 
     def group_metadata(self) -> ConsumerGroupMetadata:
-        return self._inner.group_metadata()
+        return self._core.group_metadata()
 
     def highwater(self, partition: TopicPartition) -> int | None:
         """The partition's high watermark from the last fetch (None before one)."""
@@ -1077,14 +1065,8 @@ class AsyncKafkaConsumer:
         return None if state is None else state.high_watermark
 
     async def _leave_group(self, deadline: float) -> None:
-        ctx = self._ctx
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        ctx.track(future)
-        trace = new_trace_id()
-        if not ctx.tell(
-            "membership",
-            LeaveGroupEvent(self._facade.deadline_ms(deadline), future, True, trace),
-        ):
+        future = self._core.leave_group(deadline, new_trace_id())
+        if future is None:
             return
         self._drain_background()
         wrapped = asyncio.wrap_future(future)
@@ -1112,17 +1094,17 @@ class AsyncKafkaConsumer:
             trace = new_trace_id()
             ctx = self._ctx
             facade = self._facade
+            core = self._core
             with traced(trace):
                 self._log.info("consumer_closing", timeout_s=seconds)
-                fatal = self._tree.fatal_error
-                subs = ctx.subscriptions
-                if fatal is None and self._uses_group:
-                    if self._auto_commit and subs.assigned_partitions():
+                fatal = core.tree.fatal_error
+                if fatal is None and core.uses_group:
+                    if self._auto_commit and ctx.subscriptions.assigned_partitions():
                         try:
                             await self.commit(timeout=max(0.0, deadline - time.monotonic()))
                         except Exception as exc:
                             self._log.warning("commit_on_close_failed", error=str(exc))
-                    if subs.has_auto_assigned_partitions():
+                    if core.must_leave():
                         try:
                             with facade.leave_timeout(
                                 timeout, round(DEFAULT_CLOSE_TIMEOUT_S * 1000)
@@ -1130,15 +1112,12 @@ class AsyncKafkaConsumer:
                                 await self._leave_group(deadline)
                         except Exception as exc:
                             self._log.warning("leave_on_close_failed", error=str(exc))
-                for tp in list(self._buffer):
-                    self._drop(tp, rewind=False)
-                if fatal is None:
-                    ctx.tell("fetch", CloseFetchEvent(trace))
-                facade.mark_closed()
+                for tp in list(self._records.buffer):
+                    self._records.drop(tp, rewind=False)
+                core.begin_shutdown(trace)
                 self._closed = True
                 remaining = max(0.1, deadline - time.monotonic())
-                result = await asyncio.to_thread(self._tree.shutdown, timeout=remaining)
-                ctx.fail_outstanding(ConsumerClosedError("The consumer is closed"))
+                result = await asyncio.to_thread(core.stop_actors, remaining)
                 ctx.signal.remove_observer(self._signal_observer)
                 for task in list(self._callback_tasks):
                     task.cancel()
@@ -1156,11 +1135,8 @@ class AsyncKafkaConsumer:
         return self._ctx.metrics.view(self._flat_metrics)
 
     def _flat_metrics(self) -> dict[str, Any]:
-        ctx = self._ctx
-        values: dict[str, Any] = dict(ctx.metrics.snapshot())
-        values["assigned-partitions"] = float(ctx.subscriptions.num_assigned_partitions())
-        values["buffered-records"] = float(sum(len(b) for b in self._buffer.values()))
-        values["record-decoder"] = _records.IMPLEMENTATION
+        values = self._core.flat_metrics()
+        values["buffered-records"] = float(sum(len(b) for b in self._records.buffer.values()))
         return values
 
 

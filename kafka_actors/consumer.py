@@ -1,17 +1,11 @@
 """``KafkaConsumer``: the public consumer API (Java's semantics, Python's manners).
 
-Owns: the consumer's lifetime (building the supervision tree of actors, closing it), turning
-each API call into application events (through :class:`~kafka_actors.actors.facade.Facade`),
-deserialization of keys and values on the calling thread, and the last check that a record
-handed out by ``poll()`` belongs to a partition the consumer owns and may fetch.
-
-Supervision tree of one consumer::
-
-    root (Supervisor, one_for_one)
-    ├── facade                 FacadeActor: background events for the application threads
-    └── network                NetworkActor: connections; supervises the request managers
-        ├── metadata  ├── coordinator  ├── membership
-        ├── commit    ├── offsets      └── fetch
+Owns: the blocking front end on the consumer core (:mod:`kafka_actors.core`): each API call
+checks its arguments, asks the core (whose requests return futures) and waits on this thread
+for the answer, bounded by the call's deadline, interruptible by ``wakeup()``; ``poll()``'s
+loop (background events, rebalance callbacks on the polling thread, waiting for records);
+leaving the group and closing with the callbacks on the calling thread. The actors, their
+supervision tree, the subscription state and the hand-out of records belong to the core.
 
 Thread safety: every method may be called from any thread, concurrently; the rebalance
 listener runs on the thread that calls ``poll()`` (or ``unsubscribe()`` / ``close()``).
@@ -27,95 +21,43 @@ next ``poll()`` raises ``UnsupportedVersionError`` whose message says to set
 ``poll()`` while subscribed raise it again; ``unsubscribe()``, ``assign()`` (which works on
 any broker) and ``close()`` still work.
 
-May touch: everything under ``kafka_actors.actors``, the supervisors, the config.
+May touch: the consumer core, the facade (waiting, background events), the config.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
-import random as _random
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
-from kafka_actors.actors.context import ConsumerContext
-from kafka_actors.actors.events import (
-    AssignmentChangedEvent,
-    CommitEvent,
-    CommitOnCloseEvent,
-    FetchCommittedEvent,
-    LeaveGroupEvent,
-    ListOffsetsEvent,
-    PollEvent,
-    PositionsChangedEvent,
-    ResetPositionsEvent,
-    SubscriptionChangedEvent,
-    TopicMetadataEvent,
-)
+from kafka_actors.actors.events import PollEvent, PositionsChangedEvent
 from kafka_actors.actors.facade import (
-    AsyncCommitDone,
     CallTimeout,
     ConsumerRebalanceListener,
     ConsumerRecords,
-    Facade,
-    FacadeActor,
     RebalanceReply,
 )
-from kafka_actors.actors.managers import (
-    CloseFetchEvent,
-    CollectEvent,
-    CommitActor,
-    CoordinatorActor,
-    FetchActor,
-    FetchMetricsEvent,
-    MembershipActor,
-    MetadataActor,
-    OffsetsActor,
-)
-from kafka_actors.actors.network import NetworkActor
-from kafka_actors.clock import SystemClock, default_scheduler
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.errors import (
-    ConfigError,
-    ConsumerClosedError,
-    IllegalStateError,
-    InvalidGroupIdError,
-    KafkaError,
-    KafkaTimeoutError,
-    RecordDeserializationError,
-    UnsupportedVersionError,
+from kafka_actors.core import (
+    DEFAULT_CLOSE_TIMEOUT_S,
+    ConsumerCore,
+    ConsumerGroupMetadata,
+    build_config,
+    commit_offsets,
 )
-from kafka_actors.log import get_logger, new_trace_id, traced
+from kafka_actors.errors import KafkaTimeoutError
+from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol import records as _records
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.membership import CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
-from kafka_actors.protocol.records import ConsumerRecord
-from kafka_actors.protocol.subscription import (
-    FetchPosition,
-    OffsetResetStrategy,
-    ResetKind,
-    SubscriptionState,
-)
-from kafka_actors.serialization import Deserializer, as_deserializer, deserialize_records
-from kafka_actors.supervisors import (
-    ChildRestartingError,
-    ChildSpec,
-    ChildTable,
-    FaultInjector,
-    SupervisorFatalError,
-    SupervisorSpec,
-    SupervisorTree,
-    start_tree,
-)
-from kafka_actors.supervisors.supervisor import TreeStatus
+from kafka_actors.protocol.subscription import ResetKind
+from kafka_actors.serialization import Deserializer
+from kafka_actors.supervisors import FaultInjector
 
 __all__ = [
     "ConsumerGroupMetadata",
@@ -125,23 +67,8 @@ __all__ = [
     "RebalanceReply",
 ]
 
-DEFAULT_CLOSE_TIMEOUT_S: Final = 30.0
 #: How often a poll waiting for records tells the group actors it is still polling.
 _POLL_EVENT_INTERVAL_S: Final = 0.1
-_client_ids = itertools.count(1)
-_log = get_logger("consumer")
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMetadata:
-    """Java's ConsumerGroupMetadata: for transactional producers (sendOffsetsToTransaction).
-
-    ``generation_id`` is the member epoch under the consumer protocol, the generation under
-    the classic one (-1 when not in the group)."""
-
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
 
 
 class KafkaConsumer:
@@ -173,94 +100,24 @@ class KafkaConsumer:
         faults: FaultInjector | None = None,
         **kwargs: object,
     ) -> None:
-        if isinstance(config, ConsumerConfig):
-            cfg = config.with_overrides(_keys(kwargs)) if kwargs else config
-        else:
-            mapping: dict[str, object] = dict(config or {})
-            mapping.update(_keys(kwargs))
-            cfg = ConsumerConfig.from_dict(mapping)
-        if not cfg.client_id:
-            cfg = cfg.with_overrides(
-                {"client.id": f"consumer-{cfg.group_id or ''}-{next(_client_ids)}"}
-            )
-        self.config = cfg
-        self._key_deserializer = as_deserializer(key_deserializer or cfg.key_deserializer)
-        self._value_deserializer = as_deserializer(value_deserializer or cfg.value_deserializer)
-        #: Per partition, a record a deserializer failed on, where its position stopped.
-        self._undeserializable: dict[TopicPartition, ConsumerRecord] = {}
-        self._log = _log.bind(client_id=cfg.client_id, group_id=cfg.group_id)
-        subscriptions = SubscriptionState(
-            OffsetResetStrategy.of(cfg.auto_offset_reset, cfg.auto_offset_reset_duration)
-        )
-        network_table = ChildTable("network", TreeStatus())
-        rng = _random.Random()
-        self._ctx = ctx = ConsumerContext(
-            config=cfg,
-            clock=SystemClock(),
-            scheduler=default_scheduler(),
-            subscriptions=subscriptions,
-            random=rng.random,
-            network_table=network_table,
-            group_protocol=cfg.group_protocol,
-        )
-        self._uses_group = cfg.group_id is not None
-        if cfg.rebalance_safe_commits:
-            from kafka_actors.actors.safe_commits import RebalanceSafeCommits
-
-            ctx.safe_commits = RebalanceSafeCommits(
-                ctx.clock,
-                ctx.scheduler,
-                cfg.rebalance_safe_commits_max_duration,
-                client_id=cfg.client_id,
-                group_id=cfg.group_id,
-            )
-        managers = [
-            ChildSpec("metadata", lambda c: MetadataActor.start(ctx, context=c)),
-        ]
-        if self._uses_group:
-            managers += [
-                ChildSpec("coordinator", lambda c: CoordinatorActor.start(ctx, context=c)),
-                ChildSpec("membership", lambda c: MembershipActor.start(ctx, context=c)),
-                ChildSpec("commit", lambda c: CommitActor.start(ctx, context=c)),
-            ]
-        managers += [
-            ChildSpec("offsets", lambda c: OffsetsActor.start(ctx, context=c)),
-            ChildSpec("fetch", lambda c: FetchActor.start(ctx, context=c)),
-        ]
-        manager_spec = SupervisorSpec(max_restarts=5, period=30.0)
-
-        def start_network(c: Any) -> Any:
-            return NetworkActor.start(
-                cfg,
-                children=managers,
-                supervisor_spec=manager_spec,
-                context=c,
-                table=network_table,
-                faults=faults,
-                metrics=ctx.metrics,
-            )
-
-        self._tree: SupervisorTree = start_tree(
-            SupervisorSpec(max_restarts=1, period=60.0),
-            [
-                ChildSpec("facade", lambda c: FacadeActor.start(ctx, context=c)),
-                ChildSpec("network", start_network, shutdown_timeout=10.0),
-            ],
-            name=f"consumer[{cfg.client_id}]",
+        self._core = core = ConsumerCore(
+            build_config(config, kwargs),
+            key_deserializer=key_deserializer,
+            value_deserializer=value_deserializer,
             faults=faults,
-            on_fatal=lambda error: ctx.fail_outstanding(error),
         )
-        ctx.root_table = self._tree.children
-        self._facade = Facade(ctx, lambda: self._tree.fatal_error)
+        self.config = core.config
+        self._ctx = core.ctx
+        self._facade = core.facade
+        self._tree = core.tree
         self._poll_lock = threading.RLock()
-        self._init_task: concurrent.futures.Future[Any] | None = None
         self._close_lock = threading.Lock()
-        self._log.info(
-            "consumer_created",
-            group_protocol=cfg.group_protocol,
-            record_decoder=_records.IMPLEMENTATION,
-            record_decoder_reason=_records.NATIVE_UNAVAILABLE_REASON or None,
-        )
+
+    @property
+    def core(self) -> ConsumerCore:
+        """The consumer core under this consumer (:mod:`kafka_actors.core`): for front ends
+        built on a ``KafkaConsumer`` (the Thespian bridge) that chain on its futures."""
+        return self._core
 
     # -- context manager -----------------------------------------------------------------------
 
@@ -285,70 +142,22 @@ class KafkaConsumer:
         single topic name, or a regex when it starts with ``^`` as librdkafka reads it).
         An empty subscription is ``unsubscribe()``.
         """
-        facade = self._facade
-        facade.ensure_open()
+        self._facade.ensure_open()
         trace = new_trace_id()
         with traced(trace):
-            self._require_group("subscribe")
-            self._check_group_protocol(subscribing=True)
-            regex: str | None = None
-            if pattern is not None:
-                regex = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
-            elif isinstance(topics, re.Pattern):
-                regex = topics.pattern
-            elif isinstance(topics, str):
-                if topics.startswith("^"):
-                    regex = topics
-                    names: frozenset[str] = frozenset()
-                else:
-                    names = frozenset([topics])
-            if regex is None and not isinstance(topics, str):
-                names = frozenset(topics)  # type: ignore[arg-type]
-            if regex is None and not names:
+            if not self._core.subscribe(topics, listener, pattern, trace):
                 self.unsubscribe()
-                return
-            subs = self._ctx.subscriptions
-            if regex is not None:
-                try:
-                    re.compile(regex)
-                except re.error as exc:
-                    raise ValueError(f"Invalid subscription regex {regex!r}: {exc}") from exc
-                subs.subscribe_pattern(regex)
-                names = frozenset()
-            else:
-                for name in names:
-                    if not isinstance(name, str) or not name.strip():
-                        raise ValueError("Topic names in a subscription must be non-empty")
-                subs.subscribe(names)
-            facade.listener = listener
-            event = SubscriptionChangedEvent(names, regex, trace)
-            facade.tell("metadata", event)
-            facade.tell("membership", event)
-            self._log.info("subscribed", topics=sorted(names), pattern=regex)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Manual assignment (no group membership); an empty list is ``unsubscribe()``."""
-        facade = self._facade
-        facade.ensure_open()
-        wanted = list(partitions)
-        for tp in wanted:
-            if not isinstance(tp, TopicPartition) or not tp.topic.strip():
-                raise ValueError(f"Not a valid TopicPartition: {tp!r}")
+        self._facade.ensure_open()
+        wanted = self._core.check_partitions(partitions)
         if not wanted:
             self.unsubscribe()
             return
         trace = new_trace_id()
         with traced(trace):
-            subs = self._ctx.subscriptions
-            if self._uses_group and self.config.enable_auto_commit and subs.assigned_partitions():
-                # As Java: commit the consumed positions of the old assignment (async).
-                self._commit_async_internal(None, None, trace)
-            subs.assign_from_user(wanted)
-            event = AssignmentChangedEvent(frozenset(wanted), trace)
-            facade.tell("metadata", event)
-            facade.tell("fetch", PositionsChangedEvent(trace))
-            facade.tell("offsets", PositionsChangedEvent(trace))
-            self._log.info("assigned", partitions=sorted(str(tp) for tp in wanted))
+            self._core.assign(wanted, trace)
 
     def unsubscribe(self) -> None:
         """Leave the group (running onPartitionsRevoked on this thread) and drop the
@@ -357,14 +166,11 @@ class KafkaConsumer:
         facade.ensure_open()
         trace = new_trace_id()
         with traced(trace):
-            subs = self._ctx.subscriptions
-            if self._uses_group and subs.has_auto_assigned_partitions():
+            if self._core.must_leave():
                 deadline = facade.deadline(None, self.config.default_api_timeout_ms)
                 self._leave_group(deadline, trace)
-            subs.unsubscribe()
-            facade.tell("metadata", SubscriptionChangedEvent(frozenset(), None, trace))
-            facade.tell("fetch", PositionsChangedEvent(trace))
-            self._log.info("unsubscribed")
+            self._core.drop_subscription(trace)
+            self._core.log.info("unsubscribed")
 
     def subscription(self) -> set[str]:
         return set(self._ctx.subscriptions.subscription)
@@ -381,31 +187,26 @@ class KafkaConsumer:
         background reported (typed)."""
         facade = self._facade
         facade.ensure_open()
+        core = self._core
         ctx = self._ctx
-        subs = ctx.subscriptions
-        if subs.has_no_subscription_or_user_assignment():
-            raise IllegalStateError(
-                "Consumer is not subscribed to any topics or assigned any partitions"
-            )
+        core.require_subscription()
+        uses_group = core.uses_group
         trace = new_trace_id()
         deadline = time.monotonic() + max(0.0, float(timeout))
         with traced(trace), self._poll_lock, ctx.metrics.polling():
-            if self._uses_group:
+            if uses_group:
                 event = PollEvent(trace)
                 facade.tell("membership", event)
                 facade.tell("commit", event)
             while True:
                 facade.process_background()
                 facade.check_wakeup()
-                self._check_group_protocol()
-                self._update_positions(trace)
+                core.check_group_protocol()
+                core.update_positions(trace)
                 generation = ctx.fetch_generation
-                records = self._collect(trace)
+                records = core.handout.poll_records(self.config.max_poll_records, trace)
                 if records:
-                    if ctx.safe_commits is not None:
-                        ctx.safe_commits.handed_out_batch(
-                            {tp: rs[-1].offset for tp, rs in records._by_partition.items()}
-                        )
+                    core.handout.handed_out_batch(records)
                     return records
                 if time.monotonic() >= deadline:
                     return ConsumerRecords({})
@@ -415,10 +216,10 @@ class KafkaConsumer:
                     return (
                         bool(ctx.background)
                         or ctx.fetch_generation != seen
-                        or facade._wakeup.is_set()
+                        or facade.wakeup_pending()
                         or self._tree.fatal_error is not None
                         or facade.closed
-                        or (self._init_task is not None and self._init_task.done())
+                        or core.init_done()
                     )
 
                 # A waiting poll tells the group actors again every _POLL_EVENT_INTERVAL_S (Java
@@ -427,201 +228,38 @@ class KafkaConsumer:
                 ctx.signal.wait_until(
                     ready,
                     min(deadline, time.monotonic() + _POLL_EVENT_INTERVAL_S)
-                    if self._uses_group
+                    if uses_group
                     else deadline,
                 )
                 facade.ensure_open()
-                if self._uses_group:
+                if uses_group:
                     event = PollEvent(trace, waiting=True)
                     facade.tell("membership", event)
                     facade.tell("commit", event)
 
-    def _collect(self, trace: str) -> ConsumerRecords:
-        ctx = self._ctx
-        if self._undeserializable:
-            self._raise_undeserializable()
-        try:
-            collector = ctx.fetch_collector  # on this thread, no actor round trip
-            result = collector(self.config.max_poll_records) if collector is not None else None
-            if result is None:
-                result = ctx.ask(
-                    "fetch", CollectEvent(self.config.max_poll_records, trace), timeout=30.0
-                )
-        except (ChildRestartingError, KeyError):
-            return ConsumerRecords({})
-        except SupervisorFatalError:
-            self._facade.raise_if_fatal()
-            raise
-        if result is None:
-            return ConsumerRecords({})
-        if result.error is not None and not result.records:
-            raise result.error
-        return self._hand_out(result.records, result.positions)
+    # -- waiting on the core's futures --------------------------------------------------------
 
-    def _raise_undeserializable(self) -> None:
-        """Raise again for a record a deserializer failed on, while its partition's position
-        is still at it and the deserializer still fails (tried again, as Java does: a
-        deserializer may fail for a while, a schema registry being down, say). Forget it when
-        the position moved (a seek past it, a reset) or the partition is no longer owned."""
-        pending = self._undeserializable
-        subs = self._ctx.subscriptions
-        for tp, record in list(pending.items()):
-            state = subs.partition_state(tp)
-            if (
-                state is None
-                or state.position is None
-                or not state.has_valid_position
-                or state.position.offset != record.offset
-            ):
-                del pending[tp]
-                continue
-            if not state.is_fetchable:
-                continue  # paused or being revoked: its records are not returned either
-            _, error = deserialize_records(
-                (record,), self._key_deserializer, self._value_deserializer
-            )
-            if error is not None:
-                raise error
-            del pending[tp]  # it deserializes now: the collect returns it
-
-    def _hand_out(
+    def _wait(
         self,
-        records: Mapping[TopicPartition, tuple[ConsumerRecord, ...]],
-        positions: Mapping[TopicPartition, FetchPosition],
-    ) -> ConsumerRecords:
-        """Deserialize, and hand out only records of partitions still owned and fetchable;
-        the position of a partition paused or being revoked since the fetch actor handed its
-        records out is moved back (compare-and-set), so nothing is skipped. The consumed
-        position of a partition moves past its records only here, as they are returned: an
-        auto-commit or a commit before a revocation never covers records not returned.
-
-        A record a deserializer fails on (Java's RecordDeserializationException, KIP-334): the
-        records before it are returned, and its partition's position (and consumed position)
-        moves back to it; the error is raised now when nothing is returned, else by the next
-        poll, and by every poll after while the position stays there (see
-        ``_raise_undeserializable``)."""
-        kd, vd = self._key_deserializer, self._value_deserializer
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        failed: RecordDeserializationError | None = None
-        for tp, recs in records.items():
-            if not recs:
-                continue
-            if kd is None and vd is None:
-                if self._keep(tp, recs, positions, consume=True):
-                    out[tp] = list(recs)
-                continue
-            if not self._keep(tp, recs, positions, consume=False):
-                continue
-            try:
-                batch, error = deserialize_records(recs, kd, vd)
-            except BaseException:  # not a deserializer error (KeyboardInterrupt ...)
-                self._stop_at(tp, 0, recs, positions)  # fetched again, deserialized again
-                raise
-            if error is not None:
-                if self._stop_at(tp, len(batch), recs, positions):
-                    failed = failed or error
-                if batch:
-                    out[tp] = batch
-                continue
-            if self._keep(tp, recs, positions, consume=True):
-                out[tp] = batch
-        if failed is not None and not out:
-            raise failed
-        return ConsumerRecords(out)
-
-    def _stop_at(
-        self,
-        tp: TopicPartition,
-        index: int,
-        recs: tuple[ConsumerRecord, ...],
-        positions: Mapping[TopicPartition, FetchPosition],
-    ) -> bool:
-        """Move the position (and the consumed position) of ``tp`` back to ``recs[index]``, a
-        record a deserializer failed on, when still where the fetch actor moved it for
-        ``recs`` (compare-and-set: a seek since wins); remember that record, so that the next
-        polls raise again for it. True when done."""
-        subs = self._ctx.subscriptions
-        new = positions.get(tp)
-        bad = recs[index]
-        with subs._lock:
-            state = subs.partition_state(tp)
-            if state is None or new is None:
-                return False
-            if index > 0:
-                epoch = recs[index - 1].leader_epoch
-            elif state.consumed is not None and state.consumed.offset == bad.offset:
-                epoch = state.consumed.offset_epoch
-            else:
-                epoch = None
-            if not subs.seek_back_if_at(tp, new.offset, bad.offset, epoch):
-                return False
-            self._undeserializable[tp] = bad
-        self._facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
-        return True
-
-    def _keep(
-        self,
-        tp: TopicPartition,
-        recs: tuple[ConsumerRecord, ...],
-        positions: Mapping[TopicPartition, FetchPosition],
+        future: concurrent.futures.Future[Any],
+        deadline: float,
+        what: str,
         *,
-        consume: bool,
-    ) -> bool:
-        """True when ``tp`` is still owned and fetchable (then, with ``consume``, its consumed
-        position moves to where the fetch actor moved its position); else its position moves
-        back to the first of ``recs`` when still where the fetch actor left it."""
-        subs = self._ctx.subscriptions
-        new = positions.get(tp)
-        with subs._lock:
-            state = subs.partition_state(tp)
-            if state is None:
-                return False  # not owned any more: nothing to rewind
-            if not state.is_fetchable:
-                if new is not None:
-                    subs.seek_back_if_at(tp, new.offset, recs[0].offset)
-                return False
-            if consume and new is not None and state.position is not None:
-                if state.position.offset == new.offset:  # no seek since the collect
-                    subs.advance_consumed(tp, new)
-            return True
-
-    def _update_positions(self, trace: str) -> None:
-        """Give every assigned partition a position: committed offsets (group) first, then
-        ``auto.offset.reset`` through the offsets actor. Never blocks."""
-        ctx = self._ctx
-        subs = ctx.subscriptions
-        task = self._init_task
-        if task is not None and task.done():
-            self._init_task = None
-            error = task.exception()
-            if error is not None:
-                if isinstance(error, KafkaError) and (
-                    error.retriable or isinstance(error, KafkaTimeoutError)
-                ):
-                    self._log.info("initialize_positions_retry", error=str(error))
-                elif isinstance(error, ChildRestartingError):
-                    pass
-                else:
-                    raise error
-        initializing = subs.initializing_partitions()
-        if initializing and self._init_task is None:
-            if self._uses_group:
-                future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-                ctx.track(future)
-                deadline_ms = ctx.now_ms() + self.config.default_api_timeout_ms
-                if not ctx.tell("commit", ResetPositionsEvent(deadline_ms, future, trace)):
-                    future.set_exception(ChildRestartingError(child="commit"))
-                self._init_task = future
-            else:
-                without = subs.reset_initializing_positions()
-                if without:
-                    from kafka_actors.errors import NoOffsetForPartitionError
-
-                    raise NoOffsetForPartitionError(
-                        partitions=[(tp.topic, tp.partition) for tp in without]
-                    )
-        if subs.partitions_needing_reset(ctx.now_ms()):
-            ctx.tell("offsets", PositionsChangedEvent(trace))
+        wakeable: bool = True,
+    ) -> Any:
+        """Wait on this thread for a request of the core, up to ``deadline`` (wakeable;
+        fatal errors and ``close()`` interrupt it); a request not answered is cancelled (no
+        more retries)."""
+        try:
+            return self._facade.wait(future, deadline, what, wakeable=wakeable)
+        except KafkaTimeoutError:
+            if future.done():
+                raise
+            future.cancel()
+            raise self._core.timeout_error(future, what) from None
+        except BaseException:
+            future.cancel()
+            raise
 
     # -- commits -----------------------------------------------------------------------------
 
@@ -634,17 +272,15 @@ class KafkaConsumer:
         until ``timeout`` (default ``default.api.timeout.ms``). Returns what was committed."""
         facade = self._facade
         facade.ensure_open()
-        self._require_group("commit_sync")
-        wanted = _offsets(offsets)
+        self._core.require_group("commit_sync")
+        wanted = commit_offsets(offsets)
         trace = new_trace_id()
         deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
         named = facade.commit_timeout("commit_sync", wanted, timeout)
         with traced(trace), named:
-            result: dict[TopicPartition, OffsetAndMetadata] = facade.call(
-                "commit",
-                lambda f, d: CommitEvent(wanted, True, d, f, trace),
-                deadline,
-                "commit_sync",
+            future = self._core.commit(wanted, deadline, trace, "commit_sync")
+            result: dict[TopicPartition, OffsetAndMetadata] = self._wait(
+                future, deadline, "commit_sync"
             )
             return result
 
@@ -656,32 +292,11 @@ class KafkaConsumer:
     ) -> concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]:
         """Commit without waiting; ``callback(offsets, error)`` runs on the polling thread
         (next ``poll``/``commit_sync``/``close``). Also returns a Future of the result."""
-        facade = self._facade
-        facade.ensure_open()
-        self._require_group("commit_async")
+        self._facade.ensure_open()
+        self._core.require_group("commit_async")
         trace = new_trace_id()
         with traced(trace):
-            return self._commit_async_internal(_offsets(offsets), callback, trace)
-
-    def _commit_async_internal(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
-        callback: Callable[[Mapping[TopicPartition, Any], BaseException | None], Any] | None,
-        trace: str,
-    ) -> concurrent.futures.Future[Any]:
-        ctx = self._ctx
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        ctx.track(future)
-        if callback is not None:
-
-            def done(f: concurrent.futures.Future[Any]) -> None:
-                ctx.background.append(AsyncCommitDone(callback, f, offsets))
-                ctx.signal.notify()
-
-            future.add_done_callback(done)
-        if not ctx.tell("commit", CommitEvent(offsets, False, 0, future, trace)):
-            future.set_exception(ChildRestartingError(child="commit"))
-        return future
+            return self._core.commit_async(commit_offsets(offsets), callback, trace)
 
     def committed(
         self, partitions: Iterable[TopicPartition] | TopicPartition, timeout: float | None = None
@@ -689,16 +304,14 @@ class KafkaConsumer:
         """The group's committed offsets of ``partitions`` (None where there is none)."""
         facade = self._facade
         facade.ensure_open()
-        self._require_group("committed")
+        self._core.require_group("committed")
         wanted = frozenset([partitions] if isinstance(partitions, TopicPartition) else partitions)
         trace = new_trace_id()
         deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
         with traced(trace), facade.committed_timeout(wanted, timeout):
-            result: dict[TopicPartition, OffsetAndMetadata | None] = facade.call(
-                "commit",
-                lambda f, d: FetchCommittedEvent(wanted, d, f, trace),
-                deadline,
-                "committed",
+            future = self._core.committed(wanted, deadline, trace)
+            result: dict[TopicPartition, OffsetAndMetadata | None] = self._wait(
+                future, deadline, "committed"
             )
             return result
 
@@ -708,29 +321,24 @@ class KafkaConsumer:
         """The offset of the next record to fetch; waits (up to ``timeout``) until known."""
         facade = self._facade
         facade.ensure_open()
+        core = self._core
+        core.check_position_partition(partition)
         subs = self._ctx.subscriptions
-        if not subs.is_assigned(partition):
-            raise IllegalStateError(
-                f"You can only check the position for partitions assigned to this consumer: "
-                f"{partition}"
-            )
         deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
         trace = new_trace_id()
         named = facade.position_timeout(partition, timeout)
         with traced(trace), named:
             while True:
-                position = subs.valid_position(partition)
+                position = core.valid_position(partition)
                 if position is not None:
-                    return position.offset
-                if not subs.is_assigned(partition):
-                    raise IllegalStateError(f"Partition {partition} is no longer assigned")
-                self._update_positions(trace)
+                    return position
+                core.update_positions(trace)
                 if time.monotonic() >= deadline:
                     raise named.error()
                 self._ctx.signal.wait_until(
                     lambda: subs.valid_position(partition) is not None
-                    or facade._wakeup.is_set()
-                    or (self._init_task is not None and self._init_task.done()),
+                    or facade.wakeup_pending()
+                    or core.init_done(),
                     min(deadline, time.monotonic() + 0.5),
                 )
                 facade.check_wakeup()
@@ -739,56 +347,23 @@ class KafkaConsumer:
     def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
         """Fetch ``partition`` from ``offset`` on the next poll."""
         self._facade.ensure_open()
-        value = offset.offset if isinstance(offset, OffsetAndMetadata) else int(offset)
-        if value < 0:
-            raise ValueError(f"seek offset must not be negative: {value}")
-        epoch = offset.leader_epoch if isinstance(offset, OffsetAndMetadata) else None
-        subs = self._ctx.subscriptions
-        if not subs.is_assigned(partition):
-            raise IllegalStateError(f"No current assignment for partition {partition}")
-        if epoch is None:
-            subs.seek(partition, FetchPosition(value))
-        else:
-            # As Java: a position with a leader epoch is validated against the leader's log
-            # (KIP-320) before it is fetched from.
-            subs.seek_unvalidated(partition, FetchPosition(value, epoch))
-            self._facade.tell("offsets", PositionsChangedEvent(new_trace_id()))
-        self._facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
+        self._core.seek(partition, offset)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        self._seek_to(partitions, ResetKind.EARLIEST)
+        self._facade.ensure_open()
+        self._core.seek_to(partitions, ResetKind.EARLIEST)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        self._seek_to(partitions, ResetKind.LATEST)
-
-    def _seek_to(self, partitions: Iterable[TopicPartition] | None, kind: ResetKind) -> None:
         self._facade.ensure_open()
-        subs = self._ctx.subscriptions
-        wanted = list(partitions) if partitions is not None else list(subs.assigned_partitions())
-        for tp in wanted:
-            if not subs.is_assigned(tp):
-                raise IllegalStateError(f"No current assignment for partition {tp}")
-        subs.request_offset_reset(wanted, OffsetResetStrategy(kind))
-        self._facade.tell("offsets", PositionsChangedEvent(new_trace_id()))
+        self._core.seek_to(partitions, ResetKind.LATEST)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         self._facade.ensure_open()
-        wanted = list(partitions)
-        subs = self._ctx.subscriptions
-        for tp in wanted:
-            if not subs.is_assigned(tp):
-                raise IllegalStateError(f"No current assignment for partition {tp}")
-        subs.pause(wanted)
+        self._core.pause(partitions)
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         self._facade.ensure_open()
-        wanted = list(partitions)
-        subs = self._ctx.subscriptions
-        for tp in wanted:
-            if not subs.is_assigned(tp):
-                raise IllegalStateError(f"No current assignment for partition {tp}")
-        subs.resume(wanted)
-        self._facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
+        self._core.resume(partitions)
 
     def paused(self) -> set[TopicPartition]:
         return set(self._ctx.subscriptions.paused_partitions())
@@ -833,12 +408,8 @@ class KafkaConsumer:
         if not timestamps:
             return {}
         with traced(trace), facade.list_offsets_timeout(kind, timestamps, timeout):
-            return facade.call(
-                "offsets",
-                lambda f, d: ListOffsetsEvent(kind, timestamps, d, f, trace),
-                deadline,
-                kind,
-            )
+            future = self._core.list_offsets(kind, timestamps, deadline, trace)
+            return self._wait(future, deadline, kind)
 
     # -- metadata ----------------------------------------------------------------------------
 
@@ -863,28 +434,16 @@ class KafkaConsumer:
         trace = new_trace_id()
         deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
         with traced(trace), facade.metadata_timeout(topics, timeout):
-            result: Mapping[str, tuple[PartitionInfo, ...]] = facade.call(
-                "metadata",
-                lambda f, d: TopicMetadataEvent(topics, d, f, trace),
-                deadline,
-                "list_topics" if topics is None else "partitions_for",
+            future = self._core.topic_metadata(topics, deadline, trace)
+            result: Mapping[str, tuple[PartitionInfo, ...]] = self._wait(
+                future, deadline, "list_topics" if topics is None else "partitions_for"
             )
             return result
 
     # -- group, metrics, wakeup, close -----------------------------------------------------------
 
     def group_metadata(self) -> ConsumerGroupMetadata:
-        self._facade.ensure_open()
-        self._require_group("group_metadata")
-        ctx = self._ctx
-        assert self.config.group_id is not None
-        epoch = ctx.member_epoch
-        return ConsumerGroupMetadata(
-            self.config.group_id,
-            epoch if epoch is not None else -1,
-            ctx.member_id or "",
-            self.config.group_instance_id,
-        )
+        return self._core.group_metadata()
 
     def metrics(self) -> MetricsView:
         """Java's consumer metrics (``docs/metrics.md``): a mapping from
@@ -907,10 +466,7 @@ class KafkaConsumer:
                 lag[tp] = value
         values["records-lag"] = lag
         values["records-lag-max"] = max(lag.values()) if lag else 0.0
-        try:
-            fetch = ctx.ask("fetch", FetchMetricsEvent(), timeout=5.0)
-        except Exception:
-            fetch = None
+        fetch = self._core.fetch_metrics(timeout=5.0)
         if fetch is not None:
             values["fetch-throttle-time-avg"] = fetch.fetch_throttle_time_avg_ms or 0.0
             values["fetch-throttle-time-max"] = float(fetch.fetch_throttle_time_max_ms)
@@ -941,12 +497,13 @@ class KafkaConsumer:
             seconds = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else max(0.0, float(timeout))
             deadline = time.monotonic() + seconds
             trace = new_trace_id()
-            ctx = self._ctx
+            core = self._core
+            log = core.log
             with traced(trace):
-                self._log.info("consumer_closing", timeout_s=seconds)
+                log.info("consumer_closing", timeout_s=seconds)
                 fatal = self._tree.fatal_error
-                subs = ctx.subscriptions
-                if fatal is None and self._uses_group:
+                subs = self._ctx.subscriptions
+                if fatal is None and core.uses_group:
                     if self.config.enable_auto_commit and subs.assigned_partitions():
                         try:
                             with CallTimeout(
@@ -957,34 +514,26 @@ class KafkaConsumer:
                                 f"{facade.describe_coordinator()})",
                                 key="the default close timeout",
                             ):
-                                facade.call(
-                                    "commit",
-                                    lambda f, d: CommitOnCloseEvent(d, f, trace),
-                                    deadline,
-                                    "commit on close",
-                                    wakeable=False,
-                                )
+                                future = core.commit_on_close(deadline, trace)
+                                self._wait(future, deadline, "commit on close", wakeable=False)
                         except Exception as exc:
-                            self._log.warning("commit_on_close_failed", error=str(exc))
-                    if subs.has_auto_assigned_partitions():
+                            log.warning("commit_on_close_failed", error=str(exc))
+                    if core.must_leave():
                         try:
                             with facade.leave_timeout(
                                 timeout, round(DEFAULT_CLOSE_TIMEOUT_S * 1000)
                             ):
                                 self._leave_group(deadline, trace)
                         except Exception as exc:
-                            self._log.warning("leave_on_close_failed", error=str(exc))
+                            log.warning("leave_on_close_failed", error=str(exc))
                     try:
                         facade.process_background()
                     except Exception:
                         pass
-                if fatal is None:
-                    ctx.tell("fetch", CloseFetchEvent(trace))
-                facade.mark_closed()
+                core.begin_shutdown(trace)
                 remaining = max(0.1, deadline - time.monotonic())
-                result = self._tree.shutdown(timeout=remaining)
-                ctx.fail_outstanding(ConsumerClosedError("The consumer is closed"))
-                self._log.info(
+                result = core.stop_actors(remaining)
+                log.info(
                     "consumer_closed",
                     completed=result.completed,
                     not_stopped=list(result.not_stopped),
@@ -994,11 +543,8 @@ class KafkaConsumer:
         """Leave, running the release callbacks on this thread, until the leave completes."""
         facade = self._facade
         ctx = self._ctx
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        ctx.track(future)
-        if not ctx.tell(
-            "membership", LeaveGroupEvent(facade.deadline_ms(deadline), future, True, trace)
-        ):
+        future = self._core.leave_group(deadline, trace)
+        if future is None:
             return
         while not future.done():
             facade.process_background()
@@ -1010,54 +556,3 @@ class KafkaConsumer:
             if facade.closed:
                 return
         facade.process_background()
-
-    # -- helpers -----------------------------------------------------------------------------
-
-    def _require_group(self, what: str) -> None:
-        if not self._uses_group:
-            raise InvalidGroupIdError(
-                f"To use the group management or offset commit APIs ({what}), you must "
-                "provide a valid group.id in the consumer configuration."
-            )
-
-    def _check_group_protocol(self, *, subscribing: bool = False) -> None:
-        versions = self._ctx.versions
-        if not (
-            self._ctx.group_protocol == "consumer"
-            and self._uses_group
-            and (subscribing or self._ctx.subscriptions.has_auto_assigned_partitions())
-        ):
-            return
-        refused = self._facade.group_protocol_error  # a heartbeat answered UNSUPPORTED_VERSION
-        if refused is not None:
-            raise refused
-        if versions is not None and not versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT):
-            raise UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
-
-
-def _keys(kwargs: Mapping[str, object]) -> dict[str, object]:
-    """Keyword arguments (``bootstrap_servers``) to Kafka keys (``bootstrap.servers``)."""
-    from kafka_actors.config import config_keys
-
-    known = set(config_keys())
-    out: dict[str, object] = {}
-    for name, value in kwargs.items():
-        key = name.replace("_", ".")
-        if key not in known:
-            raise ConfigError(f"Unknown configuration {name!r}", key=name)
-        out[key] = value
-    return out
-
-
-def _offsets(
-    offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
-) -> dict[TopicPartition, OffsetAndMetadata] | None:
-    if offsets is None:
-        return None
-    out: dict[TopicPartition, OffsetAndMetadata] = {}
-    for tp, value in offsets.items():
-        om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
-        if om.offset < 0:
-            raise ValueError(f"Invalid negative offset {om.offset} for partition {tp}")
-        out[tp] = om
-    return out

@@ -5,11 +5,11 @@ Owns:
 * :class:`FacadeActor`: the actor the request managers send their background events to
   (rebalance callbacks needed, errors for the user); it queues them in the shared context and
   wakes the application threads. It holds no state of its own, so a restart loses nothing.
-* :class:`Facade`: the application side, used by :class:`~kafka_actors.consumer.KafkaConsumer`
-  from any thread. It turns calls into events with a ``concurrent.futures.Future`` and a
-  deadline, waits for them (never past the deadline, interrupted by ``wakeup()`` and by a fatal
-  supervision error), runs the rebalance listener on the polling thread, and raises each error
-  at the call that caused it.
+* :class:`Facade`: the application side, used by the consumer core
+  (:mod:`kafka_actors.core`) and its front ends from any thread. It sends the events of API
+  calls (each with a ``concurrent.futures.Future`` and a deadline), waits for a future (never
+  past the deadline, interrupted by ``wakeup()`` and by a fatal supervision error), runs the
+  rebalance listener on the polling thread, and raises each error at the call that caused it.
 * :class:`RebalanceReply`: the deferred acknowledgement of a rebalance callback.
 
 Rebalance callbacks as replies
@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from kafka_actors.actors.context import ConsumerContext, Routed, fail
+from kafka_actors.actors.context import ConsumerContext, Routed
 from kafka_actors.actors.events import CallbackCompletedEvent
 from kafka_actors.errors import (
     ConsumerClosedError,
@@ -62,8 +62,6 @@ from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.supervisors import (
     ChildContext,
-    ChildRestartingError,
-    ChildTimeoutError,
     SupervisedActor,
     SupervisorFatalError,
 )
@@ -314,6 +312,11 @@ class Facade:
             raise ConsumerClosedError("This consumer has already been closed.")
         self.raise_if_fatal()
 
+    @property
+    def fatal_error(self) -> BaseException | None:
+        """The error every call raises once the consumer failed for good (None before)."""
+        return self._fatal_error
+
     def raise_if_fatal(self) -> None:
         if self._fatal_error is not None:
             raise self._fatal_error
@@ -329,6 +332,10 @@ class Facade:
     def wakeup(self) -> None:
         self._wakeup.set()
         self.ctx.signal.notify()
+
+    def wakeup_pending(self) -> bool:
+        """Whether ``wakeup()`` was called and no call raised WakeupError for it yet."""
+        return self._wakeup.is_set()
 
     def check_wakeup(self) -> None:
         if self._wakeup.is_set():
@@ -484,43 +491,6 @@ class Facade:
 
     def tell(self, target: str, event: Any) -> bool:
         return self.ctx.tell(target, event)
-
-    def call(
-        self,
-        target: str,
-        make: Callable[[concurrent.futures.Future[Any], int], Any],
-        deadline: float,
-        what: str,
-        *,
-        wakeable: bool = True,
-    ) -> Any:
-        """Send ``make(future, deadline_ms)`` to ``target`` and wait for its result.
-
-        A target that is restarting is retried until the deadline (the restarted actor
-        rebuilt its state); a retriable ChildRestartingError reaching the deadline becomes
-        KafkaTimeoutError. Fatal supervision errors and ``wakeup()`` interrupt the wait.
-        """
-        while True:
-            self.raise_if_fatal()
-            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            self.ctx.track(future)
-            event = make(future, self.deadline_ms(deadline))
-            if not self.tell(target, event):
-                fail(future, ChildRestartingError(child=target))
-            try:
-                return self.wait(future, deadline, what, wakeable=wakeable)
-            except ChildRestartingError as exc:
-                if time.monotonic() >= deadline:
-                    raise KafkaTimeoutError(
-                        f"{what} timed out: the {target} actor is restarting"
-                    ) from exc
-                backoff = self.ctx.config.retry_backoff_ms / 1000.0
-                self.ctx.signal.wait_until(
-                    lambda: self._wakeup.is_set(), min(deadline, time.monotonic() + backoff)
-                )
-                if wakeable:
-                    self.check_wakeup()
-                continue
 
     def wait(
         self,
@@ -693,10 +663,6 @@ class Facade:
         self.tell("fetch", _poke())
         self.ctx.signal.notify()
 
-    def pending_callbacks(self) -> int:
-        with self._callback_lock:
-            return len(self._deferred)
-
 
 def _listener_method(listener: Any, method: str) -> Callable[[set[TopicPartition]], Any]:
     """``listener.<method>``; for a listener object without ``on_partitions_lost`` (one not
@@ -718,9 +684,3 @@ def _poke() -> Any:
     from kafka_actors.actors.events import PositionsChangedEvent
 
     return PositionsChangedEvent()
-
-
-def is_retriable_call_error(error: BaseException) -> bool:
-    return isinstance(error, (ChildRestartingError, ChildTimeoutError)) or (
-        isinstance(error, KafkaError) and error.retriable
-    )

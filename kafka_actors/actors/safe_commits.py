@@ -4,9 +4,10 @@ Owns: :class:`RebalanceSafeCommits`, the :class:`~kafka_actors.protocol.safe_com
 SafeCommitTracker` of one consumer behind a lock, with the timer that bounds each wait by
 ``rebalance.safe.commits.max.duration.ms``. Who feeds it:
 
-* the consumer front ends report records handed out to the application
-  (:meth:`RebalanceSafeCommits.handed_out`): ``KafkaConsumer.poll`` for what it returns,
-  ``AsyncKafkaConsumer`` for what ``getmany`` / ``getone`` return;
+* the consumer core's hand-out bookkeeping (:class:`~kafka_actors.core.HandOut`, created
+  with the tracker by :class:`~kafka_actors.core.ConsumerCore`) reports records handed out
+  to the application (:meth:`RebalanceSafeCommits.handed_out`): what ``KafkaConsumer.poll``
+  returns, what ``AsyncKafkaConsumer.getmany`` / ``getone`` return;
 * the commit actor reports every successful commit, whoever asked for it (sync, async,
   auto-commit, the commit before a revocation, on close): :meth:`committed`;
 * the facade, once the listener acknowledged a revocation, asks :meth:`after_committed` to

@@ -936,3 +936,60 @@ class SubscriptionState:
                 state, preferred_read_replica=None, preferred_read_replica_expire_ms=None
             )
             return state.preferred_read_replica
+
+    # -- front ends: records handed out, kept or given back (atomic) ---------------------------
+
+    def keep_handed_out(
+        self,
+        tp: TopicPartition,
+        end: FetchPosition | None,
+        first_offset: int,
+        *,
+        consume: bool,
+        keep_paused: bool = False,
+    ) -> bool:
+        """Whether a front end keeps records of ``tp`` the fetch manager handed out (from
+        ``first_offset``, the position moved to ``end``): True when ``tp`` is still owned
+        and fetchable (or, with ``keep_paused``, paused and not being revoked); then, with
+        ``consume``, the consumed position moves to ``end`` unless a seek moved the position
+        since. Else (owned, not fetchable) the position moves back to ``first_offset`` while
+        still at ``end`` (compare-and-set), so that nothing is skipped."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None:
+                return False  # not owned any more: nothing to rewind
+            if not state.is_fetchable:
+                if keep_paused and state.paused and not state.pending_revocation:
+                    return True
+                if end is not None:
+                    self.seek_back_if_at(tp, end.offset, first_offset)
+                return False
+            if consume and end is not None and state.position is not None:
+                if state.position.offset == end.offset:  # no seek since the collect
+                    self.advance_consumed(tp, end)
+            return True
+
+    def seek_back_to_failed(
+        self,
+        tp: TopicPartition,
+        end: FetchPosition | None,
+        offset: int,
+        epoch_before: int | None,
+        *,
+        first: bool,
+    ) -> bool:
+        """Move ``tp``'s position (and consumed position) back to ``offset``, a record a
+        deserializer failed on, while still at ``end`` (compare-and-set). Its leader epoch is
+        ``epoch_before`` (the record before it), or for the ``first`` record handed out the
+        consumed position's epoch when the consumed position is at it. True when moved."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or end is None:
+                return False
+            if not first:
+                epoch = epoch_before
+            elif state.consumed is not None and state.consumed.offset == offset:
+                epoch = state.consumed.offset_epoch
+            else:
+                epoch = None
+            return self.seek_back_if_at(tp, end.offset, offset, epoch)

@@ -58,9 +58,9 @@ undelivered records of revoked/lost partitions, defers the callback's acknowledg
 :class:`RebalanceAck` (or ``max.poll.interval.ms``). Meanwhile the bridge keeps handling
 messages, so the subscriber can commit through it before acknowledging.
 
-May touch: the consumer's public API, and its facade/context to start a commit without waiting
-(commit_sync's event with its retries and deadline, completed on a future the ticks check);
-the sender's and subscriber's addresses.
+May touch: the consumer's public API, and its core's (:mod:`kafka_actors.core`) to start a
+commit without waiting (commit_sync's request with its retries and deadline, a future the
+ticks check); the sender's and subscriber's addresses.
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ from typing import Any
 
 from thespian.actors import Actor, ActorExitRequest, PoisonMessage, WakeupMessage
 
-from kafka_actors.actors.events import CommitEvent
 from kafka_actors.actors.facade import ConsumerRebalanceListener, RebalanceReply
-from kafka_actors.consumer import KafkaConsumer, _offsets
+from kafka_actors.consumer import KafkaConsumer
+from kafka_actors.core import commit_offsets
 from kafka_actors.errors import (
     ConsumerClosedError,
     FatalConsumerError,
@@ -88,7 +88,6 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.supervisors import ChildRestartingError
 from kafka_actors.thespian.errors import BridgeRequestFailedError, SubscriberFailedError
 from kafka_actors.thespian.messages import (
     Assign,
@@ -661,20 +660,13 @@ def _start_commit(
     offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
     timeout_ms: int | None,
 ) -> concurrent.futures.Future[Any]:
-    """commit_sync's event (retries until its deadline) without the wait: a future."""
-    consumer._require_group("commit")
-    wanted = _offsets(offsets)
-    facade = consumer._facade
-    facade.ensure_open()
-    ctx = consumer._ctx
-    timeout = None if timeout_ms is None else timeout_ms / 1000
-    deadline = facade.deadline(timeout, consumer.config.default_api_timeout_ms)
-    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    ctx.track(future)
-    event = CommitEvent(wanted, True, facade.deadline_ms(deadline), future, new_trace_id())
-    if not facade.tell("commit", event):
-        future.set_exception(ChildRestartingError(child="commit"))
-    return future
+    """commit_sync's request (retried until its deadline) without the wait: a future."""
+    core = consumer.core
+    core.require_group("commit")
+    wanted = commit_offsets(offsets)
+    core.ensure_open()
+    deadline = core.deadline(None if timeout_ms is None else timeout_ms / 1000)
+    return core.commit(wanted, deadline, new_trace_id(), "commit")
 
 
 def _failure_info(message: Any, exc: Exception) -> ErrorInfo:

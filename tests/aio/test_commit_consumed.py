@@ -44,14 +44,14 @@ def test_records_in_transit_to_the_buffer_are_not_committed(kafka_broker: Any, h
         async with AsyncKafkaConsumer(config=config) as consumer:
             consumer.assign([tp])
             # Collects go through the fetch actor (the path with a deposit to wait for).
-            consumer._collect_now = lambda: False  # type: ignore[method-assign]
+            consumer._records.collect_now = lambda: False  # type: ignore[method-assign]
             loop = asyncio.get_running_loop()
-            held = consumer._on_collected
+            held = consumer._records._on_collected
 
             def deposit_later(*args: Any) -> None:
                 loop.call_later(0.5, held, *args)
 
-            consumer._on_collected = deposit_later  # type: ignore[method-assign,assignment]
+            consumer._records._on_collected = deposit_later  # type: ignore[method-assign,assignment]
             subs = consumer._ctx.subscriptions
             getter = asyncio.create_task(consumer.getmany(timeout_ms=30_000, max_records=10))
             deadline = time.monotonic() + 30
@@ -75,7 +75,7 @@ def test_records_in_transit_to_the_buffer_are_not_committed(kafka_broker: Any, h
                 f"committed {committed} while no record was returned to the application "
                 f"(the fetch position is {position.offset})"
             )
-            consumer._on_collected = held  # type: ignore[method-assign]
+            consumer._records._on_collected = held  # type: ignore[method-assign]
             batch = await getter
             received = sorted(early + [r.offset for r in batch.get(tp, [])])
             assert received and received[0] == 0

@@ -70,7 +70,7 @@ def test_getmany_returns_the_records_before_then_raises_until_seek_past() -> Non
                 assert error.value == b"{not json"
                 assert isinstance(error.__cause__, json.JSONDecodeError)
                 assert await consumer.position(TP0) == 5
-                assert consumer._consumed_offsets()[TP0].offset == 5
+                assert consumer._records.consumed_offsets()[TP0].offset == 5
             with pytest.raises(RecordDeserializationError):
                 await consumer.getone()
             consumer.seek(TP0, 6)
@@ -94,7 +94,7 @@ def test_getone_raises_at_the_failing_record_and_again() -> None:
                 assert caught.value.offset == 2
             with pytest.raises(RecordDeserializationError):
                 await consumer.getmany()
-            assert consumer._consumed_offsets()[TP0].offset == 2
+            assert consumer._records.consumed_offsets()[TP0].offset == 2
 
     asyncio.run(main())
 
@@ -110,7 +110,7 @@ def test_records_of_other_partitions_are_returned_and_do_not_hide_the_error() ->
             first = await consumer.getmany(max_records=5)
             # TP1's records came before TP0's failing one in the same call: returned.
             assert [r.offset for r in first[TP1]] == [0, 1, 2, 3, 4] and TP0 not in first
-            assert consumer._consumed_offsets()[TP1].offset == 5
+            assert consumer._records.consumed_offsets()[TP1].offset == 5
             # TP1 still has records ready: the error comes first all the same.
             with pytest.raises(RecordDeserializationError) as caught:
                 await consumer.getmany(max_records=5)
@@ -119,7 +119,7 @@ def test_records_of_other_partitions_are_returned_and_do_not_hide_the_error() ->
                 await consumer.getone()
             more = await consumer.getmany(TP1, max_records=5)  # other partitions still served
             assert [r.offset for r in more[TP1]] == [5, 6, 7, 8, 9]
-            assert consumer._consumed_offsets()[TP0].offset == 0
+            assert consumer._records.consumed_offsets()[TP0].offset == 0
 
     asyncio.run(main())
 

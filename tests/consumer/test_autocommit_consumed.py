@@ -37,7 +37,7 @@ def _committed(consumer: KafkaConsumer, tp: TopicPartition) -> int:
 
 def _widen_hand_out_window(consumer: KafkaConsumer, during: Any) -> None:
     """Run ``during(records)`` between the collect and the hand-out of every batch."""
-    original = consumer._hand_out
+    original = consumer.core.handout.hand_out
 
     def hand_out(
         records: Mapping[TopicPartition, tuple[ConsumerRecord, ...]],
@@ -47,7 +47,7 @@ def _widen_hand_out_window(consumer: KafkaConsumer, during: Any) -> None:
             during(records)
         return original(records, positions)
 
-    consumer._hand_out = hand_out  # type: ignore[method-assign]
+    consumer.core.handout.hand_out = hand_out  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("protocol", ["consumer", "classic"])

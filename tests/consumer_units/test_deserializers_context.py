@@ -133,7 +133,9 @@ def test_config_and_constructor_accept_every_kind_and_reject_others() -> None:
     )
     try:
         out, error = deserialize_records(
-            _records(b"v"), consumer._key_deserializer, consumer._value_deserializer
+            _records(b"v"),
+            consumer.core.handout.key_deserializer,
+            consumer.core.handout.value_deserializer,
         )
         assert error is None and out[0].value == "v" and out[0].key == b"k0"
     finally:
@@ -147,7 +149,9 @@ def test_a_context_deserializer_given_in_the_config_is_called_with_context() -> 
     consumer = KafkaConsumer(config)
     try:
         out, error = deserialize_records(
-            _records(b"v"), consumer._key_deserializer, consumer._value_deserializer
+            _records(b"v"),
+            consumer.core.handout.key_deserializer,
+            consumer.core.handout.value_deserializer,
         )
     finally:
         consumer.close(timeout=5)

@@ -1,0 +1,255 @@
+"""The hand-out bookkeeping of one consumer: records from the fetch actor to the application.
+
+Owns: collecting fetched records (on the caller's thread through the fetch actor's collector,
+or from the actor), the last check that a record handed out belongs to a partition the
+consumer still owns and may fetch (*keep*), moving a partition's position back to records
+that will not be returned (*rewind*, compare-and-set: a seek since wins), deserialization of
+keys and values on the caller's thread, a record a deserializer failed on (raised again while
+its partition's position stays at it), and what rebalance-safe commits must wait for.
+
+Both front ends use it: ``KafkaConsumer.poll`` hands a collect out in one go
+(:meth:`HandOut.hand_out`); ``AsyncKafkaConsumer`` keeps a buffer of its own and uses
+:meth:`HandOut.admit`, :meth:`HandOut.rewind`, :meth:`HandOut.deserialize` and
+:meth:`HandOut.returned`.
+
+May touch: the consumer's context (subscription state, fetch collector, safe commits), the
+fetch actor (collect), the serialization helpers.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kafka_actors.actors.context import ConsumerContext, fail
+from kafka_actors.actors.events import PositionsChangedEvent
+from kafka_actors.actors.facade import ConsumerRecords, Facade
+from kafka_actors.actors.managers import CollectEvent
+from kafka_actors.errors import RecordDeserializationError
+from kafka_actors.log import new_trace_id
+from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.subscription import FetchPosition
+from kafka_actors.serialization import Deserializer, deserialize_records
+from kafka_actors.supervisors import ChildRestartingError, SupervisorFatalError
+
+__all__ = ["HandOut"]
+
+
+class HandOut:
+    """Records collected from the fetch actor, kept or given back, deserialized, returned.
+
+    Not thread-safe by itself: each front end calls it from its polling thread (the sync
+    consumer under its poll lock, the asyncio consumer on its loop)."""
+
+    def __init__(
+        self,
+        ctx: ConsumerContext,
+        facade: Facade,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> None:
+        self._ctx = ctx
+        self._facade = facade
+        self.key_deserializer = key_deserializer
+        self.value_deserializer = value_deserializer
+        #: Per partition, a record a deserializer failed on, where its position stopped.
+        self._undeserializable: dict[TopicPartition, ConsumerRecord] = {}
+
+    @property
+    def deserializes(self) -> bool:
+        return self.key_deserializer is not None or self.value_deserializer is not None
+
+    # -- collect -----------------------------------------------------------------------------
+
+    def try_collect_here(self, max_records: int) -> tuple[bool, Any]:
+        """Collect on this thread when the fetch actor's lock is free (never waited for):
+        ``(ran, FetchResult | None)``; not ran: ask the actor (:meth:`collect`)."""
+        try_collect = self._ctx.fetch_try_collector
+        if try_collect is None:
+            return False, None
+        ran, result = try_collect(max_records)
+        return ran, result
+
+    def collect(self, max_records: int, trace: str) -> concurrent.futures.Future[Any]:
+        """Ask the fetch actor for up to ``max_records`` (a told event, never waited for):
+        a future of its FetchResult (None before it started), or ChildRestartingError."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if not self._ctx.tell("fetch", CollectEvent(max_records, trace, future)):
+            fail(future, ChildRestartingError(child="fetch"))
+        return future
+
+    def poll_records(self, max_records: int, trace: str) -> ConsumerRecords:
+        """``KafkaConsumer.poll``'s collect: on the caller's thread through the fetch actor's
+        collector (it waits for the fetch actor's lock, held only while the actor handles one
+        message), else an ask to the actor bounded by 30 s (so that an actor crashing on it
+        answers at once); then :meth:`hand_out`. Nothing when the actor is restarting."""
+        ctx = self._ctx
+        if self._undeserializable:
+            self._raise_undeserializable()
+        try:
+            collector = ctx.fetch_collector  # on this thread, no actor round trip
+            result = collector(max_records) if collector is not None else None
+            if result is None:
+                result = ctx.ask("fetch", CollectEvent(max_records, trace), timeout=30.0)
+        except (ChildRestartingError, KeyError):
+            return ConsumerRecords({})
+        except SupervisorFatalError:
+            self._facade.raise_if_fatal()
+            raise
+        if result is None:
+            return ConsumerRecords({})
+        if result.error is not None and not result.records:
+            raise result.error
+        return self.hand_out(result.records, result.positions)
+
+    # -- the sync consumer: a collect handed out in one go -------------------------------------
+
+    def _raise_undeserializable(self) -> None:
+        """Raise again for a record a deserializer failed on, while its partition's position
+        is still at it and the deserializer still fails (tried again, as Java does: a
+        deserializer may fail for a while, a schema registry being down, say). Forget it when
+        the position moved (a seek past it, a reset) or the partition is no longer owned."""
+        pending = self._undeserializable
+        subs = self._ctx.subscriptions
+        for tp, record in list(pending.items()):
+            state = subs.partition_state(tp)
+            if (
+                state is None
+                or state.position is None
+                or not state.has_valid_position
+                or state.position.offset != record.offset
+            ):
+                del pending[tp]
+                continue
+            if not state.is_fetchable:
+                continue  # paused or being revoked: its records are not returned either
+            _, error = deserialize_records(
+                (record,), self.key_deserializer, self.value_deserializer
+            )
+            if error is not None:
+                raise error
+            del pending[tp]  # it deserializes now: the collect returns it
+
+    def hand_out(
+        self,
+        records: Mapping[TopicPartition, tuple[ConsumerRecord, ...]],
+        positions: Mapping[TopicPartition, FetchPosition],
+    ) -> ConsumerRecords:
+        """Deserialize, and hand out only records of partitions still owned and fetchable;
+        the position of a partition paused or being revoked since the fetch actor handed its
+        records out is moved back (compare-and-set), so nothing is skipped. The consumed
+        position of a partition moves past its records only here, as they are returned: an
+        auto-commit or a commit before a revocation never covers records not returned.
+
+        A record a deserializer fails on (Java's RecordDeserializationException, KIP-334): the
+        records before it are returned, and its partition's position (and consumed position)
+        moves back to it; the error is raised now when nothing is returned, else by the next
+        poll, and by every poll after while the position stays there (see
+        ``_raise_undeserializable``)."""
+        kd, vd = self.key_deserializer, self.value_deserializer
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        failed: RecordDeserializationError | None = None
+        for tp, recs in records.items():
+            if not recs:
+                continue
+            if kd is None and vd is None:
+                if self._keep(tp, recs, positions, consume=True):
+                    out[tp] = list(recs)
+                continue
+            if not self._keep(tp, recs, positions, consume=False):
+                continue
+            try:
+                batch, error = deserialize_records(recs, kd, vd)
+            except BaseException:  # not a deserializer error (KeyboardInterrupt ...)
+                self._stop_at(tp, 0, recs, positions)  # fetched again, deserialized again
+                raise
+            if error is not None:
+                if self._stop_at(tp, len(batch), recs, positions):
+                    failed = failed or error
+                if batch:
+                    out[tp] = batch
+                continue
+            if self._keep(tp, recs, positions, consume=True):
+                out[tp] = batch
+        if failed is not None and not out:
+            raise failed
+        return ConsumerRecords(out)
+
+    def _stop_at(
+        self,
+        tp: TopicPartition,
+        index: int,
+        recs: tuple[ConsumerRecord, ...],
+        positions: Mapping[TopicPartition, FetchPosition],
+    ) -> bool:
+        """Move the position (and the consumed position) of ``tp`` back to ``recs[index]``, a
+        record a deserializer failed on, when still where the fetch actor moved it for
+        ``recs`` (compare-and-set: a seek since wins); remember that record, so that the next
+        polls raise again for it. True when done."""
+        bad = recs[index]
+        before = recs[index - 1].leader_epoch if index > 0 else None
+        if not self._ctx.subscriptions.seek_back_to_failed(
+            tp, positions.get(tp), bad.offset, before, first=index == 0
+        ):
+            return False
+        self._undeserializable[tp] = bad
+        self._facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
+        return True
+
+    def _keep(
+        self,
+        tp: TopicPartition,
+        recs: tuple[ConsumerRecord, ...],
+        positions: Mapping[TopicPartition, FetchPosition],
+        *,
+        consume: bool,
+    ) -> bool:
+        """True when ``tp`` is still owned and fetchable (then, with ``consume``, its consumed
+        position moves to where the fetch actor moved its position); else its position moves
+        back to the first of ``recs`` when still where the fetch actor left it."""
+        return self._ctx.subscriptions.keep_handed_out(
+            tp, positions.get(tp), recs[0].offset, consume=consume
+        )
+
+    def handed_out_batch(self, records: ConsumerRecords) -> None:
+        """``records`` were returned by a poll: what rebalance-safe commits wait for."""
+        safe = self._ctx.safe_commits
+        if safe is not None:
+            safe.handed_out_batch({tp: rs[-1].offset for tp, rs in records._by_partition.items()})
+
+    # -- the asyncio consumer: a buffer of its own -------------------------------------------
+
+    def admit(self, tp: TopicPartition, end: FetchPosition | None, first_offset: int) -> bool:
+        """Whether collected records of ``tp`` (from ``first_offset``, its position moved to
+        ``end``) may go into a front end's buffer: owned and fetchable, or paused (kept until
+        resumed); being revoked (or reset) since the fetch actor handed them out: no, and the
+        position moves back to them (compare-and-set) so that nothing is skipped."""
+        return self._ctx.subscriptions.keep_handed_out(
+            tp, end, first_offset, consume=False, keep_paused=True
+        )
+
+    def rewind(self, tp: TopicPartition, end: FetchPosition, first_offset: int) -> None:
+        """Give back records of ``tp`` from ``first_offset`` on that will not be returned:
+        its position moves back to them while still at ``end`` (compare-and-set)."""
+        self._ctx.subscriptions.seek_back_if_at(tp, end.offset, first_offset)
+
+    def deserialize(
+        self, records: Sequence[ConsumerRecord]
+    ) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
+        """``records`` deserialized up to the first a deserializer fails on (and its error)."""
+        return deserialize_records(records, self.key_deserializer, self.value_deserializer)
+
+    def returned(
+        self, tp: TopicPartition, last: ConsumerRecord, end: FetchPosition | None
+    ) -> None:
+        """Records of ``tp`` up to ``last`` are returned to the application; ``end``: all it
+        collected (the consumed position moves there), else None. What rebalance-safe commits
+        wait for."""
+        ctx = self._ctx
+        if end is not None:
+            ctx.subscriptions.advance_consumed(tp, end)
+        safe = ctx.safe_commits
+        if safe is not None:
+            safe.handed_out(tp, last.offset + 1)
