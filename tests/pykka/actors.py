@@ -74,10 +74,17 @@ class Log:
         #: ("revoked" | "assigned" | "lost", partitions, rebalance_id), ("commit", reply),
         #: ("ack", rebalance_id), in the order they happened on the subscriber's thread
         self.events: list[tuple[Any, ...]] = []
+        self.times: list[float] = []  # time.monotonic() of each event
 
     def add(self, *event: Any) -> None:
         with self.lock:
             self.events.append(event)
+            self.times.append(time.monotonic())
+
+    def time_of(self, *event: Any) -> float:
+        """When the first event equal to ``event`` happened."""
+        with self.lock:
+            return self.times[self.events.index(event)]
 
     def snapshot(self) -> tuple[list[ConsumerRecord], list[tuple[Any, ...]]]:
         with self.lock:
