@@ -5,7 +5,9 @@ batch (a window of ``window`` records), acknowledging each handled batch (in the
 :class:`Request`), the positions it has *processed* per partition, and rebalance-safe
 commits: on :class:`PartitionsRevoked` it commits the processed positions of the revoked
 partitions through the bridge, waits for the reply, and only then acknowledges, so the next
-owner starts exactly after what this subscriber processed.
+owner starts exactly after what this subscriber processed. (Those
+default rebalance answers are :class:`~kafka_actors.bridges.subscriber.RebalanceHandling`'s,
+shared by the Thespian and pykka subscribers.)
 
 Failures: when :meth:`process` raises, the subscriber tells the bridge :class:`BatchFailed`
 and drops the record batches already in its inbox until the bridge's :class:`BatchRejected`
@@ -21,11 +23,12 @@ May touch: its bridge (the ``ActorRef`` it is given), nothing else.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pykka
 
+from kafka_actors.bridges.subscriber import CommitDone, RebalanceHandling
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
@@ -40,7 +43,6 @@ from kafka_actors.pykka.messages import (
     PartitionsAssigned,
     PartitionsLost,
     PartitionsRevoked,
-    RebalanceAck,
     RecordBatch,
     Request,
     StreamError,
@@ -50,10 +52,8 @@ from kafka_actors.pykka.messages import (
 
 __all__ = ["StreamSubscriber"]
 
-CommitDone = Callable[[CommitOk | CommitFailed], None]
 
-
-class StreamSubscriber(pykka.ThreadingActor):
+class StreamSubscriber(RebalanceHandling, pykka.ThreadingActor):
     """Requests records from a bridge, processes them, commits safely on revocation."""
 
     #: records requested in flight (initial demand, then topped up after each batch)
@@ -82,38 +82,15 @@ class StreamSubscriber(pykka.ThreadingActor):
     def on_subscribed(self, message: Subscribed) -> None:
         """The stream started."""
 
-    def on_revoked(self, message: PartitionsRevoked) -> None:
-        """Default: commit what was processed of the revoked partitions, then acknowledge."""
-        offsets = {tp: self.positions[tp] for tp in message.partitions if tp in self.positions}
-        for tp in message.partitions:
-            self.positions.pop(tp, None)
-
-        def then(result: CommitOk | CommitFailed) -> None:
-            error = str(result.error) if isinstance(result, CommitFailed) else None
-            if error is not None:
-                self.log.warning("revocation_commit_failed", error=error)
-            self.bridge.tell(RebalanceAck(message.rebalance_id, error))
-
-        if offsets:
-            self.commit(offsets, then)
-        else:
-            self.bridge.tell(RebalanceAck(message.rebalance_id))
-
-    def on_assigned(self, message: PartitionsAssigned) -> None:
-        self.bridge.tell(RebalanceAck(message.rebalance_id))
-
-    def on_lost(self, message: PartitionsLost) -> None:
-        """Lost partitions belong to others already: forget them, never commit them."""
-        for tp in message.partitions:
-            self.positions.pop(tp, None)
-        self.bridge.tell(RebalanceAck(message.rebalance_id))
-
     def on_stream_error(self, message: StreamError) -> None:
         self.log.warning("stream_error", error=str(message.error), fatal=message.fatal)
 
     def on_other(self, message: Any) -> Any:
         """Messages the protocol does not know (a subclass's own control messages)."""
         return None
+
+    def _to_bridge(self, message: Any) -> None:
+        self.bridge.tell(message)
 
     # -- actions -------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ Owns: the subscriber's half of the protocol — initial demand and re-requesting
 batch (a window of ``window`` records in flight), the positions it has *processed* per
 partition, and rebalance-safe commits: on :class:`PartitionsRevoked` it commits the processed
 positions of the revoked partitions through the bridge, waits for the reply, and only then
-acknowledges, so the next owner starts exactly after what this subscriber processed.
+acknowledges, so the next owner starts exactly after what this subscriber processed. (Those
+default rebalance answers are :class:`~kafka_actors.bridges.subscriber.RebalanceHandling`'s,
+shared by the Thespian and pykka subscribers.)
 
 Stream messages are handled in their ``seq`` order (Thespian may reorder messages between
 two actors); a message that arrives early waits for its predecessors. Each handled
@@ -34,11 +36,11 @@ from __future__ import annotations
 
 import itertools
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 from thespian.actors import Actor, PoisonMessage
 
+from kafka_actors.bridges.subscriber import CommitDone, RebalanceHandling
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
@@ -53,7 +55,6 @@ from kafka_actors.thespian.messages import (
     PartitionsAssigned,
     PartitionsLost,
     PartitionsRevoked,
-    RebalanceAck,
     RecordBatch,
     Request,
     StreamError,
@@ -63,10 +64,8 @@ from kafka_actors.thespian.stream import first_offsets
 
 __all__ = ["StreamSubscriber"]
 
-CommitDone = Callable[[CommitOk | CommitFailed], None]
 
-
-class StreamSubscriber(Actor):  # type: ignore[misc]
+class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
     """Requests records from a bridge, processes them, commits safely on revocation."""
 
     #: records requested in flight (initial demand, then topped up after each batch)
@@ -105,32 +104,6 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
     def on_subscribed(self, message: Subscribed) -> None:
         """The stream started."""
 
-    def on_revoked(self, message: PartitionsRevoked) -> None:
-        """Default: commit what was processed of the revoked partitions, then acknowledge."""
-        offsets = {tp: self.positions[tp] for tp in message.partitions if tp in self.positions}
-        for tp in message.partitions:
-            self.positions.pop(tp, None)
-
-        def then(result: CommitOk | CommitFailed) -> None:
-            error = str(result.error) if isinstance(result, CommitFailed) else None
-            if error is not None:
-                self.log.warning("revocation_commit_failed", error=error)
-            self.send(self.bridge, RebalanceAck(message.rebalance_id, error))
-
-        if offsets:
-            self.commit(offsets, then)
-        else:
-            self.send(self.bridge, RebalanceAck(message.rebalance_id))
-
-    def on_assigned(self, message: PartitionsAssigned) -> None:
-        self.send(self.bridge, RebalanceAck(message.rebalance_id))
-
-    def on_lost(self, message: PartitionsLost) -> None:
-        """Lost partitions belong to others already: forget them, never commit them."""
-        for tp in message.partitions:
-            self.positions.pop(tp, None)
-        self.send(self.bridge, RebalanceAck(message.rebalance_id))
-
     def on_stream_error(self, message: StreamError) -> None:
         self.log.warning("stream_error", error=str(message.error), fatal=message.fatal)
 
@@ -156,6 +129,9 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
 
     def on_other(self, message: Any, sender: Any) -> None:
         """Messages the protocol does not know (a subclass's own control messages)."""
+
+    def _to_bridge(self, message: Any) -> None:
+        self.send(self.bridge, message)
 
     # -- actions -------------------------------------------------------------------------------
 
