@@ -7,18 +7,24 @@ reply, then acknowledge (so the next owner starts exactly after what this subscr
 processed); on :class:`PartitionsAssigned`, acknowledge; on :class:`PartitionsLost`, forget
 the partitions (they are owned by others already: never commit them) and acknowledge.
 
-A subscriber class mixes it in and provides :meth:`_to_bridge` (send a message to its bridge),
-``commit(offsets, then)``, ``positions`` (processed, next offset per partition) and ``log``.
+Also owns the subscriber's commits through the bridge: :meth:`commit` numbers a
+:class:`Commit`, keeps its ``then`` and runs it with the reply.
+
+A subscriber class mixes it in, calls :meth:`_init_commits` once, hands each protocol message
+to :meth:`_handle_shared` and provides :meth:`_to_bridge` (send a message to its bridge),
+:meth:`_send_commit`, ``positions`` (processed, next offset per partition) and ``log``.
 
 May touch: the bridge only through the subscriber's own ``_to_bridge`` and ``commit``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka_actors.bridges.messages import (
+    Commit,
     CommitFailed,
     CommitOk,
     PartitionsAssigned,
@@ -26,7 +32,7 @@ from kafka_actors.bridges.messages import (
     PartitionsRevoked,
     RebalanceAck,
 )
-from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 
 __all__ = ["CommitDone", "RebalanceHandling"]
 
@@ -42,9 +48,46 @@ class RebalanceHandling:
     def _to_bridge(self, message: Any) -> None:
         raise NotImplementedError
 
-    def commit(self, offsets: Any, then: CommitDone | None = None) -> int:
-        """Ask the bridge to commit ``offsets``; ``then`` runs with the reply."""
+    def _send_commit(self, message: Commit) -> None:
+        """Send a Commit to the bridge so that its reply comes back to this actor."""
         raise NotImplementedError
+
+    def _init_commits(self) -> None:
+        self._commit_ids = itertools.count(1)
+        self._commit_waiters: dict[int, CommitDone] = {}
+
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+        then: CommitDone | None = None,
+    ) -> int:
+        """Ask the bridge to commit ``offsets`` (None: the processed positions); ``then``
+        runs on this actor's thread with the reply. Returns the request id."""
+        rid = next(self._commit_ids)
+        if then is not None:
+            self._commit_waiters[rid] = then
+        wanted = dict(self.positions) if offsets is None else dict(offsets)
+        self._send_commit(Commit(rid, wanted))
+        return rid
+
+    def _commit_replied(self, reply: CommitOk | CommitFailed) -> None:
+        waiter = self._commit_waiters.pop(reply.request_id, None)
+        if waiter is not None:
+            waiter(reply)
+
+    def _handle_shared(self, message: Any) -> bool:
+        """Handle a commit reply or a rebalance notice; False for any other message."""
+        if isinstance(message, (CommitOk, CommitFailed)):
+            self._commit_replied(message)
+        elif isinstance(message, PartitionsRevoked):
+            self.on_revoked(message)
+        elif isinstance(message, PartitionsAssigned):
+            self.on_assigned(message)
+        elif isinstance(message, PartitionsLost):
+            self.on_lost(message)
+        else:
+            return False
+        return True
 
     def on_revoked(self, message: PartitionsRevoked) -> None:
         """Default: commit what was processed of the revoked partitions, then acknowledge."""

@@ -22,27 +22,21 @@ May touch: its bridge (the ``ActorRef`` it is given), nothing else.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import pykka
 
-from kafka_actors.bridges.subscriber import CommitDone, RebalanceHandling
+from kafka_actors.bridges.subscriber import RebalanceHandling
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.pykka.messages import (
     BatchFailed,
     BatchRejected,
     Call,
     Commit,
-    CommitFailed,
-    CommitOk,
     ErrorInfo,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
     RecordBatch,
     Request,
     StreamError,
@@ -66,8 +60,7 @@ class StreamSubscriber(RebalanceHandling, pykka.ThreadingActor):
         self.bridge = bridge
         self.positions: dict[TopicPartition, int] = {}
         self.requesting = True
-        self._commit_ids = itertools.count(1)
-        self._commit_waiters: dict[int, CommitDone] = {}
+        self._init_commits()
         self._handled_seq = 0  # the last record batch handled (acknowledged in Request)
         self._failed_seq = 0  # a batch that failed, awaiting the bridge's BatchRejected
         self._void_below = 0  # record batches with seq below this were taken back
@@ -102,35 +95,16 @@ class StreamSubscriber(RebalanceHandling, pykka.ThreadingActor):
         if n > 0:
             self.bridge.tell(Request(n, self._handled_seq))
 
-    def commit(
-        self,
-        offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
-        then: CommitDone | None = None,
-    ) -> int:
-        """Ask the bridge to commit ``offsets`` (None: the processed positions); ``then`` runs
-        on this actor's thread with the reply. Returns the request id."""
-        rid = next(self._commit_ids)
-        if then is not None:
-            self._commit_waiters[rid] = then
-        wanted = dict(self.positions) if offsets is None else dict(offsets)
-        self.bridge.tell(Call(Commit(rid, wanted), self.actor_ref.tell))
-        return rid
+    def _send_commit(self, message: Commit) -> None:
+        self.bridge.tell(Call(message, self.actor_ref.tell))
 
     # -- dispatch ------------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, RecordBatch):
             self._on_batch(message)
-        elif isinstance(message, (CommitOk, CommitFailed)):
-            waiter = self._commit_waiters.pop(message.request_id, None)
-            if waiter is not None:
-                waiter(message)
-        elif isinstance(message, PartitionsRevoked):
-            self.on_revoked(message)
-        elif isinstance(message, PartitionsAssigned):
-            self.on_assigned(message)
-        elif isinstance(message, PartitionsLost):
-            self.on_lost(message)
+        elif self._handle_shared(message):
+            pass
         elif isinstance(message, BatchRejected):
             self._on_rejected(message)
         elif isinstance(message, Subscribed):

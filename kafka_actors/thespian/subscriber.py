@@ -34,27 +34,22 @@ May touch: its bridge (by address, from :class:`Subscribed`'s sender), nothing e
 
 from __future__ import annotations
 
-import itertools
 import traceback
 from typing import Any
 
 from thespian.actors import Actor, PoisonMessage
 
-from kafka_actors.bridges.subscriber import CommitDone, RebalanceHandling
+from kafka_actors.bridges.subscriber import RebalanceHandling
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.thespian.errors import BridgeRequestFailedError
 from kafka_actors.thespian.messages import (
     BatchRejected,
     Commit,
     CommitFailed,
-    CommitOk,
     ErrorInfo,
     Handled,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
     RecordBatch,
     Request,
     StreamError,
@@ -81,8 +76,7 @@ class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
         self.requesting = True
         self.positions: dict[TopicPartition, int] = {}
         self._owed = 0  # processed records not yet re-requested (while not requesting)
-        self._commit_ids = itertools.count(1)
-        self._commit_waiters: dict[int, CommitDone] = {}
+        self._init_commits()
         self._next_seq = 1
         self._early: dict[int, Any] = {}  # stream messages that overtook earlier ones
         self.reordered = 0  # how many stream messages arrived before their predecessors
@@ -144,19 +138,8 @@ class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
         """Record ``positions`` (next offset per partition) as processed."""
         self.positions.update(positions)
 
-    def commit(
-        self,
-        offsets: dict[TopicPartition, int | OffsetAndMetadata] | dict[TopicPartition, int] | None,
-        then: CommitDone | None = None,
-    ) -> int:
-        """Ask the bridge to commit ``offsets`` (None: the processed positions); ``then``
-        runs with the reply. Returns the request id."""
-        rid = next(self._commit_ids)
-        if then is not None:
-            self._commit_waiters[rid] = then
-        wanted = dict(self.positions) if offsets is None else dict(offsets)
-        self.send(self.bridge, Commit(rid, wanted))
-        return rid
+    def _send_commit(self, message: Commit) -> None:
+        self.send(self.bridge, message)
 
     def on_batch(self, message: RecordBatch) -> None:
         self.process(message.records)
@@ -265,25 +248,15 @@ class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
         error = ErrorInfo.of(BridgeRequestFailedError(f"the bridge raised on {kind}: {cause}"))
         self.log.warning("request_returned_by_bridge", kind=kind, error=str(error))
         if isinstance(poison, Commit):
-            waiter = self._commit_waiters.pop(poison.request_id, None)
-            if waiter is not None:
-                waiter(CommitFailed(poison.request_id, error))
+            self._commit_replied(CommitFailed(poison.request_id, error))
         else:
             self.on_stream_error(StreamError(error))
 
     def _handle(self, message: Any, sender: Any) -> None:
         if isinstance(message, RecordBatch):
             self.on_batch(message)
-        elif isinstance(message, (CommitOk, CommitFailed)):
-            waiter = self._commit_waiters.pop(message.request_id, None)
-            if waiter is not None:
-                waiter(message)
-        elif isinstance(message, PartitionsRevoked):
-            self.on_revoked(message)
-        elif isinstance(message, PartitionsAssigned):
-            self.on_assigned(message)
-        elif isinstance(message, PartitionsLost):
-            self.on_lost(message)
+        elif self._handle_shared(message):
+            pass
         elif isinstance(message, Subscribed):
             if self.bridge is None:
                 self.bridge = sender
