@@ -3,21 +3,19 @@ pykka actor by messages, with demand, back-pressure and rebalance notices answer
 service (the same protocol and contract as :mod:`kafka_actors.thespian`).
 
 Owns: the public names of the bridge (:class:`KafkaBridge`, :func:`call`), the subscriber base
-class (:class:`StreamSubscriber`) and the protocol (:mod:`kafka_actors.pykka.messages`: the
-shared :mod:`kafka_actors.bridges.messages` plus ``Call`` and ``BatchFailed``). Imported as
+class (:class:`StreamSubscriber`) and the protocol's names: the messages shared with the
+Thespian bridge (:mod:`kafka_actors.bridges.messages`) plus pykka's own ``Call`` and
+``BatchFailed`` (:mod:`kafka_actors.pykka.messages`). Imported as
 ``kafka_actors.pykka``; inside it, ``import pykka`` is the pykka package (absolute imports).
 
 May touch: nothing beyond its own modules.
 """
 
 from kafka_actors.bridges.errors import BridgeRequestFailedError, SubscriberFailedError
-from kafka_actors.pykka.bridge import KafkaBridge, call
-from kafka_actors.pykka.messages import (
+from kafka_actors.bridges.messages import (
     Assign,
-    BatchFailed,
     BatchRejected,
     BridgeStats,
-    Call,
     Close,
     Closed,
     Commit,
@@ -36,6 +34,8 @@ from kafka_actors.pykka.messages import (
     Subscribe,
     Subscribed,
 )
+from kafka_actors.pykka.bridge import KafkaBridge, call
+from kafka_actors.pykka.messages import BatchFailed, Call
 from kafka_actors.pykka.subscriber import StreamSubscriber
 
 __all__ = [

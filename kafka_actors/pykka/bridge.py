@@ -70,15 +70,9 @@ import pykka
 
 from kafka_actors.bridges.core import BridgeCore, failure_reply
 from kafka_actors.bridges.errors import SubscriberFailedError
-from kafka_actors.clock import Cancellable, Scheduler, default_scheduler
-from kafka_actors.consumer import KafkaConsumer
-from kafka_actors.errors import ConsumerClosedError
-from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.pykka.messages import (
+from kafka_actors.bridges.messages import (
     Assign,
-    BatchFailed,
     BatchRejected,
-    Call,
     Close,
     Commit,
     CommitFailed,
@@ -87,11 +81,15 @@ from kafka_actors.pykka.messages import (
     GetStats,
     Handled,
     RebalanceAck,
-    Reply,
     Request,
     Subscribe,
     Subscribed,
 )
+from kafka_actors.clock import Cancellable, Scheduler, default_scheduler
+from kafka_actors.consumer import KafkaConsumer
+from kafka_actors.errors import ConsumerClosedError
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.pykka.messages import BatchFailed, Call, Reply
 
 __all__ = ["MAX_IN_FLIGHT_BATCHES_LIMIT", "KafkaBridge", "call"]
 

@@ -3,8 +3,8 @@
 Owns: :class:`Call` (a request with the address of its reply: pykka's ``tell`` carries no
 sender, which Thespian gives every message implicitly) and :class:`BatchFailed` (the
 subscriber raised on a record batch: pykka's counterpart of Thespian returning the batch as
-``PoisonMessage``). Every other message kind is :mod:`kafka_actors.bridges.messages`,
-re-exported here, the same types the Thespian bridge speaks.
+``PoisonMessage``). Every other message kind is :mod:`kafka_actors.bridges.messages`, the
+same types the Thespian bridge speaks (:mod:`kafka_actors.pykka` exports them all).
 
 Addresses: the subscriber is a pykka ``ActorRef`` (``Subscribe(topics, subscriber=ref)``);
 the bridge sends it every stream message with ``tell``. Messages from the subscriber
@@ -23,54 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_actors.bridges.messages import (
-    Assign,
-    BatchRejected,
-    BridgeStats,
-    Close,
-    Closed,
-    Commit,
-    CommitFailed,
-    CommitOk,
-    ErrorInfo,
-    GetStats,
-    Handled,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    RebalanceAck,
-    RecordBatch,
-    Request,
-    StreamError,
-    Subscribe,
-    Subscribed,
-)
+from kafka_actors.bridges.messages import ErrorInfo
 
-__all__ = [
-    "Assign",
-    "BatchFailed",
-    "BatchRejected",
-    "BridgeStats",
-    "Call",
-    "Close",
-    "Closed",
-    "Commit",
-    "CommitFailed",
-    "CommitOk",
-    "ErrorInfo",
-    "GetStats",
-    "Handled",
-    "PartitionsAssigned",
-    "PartitionsLost",
-    "PartitionsRevoked",
-    "RebalanceAck",
-    "RecordBatch",
-    "Reply",
-    "Request",
-    "StreamError",
-    "Subscribe",
-    "Subscribed",
-]
+__all__ = ["BatchFailed", "Call", "Reply"]
 
 #: Where a reply goes: called once with the reply, on the bridge's thread, so it must not
 #: block: an ``ActorRef``'s ``tell``, a ``pykka.ThreadingFuture``'s ``set``, a

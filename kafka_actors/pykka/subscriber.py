@@ -27,14 +27,8 @@ from typing import Any
 
 import pykka
 
-from kafka_actors.bridges.subscriber import RebalanceHandling
-from kafka_actors.log import get_logger
-from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
-from kafka_actors.pykka.messages import (
-    BatchFailed,
+from kafka_actors.bridges.messages import (
     BatchRejected,
-    Call,
     Commit,
     ErrorInfo,
     RecordBatch,
@@ -43,6 +37,11 @@ from kafka_actors.pykka.messages import (
     Subscribe,
     Subscribed,
 )
+from kafka_actors.bridges.subscriber import RebalanceHandling
+from kafka_actors.log import get_logger
+from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.pykka.messages import BatchFailed, Call
 
 __all__ = ["StreamSubscriber"]
 

@@ -55,6 +55,22 @@ def start_bridge(
     return ref
 
 
+def topic_and_bridge(
+    mock_cluster: Any,
+    kafka_topic: Any,
+    actors: list[pykka.ActorRef[Any]],
+    partitions: int,
+    *,
+    group: bool = False,
+    **settings: Any,
+) -> tuple[str, pykka.ActorRef[Any]]:
+    """A topic holding RECORDS records and a bridge (in the group ``g-<topic>`` if asked)."""
+    topic = kafka_topic(mock_cluster, partitions=partitions)
+    produce(mock_cluster.bootstrap_servers, topic, RECORDS)
+    config: dict[str, object] = {"group.id": f"g-{topic}"} if group else {}
+    return topic, start_bridge(actors, mock_cluster.bootstrap_servers, config, **settings)
+
+
 def start_probe(actors: list[pykka.ActorRef[Any]], inbox: Inbox, **kw: Any) -> pykka.ActorRef[Any]:
     ref = Probe.start(inbox, **kw)
     actors.append(ref)
@@ -95,9 +111,7 @@ def assigned(
 def test_no_demand_no_records_then_exactly_the_demand(
     mock_cluster: Any, kafka_topic: Any, actors: list[pykka.ActorRef[Any]]
 ) -> None:
-    topic = kafka_topic(mock_cluster, partitions=2)
-    produce(mock_cluster.bootstrap_servers, topic, RECORDS)
-    bridge = start_bridge(actors, mock_cluster.bootstrap_servers)
+    topic, bridge = topic_and_bridge(mock_cluster, kafka_topic, actors, 2)
     inbox = Inbox()
     probe = start_probe(actors, inbox)
     parts = assigned(bridge, probe, topic, 2)
@@ -136,10 +150,8 @@ def test_no_demand_no_records_then_exactly_the_demand(
 def test_at_most_the_in_flight_window_is_unacknowledged(
     mock_cluster: Any, kafka_topic: Any, actors: list[pykka.ActorRef[Any]]
 ) -> None:
-    topic = kafka_topic(mock_cluster, partitions=1)
-    produce(mock_cluster.bootstrap_servers, topic, RECORDS)
-    bridge = start_bridge(
-        actors, mock_cluster.bootstrap_servers, max_in_flight_batches=2, max_batch_records=10
+    topic, bridge = topic_and_bridge(
+        mock_cluster, kafka_topic, actors, 1, max_in_flight_batches=2, max_batch_records=10
     )
     inbox = Inbox()
     probe = start_probe(actors, inbox)
@@ -164,9 +176,7 @@ def test_at_most_the_in_flight_window_is_unacknowledged(
 def test_a_failed_batch_is_sought_back_and_delivered_again(
     mock_cluster: Any, kafka_topic: Any, actors: list[pykka.ActorRef[Any]]
 ) -> None:
-    topic = kafka_topic(mock_cluster, partitions=1)
-    produce(mock_cluster.bootstrap_servers, topic, RECORDS)
-    bridge = start_bridge(actors, mock_cluster.bootstrap_servers, max_batch_records=25)
+    topic, bridge = topic_and_bridge(mock_cluster, kafka_topic, actors, 1, max_batch_records=25)
     inbox = Inbox()
     probe = start_probe(actors, inbox)
     assigned(bridge, probe, topic, 1)
@@ -192,9 +202,7 @@ def test_a_failed_batch_is_sought_back_and_delivered_again(
 def test_a_subscriber_that_dies_loses_nothing(
     mock_cluster: Any, kafka_topic: Any, actors: list[pykka.ActorRef[Any]]
 ) -> None:
-    topic = kafka_topic(mock_cluster, partitions=2)
-    produce(mock_cluster.bootstrap_servers, topic, RECORDS)
-    bridge = start_bridge(actors, mock_cluster.bootstrap_servers)
+    topic, bridge = topic_and_bridge(mock_cluster, kafka_topic, actors, 2)
     dying = start_probe(actors, Inbox(), fail_on=lambda m: isinstance(m, CommitOk))
     parts = assigned(bridge, dying, topic, 2)
     bridge.tell(Request(100))
@@ -246,10 +254,8 @@ def test_errors_are_typed(
 def test_commits_through_the_bridge(
     mock_cluster: Any, kafka_topic: Any, actors: list[pykka.ActorRef[Any]]
 ) -> None:
-    topic = kafka_topic(mock_cluster, partitions=1)
-    produce(mock_cluster.bootstrap_servers, topic, RECORDS)
+    topic, bridge = topic_and_bridge(mock_cluster, kafka_topic, actors, 1, group=True)
     group = f"g-{topic}"
-    bridge = start_bridge(actors, mock_cluster.bootstrap_servers, {"group.id": group})
     inbox = Inbox()
     probe = start_probe(actors, inbox)
     assigned(bridge, probe, topic, 1)
@@ -275,10 +281,7 @@ def test_commits_through_the_bridge(
 def test_subscriber_base_class_commits_its_revocation_on_close(
     mock_cluster: Any, kafka_topic: Any, actors: list[pykka.ActorRef[Any]]
 ) -> None:
-    topic = kafka_topic(mock_cluster, partitions=3)
-    produce(mock_cluster.bootstrap_servers, topic, RECORDS)
-    group = f"g-{topic}"
-    bridge = start_bridge(actors, mock_cluster.bootstrap_servers, {"group.id": group})
+    topic, bridge = topic_and_bridge(mock_cluster, kafka_topic, actors, 3, group=True)
     log = Log()
     subscriber = RecordingSubscriber.start(bridge, log)
     actors.append(subscriber)
