@@ -13,7 +13,11 @@ How the bridge polls
 --------------------
 The consumer's own actors (network I/O, fetching ahead, heartbeats) run on their own threads;
 the bridge only *collects* what they fetched. It polls from its own message loop, driven by
-tick messages, each a ``poll(poll_timeout_ms)`` (default 0: a poll never blocks the loop).
+tick messages, each a ``poll()``: while the subscriber has demand and nothing is buffered it
+may wait up to ``poll_timeout_ms`` (default 10) for records, otherwise ``poll(0)``. That
+bounded wait is on the consumer, never on the service: a message to the bridge waits at most
+that long (on the embedded mock it took a stream from ~120,000 to ~320,000 records/s
+against polling with 0 and waking on the idle timer).
 While records flow and the subscriber has demand, the next tick is told to the bridge itself
 at once: pykka's inbox is a FIFO queue, so a self-told tick waits behind every message
 already queued (a ``Request``, a ``Commit``, a ``RebalanceAck`` never starves). When a poll
@@ -122,7 +126,7 @@ class KafkaBridge(BridgeCore, pykka.ThreadingActor):
 
     ``config``: Kafka configuration keys (``bootstrap.servers``...). ``poll_timeout_ms``: how
     long one ``poll()`` may block the bridge's loop while the subscriber has demand (default
-    0); ``idle_interval_ms``: how often the bridge polls when records do not flow;
+    10); ``idle_interval_ms``: how often the bridge polls when records do not flow;
     ``max_batch_records``: the most records in one :class:`RecordBatch`;
     ``max_in_flight_batches``: the most batches sent and not acknowledged (1 .. 512);
     ``commit_timeout_ms``: how long a commit retries (default ``default.api.timeout.ms``);
@@ -133,7 +137,7 @@ class KafkaBridge(BridgeCore, pykka.ThreadingActor):
         self,
         config: Mapping[str, object],
         *,
-        poll_timeout_ms: int = 0,
+        poll_timeout_ms: int = 10,
         idle_interval_ms: int = 20,
         max_batch_records: int = 2000,
         max_in_flight_batches: int = 16,
