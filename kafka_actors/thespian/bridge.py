@@ -2,9 +2,12 @@
 it by messages (see :mod:`kafka_actors.thespian.messages` for the protocol).
 
 Owns: the consumer (created by :class:`Configure`, closed by :class:`Close` or the actor's
-exit), the demand-driven stream to one subscriber actor (a
-:class:`~kafka_actors.thespian.stream.DemandStream`), pending commits and pending rebalance
-acknowledgements.
+exit), pending commits, the ticks (Thespian wakeups) and the ``PoisonMessage`` returns. The
+demand-driven stream to one subscriber actor (a
+:class:`~kafka_actors.bridges.stream.DemandStream`), one tick's polling, the pending rebalance
+acknowledgements and the close's revocation are
+:class:`~kafka_actors.bridges.core.BridgeCore`'s, shared with the pykka bridge; this module
+gives it Thespian's transport.
 
 How the bridge polls
 --------------------
@@ -67,34 +70,26 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import itertools
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from thespian.actors import Actor, ActorExitRequest, PoisonMessage, WakeupMessage
 
-from kafka_actors.actors.facade import ConsumerRebalanceListener, RebalanceReply
+from kafka_actors.bridges.core import BridgeCore, failure_info, failure_reply
 from kafka_actors.consumer import KafkaConsumer
 from kafka_actors.core import commit_offsets
-from kafka_actors.errors import (
-    ConsumerClosedError,
-    FatalConsumerError,
-    IllegalStateError,
-    KafkaError,
-)
-from kafka_actors.log import get_logger, new_trace_id, traced
+from kafka_actors.errors import ConsumerClosedError, IllegalStateError
+from kafka_actors.log import new_trace_id
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.thespian.errors import BridgeRequestFailedError, SubscriberFailedError
+from kafka_actors.thespian.errors import SubscriberFailedError
 from kafka_actors.thespian.messages import (
     Assign,
     BatchRejected,
-    BridgeStats,
     Close,
-    Closed,
     Commit,
     CommitFailed,
     CommitOk,
@@ -109,22 +104,17 @@ from kafka_actors.thespian.messages import (
     RebalanceAck,
     RecordBatch,
     Request,
-    StreamError,
     Subscribe,
     Subscribed,
 )
-from kafka_actors.thespian.stream import DemandStream
 
 __all__ = ["KafkaBridge"]
 
 _CHECK_COMMITS = "check-commits"
-_ERROR_BACKOFF_S = 1.0
 #: The delay of a tick that is due now. Not zero, and not a self-sent message:
 #: simpleSystemBase's listen()/ask() loop runs until its queue is empty, so a chain of
 #: self-sends (or of wakeups already due) would keep the caller's listen() from returning.
 _BUSY_INTERVAL_S = 0.001
-#: Polls after the first in one tick, to fill a batch message (each poll(0): no blocking).
-_MAX_EXTRA_POLLS = 8
 #: The most batches a bridge may keep in flight: well under Thespian's MAX_QUEUED_TRANSMITS
 #: (950, when the transport stops receiving to drain) and DROP_TRANSMITS_LEVEL (1050, when it
 #: fails sends), leaving room for commit replies and rebalance notifications.
@@ -141,51 +131,19 @@ class _PendingCommit:
     future: concurrent.futures.Future[Any]
 
 
-@dataclass(slots=True)
-class _Closing:
-    reply_to: Any
-    rebalance_id: int
-    deadline: float
-    timeout_s: float
-
-
-class _BridgeListener(ConsumerRebalanceListener):
-    def __init__(self, bridge: KafkaBridge) -> None:
-        self._bridge = bridge
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
-        self._bridge._notify(PartitionsRevoked, revoked)
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
-        self._bridge._notify(PartitionsAssigned, assigned)
-
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
-        self._bridge._notify(PartitionsLost, lost)
-
-
-class KafkaBridge(Actor):  # type: ignore[misc]
-    """Serves one KafkaConsumer to Thespian actors (see the module docstring)."""
+class KafkaBridge(BridgeCore, Actor):  # type: ignore[misc]
+    """Serves one KafkaConsumer to Thespian actors (see the module docstring; the stream,
+    the ticks' polling, rebalances and the close are :class:`BridgeCore`'s)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._consumer: KafkaConsumer | None = None
+        self._init_core("thespian_bridge")
         self._settings = Configure({})
-        self._stream = DemandStream()
-        self._subscriber: Any = None
-        self._seq = 0  # the last stream message's seq (see messages: Ordering)
         self._sent_at: collections.deque[tuple[int, float]] = collections.deque()
         self._warned_seq = 0
         self._tick_serial = 0
         self._commits: list[_PendingCommit] = []
         self._commit_check_armed = False
-        self._rebalances: dict[int, RebalanceReply] = {}
-        self._rebalance_ids = itertools.count(1)
-        self._paused: set[TopicPartition] = set()
-        self._polls = 0
-        self._closing: _Closing | None = None
-        self._no_defer = False
-        self._stopped = False
-        self._log = get_logger("thespian_bridge")
 
     # -- dispatch --------------------------------------------------------------------------------
 
@@ -196,7 +154,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             kind = type(message).__name__
             self._log.exception("bridge_message_failed", kind=kind)
             try:
-                self.send(sender, _failure_reply(message, exc))
+                self.send(sender, failure_reply(message, exc))
             except Exception:  # not even the reply: Thespian's retry would run it twice
                 self._log.exception("bridge_failure_reply_failed", kind=kind)
 
@@ -217,14 +175,12 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             self._on_commit(message, sender)
         elif isinstance(message, RebalanceAck):
             self._on_ack(message)
-        elif isinstance(message, Subscribe):
-            self._on_subscribe(message, sender)
-        elif isinstance(message, Assign):
-            self._on_assign(message, sender)
+        elif isinstance(message, (Subscribe, Assign)):
+            self._announce(self._start_stream(self._require_consumer(), message), sender)
         elif isinstance(message, Configure):
             self._on_configure(message, sender)
         elif isinstance(message, GetStats):
-            self.send(sender, self._stats())
+            self.send(sender, self._core_stats(_rss_bytes(), len(self._commits)))
         elif isinstance(message, Close):
             self._on_close(message, sender)
         elif isinstance(message, ActorExitRequest):
@@ -245,6 +201,8 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             )
         self._settings = message
         self._stream.max_in_flight = message.max_in_flight_batches
+        self._poll_timeout_s = message.poll_timeout_ms / 1000
+        self._max_batch_records = max(1, message.max_batch_records)
         consumer = KafkaConsumer(dict(message.config), faults=message.faults)
         self._consumer = consumer
         self._log = self._log.bind(
@@ -260,23 +218,6 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             raise ConsumerClosedError("The bridge is closing")
         return self._consumer
 
-    def _on_subscribe(self, message: Subscribe, sender: Any) -> None:
-        consumer = self._require_consumer()
-        self._set_subscriber(message.subscriber)
-        topics: Any = message.pattern if message.pattern is not None else list(message.topics)
-        consumer.subscribe(topics, listener=_BridgeListener(self))
-        reply = Subscribed(topics=tuple(message.topics), pattern=message.pattern)
-        self._announce(reply, sender)
-
-    def _on_assign(self, message: Assign, sender: Any) -> None:
-        consumer = self._require_consumer()
-        self._set_subscriber(message.subscriber)
-        wanted = set(message.partitions)
-        self._stream.drop(tp for tp in consumer.assignment() if tp not in wanted)
-        self._paused &= wanted
-        consumer.assign(message.partitions)
-        self._announce(Subscribed(partitions=tuple(message.partitions)), sender)
-
     def _set_subscriber(self, subscriber: Any) -> None:
         if subscriber != self._subscriber:
             self._stream.restart()  # a new stream starts with no demand (records stay)
@@ -285,10 +226,25 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             self._warned_seq = 0
         self._subscriber = subscriber
 
-    def _to_subscriber(self, message: Any) -> None:
-        """Send a message of the stream, numbered (Thespian may reorder messages)."""
-        self._seq += 1
-        self.send(self._subscriber, replace(message, seq=self._seq))
+    # -- BridgeCore's transport: Thespian sends, wakeups --------------------------------------
+
+    def _send_stream(self, message: Any) -> bool:
+        """Numbered by the core: Thespian may reorder messages (see messages: Ordering)."""
+        self.send(self._subscriber, message)
+        return True
+
+    def _reply(self, reply_to: Any, message: Any) -> None:
+        self.send(reply_to, message)
+
+    def _before_poll(self) -> None:
+        self._complete_commits()
+        self._check_unacknowledged()
+
+    def _batch_sent(self, seq: int) -> None:
+        self._sent_at.append((seq, time.monotonic()))
+
+    def _after_close(self) -> None:
+        self._complete_commits(closing=True)
 
     def _announce(self, reply: Subscribed, sender: Any) -> None:
         self._to_subscriber(reply)
@@ -296,92 +252,17 @@ class KafkaBridge(Actor):  # type: ignore[misc]
             self.send(sender, reply)
         self._schedule(immediate=True)
 
-    def _on_close(self, message: Close, sender: Any) -> None:
-        consumer = self._consumer
-        if consumer is None:
-            self.send(sender, Closed())
-            return
-        if self._closing is not None:
-            return
-        self._stream.clear()
-        self._stream.demand = 0
-        assigned = frozenset(consumer.assignment())
-        if self._subscriber is not None and consumer.subscription() and assigned:
-            # Revoke everything at the bridge's level first, so the subscriber can commit
-            # through us; consumer.close() then runs its own revocation without waiting.
-            rid = next(self._rebalance_ids)
-            self._closing = _Closing(
-                sender, rid, time.monotonic() + message.timeout_s, message.timeout_s
-            )
-            self._to_subscriber(PartitionsRevoked(assigned, rid))
-            self._schedule(immediate=True)
-            return
-        self._finish_close(sender, message.timeout_s)
-
-    def _finish_close(self, reply_to: Any, timeout_s: float) -> None:
-        consumer = self._consumer
-        if consumer is None:
-            return
-        self._no_defer = True
-        for reply in list(self._rebalances.values()):
-            reply.ack()
-        self._rebalances.clear()
-        try:
-            consumer.close(timeout=timeout_s)
-        finally:
-            self._consumer = None
-            self._closing = None
-            self._stopped = True
-            self._stream.clear()
-            self._complete_commits(closing=True)
-            self._log.info("bridge_closed")
-        if reply_to is not None:
-            self.send(reply_to, Closed())
-
     # -- the stream ----------------------------------------------------------------------------
 
     def _on_request(self, message: Request, sender: Any) -> None:
         if sender != self._subscriber:
             raise IllegalStateError("Request from an actor that is not this bridge's subscriber")
-        if not isinstance(message.n, int) or isinstance(message.n, bool):
-            raise TypeError(f"Request(n) needs an int, got {type(message.n).__name__}")
-        was_idle = not self._stream.wants_fetch
-        if message.handled > 0:
-            self._stream.acknowledge(message.handled)
-        self._stream.request(message.n)
-        self._resume_stream(was_idle)
+        self._add_demand(message)
 
     def _on_handled(self, seq: int, sender: Any) -> None:
         if sender != self._subscriber:
             raise IllegalStateError("Handled from an actor that is not this bridge's subscriber")
-        was_idle = not self._stream.wants_fetch
-        self._stream.acknowledge(seq)
-        self._resume_stream(was_idle)
-
-    def _resume_stream(self, was_idle: bool) -> None:
-        """After demand or an acknowledgement: send what may go, fetch again if it may."""
-        self._deliver()
-        if was_idle and self._stream.wants_fetch and self._closing is None:
-            self._schedule(immediate=True)
-
-    def _deliver(self) -> int:
-        if self._subscriber is None or self._consumer is None:
-            return 0
-        limit = self._batch_limit()
-        stream = self._stream
-        total = 0
-        while stream.can_send:
-            batch = stream.take(limit)
-            if not batch:
-                return total
-            positions = stream.sent(self._seq + 1, batch)
-            self._to_subscriber(RecordBatch(batch, positions))  # numbered self._seq + 1
-            self._sent_at.append((self._seq, time.monotonic()))
-            total += len(batch)
-        return total
-
-    def _batch_limit(self) -> int:
-        return max(1, self._settings.max_batch_records)
+        self._acknowledge(seq)
 
     def _schedule(self, *, immediate: bool, delay_s: float | None = None) -> None:
         """Schedule the next tick; any tick scheduled before is now stale."""
@@ -393,59 +274,6 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         else:
             seconds = delay_s if delay_s is not None else self._settings.idle_interval_ms / 1000
         self.wakeupAfter(timedelta(seconds=seconds), self._tick_serial)
-
-    def _tick(self) -> None:
-        consumer = self._consumer
-        if consumer is None or self._stopped:
-            return
-        self._complete_commits()
-        self._prune_rebalances()
-        self._check_unacknowledged()
-        closing = self._closing
-        if closing is not None and time.monotonic() >= closing.deadline:
-            self._log.warning("close_revocation_not_acknowledged")
-            self._finish_close(closing.reply_to, 1.0)
-            return
-        fetch = self._stream.wants_fetch and closing is None
-        self._apply_backpressure(consumer, fetch)
-        timeout = self._settings.poll_timeout_ms / 1000 if fetch else 0.0
-        try:
-            with traced(new_trace_id()):
-                records = consumer.poll(timeout)
-        except KafkaError as exc:
-            fatal = isinstance(exc, (FatalConsumerError, ConsumerClosedError))
-            self._log.warning("bridge_poll_failed", error=repr(exc), fatal=fatal)
-            if self._subscriber is not None:
-                self._to_subscriber(StreamError(ErrorInfo.of(exc), fatal))
-            if fatal:
-                self._stopped = True
-                return
-            self._schedule(immediate=False, delay_s=_ERROR_BACKOFF_S)
-            return
-        self._polls += 1
-        stream = self._stream
-        if records:
-            stream.add(records)
-        # Fill one batch message up to the demand with a few more polls (never blocking):
-        # the buffer stays within the demand plus one poll.
-        extra = 0
-        while (
-            records
-            and extra < _MAX_EXTRA_POLLS
-            and stream.buffered_records < min(stream.demand, self._batch_limit())
-        ):
-            try:
-                records = consumer.poll(0)
-            except KafkaError:
-                break  # the next tick's poll raises it again and reports it
-            self._polls += 1
-            extra += 1
-            stream.add(records)
-        delivered = self._deliver()
-        # Tick again at once only while records flow: an empty poll waits for the idle
-        # interval (under simpleSystemBase, ticks always due would keep listen() running).
-        flowing = bool(records) or delivered > 0
-        self._schedule(immediate=flowing and self._stream.wants_fetch and self._closing is None)
 
     def _check_unacknowledged(self) -> None:
         oldest = self._stream.oldest_in_flight
@@ -464,22 +292,6 @@ class KafkaBridge(Actor):  # type: ignore[misc]
                 age_s=round(age, 1),
                 in_flight=self._stream.in_flight,
             )
-
-    def _apply_backpressure(self, consumer: KafkaConsumer, fetch: bool) -> None:
-        try:
-            assignment = consumer.assignment()
-            self._paused &= assignment
-            if fetch:
-                if self._paused:
-                    consumer.resume(self._paused)
-                    self._paused = set()
-            else:
-                more = assignment - self._paused
-                if more:
-                    consumer.pause(more)
-                    self._paused |= more
-        except IllegalStateError:
-            pass  # the assignment changed under us (reconciliation): next tick
 
     # -- poison: a message its receiver raised on, returned by Thespian ------------------------
 
@@ -504,13 +316,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         if consumer is None or not 0 < batch.seq <= self._seq:
             self._log.info("stale_batch_returned", seq=batch.seq)
             return
-        rewound = self._stream.reject(batch.seq, batch.records)
-        assignment = consumer.assignment()
-        sought: dict[TopicPartition, int] = {}
-        for tp, offset in rewound.items():
-            if tp in assignment:  # a revoked partition is no longer ours to seek
-                consumer.seek(tp, offset)
-                sought[tp] = offset
+        sought = self._seek_back(self._stream.reject(batch.seq, batch.records))
         error = SubscriberFailedError(
             f"the subscriber raised on record batch {batch.seq} ({len(batch.records)} "
             f"records): {details}"
@@ -547,7 +353,7 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         try:
             future = _start_commit(consumer, offsets, self._settings.commit_timeout_ms)
         except Exception as exc:
-            self.send(sender, CommitFailed(message.request_id, _failure_info(message, exc)))
+            self.send(sender, CommitFailed(message.request_id, failure_info(message, exc)))
             return
         self._commits.append(_PendingCommit(message.request_id, sender, future))
         self._arm_commit_check()
@@ -584,76 +390,6 @@ class KafkaBridge(Actor):  # type: ignore[misc]
         if not closing:
             self._arm_commit_check()
 
-    # -- rebalance notifications -----------------------------------------------------------------
-
-    def _notify(
-        self,
-        kind: type[PartitionsRevoked] | type[PartitionsAssigned] | type[PartitionsLost],
-        partitions: set[TopicPartition],
-    ) -> None:
-        """Called by the listener inside ``poll()``/``close()``, on this actor's thread."""
-        parts = frozenset(partitions)
-        if kind is not PartitionsAssigned:
-            dropped = self._stream.drop(parts)
-            self._paused -= parts
-            if dropped:
-                self._log.info("undelivered_records_dropped", count=dropped)
-        if self._no_defer or self._subscriber is None or self._consumer is None:
-            return  # closing (the subscriber had its revocation already), or nobody to ask
-        reply = self._consumer.defer_rebalance_ack()
-        rid = next(self._rebalance_ids)
-        self._rebalances[rid] = reply
-        self._log.info("rebalance_notified", kind=kind.__name__, rebalance_id=rid)
-        self._to_subscriber(kind(parts, rid))
-
-    def _on_ack(self, message: RebalanceAck) -> None:
-        closing = self._closing
-        if closing is not None and message.rebalance_id == closing.rebalance_id:
-            self._finish_close(closing.reply_to, max(1.0, closing.deadline - time.monotonic()))
-            return
-        reply = self._rebalances.pop(message.rebalance_id, None)
-        if reply is None:
-            self._log.info("rebalance_ack_late", rebalance_id=message.rebalance_id)
-            return
-        error = RuntimeError(message.error) if message.error is not None else None
-        reply.ack(error)
-        self._schedule(immediate=True)
-
-    def _prune_rebalances(self) -> None:
-        for rid, reply in list(self._rebalances.items()):
-            if reply.done:  # expired: max.poll.interval.ms passed without the ack
-                del self._rebalances[rid]
-                self._log.warning("rebalance_ack_expired", rebalance_id=rid)
-
-    # -- observation -------------------------------------------------------------------------------
-
-    def _stats(self) -> BridgeStats:
-        consumer = self._consumer
-        consumer_bytes = 0
-        assignment: tuple[TopicPartition, ...] = ()
-        if consumer is not None:
-            try:
-                consumer_bytes = int(consumer.metrics().get("buffered-bytes", 0))
-            except Exception:
-                consumer_bytes = -1
-            assignment = tuple(sorted(consumer.assignment(), key=str))
-        stream = self._stream
-        return BridgeStats(
-            demand=stream.demand,
-            buffered_records=stream.buffered_records,
-            buffered_bytes=stream.buffered_bytes,
-            delivered_records=stream.delivered_records,
-            polls=self._polls,
-            paused=tuple(sorted(self._paused, key=str)),
-            assignment=assignment,
-            consumer_buffered_bytes=consumer_bytes,
-            rss_bytes=_rss_bytes(),
-            pending_rebalance_acks=len(self._rebalances),
-            pending_commits=len(self._commits),
-            in_flight_batches=stream.in_flight,
-            rejected_batches=stream.rejected_batches,
-        )
-
 
 def _start_commit(
     consumer: KafkaConsumer,
@@ -667,23 +403,6 @@ def _start_commit(
     core.ensure_open()
     deadline = core.deadline(None if timeout_ms is None else timeout_ms / 1000)
     return core.commit(wanted, deadline, new_trace_id(), "commit")
-
-
-def _failure_info(message: Any, exc: Exception) -> ErrorInfo:
-    if isinstance(exc, KafkaError):
-        return ErrorInfo.of(exc)
-    # A bad request or a bug: named as the bridge's failure, the cause in the message.
-    kind = type(message).__name__
-    return ErrorInfo.of(BridgeRequestFailedError(f"{kind} failed: {type(exc).__name__}: {exc}"))
-
-
-def _failure_reply(message: Any, exc: Exception) -> CommitFailed | StreamError:
-    """The typed reply to a request the bridge raised on."""
-    info = _failure_info(message, exc)
-    request_id = getattr(message, "request_id", None)
-    if isinstance(message, Commit) and isinstance(request_id, int):
-        return CommitFailed(request_id, info)
-    return StreamError(info)
 
 
 def _last_line(details: object) -> str:

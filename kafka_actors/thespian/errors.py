@@ -1,24 +1,11 @@
-"""Typed errors of the Thespian bridge: what one side of a bridge reports about the other.
+"""Typed errors of the Thespian bridge, shared with the pykka bridge.
 
-Owns: :class:`SubscriberFailedError` (the subscriber raised on a stream message, which came
-back to the bridge) and :class:`BridgeRequestFailedError` (the bridge could not handle a
-request). They travel between actors as :class:`~kafka_actors.thespian.messages.ErrorInfo`
-values (``type`` is the class name), never as exception objects.
+Owns: nothing of its own; :class:`SubscriberFailedError` and :class:`BridgeRequestFailedError`
+live in :mod:`kafka_actors.bridges.errors` and are re-exported here under their old path.
 
 May touch: nothing.
 """
 
-from __future__ import annotations
-
-from kafka_actors.errors import FatalError
+from kafka_actors.bridges.errors import BridgeRequestFailedError, SubscriberFailedError
 
 __all__ = ["BridgeRequestFailedError", "SubscriberFailedError"]
-
-
-class SubscriberFailedError(FatalError):
-    """The subscriber raised on a stream message (it was tried again, then returned to the
-    bridge as Thespian's ``PoisonMessage``). Records of a failed batch are not delivered."""
-
-
-class BridgeRequestFailedError(FatalError):
-    """The bridge raised on a request (or returned it as Thespian's ``PoisonMessage``)."""

@@ -4,7 +4,9 @@ Owns: the subscriber's half of the protocol — initial demand and re-requesting
 batch (a window of ``window`` records in flight), the positions it has *processed* per
 partition, and rebalance-safe commits: on :class:`PartitionsRevoked` it commits the processed
 positions of the revoked partitions through the bridge, waits for the reply, and only then
-acknowledges, so the next owner starts exactly after what this subscriber processed.
+acknowledges, so the next owner starts exactly after what this subscriber processed. (Those
+default rebalance answers are :class:`~kafka_actors.bridges.subscriber.RebalanceHandling`'s,
+shared by the Thespian and pykka subscribers.)
 
 Stream messages are handled in their ``seq`` order (Thespian may reorder messages between
 two actors); a message that arrives early waits for its predecessors. Each handled
@@ -32,28 +34,22 @@ May touch: its bridge (by address, from :class:`Subscribed`'s sender), nothing e
 
 from __future__ import annotations
 
-import itertools
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 from thespian.actors import Actor, PoisonMessage
 
+from kafka_actors.bridges.subscriber import RebalanceHandling
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.thespian.errors import BridgeRequestFailedError
 from kafka_actors.thespian.messages import (
     BatchRejected,
     Commit,
     CommitFailed,
-    CommitOk,
     ErrorInfo,
     Handled,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    RebalanceAck,
     RecordBatch,
     Request,
     StreamError,
@@ -63,10 +59,8 @@ from kafka_actors.thespian.stream import first_offsets
 
 __all__ = ["StreamSubscriber"]
 
-CommitDone = Callable[[CommitOk | CommitFailed], None]
 
-
-class StreamSubscriber(Actor):  # type: ignore[misc]
+class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
     """Requests records from a bridge, processes them, commits safely on revocation."""
 
     #: records requested in flight (initial demand, then topped up after each batch)
@@ -82,8 +76,7 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
         self.requesting = True
         self.positions: dict[TopicPartition, int] = {}
         self._owed = 0  # processed records not yet re-requested (while not requesting)
-        self._commit_ids = itertools.count(1)
-        self._commit_waiters: dict[int, CommitDone] = {}
+        self._init_commits()
         self._next_seq = 1
         self._early: dict[int, Any] = {}  # stream messages that overtook earlier ones
         self.reordered = 0  # how many stream messages arrived before their predecessors
@@ -104,32 +97,6 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
 
     def on_subscribed(self, message: Subscribed) -> None:
         """The stream started."""
-
-    def on_revoked(self, message: PartitionsRevoked) -> None:
-        """Default: commit what was processed of the revoked partitions, then acknowledge."""
-        offsets = {tp: self.positions[tp] for tp in message.partitions if tp in self.positions}
-        for tp in message.partitions:
-            self.positions.pop(tp, None)
-
-        def then(result: CommitOk | CommitFailed) -> None:
-            error = str(result.error) if isinstance(result, CommitFailed) else None
-            if error is not None:
-                self.log.warning("revocation_commit_failed", error=error)
-            self.send(self.bridge, RebalanceAck(message.rebalance_id, error))
-
-        if offsets:
-            self.commit(offsets, then)
-        else:
-            self.send(self.bridge, RebalanceAck(message.rebalance_id))
-
-    def on_assigned(self, message: PartitionsAssigned) -> None:
-        self.send(self.bridge, RebalanceAck(message.rebalance_id))
-
-    def on_lost(self, message: PartitionsLost) -> None:
-        """Lost partitions belong to others already: forget them, never commit them."""
-        for tp in message.partitions:
-            self.positions.pop(tp, None)
-        self.send(self.bridge, RebalanceAck(message.rebalance_id))
 
     def on_stream_error(self, message: StreamError) -> None:
         self.log.warning("stream_error", error=str(message.error), fatal=message.fatal)
@@ -157,6 +124,9 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
     def on_other(self, message: Any, sender: Any) -> None:
         """Messages the protocol does not know (a subclass's own control messages)."""
 
+    def _to_bridge(self, message: Any) -> None:
+        self.send(self.bridge, message)
+
     # -- actions -------------------------------------------------------------------------------
 
     def request(self, n: int) -> None:
@@ -168,19 +138,8 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
         """Record ``positions`` (next offset per partition) as processed."""
         self.positions.update(positions)
 
-    def commit(
-        self,
-        offsets: dict[TopicPartition, int | OffsetAndMetadata] | dict[TopicPartition, int] | None,
-        then: CommitDone | None = None,
-    ) -> int:
-        """Ask the bridge to commit ``offsets`` (None: the processed positions); ``then``
-        runs with the reply. Returns the request id."""
-        rid = next(self._commit_ids)
-        if then is not None:
-            self._commit_waiters[rid] = then
-        wanted = dict(self.positions) if offsets is None else dict(offsets)
-        self.send(self.bridge, Commit(rid, wanted))
-        return rid
+    def _send_commit(self, message: Commit) -> None:
+        self.send(self.bridge, message)
 
     def on_batch(self, message: RecordBatch) -> None:
         self.process(message.records)
@@ -289,25 +248,15 @@ class StreamSubscriber(Actor):  # type: ignore[misc]
         error = ErrorInfo.of(BridgeRequestFailedError(f"the bridge raised on {kind}: {cause}"))
         self.log.warning("request_returned_by_bridge", kind=kind, error=str(error))
         if isinstance(poison, Commit):
-            waiter = self._commit_waiters.pop(poison.request_id, None)
-            if waiter is not None:
-                waiter(CommitFailed(poison.request_id, error))
+            self._commit_replied(CommitFailed(poison.request_id, error))
         else:
             self.on_stream_error(StreamError(error))
 
     def _handle(self, message: Any, sender: Any) -> None:
         if isinstance(message, RecordBatch):
             self.on_batch(message)
-        elif isinstance(message, (CommitOk, CommitFailed)):
-            waiter = self._commit_waiters.pop(message.request_id, None)
-            if waiter is not None:
-                waiter(message)
-        elif isinstance(message, PartitionsRevoked):
-            self.on_revoked(message)
-        elif isinstance(message, PartitionsAssigned):
-            self.on_assigned(message)
-        elif isinstance(message, PartitionsLost):
-            self.on_lost(message)
+        elif self._handle_shared(message):
+            pass
         elif isinstance(message, Subscribed):
             if self.bridge is None:
                 self.bridge = sender

@@ -70,6 +70,16 @@ def test_thespian_service_on_the_embedded_mock(base: str) -> None:
     assert "committed offsets = end offsets" in done.stdout
 
 
+@pytest.mark.mock
+@pytest.mark.parametrize("run", range(2))
+def test_pykka_service_on_the_embedded_mock(run: int) -> None:
+    done = _run("pykka_service.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "10000 of 10000 records processed" in done.stdout
+    assert "records processed more than once: 0" in done.stdout
+    assert "committed offsets = end offsets" in done.stdout
+
+
 @pytest.mark.parametrize("script", ["asyncio_service.py", "orders_pipeline.py"])
 def test_examples_refuse_to_write_to_a_named_cluster_unless_asked(script: str) -> None:
     # Port 9 (discard) on loopback: nothing is contacted, the refusal comes first.
