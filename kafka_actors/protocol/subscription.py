@@ -215,6 +215,11 @@ class SubscriptionState:
 
     ``default_reset_strategy`` is ``auto.offset.reset``; partitions whose committed offset turns
     out to be missing are reset with it (:meth:`reset_initializing_positions`).
+
+    Why one class of ~780 lines: it is the one object the actors and the front ends share, and
+    its lock is what makes a hand-out check and a revocation atomic with respect to each other
+    (as Java's ``SubscriptionState``, also one class). It is many short methods, each one hold
+    of that lock; splitting it would split the lock's scope or pass it around.
     """
 
     def __init__(self, default_reset_strategy: OffsetResetStrategy = LATEST) -> None:

@@ -284,6 +284,10 @@ class KafkaCluster:
     users (PLAIN and SCRAM) come from ``users``. ``jvm_options`` are appended to each
     node's JVM flags (after the small default heap, so ``-Xmx2g`` wins). Use as a context
     manager, or call :meth:`start` and :meth:`stop`.
+
+    Why one class of ~690 lines: it is the testkit's one handle on a set of JVM processes (plan,
+    configure, format, spawn, wait, stop/kill/restart by PID, topics and Kafka's tools against
+    them); every part reads the same node table, and tests reach all of it through this handle.
     """
 
     def __init__(
