@@ -128,7 +128,6 @@ class ConsumerContext:
     #: Facts that survive an actor's restart.
     member_id: str | None = None
     member_epoch: int | None = None
-    group_metadata: Any = None
     coordinator_id: int | None = None
     cluster: Any = None
     versions: NegotiatedVersions | None = None
