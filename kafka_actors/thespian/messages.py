@@ -50,54 +50,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_actors.bridges.messages import (
-    Assign,
-    BatchRejected,
-    BridgeStats,
-    Close,
-    Closed,
-    Commit,
-    CommitFailed,
-    CommitOk,
-    Configured,
-    ErrorInfo,
-    GetStats,
-    Handled,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    RebalanceAck,
-    RecordBatch,
-    Request,
-    StreamError,
-    Subscribe,
-    Subscribed,
-)
+from kafka_actors.bridges import messages as _shared
+from kafka_actors.bridges.messages import *  # noqa: F403 (the shared protocol, re-exported)
 
-__all__ = [
-    "Assign",
-    "BatchRejected",
-    "BridgeStats",
-    "Close",
-    "Closed",
-    "Commit",
-    "CommitFailed",
-    "CommitOk",
-    "Configure",
-    "Configured",
-    "ErrorInfo",
-    "GetStats",
-    "Handled",
-    "PartitionsAssigned",
-    "PartitionsLost",
-    "PartitionsRevoked",
-    "RebalanceAck",
-    "RecordBatch",
-    "Request",
-    "StreamError",
-    "Subscribe",
-    "Subscribed",
-]
+__all__ = [*_shared.__all__, "Configure"]
 
 
 @dataclass(frozen=True, slots=True)
