@@ -188,7 +188,21 @@ def test_two_members_split_and_no_duplicates(kafka_broker: Any, protocol: str) -
     produce(kafka_broker.bootstrap_servers, topic, total)
     group = unique("g")
 
-    def member(name: str, out: list[ConsumerRecord], stop: threading.Event) -> Any:
+    # Under KIP-848 the coordinator hands B its partitions only on a heartbeat after B joined
+    # (the target assignment is recomputed at most every group.consumer.assignment.interval.ms,
+    # then delivered on the members' next 5 s heartbeats): measured 4.6-5.2 s after B joined.
+    # At full speed A (20 records per ~50 ms) drains nearly all 3000 records in that window,
+    # and once it drained B's future partitions B never gets a record (the wait below timed
+    # out). So A stays slow (0.5 s per loop, ~35 records/s) until B owns partitions: B's
+    # partitions keep most of their records for any plausible assignment delay.
+    b_assigned = threading.Event()
+
+    def member(
+        name: str,
+        out: list[ConsumerRecord],
+        stop: threading.Event,
+        slow_until: threading.Event | None = None,
+    ) -> Any:
         config = group_config(kafka_broker.bootstrap_servers, group, protocol)
         config["max.poll.records"] = 20
         consumer = KafkaConsumer(config)
@@ -205,7 +219,9 @@ def test_two_members_split_and_no_duplicates(kafka_broker: Any, protocol: str) -
         def run() -> None:
             try:
                 while not stop.is_set():
-                    time.sleep(0.05)  # slow members: both must get their share
+                    # slow members: both must get their share
+                    held = slow_until is not None and not slow_until.is_set()
+                    time.sleep(0.5 if held else 0.05)
                     for r in consumer.poll(0.2):
                         out.append(r)
                         positions[TopicPartition(r.topic, r.partition)] = r.offset + 1
@@ -223,7 +239,7 @@ def test_two_members_split_and_no_duplicates(kafka_broker: Any, protocol: str) -
     b_records: list[ConsumerRecord] = []
     threads: list[threading.Thread] = []
     try:
-        thread_a, consumer_a = member("a", a_records, stop)
+        thread_a, consumer_a = member("a", a_records, stop, b_assigned)
         threads.append(thread_a)
         deadline = time.monotonic() + 60
         while len(a_records) < 60:
@@ -233,6 +249,8 @@ def test_two_members_split_and_no_duplicates(kafka_broker: Any, protocol: str) -
         threads.append(thread_b)
         deadline = time.monotonic() + 120
         while len(set(_offsets(a_records + b_records))) < total or not b_records:
+            if consumer_b.assignment():
+                b_assigned.set()
             if time.monotonic() >= deadline:
                 raise AssertionError(
                     f"a {len(a_records)}, b {len(b_records)} records; "
