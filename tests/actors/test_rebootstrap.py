@@ -4,9 +4,9 @@
   injection) is forgotten after ``metadata.recovery.rebootstrap.trigger.ms``; the next
   Metadata goes to the bootstrap server (event ``rebootstrap``).
 * Consumer: the bootstrap address (a TCP forwarder standing for a DNS name or a load
-  balancer) moves to a new cluster while the known broker dies; with the default
-  ``rebootstrap`` the consumer keeps consuming from the new cluster, with ``none`` it reports
-  BrokersUnreachableError.
+  balancer) moves to a new cluster (another node id, other ports) while the known broker
+  dies; with the default ``rebootstrap`` the consumer keeps consuming from the new cluster's
+  broker, with ``none`` it reports BrokersUnreachableError.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ def test_consumer_follows_the_bootstrap_address_to_a_new_cluster() -> None:
     topic = unique("rebootstrap")
     tp = TopicPartition(topic, 0)
     with KafkaBroker() as old:
+        assert old.node.node_id == 1
         old.create_topic(topic)
         produce(old.bootstrap_servers, topic, 10, partition=0)
         with TcpProxy("127.0.0.1", (old.node.host, old.node.port)) as proxy:
@@ -102,7 +103,9 @@ def test_consumer_follows_the_bootstrap_address_to_a_new_cluster() -> None:
                 for consumer in consumers.values():
                     consumer.assign([tp])
                     assert [r.offset for r in poll_until(consumer, 10)] == list(range(10))
-                with KafkaBroker() as new:
+                    assert [p.leader for p in consumer.partitions_for(topic, 30)] == [1]
+                with KafkaBroker(first_node_id=7) as new:  # no node the consumers know
+                    assert new.node.port != old.node.port
                     new.create_topic(topic)
                     produce(new.bootstrap_servers, topic, 20, partition=0, start=100)
                     proxy.target = (new.node.host, new.node.port)
@@ -110,6 +113,12 @@ def test_consumer_follows_the_bootstrap_address_to_a_new_cluster() -> None:
                     moved = poll_until(consumers["rebootstrap"], 10, timeout=120)
                     assert [(r.offset, r.value) for r in moved[:10]] == [
                         (i, f"value-{100 + i}".encode()) for i in range(10, 20)
+                    ]
+                    # the consumer's metadata now names the new cluster's broker
+                    moved_leaders = consumers["rebootstrap"].partitions_for(topic, 30)
+                    assert [p.leader for p in moved_leaders] == [7]
+                    assert [p.leader for p in consumers["rebootstrap"].list_topics(30)[topic]] == [
+                        7
                     ]
                     error = _consume_until_error(consumers["none"], 120)
                     assert isinstance(error, BrokersUnreachableError), error
