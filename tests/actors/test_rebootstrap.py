@@ -8,8 +8,9 @@
   dies; with the default ``rebootstrap`` the consumer keeps consuming from the new cluster's
   broker, with ``none`` it reports BrokersUnreachableError. When the old broker refuses
   connections, requests for any node fall back to the bootstrap address at once; when it is
-  frozen (SIGSTOP: connections are accepted by the kernel, nothing is answered) only the
-  ``metadata.recovery.rebootstrap.trigger.ms`` path (event ``rebootstrap``) gets away from it.
+  frozen (SIGSTOP: connections are accepted by the kernel, nothing is answered) and connection
+  setup may take longer than the test, only the ``metadata.recovery.rebootstrap.trigger.ms``
+  path (event ``rebootstrap``, forgetting node 1) gets away from it.
 """
 
 from __future__ import annotations
@@ -172,6 +173,10 @@ def test_consumer_leaves_a_frozen_cluster_after_the_trigger_time() -> None:
                 "metadata.recovery.rebootstrap.trigger.ms": 3_000,
                 "reconnect.backoff.max.ms": 500,
                 "request.timeout.ms": 5_000,
+                # a connection to the frozen broker stays "connecting" for the whole test, so
+                # requests do not fall back to the bootstrap address because it failed
+                "socket.connection.setup.timeout.ms": 120_000,
+                "socket.connection.setup.timeout.max.ms": 120_000,
                 "enable.auto.commit": False,
             }
             consumers = {
