@@ -84,6 +84,25 @@ def _consume_until_error(consumer: KafkaConsumer, timeout: float) -> BaseExcepti
     return None
 
 
+def _strategy_consumers(address: str, **settings: object) -> dict[str, KafkaConsumer]:
+    """One consumer per ``metadata.recovery.strategy`` (also its ``client.id``), on
+    ``address``, with a 3 s rebootstrap trigger."""
+    common = {
+        "metadata.recovery.rebootstrap.trigger.ms": 3_000,
+        "reconnect.backoff.max.ms": 500,
+        "enable.auto.commit": False,
+        **settings,
+    }
+    return {
+        strategy: KafkaConsumer(
+            base_config(
+                address, **common, **{"metadata.recovery.strategy": strategy, "client.id": strategy}
+            )
+        )
+        for strategy in ("rebootstrap", "none")
+    }
+
+
 @pytest.mark.broker
 def test_consumer_follows_the_bootstrap_address_to_a_new_cluster() -> None:
     topic = unique("rebootstrap")
@@ -93,19 +112,7 @@ def test_consumer_follows_the_bootstrap_address_to_a_new_cluster() -> None:
         old.create_topic(topic)
         produce(old.bootstrap_servers, topic, 10, partition=0)
         with TcpProxy("127.0.0.1", (old.node.host, old.node.port)) as proxy:
-            settings = {
-                "metadata.recovery.rebootstrap.trigger.ms": 3_000,
-                "reconnect.backoff.max.ms": 500,
-                "enable.auto.commit": False,
-            }
-            consumers = {
-                strategy: KafkaConsumer(
-                    base_config(
-                        proxy.address, **settings, **{"metadata.recovery.strategy": strategy}
-                    )
-                )
-                for strategy in ("rebootstrap", "none")
-            }
+            consumers = _strategy_consumers(proxy.address)
             try:
                 for consumer in consumers.values():
                     consumer.assign([tp])
@@ -169,26 +176,16 @@ def test_consumer_leaves_a_frozen_cluster_after_the_trigger_time() -> None:
         old.create_topic(topic)
         produce(old.bootstrap_servers, topic, 10, partition=0)
         with TcpProxy("127.0.0.1", (old.node.host, old.node.port)) as proxy:
-            settings = {
-                "metadata.recovery.rebootstrap.trigger.ms": 3_000,
-                "reconnect.backoff.max.ms": 500,
-                "request.timeout.ms": 5_000,
-                # a connection to the frozen broker stays "connecting" for the whole test, so
-                # requests do not fall back to the bootstrap address because it failed
-                "socket.connection.setup.timeout.ms": 120_000,
-                "socket.connection.setup.timeout.max.ms": 120_000,
-                "enable.auto.commit": False,
-            }
-            consumers = {
-                strategy: KafkaConsumer(
-                    base_config(
-                        proxy.address,
-                        **settings,
-                        **{"metadata.recovery.strategy": strategy, "client.id": strategy},
-                    )
-                )
-                for strategy in ("rebootstrap", "none")
-            }
+            consumers = _strategy_consumers(
+                proxy.address,
+                **{
+                    "request.timeout.ms": 5_000,
+                    # a connection to the frozen broker stays "connecting" for the whole test,
+                    # so requests do not fall back to the bootstrap address because it failed
+                    "socket.connection.setup.timeout.ms": 120_000,
+                    "socket.connection.setup.timeout.max.ms": 120_000,
+                },
+            )
             pid = old.node.pid
             assert pid is not None
             frozen = False
