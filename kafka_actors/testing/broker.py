@@ -285,7 +285,16 @@ class KafkaCluster:
     node's JVM flags (after the small default heap, so ``-Xmx2g`` wins). Use as a context
     manager, or call :meth:`start` and :meth:`stop`.
 
-    Why one class of ~690 lines: it is the testkit's one handle on a set of JVM processes (plan,
+    ``first_node_id`` numbers the brokers: ``node.id`` ``first_node_id`` to
+    ``first_node_id + num_brokers - 1`` (default 1, so 1..N). Every place a node id appears
+    follows it: each node's ``server.properties``, ``controller.quorum.voters`` (a single
+    broker is its own voter), the storage format (which reads that configuration), the node
+    directories and :attr:`KafkaNode.node_id`. The dedicated controller of a multi-broker
+    cluster is node ``1000``, or ``first_node_id + num_brokers`` when the brokers' range
+    covers 1000. Two clusters with different ``first_node_id`` stand for "a new cluster with
+    different brokers" (e.g. a consumer re-bootstrapping onto it must not wait for old ids).
+
+    Why one class of ~710 lines: it is the testkit's one handle on a set of JVM processes (plan,
     configure, format, spawn, wait, stop/kill/restart by PID, topics and Kafka's tools against
     them); every part reads the same node table, and tests reach all of it through this handle.
     """
@@ -302,13 +311,18 @@ class KafkaCluster:
         keep_dir: bool | None = None,
         jvm_options: Sequence[str] = (),
         certificate_names: Sequence[str] = DEFAULT_CERTIFICATE_NAMES,
+        first_node_id: int = 1,
     ) -> None:
         if num_brokers < 1:
             raise ValueError("num_brokers must be >= 1")
+        if first_node_id < 0:
+            raise ValueError(f"first_node_id must be >= 0 (Kafka's node.id), got {first_node_id}")
         names = [spec.name for spec in listeners]
         if len(set(names)) != len(names) or {INTERNAL_LISTENER, CONTROLLER_LISTENER} & set(names):
             raise ValueError(f"listener names must be unique and not reserved: {names}")
         self.num_brokers = num_brokers
+        #: ``node.id`` of the first broker; broker ``i`` is ``first_node_id + i``.
+        self.first_node_id = first_node_id
         self.kafka_version = kafka_version or _jars.default_version()
         self.broker_config = dict(broker_config or {})
         self.listeners = tuple(listeners)
@@ -690,7 +704,7 @@ class KafkaCluster:
         it = iter(ports)
         nodes: list[KafkaNode] = []
         for i in range(n):
-            node_id = i + 1
+            node_id = self.first_node_id + i
             node_ports = {INTERNAL_LISTENER: next(it)}
             for spec in self.listeners:
                 node_ports[spec.name] = next(it)
@@ -708,13 +722,16 @@ class KafkaCluster:
         if combined:
             self._controller = nodes[0]
         else:
+            ctrl_id = 1000
+            if self.first_node_id <= ctrl_id < self.first_node_id + n:
+                ctrl_id = self.first_node_id + n  # above every broker's id
             ctrl = KafkaNode(
-                node_id=1000,
+                node_id=ctrl_id,
                 roles=("controller",),
                 host=HOST,
                 ports={},
                 controller_port=next(it),
-                directory=self.directory / "node-1000",
+                directory=self.directory / f"node-{ctrl_id}",
             )
             nodes.insert(0, ctrl)
             self._controller = ctrl

@@ -4,19 +4,26 @@
   injection) is forgotten after ``metadata.recovery.rebootstrap.trigger.ms``; the next
   Metadata goes to the bootstrap server (event ``rebootstrap``).
 * Consumer: the bootstrap address (a TCP forwarder standing for a DNS name or a load
-  balancer) moves to a new cluster while the known broker dies; with the default
-  ``rebootstrap`` the consumer keeps consuming from the new cluster, with ``none`` it reports
-  BrokersUnreachableError.
+  balancer) moves to a new cluster (another node id, other ports) while the known broker
+  dies; with the default ``rebootstrap`` the consumer keeps consuming from the new cluster's
+  broker, with ``none`` it reports BrokersUnreachableError. When the old broker refuses
+  connections, requests for any node fall back to the bootstrap address at once; when it is
+  frozen (SIGSTOP: connections are accepted by the kernel, nothing is answered) and connection
+  setup may take longer than the test, only the ``metadata.recovery.rebootstrap.trigger.ms``
+  path (event ``rebootstrap``, forgetting node 1) gets away from it.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pykka
 import pytest
+import structlog
 
 from kafka_actors import KafkaConsumer
 from kafka_actors.actors.network import Response
@@ -77,32 +84,42 @@ def _consume_until_error(consumer: KafkaConsumer, timeout: float) -> BaseExcepti
     return None
 
 
+def _strategy_consumers(address: str, **settings: object) -> dict[str, KafkaConsumer]:
+    """One consumer per ``metadata.recovery.strategy`` (also its ``client.id``), on
+    ``address``, with a 3 s rebootstrap trigger."""
+    common = {
+        "metadata.recovery.rebootstrap.trigger.ms": 3_000,
+        "reconnect.backoff.max.ms": 500,
+        "enable.auto.commit": False,
+        **settings,
+    }
+    return {
+        strategy: KafkaConsumer(
+            base_config(
+                address, **common, **{"metadata.recovery.strategy": strategy, "client.id": strategy}
+            )
+        )
+        for strategy in ("rebootstrap", "none")
+    }
+
+
 @pytest.mark.broker
 def test_consumer_follows_the_bootstrap_address_to_a_new_cluster() -> None:
     topic = unique("rebootstrap")
     tp = TopicPartition(topic, 0)
     with KafkaBroker() as old:
+        assert old.node.node_id == 1
         old.create_topic(topic)
         produce(old.bootstrap_servers, topic, 10, partition=0)
         with TcpProxy("127.0.0.1", (old.node.host, old.node.port)) as proxy:
-            settings = {
-                "metadata.recovery.rebootstrap.trigger.ms": 3_000,
-                "reconnect.backoff.max.ms": 500,
-                "enable.auto.commit": False,
-            }
-            consumers = {
-                strategy: KafkaConsumer(
-                    base_config(
-                        proxy.address, **settings, **{"metadata.recovery.strategy": strategy}
-                    )
-                )
-                for strategy in ("rebootstrap", "none")
-            }
+            consumers = _strategy_consumers(proxy.address)
             try:
                 for consumer in consumers.values():
                     consumer.assign([tp])
                     assert [r.offset for r in poll_until(consumer, 10)] == list(range(10))
-                with KafkaBroker() as new:
+                    assert [p.leader for p in consumer.partitions_for(topic, 30)] == [1]
+                with KafkaBroker(first_node_id=7) as new:  # no node the consumers know
+                    assert new.node.port != old.node.port
                     new.create_topic(topic)
                     produce(new.bootstrap_servers, topic, 20, partition=0, start=100)
                     proxy.target = (new.node.host, new.node.port)
@@ -110,6 +127,12 @@ def test_consumer_follows_the_bootstrap_address_to_a_new_cluster() -> None:
                     moved = poll_until(consumers["rebootstrap"], 10, timeout=120)
                     assert [(r.offset, r.value) for r in moved[:10]] == [
                         (i, f"value-{100 + i}".encode()) for i in range(10, 20)
+                    ]
+                    # the consumer's metadata now names the new cluster's broker
+                    moved_leaders = consumers["rebootstrap"].partitions_for(topic, 30)
+                    assert [p.leader for p in moved_leaders] == [7]
+                    assert [p.leader for p in consumers["rebootstrap"].list_topics(30)[topic]] == [
+                        7
                     ]
                     error = _consume_until_error(consumers["none"], 120)
                     assert isinstance(error, BrokersUnreachableError), error
@@ -143,3 +166,53 @@ def test_rebootstrap_required_answer_forgets_known_brokers(
     assert reply.error.retriable and "REBOOTSTRAP_REQUIRED" in str(reply.error)
     assert "rebootstrap" in [e.kind for e in events(ref)]
     assert metadata(ref).node < 0  # the known broker was forgotten: a bootstrap server answers
+
+
+@pytest.mark.broker
+def test_consumer_leaves_a_frozen_cluster_after_the_trigger_time() -> None:
+    topic = unique("rebootstrap-frozen")
+    tp = TopicPartition(topic, 0)
+    with KafkaBroker() as old:
+        old.create_topic(topic)
+        produce(old.bootstrap_servers, topic, 10, partition=0)
+        with TcpProxy("127.0.0.1", (old.node.host, old.node.port)) as proxy:
+            consumers = _strategy_consumers(
+                proxy.address,
+                **{
+                    "request.timeout.ms": 5_000,
+                    # a connection to the frozen broker stays "connecting" for the whole test,
+                    # so requests do not fall back to the bootstrap address because it failed
+                    "socket.connection.setup.timeout.ms": 120_000,
+                    "socket.connection.setup.timeout.max.ms": 120_000,
+                },
+            )
+            pid = old.node.pid
+            assert pid is not None
+            frozen = False
+            try:
+                for consumer in consumers.values():
+                    consumer.assign([tp])
+                    assert [r.offset for r in poll_until(consumer, 10)] == list(range(10))
+                with KafkaBroker(first_node_id=7) as new, structlog.testing.capture_logs() as logs:
+                    new.create_topic(topic)
+                    produce(new.bootstrap_servers, topic, 20, partition=0, start=100)
+                    proxy.target = (new.node.host, new.node.port)
+                    os.kill(pid, signal.SIGSTOP)  # node 1 accepts connections, answers nothing
+                    frozen = True
+                    moved = poll_until(consumers["rebootstrap"], 10, timeout=120)
+                    assert [(r.offset, r.value) for r in moved[:10]] == [
+                        (i, f"value-{100 + i}".encode()) for i in range(10, 20)
+                    ]
+                    leaders = consumers["rebootstrap"].partitions_for(topic, 30)
+                    assert [p.leader for p in leaders] == [7]
+                    error = _consume_until_error(consumers["none"], 120)
+                    assert isinstance(error, BrokersUnreachableError), error
+                    assert "metadata.recovery.strategy=none" in str(error)
+                rebootstraps = [e for e in logs if e["event"] == "rebootstrap"]
+                assert {e["client_id"] for e in rebootstraps} == {"rebootstrap"}
+                assert any("1@" in str(e["forgotten"]) for e in rebootstraps)
+            finally:
+                if frozen:
+                    os.kill(pid, signal.SIGCONT)
+                for consumer in consumers.values():
+                    consumer.close()
