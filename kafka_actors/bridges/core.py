@@ -56,9 +56,30 @@ from kafka_actors.errors import (
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.protocol.messages import TopicPartition
 
-__all__ = ["BridgeCore", "failure_info", "failure_reply"]
+__all__ = [
+    "MAX_IN_FLIGHT_BATCHES_LIMIT",
+    "BridgeCore",
+    "check_max_in_flight_batches",
+    "failure_info",
+    "failure_reply",
+]
 
 _ERROR_BACKOFF_S = 1.0
+#: The most batches a bridge may keep in flight to its subscriber. The bound is Thespian's
+#: need: well under its MAX_QUEUED_TRANSMITS (950, when the transport stops receiving to drain)
+#: and DROP_TRANSMITS_LEVEL (1050, when it fails sends), leaving room for commit replies and
+#: rebalance notifications; the pykka bridge takes the same bound.
+MAX_IN_FLIGHT_BATCHES_LIMIT = 512
+
+
+def check_max_in_flight_batches(value: int) -> None:
+    """Refuse a ``max_in_flight_batches`` outside 1..:data:`MAX_IN_FLIGHT_BATCHES_LIMIT`."""
+    if not 1 <= value <= MAX_IN_FLIGHT_BATCHES_LIMIT:
+        raise ValueError(
+            f"max_in_flight_batches must be within 1..{MAX_IN_FLIGHT_BATCHES_LIMIT}, got {value}"
+        )
+
+
 #: Polls after the first in one tick, to fill a batch message (each poll(0): no blocking).
 _MAX_EXTRA_POLLS = 8
 

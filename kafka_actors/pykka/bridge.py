@@ -72,7 +72,12 @@ from typing import Any
 
 import pykka
 
-from kafka_actors.bridges.core import BridgeCore, failure_reply
+from kafka_actors.bridges.core import (
+    MAX_IN_FLIGHT_BATCHES_LIMIT,
+    BridgeCore,
+    check_max_in_flight_batches,
+    failure_reply,
+)
 from kafka_actors.bridges.errors import SubscriberFailedError
 from kafka_actors.bridges.messages import (
     Assign,
@@ -96,9 +101,6 @@ from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.pykka.messages import BatchFailed, Call, Reply
 
 __all__ = ["MAX_IN_FLIGHT_BATCHES_LIMIT", "KafkaBridge", "call"]
-
-#: The most batches a bridge may keep in flight to its subscriber.
-MAX_IN_FLIGHT_BATCHES_LIMIT = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +148,7 @@ class KafkaBridge(BridgeCore, pykka.ThreadingActor):
         scheduler: Scheduler | None = None,
     ) -> None:
         super().__init__()
-        if not 1 <= max_in_flight_batches <= MAX_IN_FLIGHT_BATCHES_LIMIT:
-            raise ValueError(
-                f"max_in_flight_batches must be within 1..{MAX_IN_FLIGHT_BATCHES_LIMIT}, "
-                f"got {max_in_flight_batches}"
-            )
+        check_max_in_flight_batches(max_in_flight_batches)
         if max_batch_records < 1 or idle_interval_ms < 1 or poll_timeout_ms < 0:
             raise ValueError(
                 "max_batch_records and idle_interval_ms must be >= 1, poll_timeout_ms >= 0"

@@ -79,7 +79,12 @@ from typing import Any
 
 from thespian.actors import Actor, ActorExitRequest, PoisonMessage, WakeupMessage
 
-from kafka_actors.bridges.core import BridgeCore, failure_info, failure_reply
+from kafka_actors.bridges.core import (
+    BridgeCore,
+    check_max_in_flight_batches,
+    failure_info,
+    failure_reply,
+)
 from kafka_actors.consumer import KafkaConsumer
 from kafka_actors.core import commit_offsets
 from kafka_actors.errors import ConsumerClosedError, IllegalStateError
@@ -115,10 +120,6 @@ _CHECK_COMMITS = "check-commits"
 #: simpleSystemBase's listen()/ask() loop runs until its queue is empty, so a chain of
 #: self-sends (or of wakeups already due) would keep the caller's listen() from returning.
 _BUSY_INTERVAL_S = 0.001
-#: The most batches a bridge may keep in flight: well under Thespian's MAX_QUEUED_TRANSMITS
-#: (950, when the transport stops receiving to drain) and DROP_TRANSMITS_LEVEL (1050, when it
-#: fails sends), leaving room for commit replies and rebalance notifications.
-MAX_IN_FLIGHT_BATCHES_LIMIT = 512
 #: A batch unacknowledged this long is logged (once): a subscriber stuck on a batch, dead, or a
 #: transmit Thespian failed without telling us (the window then stays full: a stall, no loss).
 _UNACKNOWLEDGED_WARNING_S = 60.0
@@ -194,11 +195,7 @@ class KafkaBridge(BridgeCore, Actor):  # type: ignore[misc]
     def _on_configure(self, message: Configure, sender: Any) -> None:
         if self._consumer is not None:
             raise IllegalStateError("This bridge already has a consumer")
-        if not 1 <= message.max_in_flight_batches <= MAX_IN_FLIGHT_BATCHES_LIMIT:
-            raise ValueError(
-                f"max_in_flight_batches must be within 1..{MAX_IN_FLIGHT_BATCHES_LIMIT}, "
-                f"got {message.max_in_flight_batches}"
-            )
+        check_max_in_flight_batches(message.max_in_flight_batches)
         self._settings = message
         self._stream.max_in_flight = message.max_in_flight_batches
         self._poll_timeout_s = message.poll_timeout_ms / 1000
