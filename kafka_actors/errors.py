@@ -67,6 +67,7 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "LogTruncationError",
+    "MissingDependencyError",
     "NoOffsetForPartitionError",
     "OAuthBearerTokenError",
     "OAuthTokenRetrievalError",
@@ -1165,6 +1166,11 @@ class ConsumerClosedError(FatalError):
 class IllegalStateError(FatalError):
     """A call that the client's current state does not allow (Java IllegalStateException):
     mixing subscription types, asking the position of an unassigned partition, ..."""
+
+
+class MissingDependencyError(FatalError):
+    """A call needs an optional package that is not installed (``pyarrow`` for the columnar
+    poll: the ``spark`` or ``arrow`` extra); the message names the package."""
 
 
 class WakeupError(KafkaError):

@@ -207,11 +207,17 @@ typedef struct {
     PyObject *materialized;
     /* borrowed, for the records built: */
     PyObject *topic, *partition, *batch_ts_type, *batch_epoch;
+    /* decode_into(..., columnar=True): records go to this Arrow sink instead (no objects). */
+    struct Arrow_ *arrow;
 } Columns;
+
+static Py_ssize_t arrow_len(struct Arrow_ *a);
 
 static inline Py_ssize_t
 columns_len(Columns *c)
 {
+    if (c->arrow)
+        return arrow_len(c->arrow);
     return PyList_GET_SIZE(c->materialized ? c->materialized : c->offsets);
 }
 
@@ -319,52 +325,73 @@ header_key(KeyCache *kc, const uint8_t *b, Py_ssize_t len)
     return key;
 }
 
+/* ---- the fields of one record, as spans into its batch's buffer -------------------------- */
+
+/* The header count at b[*pos] (bounded by the bytes left): 0 ok, 1 corrupt. */
+static inline int
+read_header_count(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *n, Fault *f)
+{
+    if (read_varint(b, pos, end, n, f))
+        return 1;
+    if (*n < 0 || *n > end - *pos)
+        return FAULT(f, "bad header count %lld", (long long)*n);
+    return 0;
+}
+
+/* One header of the block: key b[*key:*key+klen], value (vlen -1: null). 0 ok, 1 corrupt. */
+static inline int
+read_header(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t *key,
+            Py_ssize_t *klen, Py_ssize_t *value, Py_ssize_t *vlen, Fault *f)
+{
+    int64_t size;
+    if (read_varint(b, pos, end, &size, f))
+        return 1;
+    if (size < 0 || size > end - *pos)
+        return FAULT(f, "bad header key length %lld", (long long)size);
+    *key = *pos;
+    *klen = (Py_ssize_t)size;
+    *pos += (Py_ssize_t)size;
+    if (*pos < end && b[*pos] == 1) {
+        *value = *pos;
+        *vlen = -1;
+        (*pos)++;
+        return 0;
+    }
+    if (read_varint(b, pos, end, &size, f))
+        return 1;
+    if (size < 0 || size > end - *pos)
+        return FAULT(f, "bad header value length %lld", (long long)size);
+    *value = *pos;
+    *vlen = (Py_ssize_t)size;
+    *pos += (Py_ssize_t)size;
+    return 0;
+}
+
 /* Parse the header block b[pos:end] exactly: 0 ok (*out a new tuple), 1 corrupt, -1 error. */
 static int
 parse_headers(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, PyObject **out, Fault *f,
               KeyCache *kc)
 {
     int64_t n;
-    if (read_varint(b, &pos, end, &n, f))
+    if (read_header_count(b, &pos, end, &n, f))
         return 1;
-    if (n < 0 || n > end - pos)
-        return FAULT(f, "bad header count %lld", (long long)n);
     PyObject *tuple = PyTuple_New((Py_ssize_t)n);
     if (tuple == NULL)
         return -1;
     for (Py_ssize_t i = 0; i < (Py_ssize_t)n; i++) {
-        int64_t size;
-        if (read_varint(b, &pos, end, &size, f))
+        Py_ssize_t k = 0, klen = 0, v = 0, vlen = 0;
+        if (read_header(b, &pos, end, &k, &klen, &v, &vlen, f))
             goto corrupt;
-        if (size < 0 || size > end - pos) {
-            FAULT(f, "bad header key length %lld", (long long)size);
-            goto corrupt;
-        }
-        PyObject *key = header_key(kc, b + pos, (Py_ssize_t)size);
+        PyObject *key = header_key(kc, b + k, klen);
         if (key == NULL)
             goto error;
-        pos += (Py_ssize_t)size;
         PyObject *value;
-        if (pos < end && b[pos] == 1) {
+        if (vlen < 0) {
             value = Py_None;
             Py_INCREF(value);
-            pos++;
-        } else {
-            if (read_varint(b, &pos, end, &size, f)) {
-                Py_DECREF(key);
-                goto corrupt;
-            }
-            if (size < 0 || size > end - pos) {
-                Py_DECREF(key);
-                FAULT(f, "bad header value length %lld", (long long)size);
-                goto corrupt;
-            }
-            value = PyBytes_FromStringAndSize((const char *)b + pos, (Py_ssize_t)size);
-            if (value == NULL) {
-                Py_DECREF(key);
-                goto error;
-            }
-            pos += (Py_ssize_t)size;
+        } else if ((value = PyBytes_FromStringAndSize((const char *)b + v, vlen)) == NULL) {
+            Py_DECREF(key);
+            goto error;
         }
         PyObject *pair = PyTuple_New(2);
         if (pair == NULL) {
@@ -392,33 +419,80 @@ error:
     return -1;
 }
 
-/* A length-prefixed nullable byte string (key or value): 0 ok, 1 corrupt, -1 error.
- * *out is NULL when `make` is false (the record is dropped). */
+/* A length-prefixed nullable byte string (key or value): b[*start:*start+*len], *len -1 when
+ * null. 0 ok, 1 corrupt. */
 static inline int
-read_bytes(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t limit, int make, PyObject **out,
-           const char *what, Fault *f)
+read_span(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t limit, Py_ssize_t *start,
+          Py_ssize_t *len, const char *what, Fault *f)
 {
     Py_ssize_t p = *pos;
-    *out = NULL;
     int64_t n = 0;
     if (p >= limit)
         return FAULT(f, "record ends before its %s", what);
     if (b[p] == 1) { /* -1: null */
         *pos = p + 1;
-        if (make) {
-            Py_INCREF(Py_None);
-            *out = Py_None;
-        }
+        *start = p + 1;
+        *len = -1;
         return 0;
     }
     if (read_varint(b, &p, limit, &n, f))
         return 1;
     if (n < 0 || n > limit - p)
         return FAULT(f, "bad %s length %lld", what, (long long)n);
-    if (make && (*out = PyBytes_FromStringAndSize((const char *)b + p, (Py_ssize_t)n)) == NULL)
-        return -1;
+    *start = p;
+    *len = (Py_ssize_t)n;
     *pos = p + (Py_ssize_t)n;
     return 0;
+}
+
+/* One record of a batch: its deltas, key and value spans, and its header block. */
+typedef struct {
+    int64_t ts_delta, off_delta;
+    Py_ssize_t key, key_len, value, value_len; /* len -1: null */
+    Py_ssize_t headers, end;                   /* header block b[headers:end] */
+    int no_headers;                            /* the block is the single byte 0 */
+} RecordSpan;
+
+/* Parse the record at b[*pos] (record `i` of `count`, the batch ending at `end`) into `r`;
+ * *pos moves past it. 0 ok, 1 corrupt. Both record sinks below use it. */
+static inline int
+parse_record(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int64_t i, int64_t count,
+             RecordSpan *r, Fault *f)
+{
+    Py_ssize_t p = *pos;
+    int64_t length;
+    if (p >= end)
+        return FAULT(f, "%lld records expected, %lld found", (long long)count, (long long)i);
+    if (read_varint(b, &p, end, &length, f))
+        return 1;
+    if (length < 0 || length > end - p)
+        return FAULT(f, "bad record length %lld", (long long)length);
+    Py_ssize_t record_end = p + (Py_ssize_t)length;
+    p++; /* attributes (unused) */
+    if (read_varint(b, &p, record_end, &r->ts_delta, f) ||
+        read_varint(b, &p, record_end, &r->off_delta, f) ||
+        read_span(b, &p, record_end, &r->key, &r->key_len, "key", f) ||
+        read_span(b, &p, record_end, &r->value, &r->value_len, "value", f))
+        return 1;
+    if (p >= record_end)
+        return FAULT(f, "record ends before its headers");
+    r->no_headers = b[p] == 0;
+    if (r->no_headers && p + 1 != record_end)
+        return FAULT(f, "record size does not match its fields (at byte %zd)", record_end);
+    r->headers = p;
+    r->end = record_end;
+    *pos = record_end;
+    return 0;
+}
+
+static inline PyObject *
+span_bytes(const uint8_t *b, Py_ssize_t start, Py_ssize_t len)
+{
+    if (len < 0) {
+        Py_INCREF(Py_None);
+        return Py_None;
+    }
+    return PyBytes_FromStringAndSize((const char *)b + start, len);
 }
 
 /* Decode the `count` records of b[pos:end] into the columns (see records.py's
@@ -443,96 +517,65 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
     if (log_append && (max_ts_obj = PyLong_FromLongLong(max_ts)) == NULL)
         return -1;
     for (int64_t i = 0; i < count; i++) {
-        int64_t length, ts_delta, off_delta;
-        if (pos >= end) {
-            rc = FAULT(f, "%lld records expected, %lld found", (long long)count, (long long)i);
-            goto done;
-        }
-        if ((rc = read_varint(b, &pos, end, &length, f)))
-            goto done;
-        if (length < 0 || length > end - pos) {
-            rc = FAULT(f, "bad record length %lld", (long long)length);
-            goto done;
-        }
-        Py_ssize_t record_end = pos + (Py_ssize_t)length;
-        pos++; /* attributes (unused) */
-        if ((rc = read_varint(b, &pos, record_end, &ts_delta, f)) ||
-            (rc = read_varint(b, &pos, record_end, &off_delta, f)))
+        RecordSpan r = {0};
+        if ((rc = parse_record(b, &pos, end, i, count, &r, f)))
             goto done;
         int64_t offset;
-        int ovf = __builtin_add_overflow(base_offset, off_delta, &offset);
+        int ovf = __builtin_add_overflow(base_offset, r.off_delta, &offset);
         int keep = 1;
         if (dropping) {
-            int below = ovf ? off_delta < 0 : offset < fetch_offset;
+            int below = ovf ? r.off_delta < 0 : offset < fetch_offset;
             if (below)
                 keep = 0;
             else
                 dropping = 0;
         }
-        PyObject *key, *value;
-        if ((rc = read_bytes(b, &pos, record_end, keep, &key, "key", f)))
-            goto done;
-        if ((rc = read_bytes(b, &pos, record_end, keep, &value, "value", f))) {
-            Py_XDECREF(key);
-            goto done;
-        }
         PyObject *headers = NULL;
-        if (pos >= record_end) {
-            Py_XDECREF(key);
-            Py_XDECREF(value);
-            rc = FAULT(f, "record ends before its headers");
-            goto done;
-        }
-        if (b[pos] == 0) {
-            if (pos + 1 != record_end) {
-                Py_XDECREF(key);
-                Py_XDECREF(value);
-                rc = FAULT(f, "record size does not match its fields (at byte %zd)", record_end);
-                goto done;
-            }
+        if (r.no_headers) {
             headers = empty_tuple;
             Py_INCREF(headers);
         } else {
-            Py_ssize_t len = record_end - pos;
-            if (last_headers != NULL && len == last_len && memcmp(b + pos, last_block, len) == 0) {
+            Py_ssize_t len = r.end - r.headers;
+            if (last_headers != NULL && len == last_len &&
+                memcmp(b + r.headers, last_block, len) == 0) {
                 headers = last_headers;
                 Py_INCREF(headers);
             } else {
-                rc = parse_headers(b, pos, record_end, &headers, f, &keys);
-                if (rc) {
-                    Py_XDECREF(key);
-                    Py_XDECREF(value);
+                rc = parse_headers(b, r.headers, r.end, &headers, f, &keys);
+                if (rc)
                     goto done;
-                }
                 Py_XSETREF(last_headers, headers);
                 Py_INCREF(headers);
-                last_block = b + pos;
+                last_block = b + r.headers;
                 last_len = len;
             }
         }
-        pos = record_end;
         if (!keep) {
             Py_DECREF(headers);
             continue;
         }
-        PyObject *off_obj = ovf ? sum_to_int(base_offset, off_delta) : PyLong_FromLongLong(offset);
+        PyObject *key = span_bytes(b, r.key, r.key_len);
+        PyObject *value = key ? span_bytes(b, r.value, r.value_len) : NULL;
+        PyObject *off_obj = ovf ? sum_to_int(base_offset, r.off_delta) : PyLong_FromLongLong(offset);
         PyObject *ts_obj;
         if (log_append) {
             ts_obj = max_ts_obj;
             Py_INCREF(ts_obj);
-        } else if (last_ts_obj != NULL && ts_delta == last_ts_delta) {
+        } else if (last_ts_obj != NULL && r.ts_delta == last_ts_delta) {
             ts_obj = last_ts_obj;
             Py_INCREF(ts_obj);
         } else {
-            ts_obj = sum_to_int(base_ts, ts_delta);
+            ts_obj = sum_to_int(base_ts, r.ts_delta);
             if (ts_obj != NULL) {
                 Py_XSETREF(last_ts_obj, ts_obj);
                 Py_INCREF(ts_obj);
-                last_ts_delta = ts_delta;
+                last_ts_delta = r.ts_delta;
             }
         }
         int ok;
-        if (c->materialized != NULL) {
+        if (!key || !value) {
+            ok = 0;
+        } else if (c->materialized != NULL) {
             PyObject *rec = NULL;
             if (off_obj && ts_obj) {
                 PyObject *items[9] = {c->topic,   c->partition,  off_obj, ts_obj,       c->batch_ts_type,
@@ -548,8 +591,8 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
         }
         Py_XDECREF(off_obj);
         Py_XDECREF(ts_obj);
-        Py_DECREF(key);
-        Py_DECREF(value);
+        Py_XDECREF(key);
+        Py_XDECREF(value);
         Py_DECREF(headers);
         if (!ok) {
             rc = -1;
@@ -564,6 +607,367 @@ done:
     Py_XDECREF(max_ts_obj);
     Py_XDECREF(last_ts_obj);
     key_cache_clear(&keys);
+    return rc;
+}
+
+/* ---- the Arrow sink: records as Arrow buffers, no Python object per record ---------------- */
+
+/* A growable byte buffer. */
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int
+buf_grow(Buf *b, Py_ssize_t extra)
+{
+    Py_ssize_t need = b->len + extra;
+    if (need <= b->cap)
+        return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < need) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *p = PyMem_Realloc(b->p, (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int
+buf_put(Buf *b, const void *data, Py_ssize_t n)
+{
+    if (b->len + n > b->cap && buf_grow(b, n) < 0)
+        return -1;
+    if (n)
+        memcpy(b->p + b->len, data, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+static inline int
+buf_i64(Buf *b, int64_t v)
+{
+    return buf_put(b, &v, 8);
+}
+
+static inline int
+buf_i32(Buf *b, int32_t v)
+{
+    return buf_put(b, &v, 4);
+}
+
+/* Append bit `n` (0-based) of a validity bitmap (Arrow: LSB first). */
+static inline int
+bit_put(Buf *b, Py_ssize_t n, int set)
+{
+    Py_ssize_t byte = n >> 3;
+    if (byte >= b->len) {
+        if (buf_grow(b, 1) < 0)
+            return -1;
+        b->p[b->len++] = 0;
+    }
+    if (set)
+        b->p[byte] |= (char)(1 << (n & 7));
+    else
+        b->p[byte] &= (char)~(1 << (n & 7));
+    return 0;
+}
+
+/* A nullable binary column: validity bitmap, int32 offsets (n+1), data. */
+typedef struct {
+    Buf valid, offs, data;
+    Py_ssize_t nulls;
+} BinCol;
+
+enum { BIN_KEY, BIN_VALUE, BIN_HEADER_KEY, BIN_HEADER_VALUE, N_BIN };
+
+typedef struct Arrow_ {
+    Py_ssize_t n;     /* records */
+    Py_ssize_t nh;    /* headers */
+    Buf offsets;      /* int64 per record */
+    Buf timestamps;   /* int64 ms per record */
+    Buf ts_types;     /* int32 per record */
+    Buf header_offs;  /* int32 (n+1): the list offsets of the headers column */
+    BinCol bin[N_BIN];
+} Arrow;
+
+static Py_ssize_t
+arrow_len(struct Arrow_ *a)
+{
+    return a->n;
+}
+
+/* Where an Arrow sink's columns end: restored when a batch fails half-way. */
+typedef struct {
+    Py_ssize_t n, nh, lens[4], bin_lens[N_BIN][3], nulls[N_BIN];
+} ArrowMark;
+
+static void
+arrow_free(Arrow *a)
+{
+    PyMem_Free(a->offsets.p);
+    PyMem_Free(a->timestamps.p);
+    PyMem_Free(a->ts_types.p);
+    PyMem_Free(a->header_offs.p);
+    for (int i = 0; i < N_BIN; i++) {
+        PyMem_Free(a->bin[i].valid.p);
+        PyMem_Free(a->bin[i].offs.p);
+        PyMem_Free(a->bin[i].data.p);
+    }
+    memset(a, 0, sizeof(*a));
+}
+
+static int
+arrow_init(Arrow *a)
+{
+    memset(a, 0, sizeof(*a));
+    if (buf_i32(&a->header_offs, 0) < 0)
+        return -1;
+    for (int i = 0; i < N_BIN; i++)
+        if (buf_i32(&a->bin[i].offs, 0) < 0)
+            return -1;
+    return 0;
+}
+
+static void
+arrow_mark(Arrow *a, ArrowMark *m)
+{
+    m->n = a->n;
+    m->nh = a->nh;
+    m->lens[0] = a->offsets.len;
+    m->lens[1] = a->timestamps.len;
+    m->lens[2] = a->ts_types.len;
+    m->lens[3] = a->header_offs.len;
+    for (int i = 0; i < N_BIN; i++) {
+        m->bin_lens[i][0] = a->bin[i].valid.len;
+        m->bin_lens[i][1] = a->bin[i].offs.len;
+        m->bin_lens[i][2] = a->bin[i].data.len;
+        m->nulls[i] = a->bin[i].nulls;
+    }
+}
+
+static void
+arrow_reset(Arrow *a, const ArrowMark *m)
+{
+    a->n = m->n;
+    a->nh = m->nh;
+    a->offsets.len = m->lens[0];
+    a->timestamps.len = m->lens[1];
+    a->ts_types.len = m->lens[2];
+    a->header_offs.len = m->lens[3];
+    for (int i = 0; i < N_BIN; i++) {
+        a->bin[i].valid.len = m->bin_lens[i][0];
+        a->bin[i].offs.len = m->bin_lens[i][1];
+        a->bin[i].data.len = m->bin_lens[i][2];
+        a->bin[i].nulls = m->nulls[i];
+    }
+}
+
+/* Append value number `row` of a binary column (len -1: null). 0 ok, 1 corrupt (past the
+ * 2 GiB an Arrow binary column holds), -1 error. */
+static inline int
+bin_put(BinCol *c, Py_ssize_t row, const uint8_t *data, Py_ssize_t len, Fault *f)
+{
+    if (bit_put(&c->valid, row, len >= 0) < 0)
+        return -1;
+    if (len < 0) {
+        c->nulls++;
+        len = 0;
+    }
+    if (c->data.len + len > INT32_MAX)
+        return FAULT(f, "one fetch's records hold more than 2 GiB of keys, values or headers");
+    if (buf_put(&c->data, data, len) < 0 || buf_i32(&c->offs, (int32_t)c->data.len) < 0)
+        return -1;
+    return 0;
+}
+
+/* The UTF-8 bytes Python's decode("utf-8", "replace") gives for b[0:len] (a header key is a
+ * str on the record path): the same bytes when valid, else with U+FFFD. New bytes or NULL. */
+static PyObject *
+utf8_replaced(const uint8_t *b, Py_ssize_t len)
+{
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)b, len, "replace");
+    if (s == NULL)
+        return NULL;
+    PyObject *u = PyUnicode_AsUTF8String(s);
+    Py_DECREF(s);
+    return u;
+}
+
+static inline int
+utf8_valid(const uint8_t *b, Py_ssize_t len)
+{
+    Py_ssize_t i = 0;
+    while (i < len) {
+        uint8_t x = b[i];
+        if (x < 0x80) {
+            i++;
+            continue;
+        }
+        int n;
+        uint32_t cp;
+        if ((x & 0xE0) == 0xC0) {
+            n = 1;
+            cp = x & 0x1F;
+        } else if ((x & 0xF0) == 0xE0) {
+            n = 2;
+            cp = x & 0x0F;
+        } else if ((x & 0xF8) == 0xF0) {
+            n = 3;
+            cp = x & 0x07;
+        } else {
+            return 0;
+        }
+        for (int k = 1; k <= n; k++) {
+            if (i + k >= len || (b[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (b[i + k] & 0x3F);
+        }
+        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += n + 1;
+    }
+    return 1;
+}
+
+/* Append the header block b[pos:end] of record `row` (exactly as parse_headers reads it):
+ * 0 ok, 1 corrupt, -1 error. */
+static int
+arrow_headers(Arrow *a, const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, Fault *f)
+{
+    int64_t n;
+    if (read_header_count(b, &pos, end, &n, f))
+        return 1;
+    for (int64_t i = 0; i < n; i++) {
+        Py_ssize_t k = 0, klen = 0, v = 0, vlen = 0;
+        int rc;
+        if (read_header(b, &pos, end, &k, &klen, &v, &vlen, f))
+            return 1;
+        if (utf8_valid(b + k, klen)) {
+            rc = bin_put(&a->bin[BIN_HEADER_KEY], a->nh, b + k, klen, f);
+        } else {
+            PyObject *u = utf8_replaced(b + k, klen);
+            if (u == NULL)
+                return -1;
+            rc = bin_put(&a->bin[BIN_HEADER_KEY], a->nh, (const uint8_t *)PyBytes_AS_STRING(u),
+                         PyBytes_GET_SIZE(u), f);
+            Py_DECREF(u);
+        }
+        if (rc || (rc = bin_put(&a->bin[BIN_HEADER_VALUE], a->nh, b + v, vlen, f)))
+            return rc;
+        a->nh++;
+    }
+    if (pos != end)
+        return FAULT(f, "record size does not match its fields (at byte %zd)", end);
+    if (a->nh > INT32_MAX)
+        return FAULT(f, "one fetch's records hold more than 2**31 headers");
+    return 0;
+}
+
+/* decode_batch_records, into an Arrow sink: 0 ok, 1 corrupt, -1 error. A record offset past
+ * int64 (only in a malformed batch: the last offset was checked) is corrupt here. */
+static int
+decode_batch_arrow(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t count,
+                   int64_t base_offset, int64_t base_ts, int log_append, int64_t max_ts,
+                   int64_t fetch_offset, Arrow *a, Fault *f)
+{
+    int dropping = base_offset < fetch_offset;
+    int32_t ts_type = log_append ? 1 : 0;
+    int rc;
+    for (int64_t i = 0; i < count; i++) {
+        RecordSpan r = {0};
+        if ((rc = parse_record(b, &pos, end, i, count, &r, f)))
+            return rc;
+        int64_t offset, ts;
+        if (__builtin_add_overflow(base_offset, r.off_delta, &offset))
+            return FAULT(f, "record offset overflows int64");
+        if (log_append)
+            ts = max_ts;
+        else if (__builtin_add_overflow(base_ts, r.ts_delta, &ts))
+            return FAULT(f, "record timestamp overflows int64");
+        if (dropping) {
+            if (offset < fetch_offset) {
+                if (!r.no_headers) { /* checked as the record path checks it */
+                    ArrowMark m;
+                    arrow_mark(a, &m);
+                    rc = arrow_headers(a, b, r.headers, r.end, f);
+                    arrow_reset(a, &m);
+                    if (rc)
+                        return rc;
+                }
+                continue;
+            }
+            dropping = 0;
+        }
+        if (!r.no_headers && (rc = arrow_headers(a, b, r.headers, r.end, f)))
+            return rc;
+        if ((rc = bin_put(&a->bin[BIN_KEY], a->n, b + r.key, r.key_len, f)) ||
+            (rc = bin_put(&a->bin[BIN_VALUE], a->n, b + r.value, r.value_len, f)))
+            return rc;
+        if (buf_i64(&a->offsets, offset) < 0 || buf_i64(&a->timestamps, ts) < 0 ||
+            buf_i32(&a->ts_types, ts_type) < 0 || buf_i32(&a->header_offs, (int32_t)a->nh) < 0)
+            return -1;
+        a->n++;
+    }
+    if (pos != end)
+        return FAULT(f, "%zd bytes left after the last of %lld records", end - pos,
+                     (long long)count);
+    return 0;
+}
+
+static PyObject *
+buf_bytes(Buf *b)
+{
+    return PyBytes_FromStringAndSize(b->p ? b->p : "", b->len);
+}
+
+/* The sink's buffers as Python bytes, set as DecodedRecords.native_columns:
+ * (n, offsets, timestamps, timestamp_types, header_offsets, n_headers,
+ *  then per binary column (key, value, header key, header value): validity or None, offsets,
+ *  data). 0 ok, -1 error. */
+static int
+arrow_export(Arrow *a, PyObject *out)
+{
+    PyObject *t = PyTuple_New(6 + 3 * N_BIN);
+    if (t == NULL)
+        return -1;
+    PyTuple_SET_ITEM(t, 0, PyLong_FromSsize_t(a->n));
+    PyTuple_SET_ITEM(t, 1, buf_bytes(&a->offsets));
+    PyTuple_SET_ITEM(t, 2, buf_bytes(&a->timestamps));
+    PyTuple_SET_ITEM(t, 3, buf_bytes(&a->ts_types));
+    PyTuple_SET_ITEM(t, 4, buf_bytes(&a->header_offs));
+    PyTuple_SET_ITEM(t, 5, PyLong_FromSsize_t(a->nh));
+    for (int i = 0; i < N_BIN; i++) {
+        BinCol *c = &a->bin[i];
+        PyObject *valid;
+        if (c->nulls) {
+            valid = buf_bytes(&c->valid);
+        } else {
+            valid = Py_None;
+            Py_INCREF(valid);
+        }
+        PyTuple_SET_ITEM(t, 6 + 3 * i, valid);
+        PyTuple_SET_ITEM(t, 7 + 3 * i, buf_bytes(&c->offs));
+        PyTuple_SET_ITEM(t, 8 + 3 * i, buf_bytes(&c->data));
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
+        if (PyTuple_GET_ITEM(t, i) == NULL) {
+            Py_DECREF(t);
+            return -1;
+        }
+    }
+    int rc = PyObject_SetAttrString(out, "native_columns", t);
+    Py_DECREF(t);
     return rc;
 }
 
@@ -664,18 +1068,21 @@ set_position(PyObject *out, int64_t next_fetch_offset, Py_ssize_t consumed)
 #define CRC_START 21
 
 PyDoc_STRVAR(decode_into_doc,
-"decode_into(buf, out, fetch_offset, check_crcs, read_committed, aborted, decompress)\n--\n\n"
+"decode_into(buf, out, fetch_offset, check_crcs, read_committed, aborted, decompress,\n"
+"            columnar=False)\n--\n\n"
 "records.py's _decode_into in C. ``aborted``: (first_offset, producer_id) pairs sorted by\n"
-"first_offset; ``decompress(codec, memoryview) -> bytes``.");
+"first_offset; ``decompress(codec, memoryview) -> bytes``. ``columnar``: the records go to\n"
+"``out.native_columns`` as Arrow buffers (see arrow_export), not to the record columns; on a\n"
+"typed error too, holding the records of the batches before the bad one.");
 
 static PyObject *
 decode_into(PyObject *self, PyObject *args)
 {
     PyObject *bufobj, *out, *aborted, *decompress;
     long long fetch_offset;
-    int check_crcs, read_committed;
-    if (!PyArg_ParseTuple(args, "SOLppOO:decode_into", &bufobj, &out, &fetch_offset,
-                          &check_crcs, &read_committed, &aborted, &decompress))
+    int check_crcs, read_committed, columnar = 0;
+    if (!PyArg_ParseTuple(args, "SOLppOO|p:decode_into", &bufobj, &out, &fetch_offset,
+                          &check_crcs, &read_committed, &aborted, &decompress, &columnar))
         return NULL;
     if (!PyList_Check(aborted)) {
         PyErr_SetString(PyExc_TypeError, "aborted must be a list");
@@ -694,8 +1101,21 @@ decode_into(PyObject *self, PyObject *args)
     int64_t base_offset = 0;
     Py_ssize_t pos = 0;
     Py_ssize_t n_aborted = PyList_GET_SIZE(aborted), next_aborted = 0;
-    if (columns_get(out, &c) < 0)
+    Arrow arrow;
+    ArrowMark good = {0}; /* where the sink's columns end after the last complete batch */
+    if (columnar && arrow_init(&arrow) < 0) {
+        arrow_free(&arrow);
         return NULL;
+    }
+    if (columns_get(out, &c) < 0) {
+        if (columnar)
+            arrow_free(&arrow);
+        return NULL;
+    }
+    if (columnar) {
+        c.arrow = &arrow;
+        arrow_mark(&arrow, &good);
+    }
     topic = PyObject_GetAttrString(out, "topic");
     partition = PyObject_GetAttrString(out, "partition");
     c.topic = topic;
@@ -711,6 +1131,8 @@ decode_into(PyObject *self, PyObject *args)
     while (total - pos >= LOG_OVERHEAD) {
         if (set_position(out, next_fetch_offset, pos) < 0)
             goto error;
+        if (columnar)
+            arrow_mark(&arrow, &good);
         const uint8_t *h = buf + pos;
         base_offset = (int64_t)be64(h);
         int32_t batch_length = (int32_t)be32(h + 8);
@@ -856,13 +1278,21 @@ decode_into(PyObject *self, PyObject *args)
                     Py_DECREF(epoch);
                     goto error;
                 }
-                rc = decode_batch_records(sv.buf, 0, sv.len, count, base_offset, base_ts,
-                                          log_append, max_ts, fetch_offset, &c, &fault);
+                rc = columnar ? decode_batch_arrow(sv.buf, 0, sv.len, count, base_offset,
+                                                   base_ts, log_append, max_ts, fetch_offset,
+                                                   &arrow, &fault)
+                              : decode_batch_records(sv.buf, 0, sv.len, count, base_offset,
+                                                     base_ts, log_append, max_ts, fetch_offset,
+                                                     &c, &fault);
                 PyBuffer_Release(&sv);
                 Py_DECREF(section);
             } else {
-                rc = decode_batch_records(buf, records_start, end, count, base_offset, base_ts,
-                                          log_append, max_ts, fetch_offset, &c, &fault);
+                rc = columnar ? decode_batch_arrow(buf, records_start, end, count, base_offset,
+                                                   base_ts, log_append, max_ts, fetch_offset,
+                                                   &arrow, &fault)
+                              : decode_batch_records(buf, records_start, end, count, base_offset,
+                                                     base_ts, log_append, max_ts, fetch_offset,
+                                                     &c, &fault);
             }
             c.batch_ts_type = c.batch_epoch = NULL;
             if (rc) {
@@ -896,6 +1326,23 @@ corrupt:
                 base_offset);
 error:
 done:
+    if (columnar) {
+        /* the complete batches' records, also when a typed error is raised (partial_on_error) */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (result == NULL)
+            arrow_reset(&arrow, &good);
+        if (arrow_export(&arrow, out) < 0) {
+            if (et == NULL) {
+                Py_CLEAR(result);
+            } else {
+                PyErr_Clear();
+            }
+        }
+        if (et != NULL)
+            PyErr_Restore(et, ev, tb);
+        arrow_free(&arrow);
+    }
     columns_clear(&c);
     Py_XDECREF(topic);
     Py_XDECREF(partition);

@@ -13,6 +13,7 @@ def decode_into(
     read_committed: bool,
     aborted: list[tuple[int, int]],
     decompress: Callable[[int, memoryview], bytes],
+    columnar: bool = False,
     /,
 ) -> None: ...
 def records(decoded: Any, start: int, end: int, /) -> list[Any]: ...

@@ -45,7 +45,7 @@ from enum import IntEnum
 from functools import partial
 from itertools import repeat
 from types import ModuleType
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import cramjam
 from crc32c import crc32c
@@ -158,6 +158,12 @@ class DecodedRecords:
     built while decoding (on the native path no column list is filled per record); the five
     record columns are then empty, the batch columns are as above.
 
+    ``native_columns`` (decoding with ``columnar=True`` on the native path): the records as
+    Arrow buffers filled in C, no Python object per record (the layout is ``_crecords.c``'s
+    ``arrow_export``; :mod:`kafka_actors.protocol.arrow` makes a ``pyarrow.RecordBatch`` of
+    them, cached in ``arrow``); the five record columns are then empty, the batch columns are
+    as above. On the pure path ``columnar=True`` fills the record columns as usual.
+
     ``error`` is set only when decoding with ``partial_on_error=True`` met a bad batch: the
     columns then hold the records of the batches before it, ``next_fetch_offset`` is the
     offset after the last good batch (where the bad one starts), and the error is to be
@@ -178,9 +184,27 @@ class DecodedRecords:
     batch_leader_epochs: list[int | None] = field(default_factory=list)
     error: KafkaError | None = None
     materialized: list[ConsumerRecord] | None = None
+    native_columns: tuple[Any, ...] | None = None
+    arrow: Any = None
 
     def __len__(self) -> int:
+        if self.native_columns is not None:
+            return int(self.native_columns[0])
         return len(self.offsets) if self.materialized is None else len(self.materialized)
+
+    def offset_at(self, index: int) -> int:
+        """The offset of record ``index`` (whichever form the records are in)."""
+        if self.native_columns is not None:
+            if not 0 <= index < len(self):
+                raise IndexError(index)
+            return int(_INT64.unpack_from(self.native_columns[1], 8 * index)[0])
+        if self.materialized is not None:
+            return self.materialized[index].offset
+        return self.offsets[index]
+
+    def leader_epoch_at(self, index: int) -> int | None:
+        """The leader epoch of the batch record ``index`` came in."""
+        return self.batch_leader_epochs[bisect.bisect_right(self.batch_ends, index)]
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return iter(slice_records(self, 0, len(self)))
@@ -194,7 +218,59 @@ def slice_records(decoded: DecodedRecords, start: int, end: int) -> list[Consume
     """Records ``start``..``end-1`` of ``decoded`` as ConsumerRecords."""
     if decoded.materialized is not None:
         return decoded.materialized[start:end]
+    if decoded.native_columns is not None:
+        return _records_from_native(decoded, start, end)
     return _slice_columns(decoded, start, end)
+
+
+def _records_from_native(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
+    """Records ``start``..``end-1`` of columnar-decoded records as ConsumerRecords (a poll
+    after a columnar poll took part of the same fetched data: not the hot path)."""
+    assert decoded.native_columns is not None
+    (count, offsets, timestamps, ts_types, header_offsets, _nh, *binary) = decoded.native_columns
+    start, end = max(start, 0), min(end, count)
+    offs = memoryview(offsets).cast("q")
+    stamps = memoryview(timestamps).cast("q")
+    types = memoryview(ts_types).cast("i")
+    hoffs = memoryview(header_offsets).cast("i")
+    keys, values, hkeys, hvalues = (
+        _BinaryColumn(binary[i], binary[i + 1], binary[i + 2]) for i in range(0, 12, 3)
+    )
+    out: list[ConsumerRecord] = []
+    for i in range(start, end):
+        headers = tuple(
+            (hkeys.get(h).decode("utf-8"), hvalues.get(h))  # type: ignore[union-attr]
+            for h in range(hoffs[i], hoffs[i + 1])
+        )
+        out.append(
+            ConsumerRecord(
+                decoded.topic,
+                decoded.partition,
+                offs[i],
+                stamps[i],
+                TimestampType(types[i]),
+                keys.get(i),
+                values.get(i),
+                headers,
+                decoded.leader_epoch_at(i),
+            )
+        )
+    return out
+
+
+class _BinaryColumn:
+    """One binary column of ``native_columns``: validity bitmap (None: no nulls), int32
+    offsets, data."""
+
+    def __init__(self, validity: bytes | None, offsets: bytes, data: bytes) -> None:
+        self.validity = validity
+        self.offsets = memoryview(offsets).cast("i")
+        self.data = data
+
+    def get(self, i: int) -> bytes | None:
+        if self.validity is not None and not (self.validity[i >> 3] >> (i & 7)) & 1:
+            return None
+        return self.data[self.offsets[i] : self.offsets[i + 1]]
 
 
 def _slice_records_python(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
@@ -243,6 +319,7 @@ _CRC_START = 21
 _INT64_MAX = (1 << 63) - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_INT64 = struct.Struct("=q")
 _CONTROL_KEY = struct.Struct(">hh")
 
 _ATTR_COMPRESSION_MASK = 0x07
@@ -759,6 +836,7 @@ def decode_records(
     partial_on_error: bool = False,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
     materialize: bool = False,
+    columnar: bool = False,
 ) -> DecodedRecords:
     """Decode the record batches of one fetched partition.
 
@@ -772,8 +850,11 @@ def decode_records(
     records section would decompress past ``max_decompressed_size`` bytes raises
     ``DecompressedBatchTooLargeError`` (a CorruptRecordError) without allocating past it.
     ``materialize``: the records as ConsumerRecords in ``DecodedRecords.materialized``
-    rather than in columns.
+    rather than in columns. ``columnar`` (not with ``materialize``): on the native path, the
+    records as Arrow buffers in ``DecodedRecords.native_columns``, no object per record.
     """
+    if materialize and columnar:
+        raise ValueError("materialize and columnar exclude each other")
     out = DecodedRecords(topic, partition, next_fetch_offset=max(fetch_offset, 0))
     read_committed = isolation_level == IsolationLevel.READ_COMMITTED
     try:
@@ -790,6 +871,7 @@ def decode_records(
                 if read_committed and aborted_transactions
                 else [],
                 partial(_decompress, max_size=max_decompressed_size),
+                columnar,
             )
         else:
             _decode_into(

@@ -1,0 +1,257 @@
+"""Columnar decoding (``decode_records(columnar=True)``) and its Arrow batches
+(:mod:`kafka_actors.protocol.arrow`): the rows of the batch are the records the record path
+gives, on the native path (Arrow buffers filled in C) and on the pure path, for every codec,
+headers, nulls, control batches, aborted transactions, truncated and corrupted input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafka_actors.errors import KafkaError
+from kafka_actors.protocol import arrow, records
+from kafka_actors.protocol.record_builder import RecordSpec, build_batch, build_control_batch
+from kafka_actors.protocol.records import (
+    AbortedTransaction,
+    CompressionType,
+    ConsumerRecord,
+    IsolationLevel,
+    TimestampType,
+    decode_records,
+)
+
+from .test_properties import batches, transactions
+
+pa = pytest.importorskip("pyarrow")
+
+PATHS = ["native", "python"] if records._native is not None else ["python"]
+
+
+@contextmanager
+def _path(path: str) -> Iterator[None]:
+    saved = records._native, records._slice_columns
+    if path == "python":
+        records._native, records._slice_columns = None, records._slice_records_python
+    try:
+        yield
+    finally:
+        records._native, records._slice_columns = saved
+
+
+def row_of(record: ConsumerRecord) -> dict[str, Any]:
+    """A record as the row the columnar batch must hold for it."""
+    return {
+        "key": record.key,
+        "value": record.value,
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp * 1000,  # microseconds (as int: years past 9999 too)
+        "timestampType": int(record.timestamp_type),
+        "headers": [{"key": k, "value": v} for k, v in record.headers],
+    }
+
+
+def batch_rows(batch: Any) -> list[dict[str, Any]]:
+    """The rows of a columnar batch (timestamps as microseconds since the epoch)."""
+    columns = {
+        name: (column.cast(pa.int64()) if name == "timestamp" else column).to_pylist()
+        for name, column in zip(batch.schema.names, batch.columns, strict=True)
+    }
+    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+
+
+def _rows(data: bytes, **kw: Any) -> tuple[str, Any]:
+    """The record path's records as rows (and its error), or its typed error."""
+    try:
+        d = decode_records(data, "t", 3, **kw)
+    except KafkaError as exc:
+        return "error", (type(exc), exc.offset)
+    error = None if d.error is None else (type(d.error), d.error.offset)
+    return "ok", ([row_of(r) for r in d], d.next_fetch_offset, d.bytes_consumed, error)
+
+
+def _columnar_rows(data: bytes, **kw: Any) -> tuple[str, Any]:
+    try:
+        d = decode_records(data, "t", 3, columnar=True, **kw)
+    except KafkaError as exc:
+        return "error", (type(exc), exc.offset)
+    error = None if d.error is None else (type(d.error), d.error.offset)
+    batch = arrow.record_batch(d, 0, len(d), include_headers=True)
+    assert batch.schema == arrow.arrow_schema(True)
+    assert batch.num_rows == len(d)
+    # a poll after a columnar poll on the same data: the records again, from the columns
+    rows = batch_rows(batch)
+    assert [row_of(r) for r in records.slice_records(d, 0, len(d))] == rows
+    return "ok", (rows, d.next_fetch_offset, d.bytes_consumed, error)
+
+
+def _same(data: bytes, **kw: Any) -> tuple[str, Any]:
+    """The columnar batch's rows are the record path's records, on every path."""
+    outcomes = []
+    for path in PATHS:
+        with _path(path):
+            expected = _rows(data, **kw)
+            assert _columnar_rows(data, **kw) == expected, path
+            outcomes.append(expected)
+    assert all(o == outcomes[0] for o in outcomes)
+    return outcomes[0]
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_every_codec_headers_nulls_log_append_time_and_control_batches(
+    codec: CompressionType,
+) -> None:
+    specs = [
+        RecordSpec(key=None if i % 3 else b"k%d" % i, value=None if i == 4 else b"v" * i, headers=h)
+        for i, h in enumerate(
+            [
+                (),
+                (("a", b"1"),),
+                (("a", b"1"),),
+                (("a", None), ("b", b"")),
+                (("\u00e9t\u00e9", b"x"),),
+            ]
+            * 3
+        )
+    ]
+    data = (
+        build_batch(specs, base_offset=10, compression=codec, partition_leader_epoch=4)
+        + build_control_batch(base_offset=25, producer_id=7, producer_epoch=0, commit=True)
+        + build_batch(
+            specs,
+            base_offset=26,
+            compression=codec,
+            timestamp_type=TimestampType.LOG_APPEND_TIME,
+            log_append_time=1_700_000_000_000,
+        )
+    )
+    kind, (rows, next_offset, _consumed, _error) = _same(data, fetch_offset=12)
+    assert kind == "ok"
+    assert [r["offset"] for r in rows] == list(range(12, 25)) + list(range(26, 41))
+    assert {r["timestampType"] for r in rows[13:]} == {1}
+    assert rows[0]["key"] is None and rows[1]["key"] == b"k3" and rows[2]["value"] is None
+    assert rows[1]["headers"] == [{"key": "a", "value": None}, {"key": "b", "value": b""}]
+    assert rows[2]["headers"] == [{"key": "\u00e9t\u00e9", "value": b"x"}]
+    assert next_offset == 41
+
+
+def test_a_header_key_that_is_not_utf8_is_replaced_as_on_the_record_path() -> None:
+    data = build_batch(
+        [RecordSpec(value=b"v", headers=(("ok", b"1"),)), RecordSpec(value=b"w")], base_offset=0
+    )
+    bad = data.replace(b"\x04ok", b"\x04\xff\xfe")  # the key bytes, CRC unchecked below
+    kind, (rows, *_rest) = _same(bad, check_crcs=False)
+    assert kind == "ok"
+    assert rows[0]["headers"] == [{"key": "\ufffd\ufffd", "value": b"1"}]
+
+
+def test_only_some_rows_sliced_without_copy_and_without_headers() -> None:
+    data = build_batch([RecordSpec(value=b"%d" % i) for i in range(10)], base_offset=100)
+    for path in PATHS:
+        with _path(path):
+            d = decode_records(data, "t", 3, columnar=True)
+            part = arrow.record_batch(d, 3, 7, include_headers=False)
+            assert part.schema == arrow.arrow_schema(False)
+            assert part.column("offset").to_pylist() == [103, 104, 105, 106]
+            assert part.column("value").to_pylist() == [b"3", b"4", b"5", b"6"]
+            assert d.offset_at(6) == 106 and d.leader_epoch_at(6) is None
+    if records._native is not None:
+        d = decode_records(data, "t", 3, columnar=True)
+        assert d.native_columns is not None and d.offsets == [] and len(d) == 10
+        full = arrow.record_batch(d, 0, 10, include_headers=True)
+        part = arrow.record_batch(d, 3, 7, include_headers=True)
+        assert (
+            part.column("value").buffers()[2].address == full.column("value").buffers()[2].address
+        )
+
+
+def test_columnar_and_materialize_exclude_each_other() -> None:
+    with pytest.raises(ValueError, match="exclude"):
+        decode_records(b"", "t", 0, columnar=True, materialize=True)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches(), st.data())
+def test_valid_input_gives_the_same_rows(
+    case: tuple[list[list[RecordSpec]], list[bytes], int], data: st.DataObject
+) -> None:
+    _groups, parts, base = case
+    whole = b"".join(parts)
+    cut = data.draw(st.sampled_from([len(whole), data.draw(st.integers(0, len(whole)))]))
+    kind, _ = _same(whole[:cut], fetch_offset=base + data.draw(st.integers(-2, 40)))
+    assert kind == "ok"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches(), st.data(), st.booleans(), st.booleans())
+def test_corrupted_input_gives_the_same_rows_or_error(
+    case: tuple[list[list[RecordSpec]], list[bytes], int],
+    data: st.DataObject,
+    check_crcs: bool,
+    partial: bool,
+) -> None:
+    _groups, parts, base = case
+    buf = bytearray(b"".join(parts))
+    for _ in range(data.draw(st.integers(1, 3))):
+        if not buf:
+            break
+        i = data.draw(st.integers(0, len(buf) - 1))
+        kind = data.draw(st.sampled_from(["flip", "byte", "truncate", "splice", "delete"]))
+        if kind == "flip":
+            buf[i] ^= 1 << data.draw(st.integers(0, 7))
+        elif kind == "byte":
+            buf[i] = data.draw(st.integers(0, 255))
+        elif kind == "truncate":
+            del buf[i:]
+        elif kind == "splice":
+            buf[i:i] = data.draw(st.binary(min_size=1, max_size=40))
+        else:
+            del buf[i : i + data.draw(st.integers(1, 40))]
+    for level in IsolationLevel:
+        _same(
+            bytes(buf),
+            fetch_offset=base + data.draw(st.integers(-1, 5)),
+            check_crcs=check_crcs,
+            isolation_level=level,
+            aborted_transactions=[AbortedTransaction(0, base)],
+            partial_on_error=partial,
+        )
+
+
+@settings(max_examples=100, deadline=None)
+@given(transactions())
+def test_aborted_transactions_give_the_same_rows(
+    case: tuple[bytes, list[tuple[int, int]], list[bytes]],
+) -> None:
+    data, aborted, _everything = case
+    for level in IsolationLevel:
+        kind, _ = _same(
+            data,
+            isolation_level=level,
+            aborted_transactions=[AbortedTransaction(pid, first) for pid, first in aborted],
+        )
+        assert kind == "ok"
+
+
+def test_missing_pyarrow_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    from kafka_actors.errors import MissingDependencyError
+
+    real_import = builtins.__import__
+
+    def no_pyarrow(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "pyarrow" or name.startswith("pyarrow."):
+            raise ImportError("No module named 'pyarrow'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(arrow, "_pa", None)
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    with pytest.raises(MissingDependencyError, match="pyarrow"):
+        arrow.require_pyarrow()
