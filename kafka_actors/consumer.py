@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kafka_actors.actors.events import PollEvent, PositionsChangedEvent
 from kafka_actors.actors.facade import (
@@ -48,10 +48,11 @@ from kafka_actors.core import (
     build_config,
     commit_offsets,
 )
-from kafka_actors.errors import KafkaTimeoutError
+from kafka_actors.errors import IllegalStateError, KafkaTimeoutError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol import records as _records
+from kafka_actors.protocol.arrow import require_pyarrow
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
@@ -66,6 +67,8 @@ __all__ = [
     "KafkaConsumer",
     "RebalanceReply",
 ]
+
+_T = TypeVar("_T")
 
 #: How often a poll waiting for records tells the group actors it is still polling.
 _POLL_EVENT_INTERVAL_S: Final = 0.1
@@ -185,6 +188,55 @@ class KafkaConsumer:
         ``timeout`` seconds for some. Runs pending rebalance callbacks on this thread, keeps
         the member in the group (poll timer), auto-commits when due, and raises the errors the
         background reported (typed)."""
+        handout = self._core.handout
+
+        def collect(trace: str) -> ConsumerRecords:
+            records = handout.poll_records(self.config.max_poll_records, trace)
+            if records:
+                handout.handed_out_batch(records)
+            return records
+
+        return self._poll(timeout, collect, ConsumerRecords({}))
+
+    def poll_batches(
+        self,
+        timeout: float = 0.0,
+        max_records: int | None = None,
+        *,
+        include_headers: bool = False,
+    ) -> dict[TopicPartition, Any]:
+        """``poll()`` for users who want columns, not objects: per partition, its records as
+        one ``pyarrow.RecordBatch`` with the Spark Kafka source's schema (key, value binary;
+        topic string; partition int; offset long; timestamp; timestampType int; with
+        ``include_headers`` also headers ``array<struct<key, value>>``), made from Arrow
+        buffers filled in C: no Python object per record (on the pure-Python record path the
+        same batches, converted by pyarrow). Up to ``max_records`` records (default
+        ``max.poll.records``). Positions, commits, auto-commit, rebalance callbacks and
+        rebalance-safe commits work exactly as for ``poll()``; the two may be mixed.
+
+        Keys and values are the raw bytes: a consumer with key or value deserializers raises
+        ``IllegalStateError``; without pyarrow, ``MissingDependencyError`` (nothing is
+        consumed then)."""
+        handout = self._core.handout
+        if handout.deserializes:
+            raise IllegalStateError(
+                "poll_batches() hands out raw bytes: this consumer has key/value deserializers"
+            )
+        require_pyarrow()
+        limit = self.config.max_poll_records if max_records is None else int(max_records)
+        if limit <= 0:
+            raise ValueError("max_records must be positive")
+
+        def collect(trace: str) -> dict[TopicPartition, Any]:
+            batches = handout.poll_columns(limit, trace, include_headers)
+            if batches:
+                handout.handed_out_batches(batches)
+            return batches
+
+        return self._poll(timeout, collect, {})
+
+    def _poll(self, timeout: float, collect: Callable[[str], _T], empty: _T) -> _T:
+        """The loop of ``poll()`` and ``poll_batches()``; ``collect(trace)`` hands out."""
         facade = self._facade
         facade.ensure_open()
         core = self._core
@@ -204,12 +256,11 @@ class KafkaConsumer:
                 core.check_group_protocol()
                 core.update_positions(trace)
                 generation = ctx.fetch_generation
-                records = core.handout.poll_records(self.config.max_poll_records, trace)
+                records = collect(trace)
                 if records:
-                    core.handout.handed_out_batch(records)
                     return records
                 if time.monotonic() >= deadline:
-                    return ConsumerRecords({})
+                    return empty
                 facade.tell("fetch", PositionsChangedEvent(trace))
 
                 def ready(seen: int = generation) -> bool:

@@ -135,13 +135,14 @@ class ConsumerContext:
     background: deque[Any] = field(default_factory=deque)
     #: Grows when the fetch actor buffered new data (poll() waits for it to change).
     fetch_generation: int = 0
-    #: The running fetch actor's direct collect (``collect(max_records) -> FetchResult | None``)
-    #: for the polling thread; None while no fetch actor runs (then poll asks the actor).
-    fetch_collector: Callable[[int], Any] | None = None
+    #: The running fetch actor's direct collect (``collect(max_records, *, columnar=False) ->
+    #: FetchResult | None``) for the polling thread; None while no fetch actor runs (then poll
+    #: asks the actor).
+    fetch_collector: Callable[..., Any] | None = None
     #: The same when the fetch actor's lock is free, never waiting for it
     #: (``try_collect(max_records) -> (ran, FetchResult | None)``, ran False when the lock was
     #: taken): the asyncio consumer collects on the loop's thread with it.
-    fetch_try_collector: Callable[[int], tuple[bool, Any]] | None = None
+    fetch_try_collector: Callable[..., tuple[bool, Any]] | None = None
     #: Rebalance-safe commits (``rebalance.safe.commits``): RebalanceSafeCommits or None.
     safe_commits: Any = None
     #: Futures of application events not completed yet: failed if the tree gives up.

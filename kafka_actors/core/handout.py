@@ -8,7 +8,8 @@ keys and values on the caller's thread, a record a deserializer failed on (raise
 its partition's position stays at it), and what rebalance-safe commits must wait for.
 
 Both front ends use it: ``KafkaConsumer.poll`` hands a collect out in one go
-(:meth:`HandOut.hand_out`); ``AsyncKafkaConsumer`` keeps a buffer of its own and uses
+(:meth:`HandOut.hand_out`), ``KafkaConsumer.poll_batches`` the same in Arrow batches
+(:meth:`HandOut.poll_columns`); ``AsyncKafkaConsumer`` keeps a buffer of its own and uses
 :meth:`HandOut.admit`, :meth:`HandOut.rewind`, :meth:`HandOut.deserialize` and
 :meth:`HandOut.returned`.
 
@@ -28,6 +29,8 @@ from kafka_actors.actors.facade import ConsumerRecords, Facade
 from kafka_actors.actors.managers import CollectEvent
 from kafka_actors.errors import RecordDeserializationError
 from kafka_actors.log import new_trace_id
+from kafka_actors.protocol.arrow import concat_batches, record_batch
+from kafka_actors.protocol.fetch_buffer import ColumnSlice
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.protocol.subscription import FetchPosition
@@ -85,24 +88,93 @@ class HandOut:
         collector (it waits for the fetch actor's lock, held only while the actor handles one
         message), else an ask to the actor bounded by 30 s (so that an actor crashing on it
         answers at once); then :meth:`hand_out`. Nothing when the actor is restarting."""
-        ctx = self._ctx
         if self._undeserializable:
             self._raise_undeserializable()
-        try:
-            collector = ctx.fetch_collector  # on this thread, no actor round trip
-            result = collector(max_records) if collector is not None else None
-            if result is None:
-                result = ctx.ask("fetch", CollectEvent(max_records, trace), timeout=30.0)
-        except (ChildRestartingError, KeyError):
-            return ConsumerRecords({})
-        except SupervisorFatalError:
-            self._facade.raise_if_fatal()
-            raise
+        result = self._collected(max_records, trace, columnar=False)
         if result is None:
             return ConsumerRecords({})
         if result.error is not None and not result.records:
             raise result.error
         return self.hand_out(result.records, result.positions)
+
+    def _collected(self, max_records: int, trace: str, *, columnar: bool) -> Any:
+        """A FetchResult collected as :meth:`poll_records` says, or None."""
+        ctx = self._ctx
+        try:
+            collector = ctx.fetch_collector  # on this thread, no actor round trip
+            if collector is None:
+                result = None
+            elif columnar:
+                result = collector(max_records, columnar=True)
+            else:
+                result = collector(max_records)
+            if result is None:
+                event = CollectEvent(max_records, trace, columnar=columnar)
+                result = ctx.ask("fetch", event, timeout=30.0)
+        except (ChildRestartingError, KeyError):
+            return None
+        except SupervisorFatalError:
+            self._facade.raise_if_fatal()
+            raise
+        return result
+
+    # -- the columnar poll: Arrow batches handed out in one go -----------------------------------
+
+    def poll_columns(
+        self, max_records: int, trace: str, include_headers: bool
+    ) -> dict[TopicPartition, Any]:
+        """``KafkaConsumer.poll_batches``'s collect: as :meth:`poll_records`, with the records
+        as column slices (no Python object per record), handed out as one
+        ``pyarrow.RecordBatch`` per partition (:mod:`kafka_actors.protocol.arrow`). The same
+        bookkeeping as :meth:`hand_out` without deserializers: only partitions still owned and
+        fetchable, their consumed positions moved as the batches are returned; when making
+        the batches fails, every position moves back to its records (compare-and-set), so
+        nothing is skipped."""
+        result = self._collected(max_records, trace, columnar=True)
+        if result is None:
+            return {}
+        if result.error is not None and not result.columns:
+            raise result.error
+        return self.hand_out_columns(result.columns, result.positions, include_headers)
+
+    def hand_out_columns(
+        self,
+        columns: Mapping[TopicPartition, Sequence[ColumnSlice]],
+        positions: Mapping[TopicPartition, FetchPosition],
+        include_headers: bool,
+    ) -> dict[TopicPartition, Any]:
+        """See :meth:`poll_columns`."""
+        subs = self._ctx.subscriptions
+        try:
+            batches = {
+                tp: concat_batches(
+                    [record_batch(s.decoded, s.start, s.end, include_headers) for s in slices]
+                )
+                for tp, slices in columns.items()
+                if slices
+            }
+        except BaseException:
+            for tp, slices in columns.items():
+                end = positions.get(tp)
+                if slices and end is not None:
+                    subs.seek_back_if_at(tp, end.offset, slices[0].first_offset)
+            self._facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
+            raise
+        return {
+            tp: batch
+            for tp, batch in batches.items()
+            if subs.keep_handed_out(
+                tp, positions.get(tp), columns[tp][0].first_offset, consume=True
+            )
+        }
+
+    def handed_out_batches(self, batches: Mapping[TopicPartition, Any]) -> None:
+        """``batches`` were returned by a columnar poll: what rebalance-safe commits wait for."""
+        safe = self._ctx.safe_commits
+        if safe is not None:
+            safe.handed_out_batch(
+                {tp: batch.column("offset")[-1].as_py() for tp, batch in batches.items()}
+            )
 
     # -- the sync consumer: a collect handed out in one go -------------------------------------
 

@@ -38,12 +38,36 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnSlice:
+    """Records ``start``..``end-1`` of decoded fetched data, handed out without a Python object
+    per record (a columnar collect); :func:`kafka_actors.protocol.arrow.record_batch` makes
+    their Arrow batch."""
+
+    decoded: DecodedRecords
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    @property
+    def first_offset(self) -> int:
+        return self.decoded.offset_at(self.start)
+
+    @property
+    def last_offset(self) -> int:
+        return self.decoded.offset_at(self.end - 1)
+
+
+@dataclass(frozen=True, slots=True)
 class FetchResult:
     """What :meth:`FetchManager.collect` hands out.
 
-    ``records``: per partition, in offset order; ``positions``: the new position of every
-    partition records were taken from (or that advanced past control / aborted batches);
-    ``error``: a typed error for the application, set only when no record is handed out.
+    ``records``: per partition, in offset order; ``columns``: the same from a columnar collect
+    (``collect(columnar=True)``, then ``records`` is empty); ``positions``: the new position
+    of every partition records were taken from (or that advanced past control / aborted
+    batches); ``error``: a typed error for the application, set only when no record is handed
+    out.
     """
 
     records: Mapping[TopicPartition, tuple[ConsumerRecord, ...]] = field(default_factory=dict)
@@ -51,13 +75,15 @@ class FetchResult:
     error: KafkaError | None = None
     #: SubscriptionState.assignment_id when the result was collected.
     assignment_id: int = 0
+    columns: Mapping[TopicPartition, tuple[ColumnSlice, ...]] = field(default_factory=dict)
 
     def still_owned(self, subscriptions: SubscriptionState) -> FetchResult:
         """This result without the records of partitions that, since it was collected, stopped
         being fetchable or moved (a seek): what may still be handed to the application. The
         same result when the assignment did not change and every position is as collected."""
-        keep: dict[TopicPartition, tuple[ConsumerRecord, ...]] = {}
-        for tp, recs in self.records.items():
+        keep: dict[TopicPartition, tuple[Any, ...]] = {}
+        handed = self.columns if self.columns else self.records
+        for tp, recs in handed.items():
             collected = self.positions.get(tp)
             state = subscriptions.partition_state(tp)
             # A partition whose position awaits validation since (its leader changed,
@@ -74,18 +100,21 @@ class FetchResult:
                 and state.position.offset == collected.offset
             ):
                 keep[tp] = recs
-        if len(keep) == len(self.records) and subscriptions.assignment_id == self.assignment_id:
+        if len(keep) == len(handed) and subscriptions.assignment_id == self.assignment_id:
             return self
         return FetchResult(
-            records=keep,
+            records={} if self.columns else keep,
             positions={tp: p for tp, p in self.positions.items() if tp in keep},
             error=self.error,
             assignment_id=subscriptions.assignment_id,
+            columns=keep if self.columns else {},
         )
 
     @property
     def record_count(self) -> int:
-        return sum(len(r) for r in self.records.values())
+        return sum(len(r) for r in self.records.values()) + sum(
+            len(s) for slices in self.columns.values() for s in slices
+        )
 
     def raise_error(self) -> None:
         if self.error is not None:
@@ -220,8 +249,12 @@ class FetchBuffer:
             return False
         return state.position.offset == cf.next_offset
 
-    def collect(self, max_records: int | None = None) -> FetchResult:
+    def collect(self, max_records: int | None = None, *, columnar: bool = False) -> FetchResult:
         """Hand out up to ``max_records`` (default max.poll.records) buffered records.
+
+        ``columnar``: as :class:`ColumnSlice` values in ``FetchResult.columns`` (data not
+        decoded yet is decoded into Arrow buffers, no Python object per record), with the same
+        positions and bookkeeping.
 
         Only partitions assigned, fetchable and at the offset the buffered data continues are
         served; other data is discarded (stale), except that of paused partitions, which is
@@ -234,7 +267,7 @@ class FetchBuffer:
         if limit <= 0:
             raise ValueError("max_records must be positive")
         assignment_id = self._subs.assignment_id
-        records: dict[TopicPartition, list[ConsumerRecord]] = {}
+        records: dict[TopicPartition, list[Any]] = {}
         positions: dict[TopicPartition, FetchPosition] = {}
         paused: list[_CompletedFetch] = []
         paused_ends: dict[TopicPartition, int | None] = {}
@@ -274,10 +307,11 @@ class FetchBuffer:
                     aborted_transactions=cf.aborted,
                     partial_on_error=True,
                     max_decompressed_size=self._config.max_decompressed_batch_bytes,
-                    materialize=True,
+                    materialize=not columnar,
+                    columnar=columnar,
                 )
             decoded = cf.decoded
-            taken, new_position, drained = self._take_records(cf, remaining)
+            taken, count, new_position, drained = self._take_records(cf, remaining, columnar)
             if new_position is not None and state is not None and state.position is not None:
                 new_position = replace(new_position, current_leader=state.position.current_leader)
             if new_position is not None:
@@ -289,8 +323,8 @@ class FetchBuffer:
                     positions[cf.tp] = new_position
                     if taken:
                         records.setdefault(cf.tp, []).extend(taken)
-                        remaining -= len(taken)
-                        self._m_records += len(taken)
+                        remaining -= count
+                        self._m_records += count
                 else:
                     self._release(self._completed.popleft())  # a seek came first
                     continue
@@ -324,35 +358,43 @@ class FetchBuffer:
         for tp in list(self._m_lag):
             if not self._subs.is_assigned(tp):
                 del self._m_lag[tp]
+        by_partition = {tp: tuple(r) for tp, r in records.items()}
         return FetchResult(
-            records={tp: tuple(r) for tp, r in records.items()},
+            records={} if columnar else by_partition,
             positions=positions,
             error=error if not records else None,
             assignment_id=assignment_id,
+            columns=by_partition if columnar else {},
         )
 
     def _take_records(
-        self, cf: _CompletedFetch, limit: int
-    ) -> tuple[list[ConsumerRecord], FetchPosition | None, bool]:
-        """Up to ``limit`` records from ``cf``: (records, new position or None, drained)."""
+        self, cf: _CompletedFetch, limit: int, columnar: bool = False
+    ) -> tuple[list[Any], int, FetchPosition | None, bool]:
+        """Up to ``limit`` records from ``cf``: (records, or one ColumnSlice when
+        ``columnar``; how many records; new position or None; drained)."""
         decoded = cf.decoded
         assert decoded is not None
         total = len(decoded)
         start = cf.index
         end = min(total, start + limit)
-        taken: list[ConsumerRecord] = []
+        taken: list[Any] = []
         epoch = cf.last_epoch
         next_offset = cf.next_offset
         if end > start:
-            taken = _slice(decoded, start, end)
-            last = taken[-1]
-            next_offset = last.offset + 1
-            epoch = last.leader_epoch if last.leader_epoch is not None else epoch
+            if columnar:
+                taken = [ColumnSlice(decoded, start, end)]
+                last_offset = decoded.offset_at(end - 1)
+                last_epoch = decoded.leader_epoch_at(end - 1)
+            else:
+                taken = _slice(decoded, start, end)
+                last_offset, last_epoch = taken[-1].offset, taken[-1].leader_epoch
+            next_offset = last_offset + 1
+            epoch = last_epoch if last_epoch is not None else epoch
             cf.index = end
         drained = cf.index >= total
         if drained:
             # Past trailing control / aborted batches; with an error: up to the bad batch.
             next_offset = max(next_offset, decoded.next_fetch_offset)
         if next_offset == cf.next_offset:
-            return taken, None, drained
-        return taken, FetchPosition(next_offset, epoch), drained
+            return taken, max(0, end - start), None, drained
+        return taken, max(0, end - start), FetchPosition(next_offset, epoch), drained

@@ -263,6 +263,21 @@ def _script() -> Iterator[tuple[str, str, bytes | None]]:
 def test_read_committed_against_transactions(kafka_broker: Any) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = _create_topic(bootstrap)
+    data_values = produce_transactions(bootstrap, topic)
+
+    uncommitted, _ = fetch_all(bootstrap, topic, IsolationLevel.READ_UNCOMMITTED)
+    assert uncommitted.values == data_values  # every data record, no control record
+    committed, _ = fetch_all(bootstrap, topic, IsolationLevel.READ_COMMITTED)
+    assert committed.values == [v for v in data_values if b"aborted" not in v]
+    assert b"a1-committed" in committed.values and b"b2-committed-2" in committed.values
+    # The log ends with a commit marker: both reads advanced past it.
+    assert committed.next_fetch_offset == uncommitted.next_fetch_offset
+    assert committed.next_fetch_offset > max(uncommitted.offsets)
+
+
+def produce_transactions(bootstrap: str, topic: str) -> list[bytes]:
+    """Two transactional producers (lz4, none) interleaved as :func:`_script` says, and plain
+    records between them, into partition 0: every data value, in offset order."""
     run = uuid.uuid4().hex[:8]
     producers = {
         "a": _transactional_producer(bootstrap, f"txn-a-{run}", "lz4"),
@@ -289,12 +304,4 @@ def test_read_committed_against_transactions(kafka_broker: Any) -> None:
             p.abort_transaction(60)
     for p in producers.values():
         p.flush(10)
-
-    uncommitted, _ = fetch_all(bootstrap, topic, IsolationLevel.READ_UNCOMMITTED)
-    assert uncommitted.values == data_values  # every data record, no control record
-    committed, _ = fetch_all(bootstrap, topic, IsolationLevel.READ_COMMITTED)
-    assert committed.values == [v for v in data_values if b"aborted" not in v]
-    assert b"a1-committed" in committed.values and b"b2-committed-2" in committed.values
-    # The log ends with a commit marker: both reads advanced past it.
-    assert committed.next_fetch_offset == uncommitted.next_fetch_offset
-    assert committed.next_fetch_offset > max(uncommitted.offsets)
+    return data_values

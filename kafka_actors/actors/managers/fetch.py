@@ -45,6 +45,8 @@ class CollectEvent:
     max_records: int
     trace_id: str | None = None
     future: concurrent.futures.Future[Any] | None = None
+    #: The records as column slices (FetchResult.columns), not ConsumerRecords.
+    columnar: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,13 +108,15 @@ class FetchActor(RoutingManagerActor):
         self._unpublish()
         super().on_failure(*exc_info)
 
-    def collect_direct(self, max_records: int) -> FetchResult | None:
+    def collect_direct(self, max_records: int, *, columnar: bool = False) -> FetchResult | None:
         """Collect on the caller's thread (see the class docstring); None before the manager
-        exists or after this incarnation ended."""
+        exists or after this incarnation ended. ``columnar``: see ``FetchBuffer.collect``."""
         with self.lock:
-            return self._collect_locked(max_records)
+            return self._collect_locked(max_records, columnar)
 
-    def try_collect(self, max_records: int) -> tuple[bool, FetchResult | None]:
+    def try_collect(
+        self, max_records: int, *, columnar: bool = False
+    ) -> tuple[bool, FetchResult | None]:
         """:meth:`collect_direct` if the lock is free right now: (True, result); else (False,
         None) and the caller asks with a ``CollectEvent`` instead. Never waits: the asyncio
         loop calls it, and no call may wait on the loop's thread (the lock was found taken
@@ -120,15 +124,15 @@ class FetchActor(RoutingManagerActor):
         if not self.lock.acquire(blocking=False):
             return False, None
         try:
-            return True, self._collect_locked(max_records)
+            return True, self._collect_locked(max_records, columnar)
         finally:
             self.lock.release()
 
-    def _collect_locked(self, max_records: int) -> FetchResult | None:
+    def _collect_locked(self, max_records: int, columnar: bool = False) -> FetchResult | None:
         manager: FetchManager | None = self.manager
         if manager is None or self._ended:
             return None
-        result = self._collect(manager, max_records)
+        result = self._collect(manager, max_records, columnar)
         if manager.buffered_bytes < self._buffered_before:
             try:
                 self.actor_ref.tell(PositionsChangedEvent())  # poll: fetch what was drained
@@ -136,10 +140,12 @@ class FetchActor(RoutingManagerActor):
                 pass
         return result
 
-    def _collect(self, manager: FetchManager, max_records: int) -> FetchResult:
+    def _collect(
+        self, manager: FetchManager, max_records: int, columnar: bool = False
+    ) -> FetchResult:
         before = manager.bytes_consumed
         self._buffered_before = manager.buffered_bytes
-        result = manager.collect(max_records)
+        result = manager.collect(max_records, columnar=columnar)
         lag, lead = manager.last_collect_lag, manager.last_collect_lead
         subs = self.ctx.subscriptions
         self.ctx.metrics.update_assignment(subs.assignment_id, subs.assigned_partitions)
@@ -151,6 +157,9 @@ class FetchActor(RoutingManagerActor):
             for tp, records in result.records.items():
                 n, size = by_topic.get(tp.topic, (0, 0))
                 by_topic[tp.topic] = (n + len(records), size)
+            for tp, slices in result.columns.items():
+                n, size = by_topic.get(tp.topic, (0, 0))
+                by_topic[tp.topic] = (n + sum(len(s) for s in slices), size)
             for topic, size in manager.last_collect_bytes.items():
                 n, _ = by_topic.get(topic, (0, 0))
                 by_topic[topic] = (n, size)
@@ -189,7 +198,7 @@ class FetchActor(RoutingManagerActor):
     def handle(self, message: Any, now_ms: int) -> Any:
         manager: FetchManager = self.manager
         if isinstance(message, CollectEvent):
-            result = self._collect(manager, message.max_records)
+            result = self._collect(manager, message.max_records, message.columnar)
             if message.future is not None:
                 complete(message.future, result)
             return result
