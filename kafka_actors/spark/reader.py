@@ -9,7 +9,8 @@ loss handling), the source's Arrow schema and the conversion of decoded record c
 range, so a small blocking loop on one connection is all it needs.
 
 May touch: sockets, the pure protocol package (wire, versions, requests, records, sasl, tls),
-the config, errors, pyarrow. Connections are pooled per Python worker process (Spark reuses
+the config, errors, pyarrow (the batches are :mod:`kafka_actors.protocol.arrow`'s, as the
+columnar poll's). Connections are pooled per Python worker process (Spark reuses
 its Python workers), keyed by the connection settings, and closed at process exit.
 
 The Arrow schema (Spark's Kafka source columns, in its order)::
@@ -47,6 +48,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.protocol import requests as rq
 from kafka_actors.protocol.apis import ApiKey, response_type_for
+from kafka_actors.protocol.arrow import arrow_schema, record_batch
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import DecodedRecords, IsolationLevel, decode_records
 from kafka_actors.protocol.sasl import SaslExchange, mechanism_from_config
@@ -78,21 +80,9 @@ SPARK_SCHEMA: Final = (
 SPARK_SCHEMA_WITH_HEADERS: Final = (
     SPARK_SCHEMA + ", headers array<struct<key: string, value: binary>>"
 )
-_HEADER_TYPE: Final = pa.list_(
-    pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())]))
-)
-ARROW_SCHEMA: Final = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-    ]
-)
-ARROW_SCHEMA_WITH_HEADERS: Final = ARROW_SCHEMA.append(pa.field("headers", _HEADER_TYPE))
+#: The columnar poll's schema (:mod:`kafka_actors.protocol.arrow`): both read the same way.
+ARROW_SCHEMA: Final = arrow_schema(False)
+ARROW_SCHEMA_WITH_HEADERS: Final = arrow_schema(True)
 
 _NONE: Final = 0
 _OFFSET_OUT_OF_RANGE: Final = 1
@@ -104,55 +94,26 @@ class DataLossError(FatalError):
     """Records of the planned range are gone (retention, truncation) and failOnDataLoss=true."""
 
 
-def _ms_to_timestamps(values: list[int]) -> pa.Array:
-    return pa.array(values, pa.int64()).cast(pa.timestamp("ms")).cast(pa.timestamp("us", tz="UTC"))
-
-
 def to_arrow(
     decoded: DecodedRecords, include_headers: bool, stop: int | None = None
 ) -> pa.RecordBatch | None:
-    """The records of ``decoded`` below ``stop`` as one batch of the source's schema."""
-    count = len(decoded.offsets)
-    if stop is not None and count and decoded.offsets[-1] >= stop:
+    """The records of ``decoded`` below ``stop`` as one batch of the source's schema: decoded
+    with ``columnar=True``, the columnar poll's batches (Arrow buffers filled in C, no Python
+    object per record, on the native record path)."""
+    count = len(decoded)
+    if stop is not None and count and decoded.offset_at(count - 1) >= stop:
         # offsets are increasing: cut at the first offset >= stop
         lo, hi = 0, count
-        offsets = decoded.offsets
         while lo < hi:
             mid = (lo + hi) // 2
-            if offsets[mid] < stop:
+            if decoded.offset_at(mid) < stop:
                 lo = mid + 1
             else:
                 hi = mid
         count = lo
     if count == 0:
         return None
-    types: list[int] = []
-    start = 0
-    for end, ts_type in zip(decoded.batch_ends, decoded.batch_timestamp_types, strict=True):
-        end = min(end, count)
-        if end > start:
-            types.extend([int(ts_type)] * (end - start))
-        start = end
-        if start >= count:
-            break
-    n = count
-    arrays = [
-        pa.array(decoded.keys[:n] if n < len(decoded.keys) else decoded.keys, pa.binary()),
-        pa.array(decoded.values[:n] if n < len(decoded.values) else decoded.values, pa.binary()),
-        pa.array([decoded.topic] * n, pa.string()),
-        pa.array([decoded.partition] * n, pa.int32()),
-        pa.array(decoded.offsets[:n], pa.int64()),
-        _ms_to_timestamps(decoded.timestamps[:n]),
-        pa.array(types, pa.int32()),
-    ]
-    schema = ARROW_SCHEMA
-    if include_headers:
-        headers = [
-            [{"key": k, "value": v} for k, v in hs] if hs else [] for hs in decoded.headers[:n]
-        ]
-        arrays.append(pa.array(headers, _HEADER_TYPE))
-        schema = ARROW_SCHEMA_WITH_HEADERS
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return record_batch(decoded, 0, count, include_headers)
 
 
 # -- one connection ------------------------------------------------------------------------------
@@ -408,6 +369,7 @@ class RangeReader:
                 isolation_level=isolation,
                 aborted_transactions=part.aborted_transactions,
                 max_decompressed_size=config.max_decompressed_batch_bytes,
+                columnar=True,
             )
             batch = to_arrow(decoded, self._include_headers, stop=end)
             if batch is not None:
