@@ -12,6 +12,12 @@ its own subprocess (so the peak RSS, VmHWM of the child, is that client's alone)
 * ``kafka-actors pure``: as ``kafka-actors`` with ``KAFKA_ACTORS_PURE_PYTHON=1`` (the
   pure-Python record path even when the native one is built);
   the record path in use is printed beside each kafka-actors row (native or python);
+* ``kafka-actors columns`` / ``kafka-actors columns 50k``: the columnar poll,
+  ``KafkaConsumer.poll_batches(max_records=500 / 50,000)`` (one ``pyarrow.RecordBatch`` per
+  partition, no Python object per record) after ``assign`` + ``seek_to_beginning``; its work
+  per batch is the same in columns: the rows counted, the key and value lengths summed with
+  pyarrow.compute, the last offset read. A third table sets them beside Java's
+  ConsumerPerformance and ``poll`` (``kafka-actors``) of the same run;
 * ``confluent-kafka``: ``Consumer.consume(500)`` after ``assign`` at OFFSET_BEGINNING;
 * ``confluent-kafka tuned``: the same with ``queued.min.messages=1000000`` and
   ``fetch.queue.backoff.ms=5`` (librdkafka's pre-fetch queue kept full);
@@ -84,6 +90,8 @@ CLIENTS = (
     "kafka-actors",
     "kafka-actors sub",
     "kafka-actors pure",
+    "kafka-actors columns",
+    "kafka-actors columns 50k",
     "confluent-kafka",
     "confluent-kafka tuned",
     "java",
@@ -99,6 +107,8 @@ ASYNC_PAIRS = {
     "async for": ("kafka-actors async iter", "aiokafka iter"),
 }
 MAX_RECORDS = 500
+#: max_records of "kafka-actors columns 50k" (a columnar user takes big batches).
+MAX_COLUMNAR = 50_000
 FETCH = {
     "fetch.min.bytes": 1,
     "fetch.max.wait.ms": 500,
@@ -174,6 +184,45 @@ def run_kafka_actors(
                 nbytes += len(v) if v is not None else 0
                 nbytes += len(k) if k is not None else 0
                 count += 1
+        tally.count, tally.nbytes, tally.last_offset = count, nbytes, last
+    finally:
+        consumer.close(5.0)
+    return tally
+
+
+def run_kafka_actors_columns(
+    bootstrap: str, topic: str, partitions: int, expected: int, max_records: int
+) -> Tally:
+    """The columnar poll: the same work per record, done on columns (no loop per record)."""
+    import pyarrow.compute as pc
+
+    from kafka_actors import KafkaConsumer
+    from kafka_actors.protocol.messages import TopicPartition
+
+    tally = Tally()
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "auto.offset.reset": "earliest",
+        "max.poll.records": MAX_RECORDS,
+        **FETCH,
+    }
+    consumer = KafkaConsumer(config)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(tps)
+        count = nbytes = 0
+        last = -1
+        while count < expected:
+            batches = consumer.poll_batches(1.0, max_records)
+            if batches and tally.first_at is None:
+                tally.first_at = time.perf_counter()
+            for batch in batches.values():
+                for name in ("key", "value"):
+                    total = pc.sum(pc.binary_length(batch.column(name))).as_py()
+                    nbytes += total or 0
+                last = batch.column("offset")[-1].as_py()
+                count += batch.num_rows
         tally.count, tally.nbytes, tally.last_offset = count, nbytes, last
     finally:
         consumer.close(5.0)
@@ -395,6 +444,12 @@ def child(args: argparse.Namespace) -> int:
         ),
         "kafka-actors pure": lambda: run_kafka_actors(
             args.bootstrap, args.topic, args.partitions, args.records, False
+        ),
+        "kafka-actors columns": lambda: run_kafka_actors_columns(
+            args.bootstrap, args.topic, args.partitions, args.records, MAX_RECORDS
+        ),
+        "kafka-actors columns 50k": lambda: run_kafka_actors_columns(
+            args.bootstrap, args.topic, args.partitions, args.records, MAX_COLUMNAR
         ),
         "confluent-kafka": lambda: run_confluent(
             args.bootstrap, args.topic, args.partitions, args.records
@@ -693,6 +748,40 @@ def print_async_table(title: str, results: dict[str, dict[str, Any]]) -> None:
         )
 
 
+#: The columnar poll's rows and what they are set beside.
+COLUMNAR = ("kafka-actors columns", "kafka-actors columns 50k")
+
+
+def print_columnar_table(title: str, results: dict[str, dict[str, Any]]) -> None:
+    """The columnar poll beside Java's ConsumerPerformance (its fetch rate: without JVM
+    start and group join) and ``poll`` of the same run; "rate after first" leaves out the time
+    to the first batch (connect, metadata, offset lookup), as Java's fetch rate does."""
+    rows = [c for c in COLUMNAR if c in results]
+    if not rows:
+        return
+    java = results.get("java")
+    poll = results.get("kafka-actors")
+    print(f"\n{title}: the columnar poll beside Java's ConsumerPerformance and poll")
+    print(
+        f"{'client':28} {'records/s':>11} {'rate after first':>17} {'cpu s':>7} "
+        f"{'/java fetch rate':>17} {'(after first)':>14} {'/poll rate':>11} {'poll/cols cpu':>14}"
+    )
+    for c in rows:
+        r = results[c]
+        rate = r["records"] / r["seconds"]
+        first = r["first_s"] or 0.0
+        after = r["records"] / max(r["seconds"] - first, 1e-9)
+        java_rate = java["records"] / java["seconds"] if java else None
+        vs_java = f"{rate / java_rate:16.2f}x" if java_rate else f"{'-':>17}"
+        vs_java_after = f"{after / java_rate:13.2f}x" if java_rate else f"{'-':>14}"
+        vs_poll = f"{rate / (poll['records'] / poll['seconds']):10.2f}x" if poll else f"{'-':>11}"
+        cpu = f"{poll['cpu_s'] / r['cpu_s']:13.2f}x" if poll else f"{'-':>14}"
+        print(
+            f"{c:28} {rate:11,.0f} {after:17,.0f} {r['cpu_s']:7.2f} {vs_java} {vs_java_after} "
+            f"{vs_poll} {cpu}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="records per topic")
@@ -783,6 +872,7 @@ def main() -> int:
                 shown += [k for k in best if k.endswith(f"@{baseline.rev}")]
             print_table(title, [best[c] for c in shown], args.records)
             print_async_table(title, best)
+            print_columnar_table(title, best)
         if args.profile:
             out = Path(args.profile)
             out.mkdir(parents=True, exist_ok=True)
