@@ -76,12 +76,14 @@ from kafka_actors.core import (
 )
 from kafka_actors.errors import (
     ConsumerClosedError,
+    IllegalStateError,
     KafkaTimeoutError,
     RecordDeserializationError,
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol import records as _records
+from kafka_actors.protocol.arrow import records_batch, require_pyarrow
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
@@ -780,6 +782,77 @@ class AsyncKafkaConsumer:
             raise ValueError("max_records must be positive")
         deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
         return await self._get(frozenset(partitions), limit, deadline)
+
+    async def getmany_batches(
+        self,
+        timeout_ms: int = 0,
+        max_records: int | None = None,
+        *,
+        include_headers: bool = False,
+    ) -> dict[TopicPartition, Any]:
+        """``getmany()`` in columns: per partition, its records as one ``pyarrow.RecordBatch``
+        (the schema and the errors of ``KafkaConsumer.poll_batches``), no Python object per
+        record. Positions, ``commit()``, auto-commit, rebalance callbacks and rebalance-safe
+        commits as for ``getmany()``; records a ``getmany()`` collected and did not return
+        come first (converted).
+
+        The records are collected on the loop's thread, without waiting for the fetch actor's
+        lock (when it is taken, the call tries again 1 ms later); on the pure-Python record
+        path decoding then also runs on the loop's thread."""
+        handout = self._core.handout
+        if handout.deserializes:
+            raise IllegalStateError(
+                "getmany_batches() hands out raw bytes: this consumer has key/value deserializers"
+            )
+        require_pyarrow()
+        limit = self.config.max_poll_records if max_records is None else int(max_records)
+        if limit <= 0:
+            raise ValueError("max_records must be positive")
+        deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
+        self._bind()
+        if time.monotonic() - self._turn_at >= _LOOP_TURN_S:
+            await asyncio.sleep(0)  # as getmany: let the loop run its other tasks now and then
+            self._turn_at = time.monotonic()
+        self._facade.ensure_open()
+        self._core.require_subscription()
+        trace = new_trace_id()
+        records = self._records
+        with traced(trace), self._ctx.metrics.polling():
+            self._poll_event_due = 0.0
+            records.maybe_auto_commit()
+            while True:
+                wake_by = self._send_poll_event(trace)
+                self._raise_pending()
+                self._core.check_group_protocol()
+                self._core.update_positions(trace)
+                done = records.collect_done
+                if done is not None and not done.done():
+                    await asyncio.shield(done)  # getmany's collect: its records come first
+                    continue
+                if records.buffer:
+                    taken = records.take(frozenset(), limit)
+                    if taken:
+                        return {
+                            tp: records_batch(recs, include_headers) for tp, recs in taken.items()
+                        }
+                ran, result = handout.try_collect_here(limit, columnar=True)
+                if ran and result is not None:
+                    if result.error is not None and not result.columns:
+                        raise result.error
+                    batches = handout.hand_out_columns(
+                        result.columns, result.positions, include_headers
+                    )
+                    if batches:
+                        handout.handed_out_batches(batches)
+                        return batches
+                    if result.columns:
+                        continue  # all given back (being revoked since): look again
+                if time.monotonic() >= deadline:
+                    return {}
+                if not ran:  # the fetch actor holds its lock for one message: soon free
+                    wake_by = min(wake_by, time.monotonic() + 0.001)
+                await self._wait_wake(min(deadline, wake_by))
+                self._turn_at = time.monotonic()
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
         """The next record (of ``partitions``, or of any), waiting as long as it takes."""

@@ -66,13 +66,16 @@ class HandOut:
 
     # -- collect -----------------------------------------------------------------------------
 
-    def try_collect_here(self, max_records: int) -> tuple[bool, Any]:
+    def try_collect_here(self, max_records: int, *, columnar: bool = False) -> tuple[bool, Any]:
         """Collect on this thread when the fetch actor's lock is free (never waited for):
-        ``(ran, FetchResult | None)``; not ran: ask the actor (:meth:`collect`)."""
+        ``(ran, FetchResult | None)``; not ran: ask the actor (:meth:`collect`).
+        ``columnar``: the records as column slices (``FetchResult.columns``)."""
         try_collect = self._ctx.fetch_try_collector
         if try_collect is None:
             return False, None
-        ran, result = try_collect(max_records)
+        ran, result = (
+            try_collect(max_records, columnar=True) if columnar else try_collect(max_records)
+        )
         return ran, result
 
     def collect(self, max_records: int, trace: str) -> concurrent.futures.Future[Any]:

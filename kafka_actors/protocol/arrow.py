@@ -28,12 +28,13 @@ from types import ModuleType
 from typing import Any
 
 from kafka_actors.errors import MissingDependencyError
-from kafka_actors.protocol.records import DecodedRecords
+from kafka_actors.protocol.records import ConsumerRecord, DecodedRecords
 
 __all__ = [
     "arrow_schema",
     "concat_batches",
     "record_batch",
+    "records_batch",
     "require_pyarrow",
 ]
 
@@ -95,6 +96,16 @@ def record_batch(decoded: DecodedRecords, start: int, end: int, include_headers:
         batch = full if start == 0 and end == full.num_rows else full.slice(start, end - start)
         return batch if include_headers else batch.drop_columns(["headers"])
     return _from_lists(decoded, start, end, include_headers)
+
+
+def records_batch(records: Sequence[ConsumerRecord], include_headers: bool) -> Any:
+    """ConsumerRecords of one partition (collected by a ``getmany()``, returned by a columnar
+    call) as one RecordBatch, converted by pyarrow."""
+    first = records[0]
+    decoded = DecodedRecords(
+        first.topic, first.partition, next_fetch_offset=0, materialized=list(records)
+    )
+    return _from_lists(decoded, 0, len(records), include_headers)
 
 
 def concat_batches(batches: Sequence[Any]) -> Any:
