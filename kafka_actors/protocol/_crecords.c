@@ -694,7 +694,7 @@ typedef struct Arrow_ {
     Py_ssize_t n;     /* records */
     Py_ssize_t nh;    /* headers */
     Buf offsets;      /* int64 per record */
-    Buf timestamps;   /* int64 ms per record */
+    Buf timestamps;   /* int64 microseconds per record (Spark's timestamp unit) */
     Buf ts_types;     /* int32 per record */
     Buf header_offs;  /* int32 (n+1): the list offsets of the headers column */
     BinCol bin[N_BIN];
@@ -895,6 +895,8 @@ decode_batch_arrow(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t cou
             ts = max_ts;
         else if (__builtin_add_overflow(base_ts, r.ts_delta, &ts))
             return FAULT(f, "record timestamp overflows int64");
+        if (__builtin_mul_overflow(ts, (int64_t)1000, &ts))
+            return FAULT(f, "record timestamp is out of the range of a microsecond timestamp");
         if (dropping) {
             if (offset < fetch_offset) {
                 if (!r.no_headers) { /* checked as the record path checks it */
@@ -931,16 +933,60 @@ buf_bytes(Buf *b)
     return PyBytes_FromStringAndSize(b->p ? b->p : "", b->len);
 }
 
-/* The sink's buffers as Python bytes, set as DecodedRecords.native_columns:
- * (n, offsets, timestamps, timestamp_types, header_offsets, n_headers,
- *  then per binary column (key, value, header key, header value): validity or None, offsets,
- *  data). 0 ok, -1 error. */
+/* The topic column (`n` times the topic's UTF-8 bytes: int32 offsets, data) and the partition
+ * column (int32), into slots i, i+1, i+2 of tuple `t`. 0 ok, -1 error. */
 static int
-arrow_export(Arrow *a, PyObject *out)
+constant_columns(PyObject *t, Py_ssize_t i, Py_ssize_t n, PyObject *topic, PyObject *partition)
 {
-    PyObject *t = PyTuple_New(6 + 3 * N_BIN);
+    Py_ssize_t len;
+    const char *name = PyUnicode_AsUTF8AndSize(topic, &len);
+    long part = PyLong_AsLong(partition);
+    if (name == NULL || (part == -1 && PyErr_Occurred()))
+        return -1;
+    if (len && n > INT32_MAX / len) {
+        PyErr_SetString(PyExc_OverflowError, "the topic column would pass 2 GiB");
+        return -1;
+    }
+    PyObject *offs = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+    PyObject *data = PyBytes_FromStringAndSize(NULL, n * len);
+    PyObject *parts = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (offs == NULL || data == NULL || parts == NULL) {
+        Py_XDECREF(offs);
+        Py_XDECREF(data);
+        Py_XDECREF(parts);
+        return -1;
+    }
+    int32_t *o = (int32_t *)PyBytes_AS_STRING(offs);
+    char *d = PyBytes_AS_STRING(data);
+    int32_t *pp = (int32_t *)PyBytes_AS_STRING(parts);
+    for (Py_ssize_t k = 0; k <= n; k++)
+        o[k] = (int32_t)(k * len);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        memcpy(d + k * len, name, (size_t)len);
+        pp[k] = (int32_t)part;
+    }
+    PyTuple_SET_ITEM(t, i, offs);
+    PyTuple_SET_ITEM(t, i + 1, data);
+    PyTuple_SET_ITEM(t, i + 2, parts);
+    return 0;
+}
+
+/* The sink's buffers as Python bytes, set as DecodedRecords.native_columns:
+ * (n, offsets, timestamps (microseconds), timestamp_types, header_offsets, n_headers,
+ *  then per binary column (key, value, header key, header value): validity or None, offsets,
+ *  data; then the topic column's offsets and data, the partition column). Every buffer is in
+ *  Arrow's layout: records.py and protocol/arrow.py wrap them, making no Python object per
+ *  record and calling nothing of pyarrow that gives the GIL up. 0 ok, -1 error. */
+static int
+arrow_export(Arrow *a, PyObject *out, PyObject *topic, PyObject *partition)
+{
+    PyObject *t = PyTuple_New(6 + 3 * N_BIN + 3);
     if (t == NULL)
         return -1;
+    if (constant_columns(t, 6 + 3 * N_BIN, a->n, topic, partition) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
     PyTuple_SET_ITEM(t, 0, PyLong_FromSsize_t(a->n));
     PyTuple_SET_ITEM(t, 1, buf_bytes(&a->offsets));
     PyTuple_SET_ITEM(t, 2, buf_bytes(&a->timestamps));
@@ -1332,7 +1378,7 @@ done:
         PyErr_Fetch(&et, &ev, &tb);
         if (result == NULL)
             arrow_reset(&arrow, &good);
-        if (arrow_export(&arrow, out) < 0) {
+        if (topic == NULL || partition == NULL || arrow_export(&arrow, out, topic, partition) < 0) {
             if (et == NULL) {
                 Py_CLEAR(result);
             } else {

@@ -90,11 +90,11 @@ def record_batch(decoded: DecodedRecords, start: int, end: int, include_headers:
     start = max(start, 0)
     end = min(end, len(decoded))
     if decoded.native_columns is not None:
-        full = decoded.arrow
-        if full is None:
-            full = decoded.arrow = _from_native(decoded)
-        batch = full if start == 0 and end == full.num_rows else full.slice(start, end - start)
-        return batch if include_headers else batch.drop_columns(["headers"])
+        both = decoded.arrow
+        if both is None:
+            both = decoded.arrow = _from_native(decoded)
+        full = both[include_headers]
+        return full if start == 0 and end == full.num_rows else full.slice(start, end - start)
     return _from_lists(decoded, start, end, include_headers)
 
 
@@ -134,33 +134,35 @@ def _timestamps(pa: ModuleType, ms: Any) -> Any:
     return ms.cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
 
 
-def _from_native(decoded: DecodedRecords) -> Any:
-    """The whole of columnar-decoded records (Arrow buffers filled in C) as a RecordBatch with
-    headers: the buffers are wrapped, not copied (the topic and partition columns are made
-    by pyarrow from one value)."""
+def _from_native(decoded: DecodedRecords) -> tuple[Any, Any]:
+    """The whole of columnar-decoded records (Arrow buffers filled in C) as RecordBatches
+    without and with headers: the buffers are wrapped, not copied, and only pyarrow calls that
+    keep the GIL are made (one that gives it up, cast or repeat, waits for the GIL again behind
+    the actor threads, up to a switch interval: a poll's whole cost, measured)."""
     pa = require_pyarrow()
     assert decoded.native_columns is not None
-    (n, offsets, timestamps, ts_types, header_offsets, nh, *binary) = decoded.native_columns
-    keys = _binary(pa, pa.binary(), n, *binary[0:3])
-    values = _binary(pa, pa.binary(), n, *binary[3:6])
-    header_keys = _binary(pa, pa.string(), nh, *binary[6:9])
-    header_values = _binary(pa, pa.binary(), nh, *binary[9:12])
-    entries = pa.StructArray.from_arrays([header_keys, header_values], names=["key", "value"])
+    (n, offsets, timestamps, ts_types, header_offsets, nh, *rest) = decoded.native_columns
+    binary, (topic_offsets, topic_data, partitions) = rest[:12], rest[12:]
+    entries = pa.StructArray.from_arrays(
+        [_binary(pa, pa.string(), nh, *binary[6:9]), _binary(pa, pa.binary(), nh, *binary[9:12])],
+        names=["key", "value"],
+    )
+    arrays = [
+        _binary(pa, pa.binary(), n, *binary[0:3]),
+        _binary(pa, pa.binary(), n, *binary[3:6]),
+        _binary(pa, pa.string(), n, None, topic_offsets, topic_data),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(partitions)]),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(offsets)]),
+        pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(timestamps)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(ts_types)]),
+    ]
     headers = pa.Array.from_buffers(
         header_type(), n, [None, pa.py_buffer(header_offsets)], children=[entries]
     )
-    ms = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(timestamps)])
-    arrays = [
-        keys,
-        values,
-        pa.repeat(pa.scalar(decoded.topic, pa.string()), n),
-        pa.repeat(pa.scalar(decoded.partition, pa.int32()), n),
-        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(offsets)]),
-        _timestamps(pa, ms),
-        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(ts_types)]),
-        headers,
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(True))
+    return (
+        pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(False)),
+        pa.RecordBatch.from_arrays([*arrays, headers], schema=arrow_schema(True)),
+    )
 
 
 def _from_lists(decoded: DecodedRecords, start: int, end: int, include_headers: bool) -> Any:

@@ -227,7 +227,8 @@ def _records_from_native(decoded: DecodedRecords, start: int, end: int) -> list[
     """Records ``start``..``end-1`` of columnar-decoded records as ConsumerRecords (a poll
     after a columnar poll took part of the same fetched data: not the hot path)."""
     assert decoded.native_columns is not None
-    (count, offsets, timestamps, ts_types, header_offsets, _nh, *binary) = decoded.native_columns
+    columns = decoded.native_columns
+    (count, offsets, timestamps, ts_types, header_offsets, _nh, *binary) = columns[:18]
     start, end = max(start, 0), min(end, count)
     offs = memoryview(offsets).cast("q")
     stamps = memoryview(timestamps).cast("q")
@@ -247,7 +248,7 @@ def _records_from_native(decoded: DecodedRecords, start: int, end: int) -> list[
                 decoded.topic,
                 decoded.partition,
                 offs[i],
-                stamps[i],
+                stamps[i] // 1000,
                 TimestampType(types[i]),
                 keys.get(i),
                 values.get(i),
@@ -882,6 +883,7 @@ def decode_records(
                 read_committed,
                 aborted_transactions,
                 max_decompressed_size,
+                columnar,
             )
     except (CorruptRecordError, UnsupportedRecordFormatError) as exc:
         if not partial_on_error:
@@ -902,8 +904,10 @@ def _decode_into(
     read_committed: bool,
     aborted_transactions: Iterable[_AbortedTransactionLike] | None,
     max_decompressed_size: int,
+    columnar: bool = False,
 ) -> None:
-    """Decode every complete batch of ``buf`` into ``out``; raises the typed errors."""
+    """Decode every complete batch of ``buf`` into ``out``; raises the typed errors.
+    ``columnar``: also the checks of the native path's Arrow sink (``_check_columnar``)."""
     topic = out.topic
     partition = out.partition
     aborted_heap: list[tuple[int, int]] = []
@@ -1008,6 +1012,8 @@ def _decode_into(
                 n = len(out.offsets)
                 if attributes & _ATTR_TIMESTAMP_TYPE:
                     out.timestamps[first:] = [max_timestamp] * (n - first)
+                if columnar and n > first:
+                    _check_columnar(out, first)
                 if base_offset < fetch_offset:
                     _drop_below(out, first, fetch_offset)
                     n = len(out.offsets)
@@ -1026,6 +1032,22 @@ def _decode_into(
         pos = end
     out.next_fetch_offset = next_fetch_offset
     out.bytes_consumed = pos
+
+
+#: Kafka timestamps (ms) whose microseconds (the Arrow batches' unit) fit int64.
+_MAX_TIMESTAMP_MS = _INT64_MAX // 1000
+
+
+def _check_columnar(out: DecodedRecords, first: int) -> None:
+    """What the native path's Arrow sink refuses in the records of a batch (from ``first``):
+    offsets past int64, timestamps whose microseconds do not fit int64 (only in malformed or
+    absurd batches)."""
+    offsets = out.offsets[first:]
+    if max(offsets) > _INT64_MAX or min(offsets) < -_INT64_MAX - 1:
+        raise _Corrupt("record offset overflows int64")
+    stamps = out.timestamps[first:]
+    if max(stamps) > _MAX_TIMESTAMP_MS or min(stamps) < -_MAX_TIMESTAMP_MS:
+        raise _Corrupt("record timestamp is out of the range of a microsecond timestamp")
 
 
 def _batch_error(exc: Exception, topic: str, partition: int, offset: int) -> KafkaError:

@@ -255,3 +255,22 @@ def test_missing_pyarrow_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(builtins, "__import__", no_pyarrow)
     with pytest.raises(MissingDependencyError, match="pyarrow"):
         arrow.require_pyarrow()
+
+
+def test_timestamps_past_the_microsecond_range_are_corrupt_in_columns_on_both_paths() -> None:
+    """Arrow's timestamps are microseconds: a batch whose milliseconds do not fit is refused
+    (typed, at its base offset, the batches before it kept), alike on both paths; the record
+    path hands the value out as it is."""
+    data = build_batch([RecordSpec(value=b"a", timestamp=5)], base_offset=0) + build_batch(
+        [RecordSpec(value=b"b", timestamp=2**62)], base_offset=1
+    )
+    for path in PATHS:
+        with _path(path):
+            d = decode_records(data, "t", 3, columnar=True, partial_on_error=True)
+            assert d.error is not None and d.error.offset == 1
+            assert "microsecond" in str(d.error)
+            assert batch_rows(arrow.record_batch(d, 0, len(d), False)) == [
+                {"key": None, "value": b"a", "topic": "t", "partition": 3, "offset": 0,
+                 "timestamp": 5000, "timestampType": 0}
+            ]  # fmt: skip
+            assert [r.timestamp for r in decode_records(data, "t", 3)] == [5, 2**62]
