@@ -146,13 +146,12 @@ class Ticker:
             self.worst = max(self.worst, time.perf_counter() - t - 0.005)
 
 
-def run_kafka_actors(
-    bootstrap: str, topic: str, partitions: int, expected: int, group: bool
-) -> Tally:
+def kafka_actors_consumer(bootstrap: str, topic: str, partitions: int, group: bool) -> Any:
+    """A KafkaConsumer reading ``topic`` from the beginning: subscribed in a new group, or
+    assigned every partition."""
     from kafka_actors import KafkaConsumer
     from kafka_actors.protocol.messages import TopicPartition
 
-    tally = Tally()
     config: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "auto.offset.reset": "earliest",
@@ -164,13 +163,21 @@ def run_kafka_actors(
             {"group.id": f"bench-{os.getpid()}-{time.time_ns()}", "group.protocol": "consumer"}
         )
     consumer = KafkaConsumer(config)
+    if group:
+        consumer.subscribe([topic])
+    else:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(tps)
+    return consumer
+
+
+def run_kafka_actors(
+    bootstrap: str, topic: str, partitions: int, expected: int, group: bool
+) -> Tally:
+    tally = Tally()
+    consumer = kafka_actors_consumer(bootstrap, topic, partitions, group)
     try:
-        if group:
-            consumer.subscribe([topic])
-        else:
-            tps = [TopicPartition(topic, p) for p in range(partitions)]
-            consumer.assign(tps)
-            consumer.seek_to_beginning(tps)
         count = nbytes = 0
         last = -1
         while count < expected:
@@ -202,21 +209,9 @@ def run_kafka_actors_columns(
     bootstrap: str, topic: str, partitions: int, expected: int, max_records: int
 ) -> Tally:
     """The columnar poll: the same work per record, done on columns (no loop per record)."""
-    from kafka_actors import KafkaConsumer
-    from kafka_actors.protocol.messages import TopicPartition
-
     tally = Tally()
-    config: dict[str, object] = {
-        "bootstrap.servers": bootstrap,
-        "auto.offset.reset": "earliest",
-        "max.poll.records": MAX_RECORDS,
-        **FETCH,
-    }
-    consumer = KafkaConsumer(config)
+    consumer = kafka_actors_consumer(bootstrap, topic, partitions, False)
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(tps)
         count = nbytes = 0
         last = -1
         while count < expected:

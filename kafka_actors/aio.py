@@ -76,14 +76,13 @@ from kafka_actors.core import (
 )
 from kafka_actors.errors import (
     ConsumerClosedError,
-    IllegalStateError,
     KafkaTimeoutError,
     RecordDeserializationError,
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol import records as _records
-from kafka_actors.protocol.arrow import records_batch, require_pyarrow
+from kafka_actors.protocol.arrow import records_batch
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
@@ -800,31 +799,15 @@ class AsyncKafkaConsumer:
         lock (when it is taken, the call tries again 1 ms later); on the pure-Python record
         path decoding then also runs on the loop's thread."""
         handout = self._core.handout
-        if handout.deserializes:
-            raise IllegalStateError(
-                "getmany_batches() hands out raw bytes: this consumer has key/value deserializers"
-            )
-        require_pyarrow()
-        limit = self.config.max_poll_records if max_records is None else int(max_records)
-        if limit <= 0:
-            raise ValueError("max_records must be positive")
+        limit = handout.columnar_limit(max_records, self.config.max_poll_records, "getmany_batches")
         deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
-        self._bind()
-        if time.monotonic() - self._turn_at >= _LOOP_TURN_S:
-            await asyncio.sleep(0)  # as getmany: let the loop run its other tasks now and then
-            self._turn_at = time.monotonic()
-        self._facade.ensure_open()
-        self._core.require_subscription()
-        trace = new_trace_id()
+        trace = await self._start_call()
         records = self._records
         with traced(trace), self._ctx.metrics.polling():
             self._poll_event_due = 0.0
             records.maybe_auto_commit()
             while True:
-                wake_by = self._send_poll_event(trace)
-                self._raise_pending()
-                self._core.check_group_protocol()
-                self._core.update_positions(trace)
+                wake_by = self._turn(trace)
                 done = records.collect_done
                 if done is not None and not done.done():
                     await asyncio.shield(done)  # getmany's collect: its records come first
@@ -869,27 +852,13 @@ class AsyncKafkaConsumer:
     async def _get(
         self, wanted: frozenset[TopicPartition], limit: int, deadline: float
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        self._bind()
-        if time.monotonic() - self._turn_at >= _LOOP_TURN_S:
-            # Records ready at every call would never let the loop run its other tasks (a
-            # consumer with a backlog would starve them): give it a turn now and then, before
-            # anything is taken (a cancellation here loses nothing).
-            await asyncio.sleep(0)
-            self._turn_at = time.monotonic()
-        facade = self._facade
-        facade.ensure_open()
-        ctx = self._ctx
-        self._core.require_subscription()
-        trace = new_trace_id()
-        with traced(trace), ctx.metrics.polling():
+        trace = await self._start_call()
+        with traced(trace), self._ctx.metrics.polling():
             self._poll_event_due = 0.0
             records = self._records
             records.maybe_auto_commit()
             while True:
-                wake_by = self._send_poll_event(trace)
-                self._raise_pending()
-                self._core.check_group_protocol()
-                self._core.update_positions(trace)
+                wake_by = self._turn(trace)
                 out = records.take(wanted, limit)
                 if out:
                     records.prefetch(trace)
@@ -912,6 +881,29 @@ class AsyncKafkaConsumer:
                     wake_by = min(wake_by, retry_at)
                 await self._wait_wake(min(deadline, wake_by))
                 self._turn_at = time.monotonic()
+
+    async def _start_call(self) -> str:
+        """The start of a call handing records out: bound to the loop, a turn for the loop now
+        and then, open and subscribed; its trace id."""
+        self._bind()
+        if time.monotonic() - self._turn_at >= _LOOP_TURN_S:
+            # Records ready at every call would never let the loop run its other tasks (a
+            # consumer with a backlog would starve them): give it a turn now and then, before
+            # anything is taken (a cancellation here loses nothing).
+            await asyncio.sleep(0)
+            self._turn_at = time.monotonic()
+        self._facade.ensure_open()
+        self._core.require_subscription()
+        return new_trace_id()
+
+    def _turn(self, trace: str) -> float:
+        """Each turn of a call's loop: the poll event, what the background reported, the
+        group protocol check, positions to update; when to send the next poll event."""
+        wake_by = self._send_poll_event(trace)
+        self._raise_pending()
+        self._core.check_group_protocol()
+        self._core.update_positions(trace)
+        return wake_by
 
     def _send_poll_event(self, trace: str) -> float:
         """Tell the membership manager the application polls (its poll timer, the join):

@@ -48,11 +48,10 @@ from kafka_actors.core import (
     build_config,
     commit_offsets,
 )
-from kafka_actors.errors import IllegalStateError, KafkaTimeoutError
+from kafka_actors.errors import KafkaTimeoutError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol import records as _records
-from kafka_actors.protocol.arrow import require_pyarrow
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
@@ -218,14 +217,7 @@ class KafkaConsumer:
         ``IllegalStateError``; without pyarrow, ``MissingDependencyError`` (nothing is
         consumed then)."""
         handout = self._core.handout
-        if handout.deserializes:
-            raise IllegalStateError(
-                "poll_batches() hands out raw bytes: this consumer has key/value deserializers"
-            )
-        require_pyarrow()
-        limit = self.config.max_poll_records if max_records is None else int(max_records)
-        if limit <= 0:
-            raise ValueError("max_records must be positive")
+        limit = handout.columnar_limit(max_records, self.config.max_poll_records, "poll_batches")
 
         def collect(trace: str) -> dict[TopicPartition, Any]:
             batches = handout.poll_columns(limit, trace, include_headers)

@@ -27,9 +27,9 @@ from kafka_actors.actors.context import ConsumerContext, fail
 from kafka_actors.actors.events import PositionsChangedEvent
 from kafka_actors.actors.facade import ConsumerRecords, Facade
 from kafka_actors.actors.managers import CollectEvent
-from kafka_actors.errors import RecordDeserializationError
+from kafka_actors.errors import IllegalStateError, RecordDeserializationError
 from kafka_actors.log import new_trace_id
-from kafka_actors.protocol.arrow import concat_batches, record_batch
+from kafka_actors.protocol.arrow import concat_batches, record_batch, require_pyarrow
 from kafka_actors.protocol.fetch_buffer import ColumnSlice
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
@@ -122,6 +122,21 @@ class HandOut:
         return result
 
     # -- the columnar poll: Arrow batches handed out in one go -----------------------------------
+
+    def columnar_limit(self, max_records: int | None, default: int, what: str) -> int:
+        """The checks of a columnar call (``what``) before anything is collected: no key/value
+        deserializers (``IllegalStateError``: the batches hold the raw bytes), pyarrow
+        installed (``MissingDependencyError``), a positive ``max_records`` (else
+        ``default``)."""
+        if self.deserializes:
+            raise IllegalStateError(
+                f"{what}() hands out raw bytes: this consumer has key/value deserializers"
+            )
+        require_pyarrow()
+        limit = default if max_records is None else int(max_records)
+        if limit <= 0:
+            raise ValueError("max_records must be positive")
+        return limit
 
     def poll_columns(
         self, max_records: int, trace: str, include_headers: bool

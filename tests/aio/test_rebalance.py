@@ -9,6 +9,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -242,6 +243,37 @@ def test_safe_commits_hold_the_sync_consumer_revocation(kafka_broker: Any, proto
     """KafkaConsumer with rebalance.safe.commits: A has processed records it does not commit
     when B joins; the revocation waits (B gets nothing, A no more records of the partition
     being revoked) until A commits them, then B starts exactly there: nothing twice."""
+
+    def poll(a: KafkaConsumer) -> list[tuple[TopicPartition, int, int]]:
+        records = a.poll(0.2)
+        return [
+            (tp, records.records(tp)[0].offset, records.records(tp)[-1].offset)
+            for tp in records.partitions()
+        ]
+
+    _safe_commits_hold_the_revocation(kafka_broker, protocol, poll)
+
+
+def test_safe_commits_hold_the_revocation_for_poll_batches(kafka_broker: Any) -> None:
+    """The same with A taking its records in columns (KafkaConsumer.poll_batches)."""
+    pytest.importorskip("pyarrow")
+
+    def poll_batches(a: KafkaConsumer) -> list[tuple[TopicPartition, int, int]]:
+        out = []
+        for tp, batch in a.poll_batches(0.2, max_records=50).items():
+            offsets = batch.column("offset")
+            out.append((tp, offsets[0].as_py(), offsets[-1].as_py()))
+        return out
+
+    _safe_commits_hold_the_revocation(kafka_broker, "consumer", poll_batches)
+
+
+def _safe_commits_hold_the_revocation(
+    kafka_broker: Any,
+    protocol: str,
+    poll: Callable[[KafkaConsumer], list[tuple[TopicPartition, int, int]]],
+) -> None:
+    """``poll(a)``: A's records of one call, per partition (first offset, last offset)."""
     bootstrap = kafka_broker.bootstrap_servers
     topic = unique(f"sync-safe-{protocol}")
     kafka_broker.create_topic(topic, partitions=2)
@@ -256,11 +288,9 @@ def test_safe_commits_hold_the_sync_consumer_revocation(kafka_broker: Any, proto
     handed: dict[TopicPartition, int] = {}  # processed, never committed until B waited
 
     def poll_a() -> None:
-        records = a.poll(0.2)
-        for tp in records.partitions():
-            recs = records.records(tp)
-            assert recs[0].offset == handed.get(tp, 0)  # in order, nothing skipped
-            handed[tp] = recs[-1].offset + 1
+        for tp, first, last in poll(a):
+            assert first == handed.get(tp, 0)  # in order, nothing skipped
+            handed[tp] = last + 1
 
     deadline = time.monotonic() + 60
     while len(handed) < 2:

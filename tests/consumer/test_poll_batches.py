@@ -15,7 +15,6 @@ from kafka_actors import KafkaConsumer, TopicPartition
 from kafka_actors.errors import IllegalStateError, MissingDependencyError
 from kafka_actors.protocol import arrow
 from kafka_actors.protocol.records import ConsumerRecord
-from tests.aio.helpers import PollingMember, fast_group_heartbeats, group_config
 from tests.consumer.helpers import base_config, poll_until, produce, unique
 from tests.records.test_columnar import batch_rows, row_of
 
@@ -190,7 +189,7 @@ def test_deserializers_and_missing_pyarrow_are_typed_errors_that_consume_nothing
         def missing() -> Any:
             raise MissingDependencyError("the columnar poll needs pyarrow")
 
-        monkeypatch.setattr("kafka_actors.consumer.require_pyarrow", missing)
+        monkeypatch.setattr("kafka_actors.core.handout.require_pyarrow", missing)
         with pytest.raises(MissingDependencyError, match="pyarrow"):
             consumer.poll_batches(1.0)
         monkeypatch.undo()
@@ -250,52 +249,3 @@ def test_rows_are_poll_records_with_control_batches_and_aborted_transactions(
         assert consumer.position(tp) == end
     assert got == expected
     assert [r["value"] for r in got[tp]] == expected_values
-
-
-@pytest.mark.broker
-@pytest.mark.timeout(300)
-def test_rebalance_safe_commits_hold_the_revocation_for_poll_batches(kafka_broker: Any) -> None:
-    """As tests/aio/test_rebalance.py's sync test, with A polling batches: the revocation waits
-    until A commits what it was handed, then B starts exactly there: nothing twice."""
-    bootstrap = kafka_broker.bootstrap_servers
-    topic = unique("cols-safe")
-    kafka_broker.create_topic(topic, partitions=2)
-    produce(bootstrap, topic, 400)
-    group = unique("g")
-    fast_group_heartbeats(bootstrap, group)
-    a = KafkaConsumer(group_config(bootstrap, group, **{"rebalance.safe.commits": True}))
-    a.subscribe([topic])
-    handed: dict[TopicPartition, int] = {}  # handed out, never committed until B waited
-
-    def poll_a() -> None:
-        for tp, batch in a.poll_batches(0.2, max_records=50).items():
-            offsets = batch.column("offset").to_pylist()
-            assert offsets[0] == handed.get(tp, 0)  # in order, nothing skipped
-            handed[tp] = offsets[-1] + 1
-
-    deadline = time.monotonic() + 60
-    while len(handed) < 2:
-        assert time.monotonic() < deadline
-        poll_a()
-    member_b = PollingMember(group_config(bootstrap, group), topic)
-    b, b_records = member_b.consumer, member_b.records
-    try:
-        held_until = time.monotonic() + 6.0
-        while time.monotonic() < held_until:  # the revocation is held: B gets nothing
-            poll_a()
-            assert not b_records and not b.assignment()
-        assert len(a.assignment()) == 2
-        a.commit_sync(handed)
-        produce(bootstrap, topic, 100, start=400)
-        deadline = time.monotonic() + 60
-        while not (b.assignment() and b_records):
-            assert time.monotonic() < deadline, "the rebalance did not complete"
-            poll_a()
-    finally:
-        member_b.stop()
-    first: dict[TopicPartition, int] = {}
-    for r in b_records:
-        first.setdefault(TopicPartition(r.topic, r.partition), r.offset)
-    assert first and all(offset == handed[tp] for tp, offset in first.items())
-    a.close()
-    b.close()

@@ -17,14 +17,13 @@ from kafka_actors.errors import KafkaError
 from kafka_actors.protocol import arrow, records
 from kafka_actors.protocol.record_builder import RecordSpec, build_batch, build_control_batch
 from kafka_actors.protocol.records import (
-    AbortedTransaction,
     CompressionType,
     ConsumerRecord,
-    IsolationLevel,
     TimestampType,
     decode_records,
 )
 
+from .test_native import corrupted_cases, transaction_cases
 from .test_properties import batches, transactions
 
 pa = pytest.importorskip("pyarrow")
@@ -196,32 +195,8 @@ def test_corrupted_input_gives_the_same_rows_or_error(
     check_crcs: bool,
     partial: bool,
 ) -> None:
-    _groups, parts, base = case
-    buf = bytearray(b"".join(parts))
-    for _ in range(data.draw(st.integers(1, 3))):
-        if not buf:
-            break
-        i = data.draw(st.integers(0, len(buf) - 1))
-        kind = data.draw(st.sampled_from(["flip", "byte", "truncate", "splice", "delete"]))
-        if kind == "flip":
-            buf[i] ^= 1 << data.draw(st.integers(0, 7))
-        elif kind == "byte":
-            buf[i] = data.draw(st.integers(0, 255))
-        elif kind == "truncate":
-            del buf[i:]
-        elif kind == "splice":
-            buf[i:i] = data.draw(st.binary(min_size=1, max_size=40))
-        else:
-            del buf[i : i + data.draw(st.integers(1, 40))]
-    for level in IsolationLevel:
-        _same(
-            bytes(buf),
-            fetch_offset=base + data.draw(st.integers(-1, 5)),
-            check_crcs=check_crcs,
-            isolation_level=level,
-            aborted_transactions=[AbortedTransaction(0, base)],
-            partial_on_error=partial,
-        )
+    for buf, kw in corrupted_cases(case, data, check_crcs, partial):
+        _same(buf, **kw)
 
 
 @settings(max_examples=100, deadline=None)
@@ -229,13 +204,8 @@ def test_corrupted_input_gives_the_same_rows_or_error(
 def test_aborted_transactions_give_the_same_rows(
     case: tuple[bytes, list[tuple[int, int]], list[bytes]],
 ) -> None:
-    data, aborted, _everything = case
-    for level in IsolationLevel:
-        kind, _ = _same(
-            data,
-            isolation_level=level,
-            aborted_transactions=[AbortedTransaction(pid, first) for pid, first in aborted],
-        )
+    for data, kw in transaction_cases(case):
+        kind, _ = _same(data, **kw)
         assert kind == "ok"
 
 

@@ -155,16 +155,9 @@ def test_valid_input_decodes_the_same(
     assert kind == "ok"
 
 
-@needs_native
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches(), st.data(), st.booleans(), st.booleans())
-def test_corrupted_input_gives_the_same_records_or_error(
-    case: tuple[list[list[RecordSpec]], list[bytes], int],
-    data: st.DataObject,
-    check_crcs: bool,
-    partial: bool,
-) -> None:
-    _groups, parts, base = case
+def corrupted(parts: list[bytes], data: st.DataObject) -> bytes:
+    """``parts`` (batches) joined, then one to three edits drawn from ``data``: bit flips,
+    bytes, batch header fields, truncation, splices, deletions."""
     buf = bytearray(b"".join(parts))
     starts = [sum(len(p) for p in parts[:j]) for j in range(len(parts))]
     for _ in range(data.draw(st.integers(1, 3))):
@@ -189,15 +182,40 @@ def test_corrupted_input_gives_the_same_records_or_error(
             buf[i:i] = data.draw(st.binary(min_size=1, max_size=40))
         else:
             del buf[i : i + data.draw(st.integers(1, 40))]
+    return bytes(buf)
+
+
+@needs_native
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches(), st.data(), st.booleans(), st.booleans())
+def test_corrupted_input_gives_the_same_records_or_error(
+    case: tuple[list[list[RecordSpec]], list[bytes], int],
+    data: st.DataObject,
+    check_crcs: bool,
+    partial: bool,
+) -> None:
+    for buf, kw in corrupted_cases(case, data, check_crcs, partial):
+        _same_on_both_paths(buf, **kw)
+
+
+def corrupted_cases(
+    case: tuple[list[list[RecordSpec]], list[bytes], int],
+    data: st.DataObject,
+    check_crcs: bool,
+    partial: bool,
+) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """The corrupted bytes of ``case`` (:func:`corrupted`) with the decoding arguments to try
+    them with, once per isolation level."""
+    _groups, parts, base = case
+    buf = corrupted(parts, data)
     for level in IsolationLevel:
-        _same_on_both_paths(
-            bytes(buf),
-            fetch_offset=base + data.draw(st.integers(-1, 5)),
-            check_crcs=check_crcs,
-            isolation_level=level,
-            aborted_transactions=[AbortedTransaction(0, base)],
-            partial_on_error=partial,
-        )
+        yield buf, {
+            "fetch_offset": base + data.draw(st.integers(-1, 5)),
+            "check_crcs": check_crcs,
+            "isolation_level": level,
+            "aborted_transactions": [AbortedTransaction(0, base)],
+            "partial_on_error": partial,
+        }
 
 
 @needs_native
@@ -225,14 +243,22 @@ def test_random_records_section_gives_the_same(
 def test_read_committed_gives_the_same(
     case: tuple[bytes, list[tuple[int, int]], list[bytes]],
 ) -> None:
+    for data, kw in transaction_cases(case):
+        kind, _ = _same_on_both_paths(data, **kw)
+        assert kind == "ok"
+
+
+def transaction_cases(
+    case: tuple[bytes, list[tuple[int, int]], list[bytes]],
+) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """The bytes of a ``transactions()`` case with the decoding arguments to try them with,
+    once per isolation level."""
     data, aborted, _everything = case
     for level in IsolationLevel:
-        kind, _ = _same_on_both_paths(
-            data,
-            isolation_level=level,
-            aborted_transactions=[AbortedTransaction(pid, first) for pid, first in aborted],
-        )
-        assert kind == "ok"
+        yield data, {
+            "isolation_level": level,
+            "aborted_transactions": [AbortedTransaction(pid, first) for pid, first in aborted],
+        }
 
 
 @needs_native
