@@ -37,6 +37,12 @@ if TYPE_CHECKING:
     from kafka_actors.protocol.fetch import FetchConfig
 
 
+#: A columnar collect takes at most one response's records per partition: each partition's
+#: batch is then a zero-copy slice of one decoded response (two would be concatenated, a copy
+#: made by pyarrow with the GIL given up); the rest waits for the next call.
+ONE_SLICE_PER_PARTITION = True
+
+
 @dataclass(frozen=True, slots=True)
 class ColumnSlice:
     """Records ``start``..``end-1`` of decoded fetched data, handed out without a Python object
@@ -289,6 +295,8 @@ class FetchBuffer:
             if not self._usable(cf, ignore_pause=False):
                 self._release(self._completed.popleft())
                 continue
+            if columnar and ONE_SLICE_PER_PARTITION and cf.tp in records:
+                break  # the next response of a partition taken: its batch stays one slice
             if cf.error is not None and cf.decoded is None:
                 # A partition error from the response (no data).
                 if records:
