@@ -18,6 +18,8 @@ its own subprocess (so the peak RSS, VmHWM of the child, is that client's alone)
   per batch is the same in columns: the rows counted, the key and value lengths summed (from
   the Arrow offsets), the last offset read. A third table sets them beside Java's
   ConsumerPerformance and ``poll`` (``kafka-actors``) of the same run;
+* ``kafka-actors async columns 50k``: ``AsyncKafkaConsumer.getmany_batches(max_records=50,000)``,
+  the same way (in that third table too);
 * ``confluent-kafka``: ``Consumer.consume(500)`` after ``assign`` at OFFSET_BEGINNING;
 * ``confluent-kafka tuned``: the same with ``queued.min.messages=1000000`` and
   ``fetch.queue.backoff.ms=5`` (librdkafka's pre-fetch queue kept full);
@@ -100,6 +102,7 @@ CLIENTS = (
     "kafka-actors async",
     "aiokafka iter",
     "kafka-actors async iter",
+    "kafka-actors async columns 50k",
 )
 #: asyncio way of reading → (kafka-actors client, aiokafka client)
 ASYNC_PAIRS = {
@@ -212,21 +215,22 @@ def run_kafka_actors_columns(
     tally = Tally()
     consumer = kafka_actors_consumer(bootstrap, topic, partitions, False)
     try:
-        count = nbytes = 0
-        last = -1
-        while count < expected:
-            batches = consumer.poll_batches(1.0, max_records)
-            if batches and tally.first_at is None:
-                tally.first_at = time.perf_counter()
-            for batch in batches.values():
-                for name in ("key", "value"):
-                    nbytes += binary_length(batch.column(name))
-                last = batch.column("offset")[-1].as_py()
-                count += batch.num_rows
-        tally.count, tally.nbytes, tally.last_offset = count, nbytes, last
+        while tally.count < expected:
+            count_batches(tally, consumer.poll_batches(1.0, max_records))
     finally:
         consumer.close(5.0)
     return tally
+
+
+def count_batches(tally: Tally, batches: dict[Any, Any]) -> None:
+    """The columnar clients' work: rows counted, key and value lengths summed, last offset."""
+    if batches and tally.first_at is None:
+        tally.first_at = time.perf_counter()
+    for batch in batches.values():
+        for name in ("key", "value"):
+            tally.nbytes += binary_length(batch.column(name))
+        tally.last_offset = batch.column("offset")[-1].as_py()
+        tally.count += batch.num_rows
 
 
 #: librdkafka settings of "confluent-kafka tuned": a deep pre-fetch queue, refilled promptly.
@@ -309,24 +313,42 @@ async def read_async(consumer: Any, tally: Tally, expected: int, one_by_one: boo
     tally.count, tally.nbytes, tally.last_offset = count, nbytes, last
 
 
-async def run_kafka_actors_async(
-    bootstrap: str, topic: str, partitions: int, expected: int, one_by_one: bool
-) -> Tally:
+def async_kafka_actors_consumer(bootstrap: str, topic: str, partitions: int) -> Any:
+    """An AsyncKafkaConsumer assigned every partition of ``topic``, from the beginning."""
     from kafka_actors.aio import AsyncKafkaConsumer
     from kafka_actors.protocol.messages import TopicPartition
 
-    tally = Tally()
     config: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "auto.offset.reset": "earliest",
         "max.poll.records": MAX_RECORDS,
         **FETCH,
     }
-    async with AsyncKafkaConsumer(config=config) as consumer:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
+    consumer = AsyncKafkaConsumer(config=config)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    return consumer
+
+
+async def run_kafka_actors_async(
+    bootstrap: str, topic: str, partitions: int, expected: int, one_by_one: bool
+) -> Tally:
+    tally = Tally()
+    async with async_kafka_actors_consumer(bootstrap, topic, partitions) as consumer:
         await read_async(consumer, tally, expected, one_by_one)
+    return tally
+
+
+async def run_kafka_actors_async_columns(
+    bootstrap: str, topic: str, partitions: int, expected: int, _one_by_one: bool
+) -> Tally:
+    """``AsyncKafkaConsumer.getmany_batches(max_records=MAX_COLUMNAR)``, as the sync columnar
+    client reads."""
+    tally = Tally()
+    async with async_kafka_actors_consumer(bootstrap, topic, partitions) as consumer:
+        while tally.count < expected:
+            count_batches(tally, await consumer.getmany_batches(1000, MAX_COLUMNAR))
     return tally
 
 
@@ -464,6 +486,9 @@ def child(args: argparse.Namespace) -> int:
         ),
         "kafka-actors async": lambda: run_on_loop(run_kafka_actors_async, args, False, lag),
         "kafka-actors async iter": lambda: run_on_loop(run_kafka_actors_async, args, True, lag),
+        "kafka-actors async columns 50k": lambda: run_on_loop(
+            run_kafka_actors_async_columns, args, False, lag
+        ),
     }
     runner = runners[args.child]
     if args.child.startswith("kafka-actors"):
@@ -479,6 +504,7 @@ def child(args: argparse.Namespace) -> int:
         "kafka-python": "kafka",
         "kafka-actors async": "kafka_actors.aio",
         "kafka-actors async iter": "kafka_actors.aio",
+        "kafka-actors async columns 50k": "kafka_actors.aio",
     }.get(args.child, "kafka_actors.consumer")
     importlib.import_module(module)
     profiler: Any = None
@@ -690,7 +716,7 @@ def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
     base = next((r for r in results if r["client"] == "kafka-actors"), None)
     print(f"\n{title}")
     print(
-        f"{'client (decoder)':32} {'records/s':>11} {'MB/s':>8} {'total s':>8} {'first s':>8} "
+        f"{'client (decoder)':40} {'records/s':>11} {'MB/s':>8} {'total s':>8} {'first s':>8} "
         f"{'cpu s':>7} {'peak RSS MB':>12} {'loop lag ms':>12} {'ka/peer rate':>13} "
         f"{'peer/ka cpu':>12} {'ka/peer RSS':>12}"
     )
@@ -710,7 +736,7 @@ def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
             ratio = rss_ratio = cpu_ratio = ""
         name = f"{r['client']} ({r['impl']})" if r.get("impl") else r["client"]
         print(
-            f"{name:32} {rate:11,.0f} {mbs:8.1f} {r['seconds']:8.2f} {first} "
+            f"{name:40} {rate:11,.0f} {mbs:8.1f} {r['seconds']:8.2f} {first} "
             f"{r['cpu_s']:7.2f} {rss_s} {lag_s} {ratio:>13} {cpu_ratio:>12} {rss_ratio:>12}"
         )
         if r["records"] != n:
@@ -749,7 +775,7 @@ def print_async_table(title: str, results: dict[str, dict[str, Any]]) -> None:
 
 
 #: The columnar poll's rows and what they are set beside.
-COLUMNAR = ("kafka-actors columns", "kafka-actors columns 50k")
+COLUMNAR = ("kafka-actors columns", "kafka-actors columns 50k", "kafka-actors async columns 50k")
 
 
 def print_columnar_table(title: str, results: dict[str, dict[str, Any]]) -> None:
