@@ -249,3 +249,26 @@ def test_rows_are_poll_records_with_control_batches_and_aborted_transactions(
         assert consumer.position(tp) == end
     assert got == expected
     assert [r["value"] for r in got[tp]] == expected_values
+
+
+@pytest.mark.mock
+def test_auto_commit_covers_what_poll_batches_returned(mock_cluster: Any) -> None:
+    topic = unique("colauto")
+    mock_cluster.create_topic(topic, partitions=2)
+    bootstrap = mock_cluster.bootstrap_servers
+    produce(bootstrap, topic, 40)
+    config = base_config(
+        bootstrap,
+        **{"group.id": unique("g"), "enable.auto.commit": True, "auto.commit.interval.ms": 100},
+    )
+    with KafkaConsumer(config) as consumer:
+        consumer.subscribe([topic])
+        rows = poll_batches_until(consumer, 40, max_records=7)
+        ends = {tp: r[-1]["offset"] + 1 for tp, r in rows.items()}
+        deadline = time.monotonic() + 30
+        while True:
+            assert consumer.poll_batches(0.2) == {}  # auto-commit runs from the polls
+            committed = consumer.committed(set(ends))
+            if {tp: c.offset for tp, c in committed.items() if c is not None} == ends:
+                break
+            assert time.monotonic() < deadline, committed
