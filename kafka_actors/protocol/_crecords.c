@@ -139,6 +139,7 @@ be32(const uint8_t *p)
 typedef struct {
     char msg[160];
     int too_large; /* past the decompression bound: DecompressedBatchTooLargeError */
+    int full;      /* the Arrow sink's binary columns are full (bin_put) */
 } Fault;
 
 /* Record why a batch is corrupt; returns 1 (the "corrupt" result of the readers below). */
@@ -682,6 +683,9 @@ bit_put(Buf *b, Py_ssize_t n, int set)
     return 0;
 }
 
+/* The most data bytes of one binary column (Arrow's int32 offsets); lowered by tests only. */
+static Py_ssize_t column_limit = INT32_MAX;
+
 /* A nullable binary column: validity bitmap, int32 offsets (n+1), data. */
 typedef struct {
     Buf valid, offs, data;
@@ -783,8 +787,11 @@ bin_put(BinCol *c, Py_ssize_t row, const uint8_t *data, Py_ssize_t len, Fault *f
         c->nulls++;
         len = 0;
     }
-    if (c->data.len + len > INT32_MAX)
-        return FAULT(f, "one fetch's records hold more than 2 GiB of keys, values or headers");
+    if (c->data.len + len > column_limit) {
+        f->full = 1;
+        return FAULT(f, "one batch holds more than the 2 GiB of keys, values or headers an "
+                        "Arrow binary column holds");
+    }
     if (buf_put(&c->data, data, len) < 0 || buf_i32(&c->offs, (int32_t)c->data.len) < 0)
         return -1;
     return 0;
@@ -1343,6 +1350,12 @@ decode_into(PyObject *self, PyObject *args)
             c.batch_ts_type = c.batch_epoch = NULL;
             if (rc) {
                 Py_DECREF(epoch);
+                if (rc > 0 && fault.full && pos > 0) {
+                    /* The columns are full: stop before this batch, as before a truncated
+                     * one (the next fetch starts at it). Alone, it is corrupt. */
+                    arrow_reset(&arrow, &good);
+                    break;
+                }
                 if (rc > 0)
                     goto corrupt;
                 goto error;
@@ -1578,7 +1591,26 @@ setup(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(set_column_limit_doc,
+"set_column_limit(n)\n--\n\n"
+"Tests only: the most data bytes of one Arrow binary column (default 2**31 - 1).");
+
+static PyObject *
+set_column_limit(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0 || n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the limit is 0 .. 2**31 - 1");
+        return NULL;
+    }
+    column_limit = n;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"set_column_limit", set_column_limit, METH_O, set_column_limit_doc},
     {"decode_into", decode_into, METH_VARARGS, decode_into_doc},
     {"records", records, METH_VARARGS, records_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},

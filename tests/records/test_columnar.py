@@ -244,3 +244,25 @@ def test_timestamps_past_the_microsecond_range_are_corrupt_in_columns_on_both_pa
                  "timestamp": 5000, "timestampType": 0}
             ]  # fmt: skip
             assert [r.timestamp for r in decode_records(data, "t", 3)] == [5, 2**62]
+
+
+@pytest.mark.skipif(records._native is None, reason="the native path's Arrow sink")
+def test_full_columns_stop_before_a_batch_as_before_a_truncated_one() -> None:
+    """An Arrow binary column holds 2 GiB (int32 offsets): decoding stops before the batch
+    that would not fit, as before a truncated batch (the next fetch starts at it); a first
+    batch that does not fit alone is corrupt. The bound is lowered here to show it."""
+    assert records._native is not None
+    parts = [build_batch([RecordSpec(value=b"x" * 400)], base_offset=i) for i in range(3)]
+    data = b"".join(parts)
+    records._native.set_column_limit(1000)
+    try:
+        d = decode_records(data, "t", 0, columnar=True)
+        assert len(d) == 2 and d.next_fetch_offset == 2
+        assert d.bytes_consumed == len(parts[0]) + len(parts[1])
+        records._native.set_column_limit(300)
+        d = decode_records(data, "t", 0, columnar=True, partial_on_error=True)
+        assert len(d) == 0 and d.error is not None and d.error.offset == 0
+        assert "2 GiB" in str(d.error)
+    finally:
+        records._native.set_column_limit(2**31 - 1)
+    assert len(decode_records(data, "t", 0, columnar=True)) == 3
