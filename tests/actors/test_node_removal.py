@@ -10,7 +10,8 @@ that is never started (no sockets: connections are driven to ready with a fake b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,16 +19,21 @@ import pytest
 
 from kafka_actors.actors.network import (
     ANY_NODE,
+    GetNodeStates,
     NetworkActor,
     RequestFailed,
     Response,
     Send,
+    bootstrap_node_id,
 )
 from kafka_actors.clock import ManualClock
-from kafka_actors.errors import DisconnectedError
+from kafka_actors.errors import DisconnectedError, KafkaError
 from kafka_actors.protocol import requests as rq
 from kafka_actors.protocol.coordinator import coordinator_connection_id
-from tests.actors.network_helpers import network_config
+from kafka_actors.supervisors import FaultInjector
+from kafka_actors.testing import KafkaBroker
+from tests.actors.network_helpers import events, metadata, network_config, send
+from tests.actors.network_proxy import TcpProxy
 from tests.actors.test_connection import FakeBroker, connect_ready, metadata_response
 
 Reply = Response | RequestFailed
@@ -56,7 +62,7 @@ def real_nodes(net: NetworkActor) -> set[int]:
     return {i for i in net._nodes if i >= 0}
 
 
-def send(net: NetworkActor, replies: list[Reply], node: int = ANY_NODE) -> None:
+def queue(net: NetworkActor, replies: list[Reply], node: int = ANY_NODE) -> None:
     net._accept(Send(rq.metadata_request(12, topics=None), node=node, reply_to=replies.append))
 
 
@@ -68,7 +74,7 @@ def test_a_node_left_out_of_a_newer_response_is_forgotten(net: NetworkActor) -> 
     assert [(e.node, e.kind) for e in net._events] == [(1, "removed")]
     # a request for it fails at once with a retriable error (it does not wait for node 1)
     replies: list[Reply] = []
-    send(net, replies, node=1)
+    queue(net, replies, node=1)
     [failed] = replies
     assert isinstance(failed, RequestFailed) and failed.node == 1
     assert isinstance(failed.error, DisconnectedError) and failed.error.retriable
@@ -87,7 +93,7 @@ def test_a_node_named_again_is_used_again(net: NetworkActor) -> None:
     net._learn(brokers(1, 2))
     assert real_nodes(net) == {1, 2}
     replies: list[Reply] = []
-    send(net, replies, node=1)
+    queue(net, replies, node=1)
     assert replies == [] and net._nodes[1].conn.queued_count == 1
 
 
@@ -110,13 +116,13 @@ def test_in_flight_requests_of_a_removed_node_are_still_answered(net: NetworkAct
     broker = FakeBroker()
     connect_ready(old.conn, clock, broker)
     in_flight: list[Reply] = []
-    send(net, in_flight, node=1)
+    queue(net, in_flight, node=1)
     out, _ = old.conn.flush(clock.monotonic())
     [(header, _body)] = broker.take(out)
     queued_for_1: list[Reply] = []
     queued_for_any: list[Reply] = []
-    send(net, queued_for_1, node=1)
-    send(net, queued_for_any)
+    queue(net, queued_for_1, node=1)
+    queue(net, queued_for_any)
     net._route(clock.monotonic())  # node 1 is the only ready node: both queue there
     assert old.conn.queued_count == 2
     connect_ready(new.conn, clock, FakeBroker())
@@ -148,7 +154,7 @@ def test_a_removed_node_that_disconnects_fails_its_in_flight_retriably(
     broker = FakeBroker()
     connect_ready(old.conn, clock, broker)
     in_flight: list[Reply] = []
-    send(net, in_flight, node=1)
+    queue(net, in_flight, node=1)
     out, _ = old.conn.flush(clock.monotonic())
     assert len(broker.take(out)) == 1
     net._learn(brokers(2))
@@ -160,3 +166,58 @@ def test_a_removed_node_that_disconnects_fails_its_in_flight_retriably(
     net._pump(clock.monotonic())
     assert 1 not in net._nodes
     assert [e.kind for e in net._events if e.node == 1].count("connect") == 0
+
+
+# -- against real brokers ----------------------------------------------------------------------
+
+
+def _metadata_until(ref: Any, wanted: Callable[[Response], bool], timeout: float = 60) -> Response:
+    """Metadata for any node, again (a request may meet a connection that just broke) until
+    an answer satisfies ``wanted``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            reply = metadata(ref)
+            if wanted(reply):
+                return reply
+        except KafkaError:
+            pass
+        assert time.monotonic() < deadline, "no wanted Metadata answer in time"
+        time.sleep(0.2)
+
+
+@pytest.mark.broker
+def test_the_old_cluster_s_broker_is_never_tried_again_after_a_move(start_network: Any) -> None:
+    """The bootstrap address (a TCP forwarder) moves to a new cluster whose only broker is
+    node 7; the old cluster's node 1 stops for good. Once a Metadata answer from the new
+    cluster came, node 1 is gone from the node registry and no connection to it is attempted
+    any more, also while the connections to node 7 and to the bootstrap address keep breaking
+    (before: node 1, first in the candidates and out of backoff, was tried at each such
+    round, forever)."""
+    with KafkaBroker() as old, TcpProxy("127.0.0.1", (old.node.host, old.node.port)) as proxy:
+        faults = FaultInjector()
+        config = network_config(
+            proxy.address, **{"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200}
+        )
+        ref = start_network(config, faults=faults)
+        assert [int(b.node_id) for b in metadata(ref).response.brokers] == [1]
+        assert metadata(ref, node=1).node == 1  # a connection to node 1 itself
+        with KafkaBroker(first_node_id=7) as new:
+            proxy.target = (new.node.host, new.node.port)
+            old.stop()
+            _metadata_until(ref, lambda r: [int(b.node_id) for b in r.response.brokers] == [7])
+            assert 1 not in ref.ask(GetNodeStates(), timeout=10)
+            assert "removed" in [e.kind for e in events(ref, node=1)]
+            attempts = [e.kind for e in events(ref, node=1)].count("connect")
+            for _ in range(5):
+                assert metadata(ref, node=7).node == 7
+                # no ready node: the next request must connect somewhere
+                faults.sever(7)
+                faults.sever(bootstrap_node_id(0))
+                time.sleep(0.3)  # past node 1's reconnect backoff (at most 0.2 s)
+                _metadata_until(ref, lambda r: True)
+            assert [e.kind for e in events(ref, node=1)].count("connect") == attempts
+            assert 1 not in ref.ask(GetNodeStates(), timeout=10)
+            # a request naming node 1 is answered at once, with a retriable error
+            failed = send(ref, rq.metadata_request(12, topics=None), node=1).get(timeout=10)
+            assert isinstance(failed, RequestFailed) and failed.error.retriable
