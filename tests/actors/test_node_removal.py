@@ -31,7 +31,7 @@ from kafka_actors.errors import DisconnectedError, KafkaError
 from kafka_actors.protocol import requests as rq
 from kafka_actors.protocol.coordinator import coordinator_connection_id
 from kafka_actors.supervisors import FaultInjector
-from kafka_actors.testing import KafkaBroker
+from kafka_actors.testing import KafkaBroker, KafkaCluster
 from tests.actors.network_helpers import events, metadata, network_config, send
 from tests.actors.network_proxy import TcpProxy
 from tests.actors.test_connection import FakeBroker, connect_ready, metadata_response
@@ -221,3 +221,35 @@ def test_the_old_cluster_s_broker_is_never_tried_again_after_a_move(start_networ
             # a request naming node 1 is answered at once, with a retriable error
             failed = send(ref, rq.metadata_request(12, topics=None), node=1).get(timeout=10)
             assert isinstance(failed, RequestFailed) and failed.error.retriable
+
+
+@pytest.mark.broker
+def test_a_broker_stopped_for_good_leaves_the_candidates(
+    kafka_cluster: KafkaCluster, start_network: Any
+) -> None:
+    """A broker of a 3-broker cluster stops (controlled shutdown) and stays down: the 4.4
+    controller fences it, and fenced brokers are left out of Metadata answers. Once an
+    answer leaves it out, no connection to it is attempted any more, also when every other
+    connection breaks at once (before: it was the one node out of backoff, so tried)."""
+    faults = FaultInjector()
+    config = network_config(
+        kafka_cluster.bootstrap_servers.split(",")[0],
+        **{"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200},
+    )
+    ref = start_network(config, faults=faults)
+    live = [node.node_id for node in kafka_cluster.brokers]
+    assert sorted(int(b.node_id) for b in metadata(ref).response.brokers) == sorted(live)
+    gone = live.pop()
+    assert metadata(ref, node=gone).node == gone
+    kafka_cluster.stop_broker(len(live))
+    _metadata_until(ref, lambda r: sorted(int(b.node_id) for b in r.response.brokers) == live)
+    assert gone not in ref.ask(GetNodeStates(), timeout=10)
+    attempts = [e.kind for e in events(ref, node=gone)].count("connect")
+    for _ in range(5):
+        for node in live:
+            assert metadata(ref, node=node).node == node
+        time.sleep(0.3)  # past the stopped broker's reconnect backoff (at most 0.2 s)
+        for node in [*live, bootstrap_node_id(0)]:
+            faults.sever(node)
+        _metadata_until(ref, lambda r: True)
+    assert [e.kind for e in events(ref, node=gone)].count("connect") == attempts
