@@ -13,16 +13,9 @@ from __future__ import annotations
 from membership_harness import MEMBER_ID, Harness, tps
 
 from kafka_actors import errors
-from kafka_actors.protocol.membership import (
-    ErrorEvent,
-    InvokeLost,
-    InvokeRevoked,
-    LeaveCompleted,
-    MemberEpochChanged,
-    MemberState,
-)
+from kafka_actors.protocol import membership as pm
 
-S = MemberState
+S = pm.MemberState
 GROUP_ID_NOT_FOUND = 69
 MESSAGE = "Consumer group group-1 not found."
 
@@ -34,11 +27,11 @@ def test_in_the_group_it_is_fatal_and_names_the_group() -> None:
     h.respond(h.heartbeat(), error=GROUP_ID_NOT_FOUND, message=MESSAGE, epoch=-1)
     assert h.m.state is S.FATAL
     events = h.take_events()
-    (error,) = h.of(ErrorEvent, events)
+    (error,) = h.of(pm.ErrorEvent, events)
     assert error.fatal and isinstance(error.error, errors.GroupIdNotFoundError)
     assert "group-1" in str(error.error) and not error.error.retriable
-    assert MemberEpochChanged(MEMBER_ID, None) in events
-    (lost,) = h.of(InvokeLost, events)
+    assert pm.MemberEpochChanged(MEMBER_ID, None) in events
+    (lost,) = h.of(pm.InvokeLost, events)
     assert lost.partitions == tps(("a", 0))
 
 
@@ -52,13 +45,13 @@ def test_a_heartbeat_answered_after_the_member_left_is_ignored() -> None:
     in_flight = h.heartbeat()
     h.m.on_coordinator_unknown(h.now)
     h.m.leave_group(h.now)
-    (revoked,) = h.of(InvokeRevoked, h.take_events())
+    (revoked,) = h.of(pm.InvokeRevoked, h.take_events())
     h.m.on_callback_completed(revoked.callback_id)
-    assert LeaveCompleted() in h.take_events()
+    assert pm.LeaveCompleted() in h.take_events()
     assert h.m.state is S.UNSUBSCRIBED
     h.respond(in_flight, error=GROUP_ID_NOT_FOUND, message=MESSAGE, epoch=-1)
     assert h.m.state is S.UNSUBSCRIBED
-    assert h.of(ErrorEvent, h.take_events()) == []
+    assert h.of(pm.ErrorEvent, h.take_events()) == []
     h.m.on_coordinator_discovered(h.now)
     h.advance(1_000)  # past the backoff of the failed attempt
     join = h.join("a")
@@ -69,11 +62,11 @@ def test_the_leave_heartbeat_answer_completes_the_leave() -> None:
     h = Harness()
     h.stable_with({"a": [0]}, epoch=4)
     h.m.leave_group(h.now)
-    (revoked,) = h.of(InvokeRevoked, h.take_events())
+    (revoked,) = h.of(pm.InvokeRevoked, h.take_events())
     h.m.on_callback_completed(revoked.callback_id)
     leave = h.heartbeat()
     assert leave.request.member_epoch == -1
     h.respond(leave, error=GROUP_ID_NOT_FOUND, message=MESSAGE, epoch=-1)
     events = h.take_events()
-    assert LeaveCompleted() in events and h.of(ErrorEvent, events) == []
+    assert pm.LeaveCompleted() in events and h.of(pm.ErrorEvent, events) == []
     assert h.m.state is S.UNSUBSCRIBED
