@@ -31,6 +31,7 @@ from kafka_actors.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
     GroupAuthorizationFailedError,
+    GroupIdNotFoundError,
     GroupMaxSizeReachedError,
     InvalidRegularExpressionError,
     InvalidRequestError,
@@ -353,6 +354,11 @@ class HeartbeatRequests(AssignmentReconciler):
             self._transition_to_fenced()
             # Skip the backoff: rejoin as soon as the assignment is released.
             self._reset_request_state()
+        elif code == GroupIdNotFoundError.code and self._state is MemberState.UNSUBSCRIBED:
+            # The group is gone (deleted, or another cluster answers) and the member already
+            # left it: nothing to fail (Java 4.4 too). In the group, the member cannot go on
+            # with its epoch: fatal, as any non-retriable code (below), as Java does.
+            self._log.info("heartbeat_group_id_not_found_ignored", state=self._state.value)
         elif code == TopicAuthorizationFailedError.code:
             # Reported on the next call; the member stays so it recovers when ACLs are fixed.
             self._events.append(ErrorEvent(error_for_code(code, message), fatal=False))

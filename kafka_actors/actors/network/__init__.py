@@ -58,7 +58,13 @@ if none is ready, a connection is started to the first node, then bootstrap serv
 backoff: bootstrap servers are so tried in turn) or ``BOOTSTRAP_NODE`` (the same among the
 bootstrap servers only); such a request queued on a connection that is lost goes back to be
 routed again. Requests for a node whose address is not known yet, or that is connecting or
-backing off, wait until it is ready or their deadline passes.
+backing off, wait until it is ready or their deadline passes. As Java's ``Metadata``, the
+latest Metadata response decides which brokers exist: a node an earlier response named and a
+newer one leaves out (decommissioned, fenced, the old cluster after a move) is removed (event
+``removed``): it is no candidate for any node, requests for any node queued on it are routed
+again, requests for it fail at once with a retriable DisconnectedError, and its connection is
+closed once its in-flight requests are answered or failed; a later response naming it brings
+it back. Nodes only told with :class:`UpdateNodes` (coordinator connections) are not affected.
 
 Replies
 -------

@@ -134,6 +134,7 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
         self._events = deque(maxlen=event_log_size)
         self._closed = False
         self._all_down_warned_at = None
+        self._removed = set()
         # Re-bootstrap (KIP-899 / KIP-1102): since when a Metadata request waits for an
         # answer (None: the last one was answered).
         self._rebootstrap = config.metadata_recovery_strategy == "rebootstrap"
@@ -276,6 +277,8 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             self._deliver_response(item.node, item.event)
         self._route(now)
         for node in list(self._nodes.values()):
+            if node.retired and self._forget_retired(node):
+                continue
             conn = node.conn
             if conn.queued_count and conn.connect_delay(now) == 0.0:
                 self._connect(node, now)

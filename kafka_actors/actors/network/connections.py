@@ -47,13 +47,17 @@ class NetworkConnections(NetworkBase):
         return Node(node_id, address, conn, log)
 
     def _set_address(self, node_id: int, address: BrokerAddress) -> None:
+        self._removed.discard(node_id)
         node = self._nodes.get(node_id)
         if node is None:
             node = self._nodes[node_id] = self._new_node(node_id, address)
             node.log.debug("node_learned")
             for pending in self._waiting.pop(node_id, ()):
                 node.conn.enqueue(pending)
-        elif node.address != address:
+        if node.retired:  # named again before its last requests were answered
+            node.retired = False
+            node.log.info("node_restored")
+        if node.address != address:
             node.log.info("node_address_changed", new_address=str(address))
             node.address = address
             node.addresses = None  # resolve the new name at the next attempt
@@ -284,6 +288,39 @@ class NetworkConnections(NetworkBase):
         node.conn.close_idle()
         self._record(node, "idle_closed")
         node.log.debug("node_idle_closed", idle_ms=idle_ms)
+
+    def _retire(self, node: Node) -> None:
+        """A newer Metadata response left ``node`` out (Java: a node not in the latest
+        metadata is no connection candidate): requests for any node queued on it are routed
+        again, requests for it fail with a retriable error, and it is forgotten (its
+        connection closed) once its in-flight requests are answered or failed."""
+        node.in_metadata = False
+        self._removed.add(node.node_id)
+        if node.retired:
+            return
+        node.retired = True
+        error = DisconnectedError(
+            f"Node {node.node_id} is not in the latest Metadata response", node=node.node_id
+        )
+        for pending in node.conn.take_queued():
+            if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
+                self._unassigned.append(pending)
+            else:
+                self._fail(pending, error, node.node_id)
+        self._record(node, "removed")
+        node.log.info("node_removed", in_flight=node.conn.in_flight_count)
+        self._forget_retired(node)
+
+    def _forget_retired(self, node: Node) -> bool:
+        """Forget a retired node with nothing in flight (True if it is gone)."""
+        if not node.retired or node.conn.in_flight_count or node.conn.queued_count:
+            return False
+        if self._nodes.get(node.node_id) is node:
+            self._drop_transport(node)
+            node.conn.close(DisconnectedError(f"Node {node.node_id} removed", node=node.node_id))
+            del self._nodes[node.node_id]
+            node.log.debug("node_forgotten")
+        return True
 
     def _close_node(self, node: Node, error: KafkaError) -> None:
         """Close ``node``'s transport because of ``error`` and fail what must fail."""

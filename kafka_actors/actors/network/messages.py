@@ -144,7 +144,8 @@ class ConnectionEvent:
 
     ``kind``: ``connect`` (an attempt starts), ``ready``, ``connect_failed`` (before ready),
     ``auth_failed``, ``disconnected`` (after ready), ``idle_closed`` (connections.max.idle.ms),
-    ``throttled`` (KIP-219), ``reauthenticated`` (KIP-368, in place). ``backoff`` is the
+    ``throttled`` (KIP-219), ``reauthenticated`` (KIP-368, in place), ``removed`` (a newer
+    Metadata response left the node out). ``backoff`` is the
     reconnect backoff chosen after a failure, or the throttle time (seconds).
     """
 

@@ -87,9 +87,18 @@ class NetworkRebootstrap(NetworkBase):
             del self._nodes[node.node_id]
 
     def _learn(self, response: Any) -> None:
+        """The brokers of a Metadata response are the cluster's nodes (Java's ``Metadata``
+        builds its node set from the latest response only): learn them, and retire the nodes
+        an earlier response named that this one leaves out (a decommissioned or fenced broker,
+        the old cluster after a move). An empty broker list changes nothing."""
         brokers = getattr(response, "brokers", None)
         if not brokers:
             return
+        named: set[int] = set()
         for broker in brokers:
-            address = BrokerAddress(str(broker.host), int(broker.port))
-            self._set_address(int(broker.node_id), address)
+            node_id = int(broker.node_id)
+            named.add(node_id)
+            self._set_address(node_id, BrokerAddress(str(broker.host), int(broker.port)))
+            self._nodes[node_id].in_metadata = True
+        for node in [n for n in self._nodes.values() if n.in_metadata and n.node_id not in named]:
+            self._retire(node)

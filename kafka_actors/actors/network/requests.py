@@ -90,6 +90,12 @@ class NetworkRequests(NetworkBase):
                 FatalError("COORDINATOR_NODE must be resolved to a node id by the sender"),
                 node,
             )
+        elif node in self._removed:
+            self._fail(
+                pending,
+                DisconnectedError(f"Node {node} is not in the latest Metadata response", node=node),
+                node,
+            )
         elif node in self._nodes:
             self._nodes[node].conn.enqueue(pending)
         else:
@@ -138,7 +144,7 @@ class NetworkRequests(NetworkBase):
         """Give ANY_NODE / BOOTSTRAP_NODE requests to a ready node, or start a connection."""
         if not self._unassigned:
             return
-        real = [n for n in self._nodes.values() if n.node_id >= 0]
+        real = [n for n in self._nodes.values() if n.node_id >= 0 and not n.retired]
         boot = [self._nodes[i] for i in self._bootstrap]
         keep: deque[PendingRequest] = deque()
         connect_started = False

@@ -63,6 +63,12 @@ class Node:
     down_announced: bool = False
     #: When the last ``node_unavailable`` warning was logged (monotonic s; None: never).
     warned_at: float | None = None
+    #: Named by the latest Metadata response that named this node (False: learned only from
+    #: ``UpdateNodes``, e.g. a coordinator connection, which no Metadata response names).
+    in_metadata: bool = False
+    #: Left out of a newer Metadata response: no longer a candidate, no new requests; its
+    #: connection stays until its in-flight requests are answered, then it is forgotten.
+    retired: bool = False
 
 
 @dataclass(order=True)
@@ -106,6 +112,9 @@ class NetworkBase(SupervisedActor):
     _resolver_pool: concurrent.futures.ThreadPoolExecutor | None
     _events: deque[ConnectionEvent]
     _all_down_warned_at: float | None
+    #: Node ids a newer Metadata response left out (until one names them again): a request
+    #: for one of them fails at once with a retriable error instead of waiting for it.
+    _removed: set[int]
 
     #: Start a connection attempt to the node (resolving its name first if needed).
     @abc.abstractmethod
@@ -118,6 +127,14 @@ class NetworkBase(SupervisedActor):
     #: Append a :class:`ConnectionEvent` of ``kind`` for the node to the event log.
     @abc.abstractmethod
     def _record(self, node: Node, kind: str, error: KafkaError | None = None) -> None: ...
+
+    #: A newer Metadata response left the node out: stop using it, forget it once idle.
+    @abc.abstractmethod
+    def _retire(self, node: Node) -> None: ...
+
+    #: Forget a retired node once nothing is in flight on it (True: it is gone).
+    @abc.abstractmethod
+    def _forget_retired(self, node: Node) -> bool: ...
 
     #: Unregister and close the node's socket (if any), counted as a closed connection.
     @abc.abstractmethod
