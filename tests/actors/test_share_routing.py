@@ -64,7 +64,7 @@ def test_what_a_share_consumer_routes_to_the_share_actors_is_received() -> None:
     from kafka_actors.actors.events import TopicNames
 
     expected = {
-        ShareMembershipActor: {CoordinatorChanged, TopicNames},
+        ShareMembershipActor: {CoordinatorChanged, TopicNames, ClusterUpdated},
         ShareFetchActor: {ClusterUpdated, group_events.AssignmentChanged},
     }
     for cls, kinds in expected.items():

@@ -27,6 +27,7 @@ from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.coordinator import CoordinatorChanged
 from kafka_actors.protocol.group_events import AssignmentChanged, LeaveCompleted
 from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.metadata import ClusterUpdated
 from kafka_actors.protocol.share_membership import ShareMembershipConfig, ShareMembershipManager
 from kafka_actors.supervisors import ChildContext
 
@@ -121,9 +122,13 @@ class ShareMembershipActor(RoutingManagerActor):
     def _topic_names(self, event: TopicNames, now_ms: int) -> None:
         self.manager.on_topic_names(event.mapping)
 
+    def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
+        self.manager.on_topic_names(dict(event.cluster._names_by_id))
+
     receivers = {
         CoordinatorChanged: _coordinator_changed,
         TopicNames: _topic_names,
+        ClusterUpdated: _cluster_updated,
     }
 
     # -- effects of the events the manager publishes ------------------------------------------
