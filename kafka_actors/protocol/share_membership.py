@@ -297,6 +297,7 @@ class ShareMembershipManager(EventOutbox):
             return
         self._request_state.on_successful_attempt(now_ms)
         self._request_state.clear_backoff()
+        self._last_sent_ms = now_ms  # the interval counts from the answer (as Java's timer)
         interval = response.heartbeat_interval
         if isinstance(interval, datetime.timedelta):
             self._interval_ms = max(1, interval // datetime.timedelta(milliseconds=1))
