@@ -4,7 +4,7 @@ One import root. Sub-packages: ``protocol`` (pure wire code), ``actors`` (pykka 
 ``supervisors`` (supervision trees and fault injection), ``testing`` (the testkit).
 
 The public API: :class:`KafkaConsumer`, :class:`AsyncKafkaConsumer` (asyncio),
-:class:`KafkaShareConsumer` (share groups, KIP-932) with
+:class:`KafkaShareConsumer`, :class:`AsyncKafkaShareConsumer` (share groups, KIP-932) with
 :class:`AcknowledgeType`, :class:`ShareConsumerRecord`, :class:`ShareConsumerRecords`,
 :class:`ConsumerRebalanceListener`,
 :class:`TopicPartition`, :class:`OffsetAndMetadata`, :class:`ConsumerRecord` (and
@@ -21,6 +21,7 @@ from kafka_actors._version import __version__  # written once, in _version.py
 __all__ = [
     "AcknowledgeType",
     "AsyncKafkaConsumer",
+    "AsyncKafkaShareConsumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
@@ -36,6 +37,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from kafka_actors.aio import AsyncKafkaConsumer
+    from kafka_actors.aio_share import AsyncKafkaShareConsumer
     from kafka_actors.consumer import (
         ConsumerRebalanceListener,
         ConsumerRecords,
@@ -61,6 +63,7 @@ _LAZY = {
     "OffsetAndMetadata": "kafka_actors.protocol.messages",
     "ConsumerRecord": "kafka_actors.protocol.records",
     "KafkaShareConsumer": "kafka_actors.share_consumer",
+    "AsyncKafkaShareConsumer": "kafka_actors.aio_share",
     "AcknowledgeType": "kafka_actors.share_consumer",
     "ShareConsumerRecord": "kafka_actors.share_consumer",
     "ShareConsumerRecords": "kafka_actors.share_consumer",

@@ -240,3 +240,60 @@ def test_config_refuses_consumer_only_keys_and_needs_a_group() -> None:
     with pytest.raises(ConfigError) as refused:
         KafkaConsumer({**base, "group.id": "g", "share.acknowledgement.mode": "explicit"})
     assert "share consumer" in str(refused.value)
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(300)
+def test_asyncio_share_consumer_beside_a_sync_one_and_a_cancelled_poll_loses_nothing(
+    kafka_broker: Any,
+) -> None:
+    import asyncio
+
+    from kafka_actors import AsyncKafkaShareConsumer
+
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = unique("share-aio"), unique("share-aio-g")
+    kafka_broker.create_topic(topic, partitions=1)
+    _earliest(bootstrap, group)
+    count = 50
+    produce(bootstrap, topic, count)
+    results: list[tuple[dict[TopicPartition, set[int]], KafkaError | None]] = []
+
+    async def run() -> list[ShareConsumerRecord]:
+        config = _config(bootstrap, group, **{"max.poll.records": 7})
+        got: list[ShareConsumerRecord] = []
+        async with AsyncKafkaShareConsumer(config) as consumer:
+            consumer.set_acknowledgement_commit_callback(lambda o, e: results.append((o, e)))
+            consumer.subscribe([topic])
+            # A poll cancelled while it waits: whatever it acquired comes with the next polls.
+            task = asyncio.create_task(consumer.poll(30.0))
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            loop_turns = 0
+
+            async def ticker() -> None:
+                nonlocal loop_turns
+                while True:
+                    loop_turns += 1
+                    await asyncio.sleep(0.01)
+
+            tick = asyncio.create_task(ticker())
+            end = time.monotonic() + TIMEOUT
+            async for record in consumer:
+                got.append(record)
+                if len({r.offset for r in got}) >= count:
+                    break
+                assert time.monotonic() < end
+            assert await consumer.commit_sync(timeout=30) == {TopicPartition(topic, 0): None}
+            tick.cancel()
+            assert loop_turns > 10  # the loop ran meanwhile
+        return got
+
+    got = asyncio.run(run())
+    assert sorted(r.offset for r in got) == list(range(count))
+    assert all(r.delivery_count == 1 for r in got)
+    acknowledged = set().union(*(o.get(TopicPartition(topic, 0), set()) for o, _ in results))
+    assert acknowledged == set(range(count))
+    assert all(e is None for _, e in results)
