@@ -19,6 +19,8 @@ Java's ``ShareConsumeRequestManager`` / ``ShareSessionHandler`` (facts only).
 
 Rules, in one place:
 
+* RENEW acknowledgements (KIP-1222) go with ShareAcknowledge, never piggybacked: a ShareFetch
+  that carries them may not fetch.
 * A request that carries acknowledgements is never at epoch 0 (the broker refuses them when a
   session opens): acknowledgements wait for the session to be open; when it cannot be (no
   partition to fetch there any more) they fail with SHARE_SESSION_NOT_FOUND.
@@ -558,7 +560,10 @@ class ShareFetchManager(EventOutbox):
         )
         if session.epoch > INITIAL_EPOCH:
             other = {tp: a for tp, a in all_acks.items() if tp not in wanted}
-            if other or (all_acks and node in self._ack_now and not may_fetch):
+            # A ShareFetch with RENEW acknowledgements may not fetch (KIP-1222: its fetch
+            # parameters must be 0): those go with ShareAcknowledge.
+            renew = any(a.has_type(AcknowledgeType.RENEW) for a in all_acks.values())
+            if other or renew or (all_acks and node in self._ack_now and not may_fetch):
                 return self._ack_request(node, session, all_acks, session.epoch, now_ms)
             if may_fetch or (session.partitions - wanted):
                 return self._fetch_request(node, session, wanted, all_acks, now_ms)

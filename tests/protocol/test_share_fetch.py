@@ -352,8 +352,10 @@ def test_record_limit_mode_and_renew_need_v2() -> None:
     )
     m.collect(1)
     m.acknowledge({A0: [(0, AcknowledgeType.RENEW)]})
-    (nxt,) = m.poll(2).requests
+    (nxt,) = m.poll(2).requests  # never piggybacked: a ShareFetch with RENEW may not fetch
+    assert int(nxt.request.__api_key__) == ApiKey.SHARE_ACKNOWLEDGE
     assert nxt.request.is_renew_ack is True
+    assert _partitions(nxt.request) == {(A_ID, 0): ((0, 0, (4,)),)}
 
 
 def test_acquired_ranges_are_bounded() -> None:
