@@ -632,10 +632,10 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         _enum("implicit", "explicit"),
         "implicit",
     ),
-    "share.acquire.mode": (
+    "share.acquire.mode": (  # any case; kept as Java spells it
         "share_acquire_mode",
-        _enum("batch_optimized", "record_limit"),
-        "batch_optimized",
+        _enum("BATCH_OPTIMIZED", "RECORD_LIMIT", upper=True),
+        "BATCH_OPTIMIZED",
     ),
     "max.poll.interval.ms": ("max_poll_interval_ms", _int(1), 300_000),
     "rebalance.safe.commits": ("rebalance_safe_commits", _as_bool, False),
@@ -865,8 +865,9 @@ class ConsumerConfig:
     max_poll_records: int = 500
     #: Share consumer (KIP-932) only: who acknowledges the records of a poll.
     share_acknowledgement_mode: str = "implicit"
-    #: Share consumer only: "record_limit" caps each fetch at max.poll.records (ShareFetch v2).
-    share_acquire_mode: str = "batch_optimized"
+    #: Share consumer only: "RECORD_LIMIT" caps each fetch at max.poll.records (ShareFetch
+    #: v2); given in any case ("record_limit"), kept as Java spells it.
+    share_acquire_mode: str = "BATCH_OPTIMIZED"
     max_poll_interval_ms: int = 300_000
     rebalance_safe_commits: bool = False
     rebalance_safe_commits_max_duration_ms: int = -1

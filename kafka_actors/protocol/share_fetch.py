@@ -6,11 +6,10 @@ added and forgotten as the assignment and the leaders change; a session error
 (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED) or a
 failed request starts a new one at epoch 0), one request in flight per broker, the buffer of
 fetched data (bounded: a broker whose partitions still have records buffered is not fetched
-from, nor is any broker while ``fetch.max.bytes`` are buffered), the hand-out of records
-(:meth:`ShareFetchManager.collect`: record batches decoded with
-:func:`kafka_actors.protocol.records.decode_records` at hand-out time, only the records inside
-the response's acquired ranges, each as a :class:`ShareConsumerRecord` with its delivery count;
-acquired offsets without a record are acknowledged as gaps), the acknowledgements pending per
+from, nor is any broker while ``fetch.max.bytes`` are buffered; the buffer and the hand-out of
+acquired records with their delivery counts are
+:class:`~kafka_actors.protocol.share_buffer.ShareFetchBuffer`'s, which it derives from), the
+acknowledgements pending per
 partition (piggybacked on the next ShareFetch to the broker the records came from, or sent
 with ShareAcknowledge by :meth:`ShareFetchManager.commit` and at close), and the per-partition
 results of every acknowledgement (:class:`AcknowledgementsCommitted`, for the
@@ -42,12 +41,10 @@ May touch: nothing outside itself; pure (the time is a parameter).
 
 from __future__ import annotations
 
-import bisect
 import uuid
-from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
 
 from kafka_actors.errors import (
     NO_ERROR,
@@ -67,15 +64,17 @@ from kafka_actors.protocol.fetch import MetadataRefreshNeeded
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
 from kafka_actors.protocol.records import (
     DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
-    ConsumerRecord,
-    DecodedRecords,
-    Headers,
-    TimestampType,
-    decode_records,
 )
 from kafka_actors.protocol.request_state import EventOutbox
 from kafka_actors.protocol.requests import share_acknowledge_request, share_fetch_request
-from kafka_actors.protocol.share_acknowledgements import GAP, Acknowledgements, AcknowledgeType
+from kafka_actors.protocol.share_acknowledgements import Acknowledgements, AcknowledgeType
+from kafka_actors.protocol.share_buffer import (
+    MAX_ACQUIRED_PER_PARTITION,
+    ShareCollectResult,
+    ShareCompletedFetch,
+    ShareConsumerRecord,
+    ShareFetchBuffer,
+)
 
 __all__ = [
     "FINAL_EPOCH",
@@ -96,10 +95,6 @@ __all__ = [
 INITIAL_EPOCH: Final = 0
 FINAL_EPOCH: Final = -1
 _INT32_MAX: Final = 2**31 - 1
-#: The most acquired offsets one partition of one response may carry (a broker acquires about
-#: max.poll.records at a time, rounded to whole batches).
-MAX_ACQUIRED_PER_PARTITION: Final = 1 << 20
-
 _SESSION_ERRORS: Final = frozenset(
     {
         ShareSessionNotFoundError.code,
@@ -124,22 +119,6 @@ def next_epoch(epoch: int) -> int:
     if epoch < 0:
         return INITIAL_EPOCH
     return 1 if epoch >= _INT32_MAX else epoch + 1
-
-
-class ShareConsumerRecord(NamedTuple):
-    """A record delivered to a share consumer: a ConsumerRecord's fields and
-    ``delivery_count`` (how many times the broker delivered it, this time included)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: TimestampType
-    key: Any
-    value: Any
-    headers: Headers
-    leader_epoch: int | None
-    delivery_count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +181,7 @@ class ShareFetchConfig:
             min_bytes=config.fetch_min_bytes,
             max_bytes=config.fetch_max_bytes,
             max_poll_records=config.max_poll_records,
-            record_limit=config.share_acquire_mode == "record_limit",
+            record_limit=config.share_acquire_mode.upper() == "RECORD_LIMIT",
             request_timeout_ms=config.request_timeout_ms,
             retry_backoff_ms=config.retry_backoff_ms,
             check_crcs=config.check_crcs,
@@ -234,33 +213,7 @@ class _InFlight:
     names_by_id: dict[str, str]
 
 
-@dataclass(slots=True)
-class _Buffered:
-    """One partition's data from one ShareFetch response, handed out by collect."""
-
-    tp: TopicPartition
-    node: int
-    data: bytes
-    #: Sorted, disjoint acquired ranges: (first, last, delivery count).
-    acquired: list[tuple[int, int, int]]
-    size: int
-    records: list[ConsumerRecord] | None = None
-    counts: list[int] = field(default_factory=list)
-    next_index: int = 0
-    error: KafkaError | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ShareCollectResult:
-    records: Mapping[TopicPartition, tuple[ShareConsumerRecord, ...]]
-    error: KafkaError | None = None
-
-    @property
-    def record_count(self) -> int:
-        return sum(len(r) for r in self.records.values())
-
-
-class ShareFetchManager(EventOutbox):
+class ShareFetchManager(ShareFetchBuffer, EventOutbox):
     """Share sessions, the buffer and acknowledgements (see the module docstring)."""
 
     def __init__(
@@ -273,19 +226,20 @@ class ShareFetchManager(EventOutbox):
         client_id: str = "",
     ) -> None:
         self._init_outbox()
+        self._init_buffer(
+            check_crcs=config.check_crcs,
+            max_decompressed_batch_bytes=config.max_decompressed_batch_bytes,
+        )
         self._config = config
         self._member_id = member_id
         self._fetch_version = fetch_version
         self._ack_version = acknowledge_version
         self._cluster: ClusterView | None = None
-        self._assignment: frozenset[TopicPartition] = frozenset()
         self._sessions: dict[int, ShareSession] = {}
         self._in_flight: dict[int, _InFlight] = {}
         self._by_request: dict[int, int] = {}
         self._backoff_until: dict[int, int] = {}
         self._awaiting_metadata: set[TopicPartition] = set()
-        self._buffer: deque[_Buffered] = deque()
-        self._buffered_bytes = 0
         #: Acknowledgements not sent yet, per partition, and the broker they go to.
         self._pending: dict[TopicPartition, Acknowledgements] = {}
         self._ack_node: dict[TopicPartition, int] = {}
@@ -298,7 +252,6 @@ class ShareFetchManager(EventOutbox):
         self._close_reported = False
         self._log = get_logger("share_fetch", client_id=client_id, group_id=config.group_id)
         # Metrics.
-        self.records_fetched = 0
         self.bytes_fetched = 0
         self.fetch_requests = 0
         self.fetch_latency_total_ms = 0
@@ -309,19 +262,6 @@ class ShareFetchManager(EventOutbox):
         self.last_fetch_response: tuple[int, int, dict[str, int]] | None = None
 
     # -- state ------------------------------------------------------------------------------
-
-    @property
-    def buffered_bytes(self) -> int:
-        return self._buffered_bytes
-
-    @property
-    def buffered_count(self) -> int:
-        """Partition responses buffered (records or an error waiting for collect)."""
-        return len(self._buffer)
-
-    @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        return self._assignment
 
     def session(self, node: int) -> ShareSession | None:
         return self._sessions.get(node)
@@ -341,13 +281,7 @@ class ShareFetchManager(EventOutbox):
 
     def on_assignment(self, assignment: Iterable[TopicPartition]) -> None:
         self._assignment = frozenset(assignment)
-        kept: deque[_Buffered] = deque()
-        for buffered in self._buffer:
-            if buffered.tp in self._assignment:
-                kept.append(buffered)
-            else:
-                self._buffered_bytes -= buffered.size
-        self._buffer = kept
+        self._drop_unassigned()
 
     def set_member_id(self, member_id: str) -> None:
         self._member_id = member_id
@@ -376,106 +310,7 @@ class ShareFetchManager(EventOutbox):
         share session (epoch -1); ``ShareCloseCompleted`` when done."""
         self._closing = True
         self._ack_now |= set(self._sessions)
-        dropped = sum(b.size for b in self._buffer)
-        self._buffer.clear()
-        self._buffered_bytes -= dropped
-
-    # -- collect ------------------------------------------------------------------------------
-
-    def collect(self, max_records: int) -> ShareCollectResult:
-        """Up to ``max_records`` acquired records, in buffer order, decoded now; an error is
-        returned (not raised) once the records before it are handed out."""
-        out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
-        remaining = max_records
-        error: KafkaError | None = None
-        while self._buffer and remaining > 0:
-            buffered = self._buffer[0]
-            if buffered.tp not in self._assignment:
-                self._drop_head()
-                continue
-            if buffered.records is None:
-                self._decode(buffered)
-            assert buffered.records is not None
-            records = buffered.records
-            if buffered.next_index < len(records):
-                end = min(len(records), buffered.next_index + remaining)
-                taken = out.setdefault(buffered.tp, [])
-                for i in range(buffered.next_index, end):
-                    r = records[i]
-                    taken.append(ShareConsumerRecord(*r, buffered.counts[i]))
-                remaining -= end - buffered.next_index
-                buffered.next_index = end
-            if buffered.next_index >= len(records):
-                if buffered.error is not None and not out:
-                    error = buffered.error
-                    self._drop_head()
-                    break
-                if buffered.error is not None:
-                    break  # raised at the next collect, after these records
-                self._drop_head()
-        self.records_fetched += sum(len(v) for v in out.values())
-        return ShareCollectResult({tp: tuple(v) for tp, v in out.items()}, error)
-
-    def _drop_head(self) -> None:
-        buffered = self._buffer.popleft()
-        self._buffered_bytes -= buffered.size
-
-    def _decode(self, buffered: _Buffered) -> None:
-        tp = buffered.tp
-        first_acquired = buffered.acquired[0][0] if buffered.acquired else 0
-        decoded: DecodedRecords = decode_records(
-            buffered.data,
-            tp.topic,
-            tp.partition,
-            fetch_offset=first_acquired,
-            check_crcs=self._config.check_crcs,
-            partial_on_error=True,
-            max_decompressed_size=self._config.max_decompressed_batch_bytes,
-            materialize=True,
-        )
-        records = decoded.materialized or []
-        ranges = buffered.acquired
-        firsts = [r[0] for r in ranges]
-        kept: list[ConsumerRecord] = []
-        counts: list[int] = []
-        for record in records:
-            i = bisect.bisect_right(firsts, record.offset) - 1
-            if i >= 0 and ranges[i][0] <= record.offset <= ranges[i][1]:
-                kept.append(record)
-                counts.append(ranges[i][2])
-        buffered.records, buffered.counts = kept, counts
-        # Acquired offsets that are no record: gaps (or, from a bad batch on, released so
-        # another delivery may succeed).
-        bad_from = decoded.next_fetch_offset if decoded.error is not None else None
-        acks = Acknowledgements()
-        offsets = [r.offset for r in kept]
-        for first, last, _count in ranges:
-            start = first
-            j = bisect.bisect_left(offsets, first)
-            while start <= last:
-                if j < len(offsets) and offsets[j] <= last:
-                    if offsets[j] > start:
-                        self._settle_gap(acks, start, offsets[j] - 1, bad_from)
-                    start = offsets[j] + 1
-                    j += 1
-                else:
-                    self._settle_gap(acks, start, last, bad_from)
-                    break
-        if acks:
-            self._pending.setdefault(tp, Acknowledgements()).merge(acks)
-            self._ack_node.setdefault(tp, buffered.node)
-        if decoded.error is not None:
-            buffered.error = decoded.error
-
-    @staticmethod
-    def _settle_gap(acks: Acknowledgements, first: int, last: int, bad_from: int | None) -> None:
-        if bad_from is None or last < bad_from:
-            acks.add_range(first, last, GAP)
-            return
-        if first < bad_from:
-            acks.add_range(first, bad_from - 1, GAP)
-            first = bad_from
-        acks.add_range(first, last, AcknowledgeType.RELEASE)
+        self._clear_buffer()
 
     # -- the request-manager contract -------------------------------------------------------
 
@@ -824,7 +659,7 @@ class ShareFetchManager(EventOutbox):
             error = error_for_code(code, part.error_message, topic=tp.topic, partition=tp.partition)
             if not error.retriable and tp in self._assignment:
                 self._add_buffered(
-                    _Buffered(tp, in_flight.node, b"", [], 0, records=[], error=error)
+                    ShareCompletedFetch(tp, in_flight.node, b"", [], 0, records=[], error=error)
                 )
             return 0
         if tp not in self._assignment:
@@ -855,19 +690,19 @@ class ShareFetchManager(EventOutbox):
         data = part.records if part.records is not None else b""
         data = bytes(data)
         self._ack_node[tp] = in_flight.node
-        self._add_buffered(_Buffered(tp, in_flight.node, data, merged, len(data)))
+        self._add_buffered(ShareCompletedFetch(tp, in_flight.node, data, merged, len(data)))
         self.bytes_fetched += len(data)
         return len(data)
 
-    def _add_buffered(self, buffered: _Buffered) -> None:
-        self._buffer.append(buffered)
-        self._buffered_bytes += buffered.size
+    def _gap_acknowledgements(self, tp: TopicPartition, node: int, acks: Acknowledgements) -> None:
+        self._pending.setdefault(tp, Acknowledgements()).merge(acks)
+        self._ack_node[tp] = node
 
     def _buffer_error(self, in_flight: _InFlight, error: KafkaError) -> None:
         for tp in sorted(in_flight.fetched):
             if tp in self._assignment:
                 self._add_buffered(
-                    _Buffered(tp, in_flight.node, b"", [], 0, records=[], error=error)
+                    ShareCompletedFetch(tp, in_flight.node, b"", [], 0, records=[], error=error)
                 )
                 break
 
