@@ -73,6 +73,15 @@ class Acknowledgements:
         if not 0 <= int(kind) <= 4:
             raise ValueError(f"unknown acknowledge type {kind}")
         kind = int(kind)
+        ranges = self._ranges
+        if not ranges or first > ranges[-1][1]:
+            # The common case, offsets acknowledged in order: extend or append, no search.
+            if ranges and ranges[-1][2] == kind and ranges[-1][1] == first - 1:
+                ranges[-1] = (ranges[-1][0], last, kind)
+            else:
+                ranges.append((first, last, kind))
+                self._firsts.append(first)
+            return
         kept: list[tuple[int, int, int]] = []
         start = bisect.bisect_left(self._firsts, first)
         # The range before may overlap or touch.
