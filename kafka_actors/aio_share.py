@@ -25,25 +25,19 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
 from typing import Any, Final
 
+from kafka_actors.aio_loop import LoopFrontEnd
 from kafka_actors.core.consumer_core import DEFAULT_CLOSE_TIMEOUT_S
-from kafka_actors.core.share_core import (
-    AcknowledgementCommitCallback,
-    ShareConsumerRecords,
-    ShareCore,
-    build_share_config,
-)
-from kafka_actors.errors import ConsumerClosedError, KafkaError
+from kafka_actors.core.share_core import ShareConsumerRecords
+from kafka_actors.errors import KafkaError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
 from kafka_actors.protocol.share_fetch import ShareConsumerRecord
-from kafka_actors.serialization import Deserializer
-from kafka_actors.supervisors import FaultInjector
+from kafka_actors.share_consumer import ShareFrontEnd
 
 __all__ = ["AsyncKafkaShareConsumer"]
 
@@ -53,36 +47,12 @@ _POLL_WAIT_S: Final = 0.1
 _ITER_POLL_S: Final = 1.0
 
 
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-class AsyncKafkaShareConsumer:
+class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
     """A member of a share group for asyncio (see :mod:`kafka_actors.aio_share`); the
     constructor is ``KafkaShareConsumer``'s."""
 
-    def __init__(
-        self,
-        config: Mapping[str, object] | None = None,
-        *,
-        key_deserializer: Deserializer | None = None,
-        value_deserializer: Deserializer | None = None,
-        faults: FaultInjector | None = None,
-        **kwargs: object,
-    ) -> None:
-        self._core = core = ShareCore(
-            build_share_config(config, kwargs),
-            key_deserializer=key_deserializer,
-            value_deserializer=value_deserializer,
-            faults=faults,
-        )
-        self.config = core.config
-        self._ctx = core.ctx
-        self._facade = core.facade
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: list[asyncio.Future[None]] = []
-        self._wake_scheduled = False
+    def _setup(self) -> None:
+        self._init_loop()
         #: Errors met by a collect that completed while nobody waited (raised by the next
         #: call); appended from any thread.
         self._errors: list[BaseException] = []
@@ -92,72 +62,8 @@ class AsyncKafkaShareConsumer:
         self._close_lock: asyncio.Lock | None = None
         self._closed = False
 
-    @property
-    def core(self) -> ShareCore:
-        return self._core
-
-    # -- the loop --------------------------------------------------------------------------
-
     def _bind(self) -> asyncio.AbstractEventLoop:
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-            self._ctx.signal.add_observer(self._signal_observer)
-        elif asyncio.get_running_loop() is not loop:
-            raise RuntimeError(
-                "An AsyncKafkaShareConsumer is bound to the event loop it first ran on"
-            )
-        return loop
-
-    def _signal_observer(self) -> None:
-        """On actor threads, at every AppSignal.notify: wake the loop (coalesced)."""
-        if self._wake_scheduled or self._loop is None:
-            return
-        self._wake_scheduled = True
-        try:
-            self._loop.call_soon_threadsafe(self._on_wake)
-        except RuntimeError:  # the loop is closed
-            self._wake_scheduled = False
-
-    def _on_wake(self) -> None:
-        self._wake_scheduled = False
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def _wait_wake(self, deadline: float) -> None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        loop = self._bind()
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._waiters.append(waiter)
-        handle = loop.call_later(remaining, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            handle.cancel()
-            if not waiter.done():
-                waiter.cancel()
-
-    async def _await(
-        self, future: concurrent.futures.Future[Any], deadline: float, what: str
-    ) -> Any:
-        wrapped = asyncio.wrap_future(future)
-        remaining = max(0.0, deadline - time.monotonic())
-        try:
-            done, _ = await asyncio.wait([wrapped], timeout=remaining)
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        if done:
-            return wrapped.result()
-        wrapped.cancel()
-        self._facade.raise_if_fatal()
-        if self._facade.closed:
-            raise ConsumerClosedError(f"{what}: the consumer was closed")
-        raise self._core.timeout_error(future, what)
+        return self._bind_loop("AsyncKafkaShareConsumer")[0]
 
     def _raise_pending(self) -> None:
         self._facade.process_background()  # acknowledgement callbacks run here, on the loop
@@ -198,9 +104,6 @@ class AsyncKafkaShareConsumer:
         ``await unsubscribe()``)."""
         if not self._core.subscribe(topics, new_trace_id()):
             raise ValueError("subscribe() needs at least one topic; use await unsubscribe()")
-
-    def subscription(self) -> set[str]:
-        return self._core.subscription()
 
     async def unsubscribe(self) -> None:
         self._bind()
@@ -274,12 +177,6 @@ class AsyncKafkaShareConsumer:
 
     # -- acknowledgements ---------------------------------------------------------------------
 
-    def acknowledge(
-        self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT
-    ) -> None:
-        """Acknowledge one record of the last poll (explicit mode; non-blocking)."""
-        self._core.acknowledge(record, type, new_trace_id())
-
     async def commit_sync(
         self, timeout: float | None = None
     ) -> dict[TopicPartition, KafkaError | None]:
@@ -296,20 +193,6 @@ class AsyncKafkaShareConsumer:
             )
             self._raise_pending()
             return result
-
-    def commit_async(self) -> None:
-        """Send the pending acknowledgements now; their results reach the callback."""
-        self._facade.ensure_open()
-        self._core.commit_async(new_trace_id())
-
-    def set_acknowledgement_commit_callback(
-        self, callback: AcknowledgementCommitCallback | None
-    ) -> None:
-        self._core.callback = callback
-
-    def wakeup(self) -> None:
-        """A waiting ``poll`` (or the next one) raises WakeupError."""
-        self._facade.wakeup()
 
     def metrics(self) -> MetricsView:
         """As ``KafkaShareConsumer.metrics()``; the share fetch figures are those the actor

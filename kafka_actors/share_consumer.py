@@ -41,21 +41,21 @@ from kafka_actors.protocol.share_fetch import ShareConsumerRecord
 from kafka_actors.serialization import Deserializer
 from kafka_actors.supervisors import FaultInjector
 
-__all__ = ["AcknowledgeType", "KafkaShareConsumer", "ShareConsumerRecord", "ShareConsumerRecords"]
+__all__ = [
+    "AcknowledgeType",
+    "KafkaShareConsumer",
+    "ShareConsumerRecord",
+    "ShareConsumerRecords",
+    "ShareFrontEnd",
+]
 
 #: How long a waiting poll waits before it asks the share fetch actor again.
 _POLL_WAIT_S: Final = 0.1
 
 
-class KafkaShareConsumer:
-    """A member of a share group (see :mod:`kafka_actors.share_consumer`).
-
-    ``KafkaShareConsumer({"bootstrap.servers": "localhost:9092", "group.id": "g"})`` or with
-    keywords (``bootstrap_servers=...``). ``share.acknowledgement.mode``: ``implicit`` (every
-    record of a poll is acknowledged ACCEPT by the next poll, ``commit_sync``,
-    ``commit_async`` or ``close``) or ``explicit`` (``acknowledge(record, type)`` each record
-    before the next poll). ``faults``: a FaultInjector for tests (as ``KafkaConsumer``).
-    """
+class ShareFrontEnd:
+    """What both share consumer front ends share: the constructor (Kafka's keys in a dict or
+    as keywords, deserializers, fault injector), and the calls that never wait."""
 
     def __init__(
         self,
@@ -75,12 +75,59 @@ class KafkaShareConsumer:
         self.config = core.config
         self._ctx = core.ctx
         self._facade = core.facade
-        self._poll_lock = threading.RLock()
-        self._close_lock = threading.Lock()
+        self._setup()
+
+    def _setup(self) -> None:
+        """The front end's own state (called at the end of the constructor)."""
 
     @property
     def core(self) -> ShareCore:
         return self._core
+
+    def subscription(self) -> set[str]:
+        return self._core.subscription()
+
+    def acknowledge(
+        self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT
+    ) -> None:
+        """Acknowledge one record of the last poll (explicit mode only; never waits): sent
+        with the next ShareFetch to its partition's leader, or by ``commit_sync`` /
+        ``commit_async`` / ``close``."""
+        self._core.acknowledge(record, type, new_trace_id())
+
+    def commit_async(self) -> None:
+        """Send the pending acknowledgements now; their results reach the callback."""
+        self._facade.ensure_open()
+        trace = new_trace_id()
+        with traced(trace):
+            self._core.commit_async(trace)
+
+    def set_acknowledgement_commit_callback(
+        self, callback: AcknowledgementCommitCallback | None
+    ) -> None:
+        """``callback(offsets, error)`` once per partition result, on the application's
+        thread (the polling thread; the loop for asyncio), in ``poll``, ``commit_sync`` or
+        ``close``."""
+        self._core.callback = callback
+
+    def wakeup(self) -> None:
+        """A waiting ``poll`` (or the next one) raises WakeupError."""
+        self._facade.wakeup()
+
+
+class KafkaShareConsumer(ShareFrontEnd):
+    """A member of a share group (see :mod:`kafka_actors.share_consumer`).
+
+    ``KafkaShareConsumer({"bootstrap.servers": "localhost:9092", "group.id": "g"})`` or with
+    keywords (``bootstrap_servers=...``). ``share.acknowledgement.mode``: ``implicit`` (every
+    record of a poll is acknowledged ACCEPT by the next poll, ``commit_sync``,
+    ``commit_async`` or ``close``) or ``explicit`` (``acknowledge(record, type)`` each record
+    before the next poll). ``faults``: a FaultInjector for tests (as ``KafkaConsumer``).
+    """
+
+    def _setup(self) -> None:
+        self._poll_lock = threading.RLock()
+        self._close_lock = threading.Lock()
 
     def __enter__(self) -> KafkaShareConsumer:
         return self
@@ -110,9 +157,6 @@ class KafkaShareConsumer:
                 self._wait(future, deadline, "unsubscribe", wakeable=False)
             core.drop_subscription(trace)
             self._facade.process_background()
-
-    def subscription(self) -> set[str]:
-        return self._core.subscription()
 
     # -- poll ----------------------------------------------------------------------------
 
@@ -162,14 +206,6 @@ class KafkaShareConsumer:
 
     # -- acknowledgements --------------------------------------------------------------------
 
-    def acknowledge(
-        self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT
-    ) -> None:
-        """Acknowledge one record of the last poll (explicit mode only): sent with the next
-        ShareFetch to its partition's leader, or by ``commit_sync`` / ``commit_async`` /
-        ``close``."""
-        self._core.acknowledge(record, type, new_trace_id())
-
     def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
         """Send the pending acknowledgements now and wait: per partition, None or the
         error. Runs the acknowledgement-commit callbacks."""
@@ -185,24 +221,6 @@ class KafkaShareConsumer:
             )
             facade.process_background()
             return result
-
-    def commit_async(self) -> None:
-        """Send the pending acknowledgements now; their results reach the callback."""
-        self._facade.ensure_open()
-        trace = new_trace_id()
-        with traced(trace):
-            self._core.commit_async(trace)
-
-    def set_acknowledgement_commit_callback(
-        self, callback: AcknowledgementCommitCallback | None
-    ) -> None:
-        """``callback(offsets, error)`` once per partition result, on this consumer's
-        application thread (in ``poll``, ``commit_sync`` or ``close``)."""
-        self._core.callback = callback
-
-    def wakeup(self) -> None:
-        """A blocked ``poll`` (or the next one) raises WakeupError."""
-        self._facade.wakeup()
 
     # -- metrics ----------------------------------------------------------------------------
 

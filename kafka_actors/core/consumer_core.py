@@ -199,6 +199,10 @@ class ActorCore:
         faults: FaultInjector | None = None,
         kind: str = "consumer",
     ) -> None:
+        if not cfg.client_id:
+            cfg = cfg.with_overrides(
+                {"client.id": f"{kind}-{cfg.group_id or ''}-{next(_client_ids)}"}
+            )
         self.config = cfg
         self.log = _log.bind(client_id=cfg.client_id, group_id=cfg.group_id)
         subscriptions = SubscriptionState(
@@ -336,14 +340,10 @@ class ConsumerCore(ActorCore):
         value_deserializer: Deserializer | None = None,
         faults: FaultInjector | None = None,
     ) -> None:
-        cfg = config
-        if not cfg.client_id:
-            cfg = cfg.with_overrides(
-                {"client.id": f"consumer-{cfg.group_id or ''}-{next(_client_ids)}"}
-            )
-        self.uses_group = cfg.group_id is not None
+        self.uses_group = config.group_id is not None
 
         def managers(ctx: ConsumerContext) -> list[ChildSpec]:
+            cfg = ctx.config
             if cfg.rebalance_safe_commits:
                 from kafka_actors.actors.safe_commits import RebalanceSafeCommits
 
@@ -369,8 +369,8 @@ class ConsumerCore(ActorCore):
             ]
             return specs
 
-        super().__init__(cfg, managers, faults=faults)
-        ctx = self.ctx
+        super().__init__(config, managers, faults=faults)
+        ctx, cfg = self.ctx, self.config
         self.handout = HandOut(
             ctx,
             self.facade,

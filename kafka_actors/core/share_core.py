@@ -25,7 +25,6 @@ May touch: the actors (through the facade and the context), the supervisors, the
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -68,8 +67,6 @@ __all__ = [
     "ShareCore",
     "build_share_config",
 ]
-
-_client_ids = itertools.count(1)
 
 #: Java's AcknowledgementCommitCallback.onComplete(offsets, exception).
 AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaError | None], None]
@@ -155,11 +152,6 @@ class ShareCore(ActorCore):
         value_deserializer: Deserializer | None = None,
         faults: FaultInjector | None = None,
     ) -> None:
-        cfg = config
-        if not cfg.client_id:
-            cfg = cfg.with_overrides(
-                {"client.id": f"share-consumer-{cfg.group_id}-{next(_client_ids)}"}
-            )
         self.assignment = ShareAssignment()
 
         def managers(ctx: ConsumerContext) -> list[ChildSpec]:
@@ -178,7 +170,8 @@ class ShareCore(ActorCore):
                 ),
             ]
 
-        super().__init__(cfg, managers, faults=faults, kind="share-consumer")
+        super().__init__(config, managers, faults=faults, kind="share-consumer")
+        cfg = self.config
         self.key_deserializer = as_deserializer(key_deserializer or cfg.key_deserializer)
         self.value_deserializer = as_deserializer(value_deserializer or cfg.value_deserializer)
         self.explicit = cfg.share_acknowledgement_mode == _MODE_EXPLICIT

@@ -618,18 +618,26 @@ def share_group_heartbeat_request(
     )
 
 
-def _ack_partitions(
-    acks: Mapping[int, Sequence[AckBatch]],
+def _ack_topics(
+    acks: Mapping[uuid.UUID, Mapping[int, Sequence[AckBatch]]],
 ) -> list[dict[str, Any]]:
+    """Topics (by id) with their partitions' acknowledgement batches, as both share
+    requests carry them."""
     return [
         {
-            "partition_index": partition,
-            "acknowledgement_batches": [
-                {"first_offset": first, "last_offset": last, "acknowledge_types": types}
-                for first, last, types in batches
+            "topic_id": topic_id,
+            "partitions": [
+                {
+                    "partition_index": partition,
+                    "acknowledgement_batches": [
+                        {"first_offset": first, "last_offset": last, "acknowledge_types": types}
+                        for first, last, types in batches
+                    ],
+                }
+                for partition, batches in by_partition.items()
             ],
         }
-        for partition, batches in acks.items()
+        for topic_id, by_partition in acks.items()
     ]
 
 
@@ -653,9 +661,9 @@ def share_fetch_request(
     max_bytes: int,
     max_records: int,
     batch_size: int,
-    fetch: Mapping[uuid.UUID, Sequence[int]] = {},
-    acknowledgements: Mapping[uuid.UUID, Mapping[int, Sequence[AckBatch]]] = {},
-    forgotten: Mapping[uuid.UUID, Sequence[int]] = {},
+    fetch: Mapping[uuid.UUID, Sequence[int]] | None = None,
+    acknowledgements: Mapping[uuid.UUID, Mapping[int, Sequence[AckBatch]]] | None = None,
+    forgotten: Mapping[uuid.UUID, Sequence[int]] | None = None,
     record_limit: bool = False,
 ) -> Any:
     """ShareFetch in a share session: ``fetch`` the partitions to add to the session (or all
@@ -663,6 +671,7 @@ def share_fetch_request(
     partition acknowledged is listed even when it is not fetched), ``forgotten`` the
     partitions to remove. ``record_limit`` (the acquire mode) and RENEW need v2."""
     api = ApiKey.SHARE_FETCH
+    fetch, acknowledgements, forgotten = fetch or {}, acknowledgements or {}, forgotten or {}
     _require(api, version, 2, "share.acquire.mode=record_limit", record_limit)
     renew = _has_renew(acknowledgements)
     _require(api, version, 2, "RENEW acknowledgements", renew)
@@ -686,10 +695,7 @@ def share_fetch_request(
         batch_size=batch_size,
         share_acquire_mode=1 if record_limit else 0,
         is_renew_ack=renew,
-        topics=[
-            {"topic_id": topic_id, "partitions": _ack_partitions(by_partition)}
-            for topic_id, by_partition in topics.items()
-        ],
+        topics=_ack_topics(topics),
         forgotten_topics_data=[
             {"topic_id": topic_id, "partitions": tuple(partitions)}
             for topic_id, partitions in forgotten.items()
@@ -717,10 +723,7 @@ def share_acknowledge_request(
         member_id=member_id,
         share_session_epoch=share_session_epoch,
         is_renew_ack=renew,
-        topics=[
-            {"topic_id": topic_id, "partitions": _ack_partitions(by_partition)}
-            for topic_id, by_partition in acknowledgements.items()
-        ],
+        topics=_ack_topics(acknowledgements),
     )
 
 

@@ -20,34 +20,17 @@ from kafka_actors.actors.network import Response
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.supervisors import FaultInjector
 from tests.consumer.helpers import produce, unique
+from tests.share.group_config import set_group_config
 
 TIMEOUT = 120.0
 LOCK_MS = 15_000  # the lowest lock a default broker accepts for a group
-
-
-def _group_config(bootstrap: str, group: str, values: dict[str, str]) -> None:
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    entries = [
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in values.items()
-    ]
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(timeout=30)
 
 
 def _setup(broker: Any, name: str, count: int) -> tuple[str, str]:
     bootstrap = broker.bootstrap_servers
     topic, group = unique(name), unique(f"{name}-g")
     broker.create_topic(topic, partitions=1)
-    _group_config(
+    set_group_config(
         bootstrap,
         group,
         {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS)},

@@ -28,35 +28,14 @@ from kafka_actors.errors import (
     UnsupportedVersionError,
 )
 from tests.consumer.helpers import produce, unique
+from tests.share.group_config import set_group_config
 
 TIMEOUT = 90.0
 
 
 def _earliest(bootstrap: str, group: str) -> None:
-    """share.auto.offset.reset=earliest for ``group`` (a share group starts at the latest
-    offset by default), through the AdminClient's IncrementalAlterConfigs on the group."""
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(
-        ResourceType.GROUP,
-        group,
-        incremental_configs=[
-            ConfigEntry(
-                "share.auto.offset.reset",
-                "earliest",
-                incremental_operation=AlterConfigOpType.SET,
-            )
-        ],
-    )
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(timeout=30)
+    """A share group starts at the latest offset by default: these tests produce first."""
+    set_group_config(bootstrap, group, {"share.auto.offset.reset": "earliest"})
 
 
 def _config(bootstrap: str, group: str, **extra: object) -> dict[str, object]:
