@@ -276,3 +276,40 @@ def test_asyncio_share_consumer_beside_a_sync_one_and_a_cancelled_poll_loses_not
     acknowledged = set().union(*(o.get(TopicPartition(topic, 0), set()) for o, _ in results))
     assert acknowledged == set(range(count))
     assert all(e is None for _, e in results)
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+def test_wakeup_interrupts_a_blocked_poll_and_implicit_mode_refuses_acknowledge(
+    kafka_broker: Any,
+) -> None:
+    from kafka_actors.errors import WakeupError
+
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = unique("share-wakeup"), unique("share-wakeup-g")
+    kafka_broker.create_topic(topic, partitions=1)
+    _earliest(bootstrap, group)
+    produce(bootstrap, topic, 1)
+    with KafkaShareConsumer(_config(bootstrap, group)) as consumer:
+        consumer.subscribe([topic])
+        assert consumer.subscription() == {topic}
+        consumer.wakeup()
+        with pytest.raises(WakeupError):
+            consumer.poll(5.0)  # the next poll raises
+        records: list[ShareConsumerRecord] = []
+        end = time.monotonic() + TIMEOUT
+        while not records:
+            assert time.monotonic() < end
+            records = list(consumer.poll(0.5))
+        with pytest.raises(IllegalStateError):
+            consumer.acknowledge(records[0])  # implicit mode
+        timer = threading.Timer(0.5, consumer.wakeup)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(WakeupError):
+            consumer.poll(30.0)  # blocked: nothing more to deliver
+        assert time.monotonic() - started < 20.0
+        flat = consumer.metrics().flat()
+        assert flat["share-records-fetched-total"] >= 1
+        assert flat["share-fetch-requests-total"] >= 1
+    consumer.close()  # idempotent
