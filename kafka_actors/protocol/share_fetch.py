@@ -23,7 +23,9 @@ Rules, in one place:
 * A request that carries acknowledgements is never at epoch 0 (the broker refuses them when a
   session opens): acknowledgements wait for the session to be open; when it cannot be (no
   partition to fetch there any more) they fail with SHARE_SESSION_NOT_FOUND.
-* Acknowledgements go to the broker the records were fetched from.
+* Acknowledgements go to the broker the records were fetched from: with the next ShareFetch
+  when that broker is fetched from at once, else (records of its partitions still buffered)
+  with ShareAcknowledge as soon as no request is in flight there.
 * A partition no longer assigned is forgotten in its session; its buffered data is dropped
   (its acquired records are released by the broker when their lock expires, or when the
   session closes).
@@ -398,7 +400,10 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             # A ShareFetch with RENEW acknowledgements may not fetch (KIP-1222: its fetch
             # parameters must be 0): those go with ShareAcknowledge.
             renew = any(a.has_type(AcknowledgeType.RENEW) for a in all_acks.values())
-            if other or renew or (all_acks and node in self._ack_now and not may_fetch):
+            # Acknowledgements while the broker is not fetched from (records still buffered)
+            # go at once with ShareAcknowledge: the broker settles them (and frees their
+            # acquisition locks) while the application works, not when the next fetch goes.
+            if other or renew or (all_acks and not may_fetch):
                 return self._ack_request(node, session, all_acks, session.epoch, now_ms)
             if may_fetch or (session.partitions - wanted):
                 return self._fetch_request(node, session, wanted, all_acks, now_ms)
