@@ -23,11 +23,10 @@ public methods), the event loop.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import time
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
-from typing import Any, Final
+from typing import Final
 
 from kafka_actors.aio_loop import LoopFrontEnd
 from kafka_actors.core.consumer_core import DEFAULT_CLOSE_TIMEOUT_S
@@ -53,10 +52,6 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
 
     def _setup(self) -> None:
         self._init_loop()
-        #: Errors met by a collect that completed while nobody waited (raised by the next
-        #: call); appended from any thread.
-        self._errors: list[BaseException] = []
-        self._collecting: concurrent.futures.Future[Any] | None = None
         self._iterated: list[ShareConsumerRecord] = []
         self._poll_lock: asyncio.Lock | None = None
         self._close_lock: asyncio.Lock | None = None
@@ -67,8 +62,7 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
 
     def _raise_pending(self) -> None:
         self._facade.process_background()  # acknowledgement callbacks run here, on the loop
-        if self._errors:
-            raise self._errors.pop(0)
+        self._core.raise_collect_error()
 
     # -- context manager, iteration ---------------------------------------------------------
 
@@ -124,22 +118,6 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
 
     # -- poll ----------------------------------------------------------------------------------
 
-    def _start_collect(self, trace: str) -> None:
-        if self._collecting is not None and not self._collecting.done():
-            return
-        future = self._core.collect(trace)
-        self._collecting = future
-
-        def deposit(f: concurrent.futures.Future[Any]) -> None:
-            if f.cancelled():
-                return
-            try:
-                self._core.keep(f.exception() or f.result())
-            except BaseException as exc:
-                self._errors.append(exc)
-
-        future.add_done_callback(deposit)
-
     async def poll(self, timeout: float = 0.0) -> ShareConsumerRecords:
         """Records acquired for this member (at most ``max.poll.records``), waiting up to
         ``timeout`` seconds; the semantics of ``KafkaShareConsumer.poll``. Cancelling it
@@ -162,12 +140,10 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
                     core.check_supported()
                     if core.has_kept():
                         return core.hand_out(trace)
-                    collecting = self._collecting
-                    if collecting is None or collecting.done():
-                        self._start_collect(trace)
-                        if self._collecting is not None and self._collecting.done():
-                            if core.has_kept() or self._errors:
-                                continue
+                    if core.collect(trace).done():
+                        core.raise_collect_error()
+                        if core.has_kept():
+                            continue
                     if time.monotonic() >= deadline:
                         return ShareConsumerRecords({})
                     # Until records arrive (the share fetch actor wakes the loop), a collect
@@ -223,8 +199,8 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
             with traced(trace):
                 log.info("share_consumer_closing", timeout_s=seconds)
                 if core.tree.fatal_error is None and facade.fatal_error is None:
-                    collecting = self._collecting
-                    if collecting is not None and not collecting.done():
+                    collecting = core.collect(trace)
+                    if not collecting.done():
                         # Records acquired for a poll that no one waits for any more are
                         # released below with the rest.
                         await asyncio.wait(

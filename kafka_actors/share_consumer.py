@@ -180,9 +180,12 @@ class KafkaShareConsumer(ShareFrontEnd):
                 facade.check_wakeup()
                 core.check_supported()
                 generation = ctx.fetch_generation
+                core.raise_collect_error()
                 if not core.has_kept():
-                    future = core.collect(trace)
-                    core.keep(self._wait(future, time.monotonic() + 30.0, "poll"))
+                    # Woken meanwhile, the collect still deposits its records for the next
+                    # poll: nothing is lost.
+                    self._wait(core.collect(trace), time.monotonic() + 30.0, "poll")
+                    core.raise_collect_error()
                 if core.has_kept():
                     return core.hand_out(trace)
                 if time.monotonic() >= deadline:

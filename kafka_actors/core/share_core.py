@@ -181,7 +181,8 @@ class ShareCore(ActorCore):
         self._delivered: dict[tuple[TopicPartition, int], ShareConsumerRecord] = {}
         #: Records collected from the share fetch actor and not handed out yet.
         self._kept: deque[ShareConsumerRecord] = deque()
-        self.closed = False
+        self._collecting: concurrent.futures.Future[Any] | None = None
+        self._collect_errors: list[BaseException] = []
         self.log.info(
             "share_consumer_created",
             member_id=self.ctx.member_id,
@@ -330,20 +331,47 @@ class ShareCore(ActorCore):
     # -- collect and hand out -------------------------------------------------------------
 
     def collect(self, trace: str) -> concurrent.futures.Future[Any]:
-        """Ask the share fetch actor for records: a future of a ShareCollectResult (None when
-        it is restarting or not started)."""
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        """Ask the share fetch actor for records (one collect at a time: the one in flight
+        is returned again). Whatever it brings is deposited in the kept records when it
+        completes, on whichever thread, whether or not the caller still waits (a woken or
+        cancelled poll loses nothing); its error is kept for :meth:`raise_collect_error`.
+        The future completes after the deposit."""
         with self._lock:
+            running = self._collecting
+            if running is not None and not running.done():
+                return running
             wanted = self.config.max_poll_records - len(self._kept)
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            self._collecting = done
         if wanted <= 0:
-            complete(future, None)
-            return future
-        self.ctx.track(future)
-        if not self.ctx.tell("fetch", ShareCollectEvent(wanted, future, trace)):
-            complete(future, None)
-        return future
+            complete(done, None)
+            return done
 
-    def keep(self, result: Any) -> None:
+        def deposit(f: concurrent.futures.Future[Any]) -> None:
+            try:
+                if not f.cancelled():
+                    self._keep(f.exception() or f.result())
+            except BaseException as exc:
+                with self._lock:
+                    self._collect_errors.append(exc)
+            complete(done, None)
+
+        answer.add_done_callback(deposit)
+        self.ctx.track(done)
+        if not self.ctx.tell("fetch", ShareCollectEvent(wanted, answer, trace)):
+            complete(answer, None)
+        return done
+
+    def raise_collect_error(self) -> None:
+        """The first error a collect met (a partition error, corrupt data), once."""
+        with self._lock:
+            error = self._collect_errors.pop(0) if self._collect_errors else None
+        if error is not None:
+            raise error
+
+    def _keep(self, result: Any) -> None:
         """Keep what a collect brought (records for this or the next poll); raise its
         error."""
         if result is None:
