@@ -4,6 +4,8 @@ One import root. Sub-packages: ``protocol`` (pure wire code), ``actors`` (pykka 
 ``supervisors`` (supervision trees and fault injection), ``testing`` (the testkit).
 
 The public API: :class:`KafkaConsumer`, :class:`AsyncKafkaConsumer` (asyncio),
+:class:`KafkaShareConsumer`, :class:`AsyncKafkaShareConsumer` (share groups, KIP-932) with
+:class:`AcknowledgeType`, :class:`ShareConsumerRecord`, :class:`ShareConsumerRecords`,
 :class:`ConsumerRebalanceListener`,
 :class:`TopicPartition`, :class:`OffsetAndMetadata`, :class:`ConsumerRecord` (and
 ``kafka_actors.errors`` for the typed errors). They are imported lazily, so importing a
@@ -17,19 +19,25 @@ from typing import TYPE_CHECKING, Any
 from kafka_actors._version import __version__  # written once, in _version.py
 
 __all__ = [
+    "AcknowledgeType",
     "AsyncKafkaConsumer",
+    "AsyncKafkaShareConsumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
     "KafkaConsumer",
+    "KafkaShareConsumer",
     "OffsetAndMetadata",
     "RebalanceReply",
+    "ShareConsumerRecord",
+    "ShareConsumerRecords",
     "TopicPartition",
     "__version__",
 ]
 
 if TYPE_CHECKING:
     from kafka_actors.aio import AsyncKafkaConsumer
+    from kafka_actors.aio_share import AsyncKafkaShareConsumer
     from kafka_actors.consumer import (
         ConsumerRebalanceListener,
         ConsumerRecords,
@@ -38,6 +46,12 @@ if TYPE_CHECKING:
     )
     from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
     from kafka_actors.protocol.records import ConsumerRecord
+    from kafka_actors.share_consumer import (
+        AcknowledgeType,
+        KafkaShareConsumer,
+        ShareConsumerRecord,
+        ShareConsumerRecords,
+    )
 
 _LAZY = {
     "AsyncKafkaConsumer": "kafka_actors.aio",
@@ -48,6 +62,11 @@ _LAZY = {
     "TopicPartition": "kafka_actors.protocol.messages",
     "OffsetAndMetadata": "kafka_actors.protocol.messages",
     "ConsumerRecord": "kafka_actors.protocol.records",
+    "KafkaShareConsumer": "kafka_actors.share_consumer",
+    "AsyncKafkaShareConsumer": "kafka_actors.aio_share",
+    "AcknowledgeType": "kafka_actors.share_consumer",
+    "ShareConsumerRecord": "kafka_actors.share_consumer",
+    "ShareConsumerRecords": "kafka_actors.share_consumer",
 }
 
 

@@ -66,6 +66,7 @@ from typing import Any, Final
 
 from kafka_actors.actors.events import PollEvent
 from kafka_actors.actors.facade import ConsumerRebalanceListener
+from kafka_actors.aio_loop import LoopFrontEnd
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.core import (
     DEFAULT_CLOSE_TIMEOUT_S,
@@ -548,7 +549,7 @@ class _LoopRecords:
         future.add_done_callback(done)
 
 
-class AsyncKafkaConsumer:
+class AsyncKafkaConsumer(LoopFrontEnd):
     """A Kafka consumer for asyncio (see :mod:`kafka_actors.aio`).
 
     ``AsyncKafkaConsumer("topic", bootstrap_servers="localhost:9092", group_id="g")`` or with
@@ -589,9 +590,7 @@ class AsyncKafkaConsumer:
         self._handout = core.handout
         self._log = _log.bind(client_id=self.config.client_id, group_id=cfg.group_id)
         self._listener: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: list[asyncio.Future[None]] = []
-        self._wake_scheduled = False
+        self._init_loop()
         #: When the loop last had a turn during a call (see ``_get``).
         self._turn_at = 0.0
         self._poll_event_due = 0.0
@@ -614,55 +613,18 @@ class AsyncKafkaConsumer:
     # -- loop binding and wake-ups -------------------------------------------------------------
 
     def _bind(self) -> asyncio.AbstractEventLoop:
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-            self._ctx.signal.add_observer(self._signal_observer)
+        loop, first = self._bind_loop("AsyncKafkaConsumer")
+        if first:
             interval = self.config.auto_commit_interval_ms / 1000
             self._records.auto_commit_due = time.monotonic() + interval
             if self._ctx.background:
                 loop.call_soon(self._on_wake)
-        elif asyncio.get_running_loop() is not loop:
-            raise RuntimeError("An AsyncKafkaConsumer is bound to the event loop it first ran on")
         return loop
 
-    def _signal_observer(self) -> None:
-        """Called on actor threads on every AppSignal.notify: wake the loop (coalesced)."""
-        if self._wake_scheduled:
-            return
-        loop = self._loop
-        if loop is None:
-            return
-        self._wake_scheduled = True
-        try:
-            loop.call_soon_threadsafe(self._on_wake)
-        except RuntimeError:  # the loop is closed
-            self._wake_scheduled = False
-
     def _on_wake(self) -> None:
-        self._wake_scheduled = False
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        self._resolve_waiters()
         if self._ctx.background and not self._facade.closed:
             self._drain_background()
-
-    async def _wait_wake(self, deadline: float) -> None:
-        """Until the next wake-up or the monotonic ``deadline``."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        loop = self._bind()
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._waiters.append(waiter)
-        handle = loop.call_later(remaining, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            handle.cancel()
-            if not waiter.done():
-                waiter.cancel()
 
     def _drain_background(self) -> None:
         """Run what the background asked for (callbacks become tasks); keep errors for the
@@ -1099,26 +1061,6 @@ class AsyncKafkaConsumer:
 
     # -- the call bridge ----------------------------------------------------------------------
 
-    async def _await(
-        self, future: concurrent.futures.Future[Any], deadline: float, what: str
-    ) -> Any:
-        """Await a request of the core on the loop, up to ``deadline``; a request not
-        answered then (or whose caller is cancelled) is cancelled (no more retries)."""
-        wrapped = asyncio.wrap_future(future)
-        remaining = max(0.0, deadline - time.monotonic())
-        try:
-            done, _ = await asyncio.wait([wrapped], timeout=remaining)
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        if done:
-            return wrapped.result()
-        wrapped.cancel()
-        self._facade.raise_if_fatal()
-        if self._facade.closed:
-            raise ConsumerClosedError(f"{what}: the consumer was closed")
-        raise self._core.timeout_error(future, what)
-
     # -- group, metrics, close ----------------------------------------------------------------
 
     def group_metadata(self) -> ConsumerGroupMetadata:
@@ -1203,8 +1145,3 @@ class AsyncKafkaConsumer:
         values = self._core.flat_metrics()
         values["buffered-records"] = float(sum(len(b) for b in self._records.buffer.values()))
         return values
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)

@@ -66,6 +66,8 @@ from kafka_actors.errors import ConfigError
 
 __all__ = [
     "ASSIGNOR_CLASS_NAMES",
+    "CONSUMER_ONLY_KEYS",
+    "SHARE_ONLY_KEYS",
     "BrokerAddress",
     "ConsumerConfig",
     "JaasLoginModule",
@@ -625,6 +627,16 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "enable.auto.commit": ("enable_auto_commit", _as_bool, True),
     "auto.commit.interval.ms": ("auto_commit_interval_ms", _int(0), 5_000),
     "max.poll.records": ("max_poll_records", _int(1), 500),
+    "share.acknowledgement.mode": (
+        "share_acknowledgement_mode",
+        _enum("implicit", "explicit"),
+        "implicit",
+    ),
+    "share.acquire.mode": (  # any case; kept as Java spells it
+        "share_acquire_mode",
+        _enum("BATCH_OPTIMIZED", "RECORD_LIMIT", upper=True),
+        "BATCH_OPTIMIZED",
+    ),
     "max.poll.interval.ms": ("max_poll_interval_ms", _int(1), 300_000),
     "rebalance.safe.commits": ("rebalance_safe_commits", _as_bool, False),
     "rebalance.safe.commits.max.duration.ms": (
@@ -784,6 +796,27 @@ _CONSUMER_PROTOCOL_UNSUPPORTED: Final = (
     "session.timeout.ms",
 )
 _CLASSIC_PROTOCOL_UNSUPPORTED: Final = ("group.remote.assignor",)
+#: Keys a share consumer (KIP-932) refuses, as Java's KafkaShareConsumer: share groups have no
+#: offsets to reset or commit, no static membership, no client-side assignors or protocol.
+CONSUMER_ONLY_KEYS: Final = frozenset(
+    {
+        "auto.offset.reset",
+        "enable.auto.commit",
+        "auto.commit.interval.ms",
+        "group.instance.id",
+        "group.protocol",
+        "group.remote.assignor",
+        "isolation.level",
+        "partition.assignment.strategy",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "rebalance.safe.commits",
+        "rebalance.safe.commits.max.duration.ms",
+    }
+)
+#: Keys only a share consumer understands (a consumer refuses them).
+SHARE_ONLY_KEYS: Final = frozenset({"share.acknowledgement.mode", "share.acquire.mode"})
 _NOT_SUPPORTED_HINTS: Final = {
     "interceptor.classes": "interceptors are not supported by this client",
 }
@@ -830,6 +863,11 @@ class ConsumerConfig:
     enable_auto_commit: bool = True
     auto_commit_interval_ms: int = 5_000
     max_poll_records: int = 500
+    #: Share consumer (KIP-932) only: who acknowledges the records of a poll.
+    share_acknowledgement_mode: str = "implicit"
+    #: Share consumer only: "RECORD_LIMIT" caps each fetch at max.poll.records (ShareFetch
+    #: v2); given in any case ("record_limit"), kept as Java spells it.
+    share_acquire_mode: str = "BATCH_OPTIMIZED"
     max_poll_interval_ms: int = 300_000
     rebalance_safe_commits: bool = False
     rebalance_safe_commits_max_duration_ms: int = -1

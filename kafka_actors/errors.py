@@ -77,6 +77,7 @@ __all__ = [
     "RecordDeserializationError",
     "RetriableError",
     "ScramIterationsError",
+    "ShareGroupsNotSupportedError",
     "SslAuthenticationError",
     "TruncatedFrameError",
     "UnknownApiError",
@@ -969,6 +970,19 @@ class StreamsTopologyFencedError(FatalError):
 class ShareSessionLimitReachedError(RetriableError):
     code = 133
     description = "The broker's share session limit is reached"
+
+
+class ShareGroupsNotSupportedError(UnsupportedVersionError):
+    """The broker has no share groups (KIP-932): its ApiVersions lack ShareGroupHeartbeat,
+    or it answers it with UNSUPPORTED_VERSION (its ``code`` stays 35; the code still maps to
+    UnsupportedVersionError). The message says what to enable."""
+
+    description = (
+        "The broker does not support share groups (KIP-932): use Apache Kafka 4.2 or later "
+        "with share groups enabled (the share.version feature at 1 or above, e.g. "
+        "kafka-features.sh upgrade --feature share.version=1, and on 4.0/4.1 "
+        "group.coordinator.rebalance.protocols including share)"
+    )
 
 
 class UnknownErrorCodeError(FatalError):

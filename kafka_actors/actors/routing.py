@@ -81,6 +81,11 @@ from kafka_actors.protocol.offsets import (
     PositionsValidated,
     ResetPositionsError,
 )
+from kafka_actors.protocol.share_fetch import (
+    AcknowledgementsCommitted,
+    ShareCloseCompleted,
+    ShareCommitCompleted,
+)
 
 __all__ = [
     "ACTORS",
@@ -94,7 +99,11 @@ __all__ = [
     "route_of",
 ]
 
-#: The actors a route may name: the six manager actors and the facade.
+#: The actors a route may name: the six manager actors and the facade. A share consumer
+#: (KIP-932) runs its own managers under two of these names, "membership" (share group
+#: heartbeats) and "fetch" (share fetch and acknowledgements), beside metadata and
+#: coordinator; a route to an actor a client does not run ends there
+#: (``ConsumerContext.tell``).
 ACTORS: Final = frozenset(
     {"metadata", "coordinator", "membership", "commit", "offsets", "fetch", "facade"}
 )
@@ -180,7 +189,8 @@ ROUTES: Final[Mapping[type, tuple[Step, ...]]] = MappingProxyType({
     # coordinator publishes
     CoordinatorChanged:         ("membership", "commit"),  # ctx.coordinator_id, UpdateNodes
     CoordinatorErrorEvent:      ("facade",),
-    # membership publishes (KIP-848 and classic)
+    # membership publishes (KIP-848 and classic; the share membership publishes
+    # AssignmentChanged, NeedTopicNames, CoordinatorUnknown, ErrorEvent, LeaveCompleted)
     PauseFetching:              ("fetch",),  # SubscriptionState: pending revocation
     AssignmentChanged:          ("metadata", "fetch", "offsets", POLLER),  # SubscriptionState
     CommitBeforeRevocation:     ("commit",),
@@ -208,6 +218,10 @@ ROUTES: Final[Mapping[type, tuple[Step, ...]]] = MappingProxyType({
     PositionsChangedEvent:      ("fetch",),  # after each response (a reset may give positions)
     # fetch publishes
     MetadataRefreshNeeded:      (To("metadata", refresh_metadata),),
+    # a share consumer's fetch actor publishes (and MetadataRefreshNeeded, above)
+    AcknowledgementsCommitted:  (POLLER,),  # results queued for the acknowledgement callback
+    ShareCommitCompleted:       (CALLER,),
+    ShareCloseCompleted:        (CALLER,),
     # the shell (ManagerActor) sends
     BackgroundError:            ("facade",),  # a fatal ApiVersions failure (metadata only)
 })

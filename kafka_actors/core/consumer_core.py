@@ -69,7 +69,7 @@ from kafka_actors.actors.managers import (
 )
 from kafka_actors.actors.network import NetworkActor
 from kafka_actors.clock import SystemClock, default_scheduler
-from kafka_actors.config import ConsumerConfig
+from kafka_actors.config import SHARE_ONLY_KEYS, ConsumerConfig
 from kafka_actors.core.handout import HandOut
 from kafka_actors.errors import (
     ConfigError,
@@ -122,10 +122,19 @@ def build_config(
     """A front end's configuration: Kafka's own keys in a dict (or a ConsumerConfig), and the
     same names with underscores as keywords (``bootstrap_servers``)."""
     if isinstance(config, ConsumerConfig):
-        return config.with_overrides(_keys(kwargs)) if kwargs else config
-    mapping: dict[str, object] = dict(config or {})
-    mapping.update(_keys(kwargs))
-    return ConsumerConfig.from_dict(mapping)
+        built = config.with_overrides(_keys(kwargs)) if kwargs else config
+    else:
+        mapping: dict[str, object] = dict(config or {})
+        mapping.update(_keys(kwargs))
+        built = ConsumerConfig.from_dict(mapping)
+    share_keys = sorted(SHARE_ONLY_KEYS & built.explicit_keys)
+    if share_keys:
+        raise ConfigError(
+            f"{share_keys[0]} is a share consumer's configuration (KafkaShareConsumer); a "
+            "consumer does not use it",
+            key=share_keys[0],
+        )
+    return built
 
 
 def _keys(kwargs: Mapping[str, object]) -> dict[str, object]:
@@ -176,21 +185,23 @@ class _Request(concurrent.futures.Future[Any]):
     restarting: str | None = None
 
 
-class ConsumerCore:
-    """One consumer's actors and state (see :mod:`kafka_actors.core.consumer_core`)."""
+class ActorCore:
+    """What every core shares: one client's context, its supervision tree (the facade and the
+    NetworkActor supervising the request managers ``managers(ctx)`` builds), the facade, and
+    requests to the actors as futures (:meth:`request`). :class:`ConsumerCore` and the share
+    consumer's core (:mod:`kafka_actors.core.share_core`) derive from it."""
 
     def __init__(
         self,
-        config: ConsumerConfig,
+        cfg: ConsumerConfig,
+        managers: Callable[[ConsumerContext], list[ChildSpec]],
         *,
-        key_deserializer: Deserializer | None = None,
-        value_deserializer: Deserializer | None = None,
         faults: FaultInjector | None = None,
+        kind: str = "consumer",
     ) -> None:
-        cfg = config
         if not cfg.client_id:
             cfg = cfg.with_overrides(
-                {"client.id": f"consumer-{cfg.group_id or ''}-{next(_client_ids)}"}
+                {"client.id": f"{kind}-{cfg.group_id or ''}-{next(_client_ids)}"}
             )
         self.config = cfg
         self.log = _log.bind(client_id=cfg.client_id, group_id=cfg.group_id)
@@ -208,36 +219,13 @@ class ConsumerCore:
             network_table=network_table,
             group_protocol=cfg.group_protocol,
         )
-        self.uses_group = cfg.group_id is not None
-        if cfg.rebalance_safe_commits:
-            from kafka_actors.actors.safe_commits import RebalanceSafeCommits
-
-            ctx.safe_commits = RebalanceSafeCommits(
-                ctx.clock,
-                ctx.scheduler,
-                cfg.rebalance_safe_commits_max_duration,
-                client_id=cfg.client_id,
-                group_id=cfg.group_id,
-            )
-        managers = [
-            ChildSpec("metadata", lambda c: MetadataActor.start(ctx, context=c)),
-        ]
-        if self.uses_group:
-            managers += [
-                ChildSpec("coordinator", lambda c: CoordinatorActor.start(ctx, context=c)),
-                ChildSpec("membership", lambda c: MembershipActor.start(ctx, context=c)),
-                ChildSpec("commit", lambda c: CommitActor.start(ctx, context=c)),
-            ]
-        managers += [
-            ChildSpec("offsets", lambda c: OffsetsActor.start(ctx, context=c)),
-            ChildSpec("fetch", lambda c: FetchActor.start(ctx, context=c)),
-        ]
+        children = managers(ctx)
         manager_spec = SupervisorSpec(max_restarts=5, period=30.0)
 
         def start_network(c: Any) -> Any:
             return NetworkActor.start(
                 cfg,
-                children=managers,
+                children=children,
                 supervisor_spec=manager_spec,
                 context=c,
                 table=network_table,
@@ -251,12 +239,138 @@ class ConsumerCore:
                 ChildSpec("facade", lambda c: FacadeActor.start(ctx, context=c)),
                 ChildSpec("network", start_network, shutdown_timeout=10.0),
             ],
-            name=f"consumer[{cfg.client_id}]",
+            name=f"{kind}[{cfg.client_id}]",
             faults=faults,
             on_fatal=lambda error: ctx.fail_outstanding(error),
         )
         ctx.root_table = self.tree.children
         self.facade = Facade(ctx, lambda: self.tree.fatal_error)
+
+    def ensure_open(self) -> None:
+        """ConsumerClosedError once closed, the fatal error once the consumer failed."""
+        self.facade.ensure_open()
+
+    def deadline(self, timeout: float | None) -> float:
+        """A call's monotonic deadline: ``timeout`` seconds, default.api.timeout.ms if None."""
+        return self.facade.deadline(timeout, self.config.default_api_timeout_ms)
+
+    def request(
+        self,
+        target: str,
+        make: Callable[[concurrent.futures.Future[Any], int], Any],
+        deadline: float,
+        what: str,
+    ) -> concurrent.futures.Future[Any]:
+        """Send ``make(future, deadline_ms)`` to ``target``; a future of its result.
+
+        A target that is restarting is retried (after ``retry.backoff.ms``) until the
+        monotonic ``deadline`` (the restarted actor rebuilt its state); reaching it so, the
+        future fails with KafkaTimeoutError. Cancelling the future stops the retries. Raises
+        at once when the consumer failed for good."""
+        self.facade.raise_if_fatal()
+        result = _Request()
+        self.ctx.track(result)
+        backoff = self.config.retry_backoff_ms / 1000.0
+
+        def attempt() -> None:
+            if result.done():
+                return
+            try:
+                self.facade.raise_if_fatal()
+            except BaseException as exc:
+                fail(result, exc)
+                return
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self.ctx.track(future)
+            if self.facade.tell(target, make(future, self.facade.deadline_ms(deadline))):
+                result.restarting = None
+            else:
+                fail(future, ChildRestartingError(child=target))
+            future.add_done_callback(answered)
+
+        def answered(future: concurrent.futures.Future[Any]) -> None:
+            error = future.exception()
+            if isinstance(error, ChildRestartingError):
+                result.restarting = target
+                now = time.monotonic()
+                if now >= deadline:
+                    timeout = KafkaTimeoutError(
+                        f"{what} timed out: the {target} actor is restarting"
+                    )
+                    timeout.__cause__ = error
+                    fail(result, timeout)
+                    return
+                self.ctx.scheduler.call_later(min(backoff, deadline - now), attempt)
+            elif error is not None:
+                fail(result, error)
+            else:
+                complete(result, future.result())
+
+        attempt()
+        return result
+
+    @staticmethod
+    def timeout_error(future: concurrent.futures.Future[Any], what: str) -> KafkaTimeoutError:
+        """The error of a wait on a request's future that reached its deadline."""
+        target = getattr(future, "restarting", None)
+        if target is not None:
+            return KafkaTimeoutError(f"{what} timed out: the {target} actor is restarting")
+        return KafkaTimeoutError(f"{what} timed out")
+
+    def stop_actors(self, timeout: float) -> ShutdownResult:
+        """Stop the actors within ``timeout`` seconds, then fail every outstanding request
+        with ConsumerClosedError. The one call that blocks (it joins the actors' threads):
+        the sync front end calls it on its closing thread, the asyncio one in a worker
+        thread (a thread started here would not start at interpreter shutdown)."""
+        from kafka_actors.errors import ConsumerClosedError
+
+        result = self.tree.shutdown(timeout=timeout)
+        self.ctx.fail_outstanding(ConsumerClosedError("The consumer is closed"))
+        return result
+
+
+class ConsumerCore(ActorCore):
+    """One consumer's actors and state (see :mod:`kafka_actors.core.consumer_core`)."""
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        *,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        faults: FaultInjector | None = None,
+    ) -> None:
+        self.uses_group = config.group_id is not None
+
+        def managers(ctx: ConsumerContext) -> list[ChildSpec]:
+            cfg = ctx.config
+            if cfg.rebalance_safe_commits:
+                from kafka_actors.actors.safe_commits import RebalanceSafeCommits
+
+                ctx.safe_commits = RebalanceSafeCommits(
+                    ctx.clock,
+                    ctx.scheduler,
+                    cfg.rebalance_safe_commits_max_duration,
+                    client_id=cfg.client_id,
+                    group_id=cfg.group_id,
+                )
+            specs = [
+                ChildSpec("metadata", lambda c: MetadataActor.start(ctx, context=c)),
+            ]
+            if self.uses_group:
+                specs += [
+                    ChildSpec("coordinator", lambda c: CoordinatorActor.start(ctx, context=c)),
+                    ChildSpec("membership", lambda c: MembershipActor.start(ctx, context=c)),
+                    ChildSpec("commit", lambda c: CommitActor.start(ctx, context=c)),
+                ]
+            specs += [
+                ChildSpec("offsets", lambda c: OffsetsActor.start(ctx, context=c)),
+                ChildSpec("fetch", lambda c: FetchActor.start(ctx, context=c)),
+            ]
+            return specs
+
+        super().__init__(config, managers, faults=faults)
+        ctx, cfg = self.ctx, self.config
         self.handout = HandOut(
             ctx,
             self.facade,
@@ -298,14 +412,6 @@ class ConsumerCore:
             raise refused
         if versions is not None and not versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT):
             raise UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
-
-    def ensure_open(self) -> None:
-        """ConsumerClosedError once closed, the fatal error once the consumer failed."""
-        self.facade.ensure_open()
-
-    def deadline(self, timeout: float | None) -> float:
-        """A call's monotonic deadline: ``timeout`` seconds, default.api.timeout.ms if None."""
-        return self.facade.deadline(timeout, self.config.default_api_timeout_ms)
 
     def require_subscription(self) -> None:
         if self.ctx.subscriptions.has_no_subscription_or_user_assignment():
@@ -500,69 +606,6 @@ class ConsumerCore:
 
     # -- requests: each returns a future at once ----------------------------------------------
 
-    def request(
-        self,
-        target: str,
-        make: Callable[[concurrent.futures.Future[Any], int], Any],
-        deadline: float,
-        what: str,
-    ) -> concurrent.futures.Future[Any]:
-        """Send ``make(future, deadline_ms)`` to ``target``; a future of its result.
-
-        A target that is restarting is retried (after ``retry.backoff.ms``) until the
-        monotonic ``deadline`` (the restarted actor rebuilt its state); reaching it so, the
-        future fails with KafkaTimeoutError. Cancelling the future stops the retries. Raises
-        at once when the consumer failed for good."""
-        self.facade.raise_if_fatal()
-        result = _Request()
-        self.ctx.track(result)
-        backoff = self.config.retry_backoff_ms / 1000.0
-
-        def attempt() -> None:
-            if result.done():
-                return
-            try:
-                self.facade.raise_if_fatal()
-            except BaseException as exc:
-                fail(result, exc)
-                return
-            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            self.ctx.track(future)
-            if self.facade.tell(target, make(future, self.facade.deadline_ms(deadline))):
-                result.restarting = None
-            else:
-                fail(future, ChildRestartingError(child=target))
-            future.add_done_callback(answered)
-
-        def answered(future: concurrent.futures.Future[Any]) -> None:
-            error = future.exception()
-            if isinstance(error, ChildRestartingError):
-                result.restarting = target
-                now = time.monotonic()
-                if now >= deadline:
-                    timeout = KafkaTimeoutError(
-                        f"{what} timed out: the {target} actor is restarting"
-                    )
-                    timeout.__cause__ = error
-                    fail(result, timeout)
-                    return
-                self.ctx.scheduler.call_later(min(backoff, deadline - now), attempt)
-            elif error is not None:
-                fail(result, error)
-            else:
-                complete(result, future.result())
-
-        attempt()
-        return result
-
-    @staticmethod
-    def timeout_error(future: concurrent.futures.Future[Any], what: str) -> KafkaTimeoutError:
-        """The error of a wait on a request's future that reached its deadline."""
-        target = getattr(future, "restarting", None)
-        if target is not None:
-            return KafkaTimeoutError(f"{what} timed out: the {target} actor is restarting")
-        return KafkaTimeoutError(f"{what} timed out")
-
     def commit(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
@@ -652,17 +695,6 @@ class ConsumerCore:
         if self.tree.fatal_error is None:
             self.ctx.tell("fetch", CloseFetchEvent(trace))
         self.facade.mark_closed()
-
-    def stop_actors(self, timeout: float) -> ShutdownResult:
-        """Stop the actors within ``timeout`` seconds, then fail every outstanding request
-        with ConsumerClosedError. The one call that blocks (it joins the actors' threads):
-        the sync front end calls it on its closing thread, the asyncio one in a worker
-        thread (a thread started here would not start at interpreter shutdown)."""
-        from kafka_actors.errors import ConsumerClosedError
-
-        result = self.tree.shutdown(timeout=timeout)
-        self.ctx.fail_outstanding(ConsumerClosedError("The consumer is closed"))
-        return result
 
     # -- group, metrics --------------------------------------------------------------------------
 

@@ -55,6 +55,10 @@ class ApiKey(enum.IntEnum):
     SASL_AUTHENTICATE = 36
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
     @property
     def api_name(self) -> str:
@@ -105,6 +109,12 @@ CLIENT_VERSIONS: Final[Mapping[int, VersionRange]] = MappingProxyType(
         ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
+        # Share groups (KIP-932): v1 is the first production version (Kafka 4.1+; v0 was the
+        # early-access one); ShareFetch / ShareAcknowledge v2 add RENEW and the acquire mode.
+        ApiKey.SHARE_GROUP_HEARTBEAT: VersionRange(1, 1),
+        ApiKey.SHARE_GROUP_DESCRIBE: VersionRange(1, 1),
+        ApiKey.SHARE_FETCH: VersionRange(1, 2),
+        ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2),
     }
 )
 

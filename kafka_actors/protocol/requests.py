@@ -56,6 +56,9 @@ __all__ = [
     "offset_for_leader_epoch_request",
     "sasl_authenticate_request",
     "sasl_handshake_request",
+    "share_acknowledge_request",
+    "share_fetch_request",
+    "share_group_heartbeat_request",
     "sync_group_request",
 ]
 
@@ -579,6 +582,148 @@ def leave_group_request(
         members=[
             {"member_id": member_id, "group_instance_id": group_instance_id, "reason": reason}
         ],
+    )
+
+
+# -- Share groups (KIP-932) -------------------------------------------------------------------
+
+#: An acknowledgement batch: (first offset, last offset, acknowledge types), as the wire has it
+#: (one type for the whole range, or one per offset; 0 is a gap).
+AckBatch = tuple[int, int, tuple[int, ...]]
+#: ShareFetch / ShareAcknowledge acknowledge type RENEW (KIP-1222, v2+).
+_RENEW = 4
+
+
+def share_group_heartbeat_request(
+    version: int,
+    *,
+    group_id: str,
+    member_id: str,
+    member_epoch: int,
+    subscribed_topic_names: Sequence[str] | None = None,
+    rack_id: str | None = None,
+) -> Any:
+    """ShareGroupHeartbeat: epoch 0 joins, -1 leaves; the topic names and rack only when they
+    changed since the last heartbeat (None otherwise)."""
+    return make_request(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        version,
+        group_id=group_id,
+        member_id=member_id,
+        member_epoch=member_epoch,
+        rack_id=rack_id,
+        subscribed_topic_names=(
+            None if subscribed_topic_names is None else tuple(subscribed_topic_names)
+        ),
+    )
+
+
+def _ack_topics(
+    acks: Mapping[uuid.UUID, Mapping[int, Sequence[AckBatch]]],
+) -> list[dict[str, Any]]:
+    """Topics (by id) with their partitions' acknowledgement batches, as both share
+    requests carry them."""
+    return [
+        {
+            "topic_id": topic_id,
+            "partitions": [
+                {
+                    "partition_index": partition,
+                    "acknowledgement_batches": [
+                        {"first_offset": first, "last_offset": last, "acknowledge_types": types}
+                        for first, last, types in batches
+                    ],
+                }
+                for partition, batches in by_partition.items()
+            ],
+        }
+        for topic_id, by_partition in acks.items()
+    ]
+
+
+def _has_renew(acks: Mapping[uuid.UUID, Mapping[int, Sequence[AckBatch]]]) -> bool:
+    return any(
+        _RENEW in types
+        for by_partition in acks.values()
+        for batches in by_partition.values()
+        for _first, _last, types in batches
+    )
+
+
+def share_fetch_request(
+    version: int,
+    *,
+    group_id: str,
+    member_id: str,
+    share_session_epoch: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    max_records: int,
+    batch_size: int,
+    fetch: Mapping[uuid.UUID, Sequence[int]] | None = None,
+    acknowledgements: Mapping[uuid.UUID, Mapping[int, Sequence[AckBatch]]] | None = None,
+    forgotten: Mapping[uuid.UUID, Sequence[int]] | None = None,
+    record_limit: bool = False,
+) -> Any:
+    """ShareFetch in a share session: ``fetch`` the partitions to add to the session (or all
+    of them at epoch 0), ``acknowledgements`` piggybacked per topic id and partition (a
+    partition acknowledged is listed even when it is not fetched), ``forgotten`` the
+    partitions to remove. ``record_limit`` (the acquire mode) and RENEW need v2."""
+    api = ApiKey.SHARE_FETCH
+    fetch, acknowledgements, forgotten = fetch or {}, acknowledgements or {}, forgotten or {}
+    _require(api, version, 2, "share.acquire.mode=record_limit", record_limit)
+    renew = _has_renew(acknowledgements)
+    _require(api, version, 2, "RENEW acknowledgements", renew)
+    topics: dict[uuid.UUID, dict[int, list[AckBatch]]] = {}
+    for topic_id, partitions in fetch.items():
+        for partition in partitions:
+            topics.setdefault(topic_id, {}).setdefault(partition, [])
+    for topic_id, by_partition in acknowledgements.items():
+        for partition, batches in by_partition.items():
+            topics.setdefault(topic_id, {}).setdefault(partition, []).extend(batches)
+    return make_request(
+        api,
+        version,
+        group_id=group_id,
+        member_id=member_id,
+        share_session_epoch=share_session_epoch,
+        max_wait=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        max_records=max_records,
+        batch_size=batch_size,
+        share_acquire_mode=1 if record_limit else 0,
+        is_renew_ack=renew,
+        topics=_ack_topics(topics),
+        forgotten_topics_data=[
+            {"topic_id": topic_id, "partitions": tuple(partitions)}
+            for topic_id, partitions in forgotten.items()
+        ],
+    )
+
+
+def share_acknowledge_request(
+    version: int,
+    *,
+    group_id: str,
+    member_id: str,
+    share_session_epoch: int,
+    acknowledgements: Mapping[uuid.UUID, Mapping[int, Sequence[AckBatch]]],
+) -> Any:
+    """ShareAcknowledge of ``acknowledgements`` in the share session (epoch > 0, or -1 to
+    close it). RENEW needs v2."""
+    api = ApiKey.SHARE_ACKNOWLEDGE
+    renew = _has_renew(acknowledgements)
+    _require(api, version, 2, "RENEW acknowledgements", renew)
+    return make_request(
+        api,
+        version,
+        group_id=group_id,
+        member_id=member_id,
+        share_session_epoch=share_session_epoch,
+        is_renew_ack=renew,
+        topics=_ack_topics(acknowledgements),
     )
 
 

@@ -10,6 +10,10 @@ membership     :class:`MembershipActor`: KIP-848 or classic group membership, re
 commit         :class:`CommitActor`: commits, committed offsets, positions from them
 offsets        :class:`OffsetsActor`: ListOffsets lookups, resets, leader-epoch validation
 fetch          :class:`FetchActor`: fetching ahead into the buffer; collect on the poller
+share_*        the share consumer's managers (KIP-932), run under the names "membership"
+               and "fetch": ``share_membership.ShareMembershipActor`` (ShareGroupHeartbeat),
+               ``share_fetch.ShareFetchActor`` (ShareFetch, ShareAcknowledge); imported
+               from their modules (this package's ``__all__`` lists the consumer's six)
 =============  =============================================================================
 
 Owns: for each manager, which inputs it takes (application events from the facade; events

@@ -1,0 +1,489 @@
+"""The share consumer core (KIP-932): one share consumer's actors and state, under
+:class:`~kafka_actors.share_consumer.KafkaShareConsumer` and
+:class:`~kafka_actors.aio_share.AsyncKafkaShareConsumer`.
+
+Owns: the share consumer's configuration (:func:`build_share_config`: Kafka's names, the keys
+that make no sense for a share consumer refused, ``group.id`` required), its supervision tree
+(built by :class:`~kafka_actors.core.consumer_core.ActorCore`, as the consumer's: the facade,
+and under the NetworkActor the metadata, coordinator, share membership and share fetch
+actors, run under the consumer's names "membership" and "fetch" so the routing table
+reaches them), the member id (client-generated, kept across restarts), the subscription, and the
+hand-out bookkeeping of acknowledgements: the records of the last poll, which of them the
+application acknowledged (explicit mode) or which are acknowledged ACCEPT at the next poll /
+commit / close (implicit mode), records collected but not handed out yet (kept for the next
+poll, released at close), and the acknowledgement-commit callback (run on the application's
+thread by the facade, from the per-partition results the share fetch actor reports).
+
+Every call returns at once; a request to an actor returns a ``concurrent.futures.Future``
+(the front ends wait on it or await it).
+
+Thread safety: every method may be called from any thread; the hand-out state has a lock.
+
+May touch: the actors (through the facade and the context), the supervisors, the config.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final, cast
+
+from kafka_actors.actors.context import ConsumerContext, complete
+from kafka_actors.actors.events import LeaveGroupEvent, SubscriptionChangedEvent
+from kafka_actors.actors.facade import AsyncCommitDone
+from kafka_actors.actors.managers.coordinator import CoordinatorActor
+from kafka_actors.actors.managers.metadata import MetadataActor
+from kafka_actors.actors.managers.share_fetch import (
+    CloseShareEvent,
+    ShareAcknowledgeEvent,
+    ShareCollectEvent,
+    ShareCommitEvent,
+    ShareFetchActor,
+    ShareMetricsEvent,
+)
+from kafka_actors.actors.managers.share_membership import ShareAssignment, ShareMembershipActor
+from kafka_actors.config import CONSUMER_ONLY_KEYS, ConsumerConfig
+from kafka_actors.core.consumer_core import ActorCore, _keys
+from kafka_actors.errors import (
+    ConfigError,
+    IllegalStateError,
+    KafkaError,
+    ShareGroupsNotSupportedError,
+    UnsupportedVersionError,
+)
+from kafka_actors.protocol import records as _records
+from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
+from kafka_actors.protocol.share_fetch import AckResult, ShareCollectResult, ShareConsumerRecord
+from kafka_actors.serialization import Deserializer, as_deserializer, deserialize_records
+from kafka_actors.supervisors import ChildRestartingError, ChildSpec, FaultInjector
+
+__all__ = [
+    "AcknowledgementCommitCallback",
+    "ShareConsumerRecords",
+    "ShareCore",
+    "build_share_config",
+]
+
+#: Java's AcknowledgementCommitCallback.onComplete(offsets, exception).
+AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaError | None], None]
+
+_MODE_EXPLICIT: Final = "explicit"
+
+
+def build_share_config(
+    config: Mapping[str, object] | None, kwargs: Mapping[str, object]
+) -> ConsumerConfig:
+    """A share consumer's configuration: Kafka's keys in a dict, the same names with
+    underscores as keywords. Keys that only a consumer understands are refused (ConfigError
+    naming the key), as Java's KafkaShareConsumer; ``group.id`` is required."""
+    if isinstance(config, ConsumerConfig):
+        raise ConfigError("A share consumer takes a mapping of Kafka configuration keys")
+    mapping: dict[str, object] = dict(config or {})
+    mapping.update(_keys(kwargs))
+    for key in mapping:
+        if key in CONSUMER_ONLY_KEYS:
+            raise ConfigError(
+                f"{key} is not supported by a share consumer (KafkaShareConsumer): share groups "
+                "have no offsets to reset or commit, no static members and no assignors of "
+                "the client's choice",
+                key=key,
+            )
+    group = mapping.get("group.id")
+    if not isinstance(group, str) or not group.strip():
+        raise ConfigError(
+            "A share consumer needs a non-empty group.id (the share group to join)",
+            key="group.id",
+        )
+    return ConsumerConfig.from_dict(mapping)
+
+
+class ShareConsumerRecords:
+    """What ``poll()`` returns: the records of one poll, in partition order."""
+
+    __slots__ = ("_by_partition",)
+
+    def __init__(self, by_partition: Mapping[TopicPartition, list[ShareConsumerRecord]]) -> None:
+        self._by_partition = {tp: list(r) for tp, r in by_partition.items() if r}
+
+    def __iter__(self) -> Iterator[ShareConsumerRecord]:
+        for tp in sorted(self._by_partition):
+            yield from self._by_partition[tp]
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self._by_partition.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._by_partition)
+
+    def count(self) -> int:
+        return len(self)
+
+    def is_empty(self) -> bool:
+        return not self._by_partition
+
+    def partitions(self) -> set[TopicPartition]:
+        return set(self._by_partition)
+
+    def records(self, partition: TopicPartition) -> list[ShareConsumerRecord]:
+        return list(self._by_partition.get(partition, ()))
+
+    def __repr__(self) -> str:
+        return f"ShareConsumerRecords({len(self)} records, {len(self._by_partition)} partitions)"
+
+
+def _new_member_id() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+class ShareCore(ActorCore):
+    """One share consumer's actors and hand-out state (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        *,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        faults: FaultInjector | None = None,
+    ) -> None:
+        self.assignment = ShareAssignment()
+
+        def managers(ctx: ConsumerContext) -> list[ChildSpec]:
+            ctx.member_id = _new_member_id()
+            assignment, results = self.assignment, self._on_results
+            return [
+                ChildSpec("metadata", lambda c: MetadataActor.start(ctx, context=c)),
+                ChildSpec("coordinator", lambda c: CoordinatorActor.start(ctx, context=c)),
+                ChildSpec(
+                    "membership",
+                    lambda c: ShareMembershipActor.start(ctx, assignment, context=c),
+                ),
+                ChildSpec(
+                    "fetch",
+                    lambda c: ShareFetchActor.start(ctx, assignment, results, context=c),
+                ),
+            ]
+
+        super().__init__(config, managers, faults=faults, kind="share-consumer")
+        cfg = self.config
+        self.key_deserializer = as_deserializer(key_deserializer or cfg.key_deserializer)
+        self.value_deserializer = as_deserializer(value_deserializer or cfg.value_deserializer)
+        self.explicit = cfg.share_acknowledgement_mode == _MODE_EXPLICIT
+        self.callback: AcknowledgementCommitCallback | None = None
+        self._lock = threading.Lock()
+        #: The last poll's records not settled yet, by (partition, offset).
+        self._delivered: dict[tuple[TopicPartition, int], ShareConsumerRecord] = {}
+        #: Records collected from the share fetch actor and not handed out yet.
+        self._kept: deque[ShareConsumerRecord] = deque()
+        self._collecting: concurrent.futures.Future[Any] | None = None
+        self._collect_errors: list[BaseException] = []
+        self.log.info(
+            "share_consumer_created",
+            member_id=self.ctx.member_id,
+            acknowledgement_mode=cfg.share_acknowledgement_mode,
+            record_decoder=_records.IMPLEMENTATION,
+        )
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def check_supported(self) -> None:
+        versions = self.ctx.versions
+        if versions is not None and not versions.supports(ApiKey.SHARE_GROUP_HEARTBEAT):
+            raise ShareGroupsNotSupportedError()
+
+    def subscription(self) -> set[str]:
+        return set(self.ctx.subscriptions.subscription)
+
+    # -- subscription -----------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str], trace: str) -> bool:
+        """Subscribe to topic names; False (nothing done) for none (the front end
+        unsubscribes then)."""
+        self.ensure_open()
+        if isinstance(topics, str):
+            topics = [topics]
+        names = frozenset(topics)
+        for name in names:
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError("Topic names in a subscription must be non-empty")
+        if not names:
+            return False
+        self.check_supported()
+        self.ctx.subscriptions.subscribe(names)
+        event = SubscriptionChangedEvent(names, None, trace)
+        self.facade.tell("metadata", event)
+        self.facade.tell("membership", event)
+        self.log.info("subscribed", topics=sorted(names))
+        return True
+
+    def leave_group(self, deadline: float, trace: str) -> concurrent.futures.Future[Any] | None:
+        """Leave the share group (heartbeat at epoch -1): a future of the leave, None when
+        there is no membership actor to ask."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.ctx.track(future)
+        event = LeaveGroupEvent(self.facade.deadline_ms(deadline), future, False, trace)
+        if not self.ctx.tell("membership", event):
+            return None
+        return future
+
+    def drop_subscription(self, trace: str) -> None:
+        self.ctx.subscriptions.unsubscribe()
+        self.facade.tell("metadata", SubscriptionChangedEvent(frozenset(), None, trace))
+
+    def require_subscription(self) -> None:
+        if not self.ctx.subscriptions.subscription:
+            raise IllegalStateError("Consumer is not subscribed to any topics")
+
+    # -- acknowledgements -------------------------------------------------------------------
+
+    def begin_poll(self, trace: str) -> None:
+        """What a poll does before it collects: implicit mode acknowledges the last poll's
+        records ACCEPT; explicit mode refuses to poll while some are not acknowledged."""
+        with self._lock:
+            if self.explicit and self._delivered:
+                raise IllegalStateError(
+                    f"All records from the previous poll must be acknowledged before the next "
+                    f"poll in explicit acknowledgement mode ({len(self._delivered)} are not)"
+                )
+        self.acknowledge_delivered(AcknowledgeType.ACCEPT, trace)
+
+    def acknowledge_delivered(self, kind: AcknowledgeType, trace: str | None = None) -> None:
+        """Acknowledge every record of the last poll not acknowledged yet (implicit mode's
+        ACCEPT; close releases them in explicit mode only when asked)."""
+        with self._lock:
+            delivered, self._delivered = self._delivered, {}
+        if delivered:
+            self._send_acks([(tp, offset, int(kind)) for tp, offset in delivered], trace)
+
+    def acknowledge(self, record: ShareConsumerRecord, kind: AcknowledgeType, trace: str) -> None:
+        self.ensure_open()
+        if not self.explicit:
+            raise IllegalStateError(
+                "acknowledge() needs share.acknowledgement.mode=explicit (in implicit mode "
+                "every record of a poll is acknowledged by the next poll or commit)"
+            )
+        kind = AcknowledgeType(kind)
+        if kind is AcknowledgeType.RENEW:
+            self._require_renew()
+        key = (TopicPartition(record.topic, record.partition), record.offset)
+        with self._lock:
+            if key not in self._delivered:
+                raise IllegalStateError(
+                    f"The record at offset {record.offset} of {key[0]} is not one of the last "
+                    "poll's records waiting for an acknowledgement"
+                )
+            if kind is not AcknowledgeType.RENEW:
+                del self._delivered[key]
+        self._send_acks([(key[0], key[1], int(kind))], trace)
+
+    def _require_renew(self) -> None:
+        versions = self.ctx.versions
+        if versions is None:
+            return
+        for api in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE):
+            rng = versions.range_for(api)
+            if rng is None or rng.max < 2:
+                raise UnsupportedVersionError(
+                    "AcknowledgeType.RENEW needs ShareFetch and ShareAcknowledge v2 (KIP-1222, "
+                    "Apache Kafka 4.2 or later)"
+                )
+
+    def _send_acks(self, items: list[tuple[TopicPartition, int, int]], trace: str | None) -> None:
+        by_tp: dict[TopicPartition, list[tuple[int, int]]] = {}
+        for tp, offset, kind in items:
+            by_tp.setdefault(tp, []).append((offset, kind))
+        event = ShareAcknowledgeEvent({tp: tuple(v) for tp, v in by_tp.items()}, trace)
+        if not self.ctx.tell("fetch", event):
+            # The share fetch actor is restarting: its records come again after their
+            # acquisition lock expires; nothing to acknowledge them with now.
+            self.log.info("acknowledgements_dropped_actor_restarting", records=len(items))
+
+    def _on_results(self, results: tuple[AckResult, ...]) -> None:
+        """From the share fetch actor's thread: queue the callback of each partition's result
+        for the application's thread (the facade runs them in poll / commit_sync / close)."""
+        ctx = self.ctx
+        for result in results:
+            offsets = {result.partition: set(result.offsets)}
+            done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            if result.error is None:
+                done.set_result(offsets)
+            else:
+                done.set_exception(result.error)
+            ctx.background.append(AsyncCommitDone(self._run_callback, done, offsets))
+        ctx.signal.notify()
+
+    def _run_callback(
+        self, offsets: Mapping[TopicPartition, Any], error: BaseException | None
+    ) -> None:
+        callback = self.callback
+        if callback is not None:
+            callback(
+                {tp: set(v) for tp, v in offsets.items()},
+                cast(KafkaError | None, error),
+            )
+
+    # -- collect and hand out -------------------------------------------------------------
+
+    def collect(self, trace: str) -> concurrent.futures.Future[Any]:
+        """Ask the share fetch actor for records (one collect at a time: the one in flight
+        is returned again). Whatever it brings is deposited in the kept records when it
+        completes, on whichever thread, whether or not the caller still waits (a woken or
+        cancelled poll loses nothing); its error is kept for :meth:`raise_collect_error`.
+        The future completes after the deposit."""
+        with self._lock:
+            running = self._collecting
+            if running is not None and not running.done():
+                return running
+            wanted = self.config.max_poll_records - len(self._kept)
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            self._collecting = done
+        if wanted <= 0:
+            complete(done, None)
+            return done
+
+        def deposit(f: concurrent.futures.Future[Any]) -> None:
+            try:
+                if not f.cancelled():
+                    self._keep(f.exception() or f.result())
+            except BaseException as exc:
+                with self._lock:
+                    self._collect_errors.append(exc)
+            complete(done, None)
+
+        answer.add_done_callback(deposit)
+        self.ctx.track(done)
+        if not self.ctx.tell("fetch", ShareCollectEvent(wanted, answer, trace)):
+            complete(answer, None)
+        return done
+
+    def raise_collect_error(self) -> None:
+        """The first error a collect met (a partition error, corrupt data), once."""
+        with self._lock:
+            error = self._collect_errors.pop(0) if self._collect_errors else None
+        if error is not None:
+            raise error
+
+    def _keep(self, result: Any) -> None:
+        """Keep what a collect brought (records for this or the next poll); raise its
+        error."""
+        if result is None:
+            return
+        if isinstance(result, BaseException):
+            if isinstance(result, ChildRestartingError):
+                return
+            raise result
+        assert isinstance(result, ShareCollectResult)
+        with self._lock:
+            for tp in sorted(result.records):
+                self._kept.extend(result.records[tp])
+        if result.error is not None:
+            raise result.error
+
+    def has_kept(self) -> bool:
+        with self._lock:
+            return bool(self._kept)
+
+    def hand_out(self, trace: str) -> ShareConsumerRecords:
+        """Up to ``max.poll.records`` kept records, deserialized, now the last poll's. A
+        record a deserializer fails on is released (delivered again, its delivery count
+        growing, until the group's delivery-attempt limit) and its error raised; the records
+        after it stay kept."""
+        with self._lock:
+            count = min(len(self._kept), self.config.max_poll_records)
+            taken = [self._kept.popleft() for _ in range(count)]
+        if not taken:
+            return ShareConsumerRecords({})
+        records, error = deserialize_records(
+            cast(Any, taken), self.key_deserializer, self.value_deserializer
+        )
+        out = cast(list[ShareConsumerRecord], records)
+        if error is not None:
+            bad = len(out)
+            with self._lock:
+                # The records before the bad one come again at the next poll, the rest stay.
+                self._kept.extendleft(reversed(taken[:bad] + taken[bad + 1 :]))
+            record = taken[bad]
+            tp = TopicPartition(record.topic, record.partition)
+            self._send_acks([(tp, record.offset, int(AcknowledgeType.RELEASE))], trace)
+            raise error
+        by_tp: dict[TopicPartition, list[ShareConsumerRecord]] = {}
+        with self._lock:
+            for r in out:
+                tp = TopicPartition(r.topic, r.partition)
+                by_tp.setdefault(tp, []).append(r)
+                self._delivered[(tp, r.offset)] = r
+        size = sum(len(r.key or b"") + len(r.value or b"") for r in taken)
+        self.ctx.metrics.consumed(len(out), size)
+        return ShareConsumerRecords(by_tp)
+
+    def release_kept(self, trace: str | None) -> None:
+        """Records collected but never handed out (close, cancellation): released, so the
+        broker delivers them again at once."""
+        with self._lock:
+            kept, self._kept = list(self._kept), deque()
+        if kept:
+            self._send_acks(
+                [
+                    (TopicPartition(r.topic, r.partition), r.offset, int(AcknowledgeType.RELEASE))
+                    for r in kept
+                ],
+                trace,
+            )
+
+    # -- commits and close --------------------------------------------------------------------
+
+    def commit(self, deadline: float, trace: str) -> concurrent.futures.Future[Any]:
+        """Send the pending acknowledgements now (implicit mode: the last poll's records
+        ACCEPT first): a future of {partition: error or None}."""
+        if not self.explicit:
+            self.acknowledge_delivered(AcknowledgeType.ACCEPT, trace)
+        return self.request(
+            "fetch", lambda f, d: ShareCommitEvent(f, trace), deadline, "commit_sync"
+        )
+
+    def commit_async(self, trace: str) -> concurrent.futures.Future[Any]:
+        if not self.explicit:
+            self.acknowledge_delivered(AcknowledgeType.ACCEPT, trace)
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.ctx.track(future)
+        if not self.ctx.tell("fetch", ShareCommitEvent(future, trace)):
+            future.set_exception(ChildRestartingError(child="fetch"))
+        return future
+
+    def close_sessions(self, trace: str) -> concurrent.futures.Future[Any] | None:
+        """Send what is pending and close every share session (acquired records not
+        acknowledged are released by the broker): a future, None when the actor is down."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.ctx.track(future)
+        if not self.ctx.tell("fetch", CloseShareEvent(future, trace)):
+            return None
+        return future
+
+    def prepare_close(self, trace: str) -> None:
+        """The acknowledgements a close sends: implicit mode ACCEPTs the last poll's records;
+        records collected and never handed out are released."""
+        if not self.explicit:
+            self.acknowledge_delivered(AcknowledgeType.ACCEPT, trace)
+        self.release_kept(trace)
+
+    # -- metrics ------------------------------------------------------------------------------
+
+    def flat_metrics(self, timeout: float) -> dict[str, Any]:
+        values: dict[str, Any] = dict(self.ctx.metrics.snapshot())
+        values["assigned-partitions"] = float(len(self.assignment.partitions))
+        values["record-decoder"] = _records.IMPLEMENTATION
+        try:
+            figures = self.ctx.ask("fetch", ShareMetricsEvent(), timeout=timeout)
+        except Exception:
+            figures = None
+        if figures:
+            values.update(figures)
+        return values

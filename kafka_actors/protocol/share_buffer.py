@@ -1,0 +1,235 @@
+"""The buffer of a share consumer's fetched data and the hand-out of acquired records:
+:class:`ShareFetchBuffer`.
+
+Owns: the completed share fetches buffered per partition (raw data and the acquired ranges
+the broker sent with it, bounded in bytes by the manager), dropping data of partitions no
+longer assigned, and :meth:`ShareFetchBuffer.collect`: decoding at hand-out time with
+:func:`kafka_actors.protocol.records.decode_records` (its native path when built), only the
+records inside an acquired range handed out, each a :class:`ShareConsumerRecord` with the
+range's delivery count; acquired offsets without a record become GAP acknowledgements, and
+from a corrupt batch on RELEASE ones (the records before it are handed out first, the error
+then). The requests, sessions and acknowledgements are
+:class:`~kafka_actors.protocol.share_fetch.ShareFetchManager`'s, which derives from it (as
+the consumer's FetchManager derives from its FetchBuffer).
+
+May touch: nothing outside itself; pure.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+from kafka_actors.errors import KafkaError
+from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.records import (
+    ConsumerRecord,
+    DecodedRecords,
+    Headers,
+    TimestampType,
+    decode_records,
+)
+from kafka_actors.protocol.share_acknowledgements import GAP, Acknowledgements, AcknowledgeType
+
+__all__ = [
+    "MAX_ACQUIRED_PER_PARTITION",
+    "ShareCollectResult",
+    "ShareCompletedFetch",
+    "ShareConsumerRecord",
+    "ShareFetchBuffer",
+]
+
+#: The most acquired offsets one partition of one response may carry (a broker acquires about
+#: max.poll.records at a time, rounded to whole batches).
+MAX_ACQUIRED_PER_PARTITION: Final = 1 << 20
+
+
+class ShareConsumerRecord(NamedTuple):
+    """A record delivered to a share consumer: a ConsumerRecord's fields and
+    ``delivery_count`` (how many times the broker delivered it, this time included)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: TimestampType
+    key: Any
+    value: Any
+    headers: Headers
+    leader_epoch: int | None
+    delivery_count: int
+
+
+@dataclass(slots=True)
+class ShareCompletedFetch:
+    """One partition's data from one ShareFetch response, handed out by collect."""
+
+    tp: TopicPartition
+    node: int
+    data: bytes
+    #: Sorted, disjoint acquired ranges: (first, last, delivery count).
+    acquired: list[tuple[int, int, int]]
+    size: int
+    records: list[ConsumerRecord] | None = None
+    counts: list[int] = field(default_factory=list)
+    next_index: int = 0
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareCollectResult:
+    records: Mapping[TopicPartition, tuple[ShareConsumerRecord, ...]]
+    error: KafkaError | None = None
+
+    @property
+    def record_count(self) -> int:
+        return sum(len(r) for r in self.records.values())
+
+
+class ShareFetchBuffer:
+    """Buffered share fetches and their hand-out (see the module docstring)."""
+
+    _buffer: deque[ShareCompletedFetch]
+    _buffered_bytes: int
+    _assignment: frozenset[TopicPartition]
+
+    def _init_buffer(self, *, check_crcs: bool, max_decompressed_batch_bytes: int) -> None:
+        self._buffer = deque()
+        self._buffered_bytes = 0
+        self._assignment = frozenset()
+        self._check_crcs = check_crcs
+        self._max_decompressed = max_decompressed_batch_bytes
+        #: Records handed out (a metric).
+        self.records_fetched = 0
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._buffered_bytes
+
+    @property
+    def buffered_count(self) -> int:
+        """Partition responses buffered (records or an error waiting for collect)."""
+        return len(self._buffer)
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self._assignment
+
+    def _drop_unassigned(self) -> None:
+        kept: deque[ShareCompletedFetch] = deque()
+        for buffered in self._buffer:
+            if buffered.tp in self._assignment:
+                kept.append(buffered)
+            else:
+                self._buffered_bytes -= buffered.size
+        self._buffer = kept
+
+    def _clear_buffer(self) -> None:
+        self._buffer.clear()
+        self._buffered_bytes = 0
+
+    def _add_buffered(self, buffered: ShareCompletedFetch) -> None:
+        self._buffer.append(buffered)
+        self._buffered_bytes += buffered.size
+
+    def collect(self, max_records: int) -> ShareCollectResult:
+        """Up to ``max_records`` acquired records, in buffer order, decoded now; an error is
+        returned (not raised) once the records before it are handed out."""
+        out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
+        remaining = max_records
+        error: KafkaError | None = None
+        while self._buffer and remaining > 0:
+            buffered = self._buffer[0]
+            if buffered.tp not in self._assignment:
+                self._drop_head()
+                continue
+            if buffered.records is None:
+                self._decode(buffered)
+            assert buffered.records is not None
+            records = buffered.records
+            if buffered.next_index < len(records):
+                end = min(len(records), buffered.next_index + remaining)
+                taken = out.setdefault(buffered.tp, [])
+                for i in range(buffered.next_index, end):
+                    r = records[i]
+                    taken.append(ShareConsumerRecord(*r, buffered.counts[i]))
+                remaining -= end - buffered.next_index
+                buffered.next_index = end
+            if buffered.next_index >= len(records):
+                if buffered.error is not None and not out:
+                    error = buffered.error
+                    self._drop_head()
+                    break
+                if buffered.error is not None:
+                    break  # raised at the next collect, after these records
+                self._drop_head()
+        self.records_fetched += sum(len(v) for v in out.values())
+        return ShareCollectResult({tp: tuple(v) for tp, v in out.items()}, error)
+
+    def _drop_head(self) -> None:
+        buffered = self._buffer.popleft()
+        self._buffered_bytes -= buffered.size
+
+    def _decode(self, buffered: ShareCompletedFetch) -> None:
+        tp = buffered.tp
+        first_acquired = buffered.acquired[0][0] if buffered.acquired else 0
+        decoded: DecodedRecords = decode_records(
+            buffered.data,
+            tp.topic,
+            tp.partition,
+            fetch_offset=first_acquired,
+            check_crcs=self._check_crcs,
+            partial_on_error=True,
+            max_decompressed_size=self._max_decompressed,
+            materialize=True,
+        )
+        records = decoded.materialized or []
+        ranges = buffered.acquired
+        firsts = [r[0] for r in ranges]
+        kept: list[ConsumerRecord] = []
+        counts: list[int] = []
+        for record in records:
+            i = bisect.bisect_right(firsts, record.offset) - 1
+            if i >= 0 and ranges[i][0] <= record.offset <= ranges[i][1]:
+                kept.append(record)
+                counts.append(ranges[i][2])
+        buffered.records, buffered.counts = kept, counts
+        # Acquired offsets that are no record: gaps (or, from a bad batch on, released so
+        # another delivery may succeed).
+        bad_from = decoded.next_fetch_offset if decoded.error is not None else None
+        acks = Acknowledgements()
+        offsets = [r.offset for r in kept]
+        for first, last, _count in ranges:
+            start = first
+            j = bisect.bisect_left(offsets, first)
+            while start <= last:
+                if j < len(offsets) and offsets[j] <= last:
+                    if offsets[j] > start:
+                        self._settle_gap(acks, start, offsets[j] - 1, bad_from)
+                    start = offsets[j] + 1
+                    j += 1
+                else:
+                    self._settle_gap(acks, start, last, bad_from)
+                    break
+        if acks:
+            self._gap_acknowledgements(tp, buffered.node, acks)
+        if decoded.error is not None:
+            buffered.error = decoded.error
+
+    @staticmethod
+    def _settle_gap(acks: Acknowledgements, first: int, last: int, bad_from: int | None) -> None:
+        if bad_from is None or last < bad_from:
+            acks.add_range(first, last, GAP)
+            return
+        if first < bad_from:
+            acks.add_range(first, bad_from - 1, GAP)
+            first = bad_from
+        acks.add_range(first, last, AcknowledgeType.RELEASE)
+
+    def _gap_acknowledgements(self, tp: TopicPartition, node: int, acks: Acknowledgements) -> None:
+        """Acquired offsets that are no record (or from a corrupt batch on): the manager
+        sends them with the partition's next acknowledgements."""
+        raise NotImplementedError
