@@ -131,10 +131,6 @@ class ConsumerContext:
     coordinator_id: int | None = None
     cluster: Any = None
     versions: NegotiatedVersions | None = None
-    #: The application has polled (a PollEvent was told). A poll told before the group actors
-    #: run is dropped with its tell; their first incarnation acts on it when built, so the
-    #: member joins at once instead of at the next poll event.
-    polled: bool = False
     #: Background events for the application thread (appended by the facade actor).
     background: deque[Any] = field(default_factory=deque)
     #: Grows when the fetch actor buffered new data (poll() waits for it to change).

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kafka_actors.actors.context import ConsumerContext, Routed
-from kafka_actors.actors.events import CallbackCompletedEvent, PollEvent
+from kafka_actors.actors.events import CallbackCompletedEvent
 from kafka_actors.errors import (
     ConsumerClosedError,
     FatalConsumerError,
@@ -490,8 +490,6 @@ class Facade:
         return self.ctx.now_ms() + max(0, int((deadline - time.monotonic()) * 1000))
 
     def tell(self, target: str, event: Any) -> bool:
-        if type(event) is PollEvent:
-            self.ctx.polled = True  # before the tell: it may be dropped (actor not started)
         return self.ctx.tell(target, event)
 
     def wait(

@@ -168,10 +168,8 @@ class MembershipActor(RoutingManagerActor):
         topics, pattern = subscription_inputs(self.ctx)
         if topics or pattern:
             self._subscribe(topics, pattern)
-            if self.generation > 1 or self.ctx.polled:
-                # a restarted member rejoins without waiting for poll(); a first one joins on
-                # a poll told before it ran (that tell was dropped)
-                manager.on_poll(now)
+            if self.generation > 1:
+                manager.on_poll(now)  # a restarted member rejoins without waiting for poll()
 
     def _subscribe(self, topics: frozenset[str], pattern: str | None) -> None:
         manager = self.manager
