@@ -118,4 +118,5 @@ def test_expect_leaves_a_known_child_alone(actors: list[pykka.ActorRef[Any]]) ->
     table.expect(["fetch"])
     table.tell("fetch", "direct")
     assert done.wait(WAIT)
+    assert seen == ["direct"]
     assert table.status("fetch") is ChildStatus.RUNNING
