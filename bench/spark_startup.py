@@ -117,35 +117,16 @@ def child_spark(bootstrap: str, topic: str, runs: int, spark_kafka: bool) -> dic
     os.dup2(fd, 2)
     os.environ["KAFKA_ACTORS_LOG_LEVEL"] = "INFO"
     os.environ["KAFKA_ACTORS_LOG_JSON"] = "1"
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark_bench = importlib.import_module("spark")  # bench/spark.py, beside this script
     jars: list[str] = []
     if spark_kafka:
         import pyspark
 
-        cached = Path(
-            os.environ.get("KAFKA_ACTORS_CACHE", Path.home() / ".cache" / "kafka-actors")
-        ) / (f"spark-sql-kafka-upto-{pyspark.__version__}/jars")
-        jars = sorted(str(p) for p in cached.glob("*.jar"))
+        cached = spark_bench.cache_root_dir() / f"spark-sql-kafka-upto-{pyspark.__version__}"
+        jars = sorted(str(p) for p in (cached / "jars").glob("*.jar"))
         if not jars:
             raise SystemExit(f"no Spark Kafka connector in {cached}: run bench/spark.py once")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka-actors-bench-startup")
-        .config("spark.driver.memory", "1g")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.jars", ",".join(jars))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    from kafka_actors.spark import register
-
-    register(spark)
+    spark = spark_bench.spark_session(jars)  # local[2], loopback, the source registered
     work = Path(tempfile.mkdtemp(prefix="kafka-actors-startup-"))
 
     def query(fmt: str, options: dict[str, str]) -> tuple[float, float, float]:
