@@ -9,9 +9,9 @@ place, as ``bench/consume.py --baseline`` makes it), on the same broker and topi
 2. **in Spark** (``--spark``; local[2], one SparkSession per tree, a warm-up query first): a
    query over a small topic with Trigger.AvailableNow, from ``start()`` to its first
    micro-batch (``foreachBatch`` called), median and best of ``--spark-runs``. From the
-   source's own log lines (trees that log ``group_member_ready``): ``start()`` →
-   ``consumer_created`` (Spark launches the source's Python worker, which imports pyspark and
-   our modules, then creates the member) → ``group_member_ready``. With ``--spark-kafka``
+   source's own log lines: ``start()`` → ``consumer_created`` (Spark launches the source's
+   Python worker, which imports pyspark and our modules, then creates the member) → the member
+   STABLE in the group → ``group_member_ready`` (trees that log it). With ``--spark-kafka``
    also Spark's own Kafka source, from ``start()`` to its first micro-batch (its connector
    must be in the cache: ``bench/spark.py`` resolves it).
 
@@ -90,7 +90,8 @@ def child_member(bootstrap: str, topic: str, runs: int) -> dict[str, Any]:
 
 
 def _parse_log(path: Path) -> list[tuple[float, str]]:
-    """(epoch seconds, event) of the JSON log lines of the Spark workers."""
+    """(epoch seconds, event) of the JSON log lines of the Spark workers; a member state
+    transition is named ``member_state_transition:<to_state>``."""
     events: list[tuple[float, str]] = []
     for line in path.read_text(errors="replace").splitlines():
         start = line.find("{")
@@ -103,7 +104,10 @@ def _parse_log(path: Path) -> list[tuple[float, str]]:
         if not isinstance(record, dict) or "timestamp" not in record:
             continue
         stamp = datetime.fromisoformat(str(record["timestamp"]).replace("Z", "+00:00"))
-        events.append((stamp.timestamp(), str(record.get("event"))))
+        event = str(record.get("event"))
+        if event == "member_state_transition":
+            event = f"{event}:{record.get('to_state')}"
+        events.append((stamp.timestamp(), event))
     return events
 
 
@@ -177,9 +181,11 @@ def child_spark(bootstrap: str, topic: str, runs: int, spark_kafka: bool) -> dic
             result["ours"].append(first_batch * 1000.0)
             events = [(t - at, e) for t, e in _parse_log(log) if t >= at]
             created = next((t for t, e in events if e == "consumer_created"), None)
+            stable = next((t for t, e in events if e == "member_state_transition:STABLE"), None)
             ready = next((t for t, e in events if e == "group_member_ready"), None)
             result["phases"].append(
-                [None if v is None else v * 1000.0 for v in (created, ready)] + [total * 1000.0]
+                [None if v is None else v * 1000.0 for v in (created, stable, ready)]
+                + [total * 1000.0]
             )
             if spark_kafka:
                 result["spark_kafka"].append(query("kafka", builtin)[1] * 1000.0)
@@ -299,7 +305,7 @@ def main() -> int:
             )
             print(
                 f"{'tree':<16} {'1st batch':>9} {'best':>6} {'member created':>15} "
-                f"{'ready':>6} {'query end':>9}"
+                f"{'joined':>7} {'ready':>6} {'query end':>9}"
             )
             sessions: dict[str, dict[str, list[Any]]] = {}
             for _ in range(args.rounds):
@@ -319,7 +325,7 @@ def main() -> int:
                 ours = r["ours"]
                 print(
                     f"{name:<16} {statistics.median(ours):9.0f} {min(ours):6.0f} "
-                    f"{median(0):>15} {median(1):>6} {median(2):>9}"
+                    f"{median(0):>15} {median(1):>7} {median(2):>6} {median(3):>9}"
                 )
                 if r["spark_kafka"]:
                     kafka_rows.append((name, r["spark_kafka"]))
@@ -330,8 +336,8 @@ def main() -> int:
                 )
             print(
                 "(member created: consumer_created logged by the source's driver worker, after "
-                "Spark launched it and it imported pyspark and kafka_actors; ready: "
-                "group_member_ready, trees that log it)"
+                "Spark launched it and it imported pyspark and kafka_actors; joined: the member "
+                "STABLE; ready: group_member_ready, also offsets known, trees that log it)"
             )
     finally:
         if broker is not None:
