@@ -12,7 +12,8 @@ Owns:
   on another actor while running, so supervisors cannot deadlock.
 * :class:`ChildTable` / :class:`SupervisedRef`: how callers outside the tree talk to children
   without hanging: an answer, or :class:`ChildRestartingError` (retriable) while the child is
-  down, or :class:`SupervisorFatalError` once the tree gave up.
+  down, or :class:`SupervisorFatalError` once the tree gave up. Tells to a child announced
+  with :meth:`ChildTable.expect` that has not run yet are kept for its first incarnation.
 * :func:`start_tree`: starts a root supervisor and returns a :class:`SupervisorTree` handle
   (``fatal_error``, ``ask``, ``shutdown``).
 * Process exit: actor threads are daemon threads, and every tree not shut down by its owner
