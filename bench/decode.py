@@ -125,7 +125,9 @@ def columns_with(module: ModuleType) -> Callable[[bytes], int]:
 
 def _pure(data: bytes) -> DecodedRecords:
     out = DecodedRecords("bench", 0, next_fetch_offset=0)
-    records_module._decode_into(data, out, 0, True, False, None)
+    records_module._decode_into(
+        data, out, 0, True, False, None, records_module.DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES
+    )
     return out
 
 

@@ -45,6 +45,9 @@ __all__ = ["GroupMember", "last_committed_batch_end"]
 _log = get_logger("spark")
 #: How long an empty first assignment must last before the source plans without partitions.
 _EMPTY_SETTLE_S = 3.0
+#: Timeout of each poll of the polling thread: the member joins, runs the listener and
+#: acknowledges while one poll waits, so the start-up waits for no poll to return.
+_POLL_TIMEOUT_S = 0.5
 
 
 def last_committed_batch_end(checkpoint: str, candidates: list[Offsets]) -> Offsets | None:
@@ -110,6 +113,8 @@ class GroupMember:
         #: When the last batch with new data was planned (minOffsetsPerTrigger's delay runs
         #: from there; from the member's start before the first one).
         self._last_trigger = time.monotonic()
+        #: When this member was created; None once it was ready (see _note_ready).
+        self._started: float | None = time.monotonic()
         self.consumer = (
             consumer if consumer is not None else KafkaConsumer(options.consumer_config())
         )
@@ -129,7 +134,7 @@ class GroupMember:
     def _poll_loop(self) -> None:
         while not self._stopping.is_set():
             try:
-                self.consumer.poll(0.5)
+                self.consumer.poll(_POLL_TIMEOUT_S)
             except WakeupError:
                 continue
             except FatalError as exc:
@@ -206,7 +211,25 @@ class GroupMember:
             end = self._planner.latest({}, {})
             self._issued.append(dict(end))
         _log.debug("initial_offsets", end=_fmt(end))
+        self._note_ready()
         return offsets_to_json(end)
+
+    def _note_ready(self) -> None:
+        """Log ``group_member_ready`` once: the group joined, partitions assigned and their
+        starting offsets known (``startup_ms`` from this member's creation)."""
+        started = self._started
+        if started is None:
+            return
+        with self._lock:
+            owned = [tp for tp, s in self._planner.owned.items() if s.resolved]
+            if not owned or self._planner.unresolved():
+                return
+        self._started = None
+        _log.info(
+            "group_member_ready",
+            startup_ms=round((time.monotonic() - started) * 1000.0, 1),
+            partitions=len(owned),
+        )
 
     def latest_offsets(
         self, start_json: Mapping[str, Any], limit: int | None
@@ -267,6 +290,7 @@ class GroupMember:
             self._issued.append(dict(end))
             del self._issued[:-64]
         _log.debug("latest_offsets", start=_fmt(start), end=_fmt(end), available=_fmt(available))
+        self._note_ready()
         return offsets_to_json(end)
 
     def _delay_batch(self, start: Offsets, available: Offsets) -> bool:

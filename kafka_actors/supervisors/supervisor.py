@@ -12,7 +12,8 @@ Owns:
   on another actor while running, so supervisors cannot deadlock.
 * :class:`ChildTable` / :class:`SupervisedRef`: how callers outside the tree talk to children
   without hanging: an answer, or :class:`ChildRestartingError` (retriable) while the child is
-  down, or :class:`SupervisorFatalError` once the tree gave up.
+  down, or :class:`SupervisorFatalError` once the tree gave up. Tells to a child announced
+  with :meth:`ChildTable.expect` that has not run yet are kept for its first incarnation.
 * :func:`start_tree`: starts a root supervisor and returns a :class:`SupervisorTree` handle
   (``fatal_error``, ``ask``, ``shutdown``).
 * Process exit: actor threads are daemon threads, and every tree not shut down by its owner
@@ -193,6 +194,9 @@ class _Entry:
     generation: int = 0
     ref: pykka.ActorRef[Any] | None = None
     waiters: weakref.WeakSet[pykka.Future[Any]] = field(default_factory=weakref.WeakSet)
+    #: Messages told before the first incarnation ran (see :meth:`ChildTable.expect`); None
+    #: once one ran, or for a child nobody announced.
+    early: list[Any] | None = None
 
 
 class ChildTable:
@@ -208,7 +212,14 @@ class ChildTable:
 
     def _set_running(self, name: str, generation: int, ref: pykka.ActorRef[Any]) -> None:
         with self._lock:
+            entry = self._entries.get(name)
+            early = entry.early if entry is not None else None
             self._entries[name] = _Entry(ChildStatus.RUNNING, generation, ref)
+            try:
+                for message in early or ():
+                    ref.tell(message)  # first, in order: later tells wait for the lock
+            except pykka.ActorDeadError:
+                pass  # it died at once: the supervisor sees it; the messages go with it
 
     def _set_status(self, name: str, status: ChildStatus | None) -> None:
         with self._lock:
@@ -235,6 +246,17 @@ class ChildTable:
 
     # -- caller side --
 
+    def expect(self, names: Sequence[str]) -> None:
+        """Announce children the supervisor is about to start for the first time. Until one of
+        them runs, a message told to it is kept and delivered to it, first, when it starts,
+        instead of being refused (a caller telling right after starting the tree loses
+        nothing and waits for no retry). Asks are refused as before (restarting); a child that
+        has run once is refused while it restarts, as any other."""
+        with self._lock:
+            for name in names:
+                if name not in self._entries:
+                    self._entries[name] = _Entry(ChildStatus.RESTARTING, early=[])
+
     def status(self, name: str) -> ChildStatus | None:
         with self._lock:
             entry = self._entries.get(name)
@@ -245,6 +267,15 @@ class ChildTable:
 
     def current(self, name: str) -> tuple[pykka.ActorRef[Any], int]:
         """The running incarnation of ``name``, or raise the error a caller should see."""
+        found = self._current(name, None)
+        assert found is not None
+        return found
+
+    def _current(
+        self, name: str, keep: tuple[Any] | None
+    ) -> tuple[pykka.ActorRef[Any], int] | None:
+        """:meth:`current`; with ``keep`` (a message to tell), None when the message was kept
+        for a child not started yet (see :meth:`expect`)."""
         fatal = self.tree.fatal_error
         if fatal is not None:
             raise fatal
@@ -252,6 +283,9 @@ class ChildTable:
             entry = self._entries.get(name)
             if entry is None:
                 raise KeyError(f"supervisor {self.supervisor!r} has no child {name!r}")
+            if keep is not None and entry.early is not None:
+                entry.early.append(keep[0])
+                return None
             if entry.ref is not None and entry.status is not ChildStatus.STOPPED:
                 return entry.ref, entry.generation
             status = entry.status
@@ -268,7 +302,10 @@ class ChildTable:
         return ChildRestartingError(child=name)
 
     def tell(self, name: str, message: Any) -> None:
-        ref, _generation = self.current(name)
+        found = self._current(name, (message,))
+        if found is None:
+            return  # kept for the first incarnation (see expect)
+        ref, _generation = found
         try:
             ref.tell(message)
         except pykka.ActorDeadError:
