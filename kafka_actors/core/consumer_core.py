@@ -223,7 +223,7 @@ class ActorCore:
         manager_spec = SupervisorSpec(max_restarts=5, period=30.0)
         # what the front end tells them before they run (subscribe, the first poll, a lookup
         # right after construction) waits for them instead of being dropped and retried
-        network_table.expect([spec.name for spec in managers])
+        network_table.expect([spec.name for spec in children])
 
         def start_network(c: Any) -> Any:
             return NetworkActor.start(
