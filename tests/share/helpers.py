@@ -1,0 +1,74 @@
+"""Helpers of the share-group tests: producing (all at once or trickled while members
+consume), the share API when it is there, and bookkeeping of who got which offset."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+
+def share_api() -> Any:
+    """The ``kafka_actors`` module when it has the share consumer; else skip the test."""
+    import kafka_actors
+
+    missing = [
+        name
+        for name in ("KafkaShareConsumer", "AsyncKafkaShareConsumer", "AcknowledgeType")
+        if not hasattr(kafka_actors, name)
+    ]
+    if missing:
+        pytest.skip(f"kafka_actors has no {', '.join(missing)} yet (the share consumer, #13)")
+    return kafka_actors
+
+
+def value_of(i: int) -> bytes:
+    return b"record-%06d" % i
+
+
+def produce(bootstrap: str, topic: str, n: int, *, start: int = 0) -> None:
+    """``n`` records ``record-<i>`` (keys ``k<i>``) into partition 0 of ``topic``, at once."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    for i in range(start, start + n):
+        producer.produce(topic, value_of(i), b"k%d" % i, partition=0)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+@contextmanager
+def trickle(
+    bootstrap: str, topic: str, n: int, *, every: int = 20, pause: float = 0.05
+) -> Iterator[threading.Thread]:
+    """Produce ``n`` records in the background, ``every`` at a time with ``pause`` between:
+    records arrive while the members already fetch, so that the work spreads over them
+    (produced all at once, the first member's fetch would acquire a whole batch)."""
+    from confluent_kafka import Producer
+
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 0})
+            for i in range(n):
+                producer.produce(topic, value_of(i), b"k%d" % i, partition=0)
+                if (i + 1) % every == 0:
+                    assert producer.flush(60) == 0
+                    time.sleep(pause)
+            assert producer.flush(60) == 0
+        except BaseException as exc:  # reported by the with block
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="trickle", daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        thread.join(120)
+    if failure:
+        raise failure[0]
