@@ -12,6 +12,23 @@ from typing import Any
 import pytest
 
 
+def share_missing() -> str | None:
+    """Why the share consumer cannot be used here (``None``: it can)."""
+    try:
+        from kafka_actors import (  # type: ignore[attr-defined,unused-ignore]  # noqa: F401
+            AcknowledgeType,
+            AsyncKafkaShareConsumer,
+            KafkaShareConsumer,
+        )
+    except ImportError as exc:
+        return f"kafka_actors.KafkaShareConsumer cannot be imported (issue #13): {exc}"
+    return None
+
+
+#: Marks a test that needs our share consumer: skipped before any fixture (broker) starts.
+needs_share_consumer = pytest.mark.skipif(share_missing() is not None, reason=share_missing() or "")
+
+
 def share_api() -> Any:
     """The ``kafka_actors`` module when its share consumer can be imported; else skip."""
     try:

@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from kafka_actors.testing import KafkaBroker
-from tests.share.helpers import poll_for, produce, share_api, share_config
+from tests.share.helpers import needs_share_consumer, poll_for, produce, share_api, share_config
+
+pytestmark = needs_share_consumer
 
 N = 5
 

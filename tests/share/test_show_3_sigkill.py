@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from kafka_actors.testing import KafkaBroker
-from tests.share.helpers import produce, share_api, share_config
+from tests.share.helpers import needs_share_consumer, produce, share_api, share_config
+
+pytestmark = needs_share_consumer
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 20
