@@ -12,33 +12,35 @@ from typing import Any
 import pytest
 
 
-def share_missing() -> str | None:
-    """Why the share consumer cannot be used here (``None``: it can)."""
+def share_missing(*names: str) -> str | None:
+    """Why our share consumer (``names`` of ``kafka_actors``) cannot be used here
+    (``None``: it can)."""
+    import importlib
+
     try:
-        from kafka_actors import (  # type: ignore[attr-defined,unused-ignore]  # noqa: F401
-            AcknowledgeType,
-            AsyncKafkaShareConsumer,
-            KafkaShareConsumer,
-        )
-    except ImportError as exc:
-        return f"kafka_actors.KafkaShareConsumer cannot be imported (issue #13): {exc}"
+        module = importlib.import_module("kafka_actors")
+        for name in names:
+            getattr(module, name)
+    except (ImportError, AttributeError) as exc:
+        return f"kafka_actors' share consumer cannot be imported (issue #13): {exc}"
     return None
 
 
-#: Marks a test that needs our share consumer: skipped before any fixture (broker) starts.
-needs_share_consumer = pytest.mark.skipif(share_missing() is not None, reason=share_missing() or "")
+SYNC = ("KafkaShareConsumer", "AcknowledgeType", "TopicPartition")
+ASYNC = (*SYNC, "AsyncKafkaShareConsumer")
+
+#: Marks a test that needs our sync share consumer: skipped before any fixture starts a broker.
+needs_share_consumer = pytest.mark.skipif(
+    share_missing(*SYNC) is not None, reason=share_missing(*SYNC) or ""
+)
+#: The same for a test that also needs the asyncio share consumer.
+needs_async_share_consumer = pytest.mark.skipif(
+    share_missing(*ASYNC) is not None, reason=share_missing(*ASYNC) or ""
+)
 
 
 def share_api() -> Any:
-    """The ``kafka_actors`` module when its share consumer can be imported; else skip."""
-    try:
-        from kafka_actors import (  # type: ignore[attr-defined,unused-ignore]  # noqa: F401
-            AcknowledgeType,
-            AsyncKafkaShareConsumer,
-            KafkaShareConsumer,
-        )
-    except ImportError as exc:
-        pytest.skip(f"kafka_actors.KafkaShareConsumer cannot be imported (issue #13): {exc}")
+    """The ``kafka_actors`` module (its share consumer names checked by the marks above)."""
     import kafka_actors
 
     return kafka_actors

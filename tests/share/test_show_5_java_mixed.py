@@ -13,9 +13,9 @@ import pytest
 
 from kafka_actors.testing import KafkaBroker
 from kafka_actors.testing.java_share import JavaShareConsumer
-from tests.share.helpers import needs_share_consumer, share_api, share_config, trickle
+from tests.share.helpers import needs_async_share_consumer, share_api, share_config, trickle
 
-pytestmark = needs_share_consumer
+pytestmark = needs_async_share_consumer
 
 N = 2000
 
