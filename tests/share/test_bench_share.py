@@ -48,6 +48,6 @@ def test_share_bench_short_form() -> None:
         else:
             assert "some of ours: kafka_actors has no AsyncKafkaShareConsumer" in out
     else:
-        assert "peers only: kafka_actors has no KafkaShareConsumer" in out
+        assert "peers only: kafka_actors has no" in out and "KafkaShareConsumer" in out
         assert "ck/peer rate" in out
         assert rows["confluent-kafka"].rstrip().endswith("1.00x")
