@@ -8,6 +8,7 @@ is the example's own check passing; the output is asserted too.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,12 +23,16 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    # This checkout's kafka_actors, not whichever one the interpreter has installed.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXAMPLES.parent), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, str(EXAMPLES / script), *args],
         capture_output=True,
         text=True,
         timeout=400,
         check=False,
+        env=env,
     )
 
 
