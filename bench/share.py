@@ -55,24 +55,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# bench/ is this script's directory (sys.path[0]): the same data and the same RSS figure as
+# the consumer benchmark.
+import consume
+from consume import CHILD_TIMEOUT_S, MAX_RECORDS, peak_rss_kb, produce
+
 OURS = ("kafka-actors", "kafka-actors explicit", "kafka-actors async", "kafka-actors async iter")
 PEERS = ("confluent-kafka", "confluent-kafka explicit", "java")
 CLIENTS = (*OURS, *PEERS)
-MAX_RECORDS = 500
-CHILD_TIMEOUT_S = 900.0
 RECORD_LOCK_MS = 30_000
 
 
-class Tally:
-    """The fair work every client does per record: touch key, value and offset."""
+class Tally(consume.Tally):
+    """consume.py's tally (the fair work per record: touch key, value and offset), plus the
+    records that came more than once (a lock that ran out)."""
 
-    __slots__ = ("count", "first_at", "nbytes", "redelivered")
+    __slots__ = ("redelivered",)
 
     def __init__(self) -> None:
-        self.count = 0
-        self.nbytes = 0
+        super().__init__()
         self.redelivered = 0
-        self.first_at: float | None = None
 
     def add(self, key: bytes | None, value: bytes | None, delivery_count: int | None) -> None:
         if self.first_at is None:
@@ -189,18 +191,6 @@ def run_confluent(bootstrap: str, topic: str, group: str, expected: int, explici
     return tally
 
 
-def peak_rss_kb() -> int:
-    """This process's peak RSS (VmHWM)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
 def child(args: argparse.Namespace) -> int:
     b, t, g, n = args.bootstrap, args.topic, args.group, args.records
     runners: dict[str, Callable[[], Tally]] = {
@@ -238,27 +228,6 @@ def child(args: argparse.Namespace) -> int:
 
 
 # -- the parent: broker, data, children, table -------------------------------------------------
-
-
-def produce(bootstrap: str, topic: str, n: int, value_size: int) -> float:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "none"})
-    value = (b"0123456789abcdef" * (value_size // 16 + 1))[:value_size]
-    t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                producer.produce(topic, value, b"%08d" % i)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10_000 == 0:
-            producer.poll(0)
-    remaining = producer.flush(120)
-    if remaining:
-        raise RuntimeError(f"{remaining} records not delivered to {topic}")
-    return time.perf_counter() - t0
 
 
 def new_group(bootstrap: str, client: str) -> str:
