@@ -54,6 +54,16 @@ def share_config(broker: Any, group: str, **extra: object) -> dict[str, object]:
     return config
 
 
+def first_batch(consumer: Any, timeout: float = 60.0) -> list[Any]:
+    """Poll a sync share consumer until its first non-empty batch."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records = list(consumer.poll(0.5))
+        if records:
+            return records
+    raise AssertionError(f"no record within {timeout} s")
+
+
 def poll_for(consumer: Any, seconds: float, *, until: Any = None, ack: Any = None) -> list[Any]:
     """Poll a sync share consumer for up to ``seconds`` (or until ``until(records so far)``);
     with ``ack``, acknowledge each record so (explicit mode)."""

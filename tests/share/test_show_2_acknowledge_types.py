@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 
 from kafka_actors.testing import KafkaBroker
-from tests.share.helpers import needs_share_consumer, poll_for, produce, share_api, share_config
+from tests.share.helpers import (
+    first_batch,
+    needs_share_consumer,
+    poll_for,
+    produce,
+    share_api,
+    share_config,
+)
 
 pytestmark = needs_share_consumer
 
@@ -33,16 +40,6 @@ def _explicit(ka: Any, broker: KafkaBroker, group: str, topic: str) -> Any:
     )
     consumer.subscribe([topic])
     return consumer
-
-
-def _first_batch(consumer: Any, n: int = N) -> list[Any]:
-    """Poll until the first non-empty batch (at most ``n`` records are produced)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        records = list(consumer.poll(0.5))
-        if records:
-            return records
-    raise AssertionError("no record within 60 s")
 
 
 @pytest.mark.broker
@@ -84,7 +81,7 @@ def test_reject_is_never_delivered_again(
     rejected: set[int] = set()
     with _explicit(ka, share_broker, group, topic) as consumer:
         while len(rejected) < N:
-            for r in _first_batch(consumer):
+            for r in first_batch(consumer):
                 consumer.acknowledge(r, ka.AcknowledgeType.REJECT)
                 rejected.add(r.offset)
         result = consumer.commit_sync(30.0)
@@ -137,7 +134,7 @@ def test_renew_extends_the_lock_of_a_slow_record(
     group = share_group(record_lock_duration_ms=2000)
     produce(share_broker.bootstrap_servers, topic, 1)
     with _explicit(ka, share_broker, group, topic) as holder:
-        (record,) = _first_batch(holder, 1)
+        (record,) = first_batch(holder)
         with _explicit(ka, share_broker, group, topic) as other:
             t_end = time.monotonic() + 8.0
             next_renew = 0.0

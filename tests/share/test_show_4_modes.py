@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from kafka_actors.testing import KafkaBroker
-from tests.share.helpers import needs_share_consumer, poll_for, produce, share_api, share_config
+from tests.share.helpers import (
+    first_batch,
+    needs_share_consumer,
+    poll_for,
+    produce,
+    share_api,
+    share_config,
+)
 
 pytestmark = needs_share_consumer
 
@@ -34,15 +41,6 @@ class Callback:
         return out
 
 
-def _first_batch(consumer: Any) -> list[Any]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        records = list(consumer.poll(0.5))
-        if records:
-            return records
-    raise AssertionError("no record within 60 s")
-
-
 @pytest.mark.broker
 def test_implicit_mode_accepts_a_poll_at_the_next_poll_commit_or_close(
     share_broker: KafkaBroker, kafka_topic: Callable[..., str], share_group: Callable[..., str]
@@ -59,7 +57,7 @@ def test_implicit_mode_accepts_a_poll_at_the_next_poll_commit_or_close(
     with ka.KafkaShareConsumer(config) as consumer:
         consumer.set_acknowledgement_commit_callback(callback)
         consumer.subscribe([topic])
-        first = _first_batch(consumer)
+        first = first_batch(consumer)
         assert 0 < len(first) <= 4
         with pytest.raises(IllegalStateError):
             consumer.acknowledge(first[0], ka.AcknowledgeType.ACCEPT)  # explicit mode only
@@ -94,7 +92,7 @@ def test_explicit_mode_needs_every_record_acknowledged_before_the_next_poll(
     config = share_config(share_broker, group, share_acknowledgement_mode="explicit")
     with ka.KafkaShareConsumer(config) as consumer:
         consumer.subscribe([topic])
-        batch = _first_batch(consumer)
+        batch = first_batch(consumer)
         with pytest.raises(IllegalStateError):
             consumer.poll(0.5)  # the batch is not acknowledged: an error, nothing handed out
         consumer.acknowledge(batch[0], ka.AcknowledgeType.ACCEPT)
@@ -163,7 +161,7 @@ def test_close_sends_pending_acknowledgements_and_releases_the_rest(
     config = share_config(share_broker, group, share_acknowledgement_mode="explicit")
     consumer = ka.KafkaShareConsumer(config)
     consumer.subscribe([topic])
-    batch = _first_batch(consumer)
+    batch = first_batch(consumer)
     accepted = {r.offset for r in batch[: len(batch) // 2]}
     for r in batch[: len(batch) // 2]:
         consumer.acknowledge(r, ka.AcknowledgeType.ACCEPT)
