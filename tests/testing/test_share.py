@@ -168,3 +168,26 @@ def test_a_short_group_lock_expires_and_the_delivery_limit_archives(
         a.close()
         if b is not None:
             b.close()
+
+
+@pytest.mark.broker
+def test_cli_broker_with_share_groups_has_the_share_settings() -> None:
+    import signal
+
+    from tests.testing.test_cli_cleanup import _first_line, _spawn
+
+    proc = _spawn(["-m", "kafka_actors.testing", "broker", "--share-groups"])
+    try:
+        bootstrap = _first_line(proc)
+        # Accepted only where the lock's lower bound was lowered (Kafka's default is 15 s).
+        described = set_share_group_config(bootstrap, "cli", record_lock_duration_ms=1000)
+        assert described["share.record.lock.duration.ms"] == "1000"
+        assert describe_share_group_config(bootstrap, "other")[
+            "share.record.lock.duration.ms"
+        ] == str(share_broker_config()["group.share.record.lock.duration.ms"])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
