@@ -34,7 +34,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -47,7 +47,7 @@ from kafka_actors.testing.processes import pdeathsig_prefix, register, terminate
 __all__ = ["HARNESS_CLASS", "JavaShareConsumer", "JavaShareRecord", "compile_share_harness"]
 
 HARNESS_CLASS = "KafkaActorsShareHarness"
-ACK_TYPES = ("accept", "release", "reject", "implicit")
+ACK_TYPES = ("accept", "release", "reject", "implicit", "hold")
 
 _SOURCE = """\
 import java.io.IOException;
@@ -68,7 +68,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 /** kafka-actors testkit: Java's share consumer as a test peer (see java_share.py). */
 public class KafkaActorsShareHarness {
     // args: bootstrap group topic maxRecords(-1: no limit) idleTimeoutMs
-    //       accept|release|reject|implicit pauseMsPerPoll [key=value ...]
+    //       accept|release|reject|implicit|hold pauseMsPerPoll [key=value ...]
     public static void main(String[] args) throws Exception {
         Properties props = new Properties();
         props.put("bootstrap.servers", args[0]);
@@ -79,7 +79,9 @@ public class KafkaActorsShareHarness {
         String ack = args[5];
         long pauseMs = Long.parseLong(args[6]);
         boolean explicit = !ack.equals("implicit");
-        AcknowledgeType type = explicit ? AcknowledgeType.valueOf(ack.toUpperCase()) : null;
+        boolean hold = ack.equals("hold");
+        AcknowledgeType type = explicit && !hold
+            ? AcknowledgeType.valueOf(ack.toUpperCase()) : null;
         props.put("key.deserializer", ByteArrayDeserializer.class.getName());
         props.put("value.deserializer", ByteArrayDeserializer.class.getName());
         props.put("share.acknowledgement.mode", explicit ? "explicit" : "implicit");
@@ -122,11 +124,21 @@ public class KafkaActorsShareHarness {
                             continue;
                         }
                     }
-                    if (explicit) {
+                    if (explicit && !hold) {
                         consumer.acknowledge(r, type);
                     }
                     kept++;
                     out.append("RECORD ").append(where).append('\\n');
+                }
+                if (hold) {
+                    // Acquired and never acknowledged: wait to be stopped or killed.
+                    System.out.print(out);
+                    System.out.println("HOLDING");
+                    System.out.flush();
+                    while (!stop.get()) {
+                        Thread.sleep(50);
+                    }
+                    break;
                 }
                 Map<TopicIdPartition, Optional<KafkaException>> result = consumer.commitSync();
                 for (Map.Entry<TopicIdPartition, Optional<KafkaException>> e : result.entrySet()) {
@@ -203,7 +215,9 @@ class JavaShareConsumer:
     group ``group`` on ``cluster`` (a KafkaCluster/KafkaBroker: its jars and bootstrap).
 
     ``ack``: ``"accept"`` (default), ``"release"`` or ``"reject"`` for every record (explicit
-    mode, ``commitSync`` after each poll), or ``"implicit"``. ``max_records``: stop after that
+    mode, ``commitSync`` after each poll), ``"implicit"``, or ``"hold"`` (explicit mode: the
+    first batch is acquired and never acknowledged; the JVM then waits to be stopped or
+    :meth:`kill`-ed). ``max_records``: stop after that
     many (records acquired beyond it are released); ``None``: until :meth:`stop`.
     ``pause``: seconds to sleep after each non-empty poll (a slow worker, so that others get
     work). ``config``: more consumer properties (e.g. ``{"max.poll.records": "10"}``).
@@ -241,6 +255,8 @@ class JavaShareConsumer:
         #: ``(topic, partition, "OK" or the error's class name)`` per commitSync result.
         self.commits: list[tuple[str, int, str]] = []
         self.done: int | None = None
+        #: In ``"hold"`` mode: the first batch is acquired and held (``HOLDING``).
+        self.holding = False
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: list[str] = []
         self._cond = threading.Condition()
@@ -308,6 +324,8 @@ class JavaShareConsumer:
                     (self.records if record.kept else self.released).append(record)
                 elif kind == "COMMIT" and len(parts) == 4:
                     self.commits.append((parts[1], int(parts[2]), parts[3]))
+                elif kind == "HOLDING":
+                    self.holding = True
                 elif kind == "DONE" and len(parts) == 2:
                     self.done = int(parts[1])
                 self._cond.notify_all()
@@ -324,14 +342,21 @@ class JavaShareConsumer:
 
     def wait_for(self, n: int, timeout: float) -> bool:
         """Wait until at least ``n`` records were kept (or the JVM ended); whether they were."""
+        return self._wait(lambda: len(self.records) >= n, timeout)
+
+    def wait_holding(self, timeout: float) -> bool:
+        """``"hold"`` mode: wait until the first batch is held; whether it is."""
+        return self._wait(lambda: self.holding, timeout)
+
+    def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         with self._cond:
-            while len(self.records) < n:
+            while not done():
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.process is not None and self.process.poll() is not None):
                     break
                 self._cond.wait(min(left, 0.2))
-            return len(self.records) >= n
+            return done()
 
     def stop(self, timeout: float = 60.0) -> int | None:
         """Close its stdin (it commits, closes the consumer and exits); SIGKILL after

@@ -13,7 +13,14 @@ import pytest
 
 from kafka_actors.testing import KafkaBroker
 from kafka_actors.testing.java_share import JavaShareConsumer
-from tests.share.helpers import needs_async_share_consumer, share_api, share_config, trickle
+from tests.share.helpers import (
+    needs_async_share_consumer,
+    poll_for,
+    produce,
+    share_api,
+    share_config,
+    trickle,
+)
 
 pytestmark = needs_async_share_consumer
 
@@ -94,3 +101,36 @@ def test_a_share_group_with_java_splits_the_records(
     assert all(count == 1 for member in ours.values() for _, count in member)
     assert all(r.delivery_count == 1 for r in java.records)
     assert all(result == "OK" for _, _, result in java.commits), java.commits
+
+
+@pytest.mark.broker
+def test_records_a_killed_java_member_held_come_to_ours(
+    share_broker: KafkaBroker, kafka_topic: Callable[..., str], share_group: Callable[..., str]
+) -> None:
+    """Java's consumer acquires records and is SIGKILLed holding them; after the group's lock
+    our consumer gets them (delivery count 2), and every record once."""
+    ka = share_api()
+    topic = kafka_topic(share_broker)
+    group = share_group(record_lock_duration_ms=3000)
+    n = 20
+    produce(share_broker.bootstrap_servers, topic, n)
+    java = JavaShareConsumer(share_broker, topic, group, ack="hold")
+    java.start()
+    try:
+        assert java.wait_holding(60), java.stderr_tail()
+        held = {r.offset for r in java.records}
+        assert held
+    finally:
+        java.kill()
+    config = share_config(share_broker, group, share_acknowledgement_mode="explicit")
+    accepted: dict[int, int] = {}
+    with ka.KafkaShareConsumer(config) as consumer:
+        consumer.subscribe([topic])
+        for r in poll_for(
+            consumer, 90.0, until=lambda g: len(g) >= n, ack=ka.AcknowledgeType.ACCEPT
+        ):
+            assert r.offset not in accepted, f"offset {r.offset} delivered twice"
+            accepted[r.offset] = r.delivery_count
+        consumer.commit_sync(30.0)
+    assert sorted(accepted) == list(range(n)), f"lost: {set(range(n)) - set(accepted)}"
+    assert all(accepted[o] == 2 for o in held), {o: accepted[o] for o in held}

@@ -135,3 +135,47 @@ def test_console_share_consumer_reads_the_group(
         if "Offset:" in line
     )
     assert offsets == list(range(10)), done.stdout[-3000:]
+
+
+@pytest.mark.broker
+def test_a_killed_java_member_holding_records_gives_them_up_after_the_lock(
+    share_broker: KafkaBroker, kafka_topic: Callable[..., str], share_group: Callable[..., str]
+) -> None:
+    """``ack="hold"`` acquires a batch and never acknowledges it; ``kill()`` SIGKILLs the
+    JVM; the records reach confluent-kafka's member after the group's 2 s lock, count 2."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    topic = kafka_topic(share_broker)
+    group = share_group(record_lock_duration_ms=2000)
+    produce(share_broker.bootstrap_servers, topic, 10)
+    java = JavaShareConsumer(share_broker, topic, group, ack="hold")
+    java.start()
+    try:
+        assert java.wait_holding(60), java.stderr_tail()
+        held = {r.offset for r in java.records}
+        assert held and java.commits == []
+    finally:
+        java.kill()
+    assert java.process is not None and java.process.returncode == -9
+    peer = ShareConsumer(
+        {
+            "bootstrap.servers": share_broker.bootstrap_servers,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit",
+            "log_level": 0,
+        }
+    )
+    counts: dict[int, int] = {}
+    try:
+        peer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(counts) < 10 and time.monotonic() < deadline:
+            for m in peer.poll(0.5):
+                if m.error() is None:
+                    counts[m.offset()] = m.delivery_count()
+                    peer.acknowledge(m, AcknowledgeType.ACCEPT)
+        peer.commit_sync(30)
+    finally:
+        peer.close()
+    assert sorted(counts) == list(range(10))
+    assert all(counts[o] == 2 for o in held), counts
