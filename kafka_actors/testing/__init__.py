@@ -28,6 +28,10 @@ Usage::
     with MockCluster(num_brokers=3) as mock:           # librdkafka's mock, in-process
         mock.create_topic("m", partitions=8)
 
+    with KafkaBroker(broker_config=share_broker_config()) as b:   # share groups (KIP-932)
+        set_share_group_config(b, "workers", record_lock_duration_ms=2000,
+                               delivery_count_limit=3)        # + share.auto.offset.reset
+
 Fault injection for a service's own tests (guide: ``docs/fault-injection.md``)::
 
     from kafka_actors.testing import FaultInjector
@@ -56,6 +60,12 @@ from kafka_actors.testing.jars import (
 from kafka_actors.testing.jars import resolve as resolve_jars
 from kafka_actors.testing.mock import MockCluster, MockClusterError
 from kafka_actors.testing.security import ListenerSpec, TestCertificates
+from kafka_actors.testing.share import (
+    ShareGroupConfigError,
+    describe_share_group_config,
+    set_share_group_config,
+    share_broker_config,
+)
 
 __all__ = [
     "ACTOR_NAMES",
@@ -71,6 +81,10 @@ __all__ = [
     "ListenerSpec",
     "MockCluster",
     "MockClusterError",
+    "ShareGroupConfigError",
     "TestCertificates",
+    "describe_share_group_config",
     "resolve_jars",
+    "set_share_group_config",
+    "share_broker_config",
 ]

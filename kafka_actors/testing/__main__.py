@@ -5,8 +5,10 @@ or SIGTERM, then a clean stop). May touch: :mod:`kafka_actors.testing` only.
 
 * ``fetch [--kafka-version V ...]``: resolve the jars of each V (default: the 4.x and 3.9.x
   versions the fixtures use), print each version's cache directory, one per line.
-* ``broker [--brokers N] [--kafka-version V]``: start a cluster, print its bootstrap servers
-  as the first line of stdout, run until SIGINT/SIGTERM, stop it.
+* ``broker [--brokers N] [--kafka-version V] [--share-groups]``: start a cluster, print its
+  bootstrap servers as the first line of stdout, run until SIGINT/SIGTERM, stop it.
+  ``--share-groups``: the broker settings of the ``share_broker`` fixture
+  (:func:`~kafka_actors.testing.share.share_broker_config`).
 * ``mock [--brokers N]``: the same with librdkafka's mock cluster.
 """
 
@@ -54,9 +56,14 @@ def _fetch(args: argparse.Namespace) -> int:
 
 def _broker(args: argparse.Namespace) -> int:
     from kafka_actors.testing.broker import KafkaCluster
+    from kafka_actors.testing.share import share_broker_config
 
     # Handlers first, so a signal that arrives during start-up still stops the JVMs.
-    cluster = KafkaCluster(num_brokers=args.brokers, kafka_version=args.kafka_version)
+    cluster = KafkaCluster(
+        num_brokers=args.brokers,
+        kafka_version=args.kafka_version,
+        broker_config=share_broker_config() if args.share_groups else None,
+    )
     stop = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -112,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("broker", help="run a real Kafka cluster until SIGINT/SIGTERM")
     p.add_argument("--brokers", type=int, default=1)
     p.add_argument("--kafka-version", default=None)
+    p.add_argument(
+        "--share-groups",
+        action="store_true",
+        help="set up for share-group tests: groups may set a 1 s record lock, 500 ms heartbeats",
+    )
     p.set_defaults(func=_broker)
     p = sub.add_parser("mock", help="run librdkafka's mock cluster until SIGINT/SIGTERM")
     p.add_argument("--brokers", type=int, default=3)

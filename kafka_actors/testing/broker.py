@@ -185,6 +185,11 @@ TOOL_ALIASES: Mapping[str, tuple[str, ...]] = {
     "kafka-producer-perf-test": ("org.apache.kafka.tools.ProducerPerformance",),
     "kafka-consumer-perf-test": ("org.apache.kafka.tools.ConsumerPerformance",),
     "kafka-features": ("org.apache.kafka.tools.FeatureCommand",),
+    # Share groups (KIP-932), 4.x tools.
+    "kafka-console-share-consumer": ("org.apache.kafka.tools.consumer.ConsoleShareConsumer",),
+    "kafka-share-consumer-perf-test": ("org.apache.kafka.tools.ShareConsumerPerformance",),
+    "kafka-verifiable-share-consumer": ("org.apache.kafka.tools.VerifiableShareConsumer",),
+    "kafka-share-groups": ("org.apache.kafka.tools.consumer.group.ShareGroupCommand",),
     "kafka-storage": ("kafka.tools.StorageTool",),
 }
 

@@ -3,7 +3,10 @@
 Owns: the session fixtures ``kafka_broker`` (newest Kafka 4.x, one KRaft node),
 ``kafka_broker_39`` (Kafka 3.9.x), ``kafka_cluster`` (3 brokers and a controller),
 ``kafka_broker_secured`` (4.x with SASL_PLAINTEXT, SSL and SASL_SSL listeners),
-``mock_cluster`` (librdkafka mock, 3 brokers), the ``kafka_topic`` factory, ``fault_injector``
+``mock_cluster`` (librdkafka mock, 3 brokers), ``share_broker`` (newest Kafka 4.x set up for
+share-group tests, :func:`~kafka_actors.testing.share.share_broker_config`), the
+``share_group`` factory (a unique share group id with its group configuration set), the
+``kafka_topic`` factory, ``fault_injector``
 (a fresh :class:`~kafka_actors.supervisors.FaultInjector` per test, see
 ``docs/fault-injection.md``), and the hooks that
 restart brokers a test left stopped, attach broker log tails to failure reports and, at
@@ -30,9 +33,16 @@ from kafka_actors.testing import processes as _processes
 from kafka_actors.testing.broker import KafkaBroker, KafkaCluster
 from kafka_actors.testing.mock import MockCluster
 from kafka_actors.testing.security import ALL_SECURE_LISTENERS
+from kafka_actors.testing.share import set_share_group_config, share_broker_config
 
 _LOG_TAIL_LINES = 60
-_CLUSTER_FIXTURES = ("kafka_broker", "kafka_broker_39", "kafka_cluster", "kafka_broker_secured")
+_CLUSTER_FIXTURES = (
+    "kafka_broker",
+    "kafka_broker_39",
+    "kafka_cluster",
+    "kafka_broker_secured",
+    "share_broker",
+)
 
 
 class _TopicTarget(Protocol):
@@ -95,6 +105,50 @@ def mock_cluster() -> Iterator[MockCluster]:
     """librdkafka's mock cluster with 3 brokers (session)."""
     with MockCluster(num_brokers=3) as m:
         yield m
+
+
+@pytest.fixture(scope="session")
+def share_broker() -> Iterator[KafkaBroker]:
+    """One KRaft node of the newest Kafka 4.x set up for share-group (KIP-932) tests
+    (session): share groups are on (Kafka 4.x's default), groups may set a record lock down to
+    1 s, the broker's default lock for groups is 10 s, members heartbeat every 500 ms. See
+    :func:`~kafka_actors.testing.share.share_broker_config`; the other fixtures keep Kafka's
+    defaults."""
+    with KafkaBroker(
+        kafka_version=_jars.default_version(), broker_config=share_broker_config()
+    ) as b:
+        yield b
+
+
+@pytest.fixture
+def share_group(request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Factory: ``share_group(cluster=None, *, record_lock_duration_ms=None,
+    delivery_count_limit=None, auto_offset_reset="earliest", config=None)`` returns a share
+    group id unique to this test, with that group configuration set on ``cluster`` (default:
+    the ``share_broker`` fixture, started on first use) through IncrementalAlterConfigs."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:100]
+
+    def make(
+        cluster: KafkaCluster | None = None,
+        *,
+        record_lock_duration_ms: int | None = None,
+        delivery_count_limit: int | None = None,
+        auto_offset_reset: str | None = "earliest",
+        config: dict[str, object] | None = None,
+    ) -> str:
+        target = cluster if cluster is not None else request.getfixturevalue("share_broker")
+        group = f"share-{base}-{uuid.uuid4().hex[:10]}"
+        set_share_group_config(
+            target,
+            group,
+            auto_offset_reset=auto_offset_reset,
+            record_lock_duration_ms=record_lock_duration_ms,
+            delivery_count_limit=delivery_count_limit,
+            config=config,
+        )
+        return group
+
+    return make
 
 
 @pytest.fixture
