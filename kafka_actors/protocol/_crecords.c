@@ -32,6 +32,10 @@
 
 static uint32_t crc_tab[8][256];
 static int crc_hw = 0;
+#define CRC_LONG 8192
+#define CRC_SHORT 256
+static uint32_t crc_shift_long[4][256], crc_shift_short[4][256];
+static void crc_shift_table(uint32_t t[4][256], size_t n);
 
 static void
 crc_init(void)
@@ -45,6 +49,8 @@ crc_init(void)
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+    crc_shift_table(crc_shift_long, CRC_LONG);
+    crc_shift_table(crc_shift_short, CRC_SHORT);
 #ifdef KA_HAVE_SSE42
     __builtin_cpu_init();
     crc_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
@@ -77,6 +83,55 @@ crc32c_sw(uint32_t crc, const uint8_t *p, size_t n)
     return ~crc;
 }
 
+/* The CRC instruction takes 3 cycles and can start one per cycle: one stream of it waits on
+ * itself. crc32c_hw runs three streams over three adjacent blocks at once and joins them:
+ * the CRC register is linear, so the register after A then B is shift(reg(A), |B|) ^ reg0(B)
+ * (reg0: from a zero register), where shift multiplies by x^(8 |B|) modulo the polynomial:
+ * four table lookups, with tables made at import for the two block sizes used. */
+#define CRC_POLY 0x82F63B78u /* reflected: bit 31 is x^0 */
+/* a * b modulo the polynomial (reflected). */
+static uint32_t
+gf2_mul(uint32_t a, uint32_t b)
+{
+    uint32_t prod = 0;
+    for (int i = 0; i < 32; i++) {
+        if (a & (0x80000000u >> i))
+            prod ^= b;
+        b = (b & 1) ? (b >> 1) ^ CRC_POLY : b >> 1;
+    }
+    return prod;
+}
+
+/* x^(8 n) modulo the polynomial (reflected). */
+static uint32_t
+x_pow_8n(size_t n)
+{
+    uint32_t r = 0x80000000u;   /* 1 */
+    uint32_t sq = 0x00800000u;  /* x^8 */
+    for (; n; n >>= 1) {
+        if (n & 1)
+            r = gf2_mul(r, sq);
+        sq = gf2_mul(sq, sq);
+    }
+    return r;
+}
+
+static void
+crc_shift_table(uint32_t t[4][256], size_t n)
+{
+    uint32_t k = x_pow_8n(n);
+    for (int j = 0; j < 4; j++)
+        for (uint32_t b = 0; b < 256; b++)
+            t[j][b] = gf2_mul(k, b << (8 * j));
+}
+
+/* The register `c` moved past n zero bytes (the n the table was made for). */
+static inline uint32_t
+crc_shift(uint32_t t[4][256], uint32_t c)
+{
+    return t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24];
+}
+
 #ifdef KA_HAVE_SSE42
 __attribute__((target("sse4.2"))) static uint32_t
 crc32c_hw(uint32_t crc, const uint8_t *p, size_t n)
@@ -85,6 +140,38 @@ crc32c_hw(uint32_t crc, const uint8_t *p, size_t n)
     while (n && ((uintptr_t)p & 7)) {
         c = _mm_crc32_u8((uint32_t)c, *p++);
         n--;
+    }
+    while (n >= 3 * CRC_LONG) {
+        uint64_t c1 = 0, c2 = 0;
+        for (const uint8_t *e = p + CRC_LONG; p < e; p += 8) {
+            uint64_t w0, w1, w2;
+            memcpy(&w0, p, 8);
+            memcpy(&w1, p + CRC_LONG, 8);
+            memcpy(&w2, p + 2 * CRC_LONG, 8);
+            c = _mm_crc32_u64(c, w0);
+            c1 = _mm_crc32_u64(c1, w1);
+            c2 = _mm_crc32_u64(c2, w2);
+        }
+        c = crc_shift(crc_shift_long, (uint32_t)c) ^ (uint32_t)c1;
+        c = crc_shift(crc_shift_long, (uint32_t)c) ^ (uint32_t)c2;
+        p += 2 * CRC_LONG;
+        n -= 3 * CRC_LONG;
+    }
+    while (n >= 3 * CRC_SHORT) {
+        uint64_t c1 = 0, c2 = 0;
+        for (const uint8_t *e = p + CRC_SHORT; p < e; p += 8) {
+            uint64_t w0, w1, w2;
+            memcpy(&w0, p, 8);
+            memcpy(&w1, p + CRC_SHORT, 8);
+            memcpy(&w2, p + 2 * CRC_SHORT, 8);
+            c = _mm_crc32_u64(c, w0);
+            c1 = _mm_crc32_u64(c1, w1);
+            c2 = _mm_crc32_u64(c2, w2);
+        }
+        c = crc_shift(crc_shift_short, (uint32_t)c) ^ (uint32_t)c1;
+        c = crc_shift(crc_shift_short, (uint32_t)c) ^ (uint32_t)c2;
+        p += 2 * CRC_SHORT;
+        n -= 3 * CRC_SHORT;
     }
     while (n >= 8) {
         uint64_t w;

@@ -132,13 +132,20 @@ def test_records_pickle_by_their_public_module() -> None:
 
 
 @needs_native
-@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 63, 64, 65, 1000, 4099])
+@pytest.mark.parametrize(
+    # past 767 and 24575 bytes: the three interleaved streams (short and long blocks) joined
+    "size",
+    [0, 1, 7, 8, 9, 63, 64, 65, 767, 768, 775, 1000, 2311, 4099, 24575, 24576, 25351, 65543],
+)
 def test_crc32c_matches_the_reference(size: int) -> None:
     assert NATIVE is not None
     rng = random.Random(size)
     blob = bytes(rng.getrandbits(8) for _ in range(size + 7))
     for start in range(8):  # every alignment
         assert NATIVE.crc32c(blob[start : start + size]) == crc32c(blob[start : start + size])
+        half = start + size // 2  # continuing from a CRC: the register is carried over
+        part = NATIVE.crc32c(blob[start:half])
+        assert NATIVE.crc32c(blob[half : start + size], part) == crc32c(blob[start : start + size])
 
 
 @needs_native
