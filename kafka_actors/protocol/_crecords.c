@@ -134,6 +134,25 @@ crc_shift(uint32_t t[4][256], uint32_t c)
 }
 
 #ifdef KA_HAVE_SSE42
+/* The register `c` past p[0 : 3 blk], the three blocks read at once and joined (`t` shifts
+ * by blk bytes). */
+__attribute__((target("sse4.2"))) static inline uint64_t
+crc32c_hw3(uint64_t c, const uint8_t *p, size_t blk, uint32_t t[4][256])
+{
+    uint64_t c1 = 0, c2 = 0;
+    for (const uint8_t *e = p + blk; p < e; p += 8) {
+        uint64_t w0, w1, w2;
+        memcpy(&w0, p, 8);
+        memcpy(&w1, p + blk, 8);
+        memcpy(&w2, p + 2 * blk, 8);
+        c = _mm_crc32_u64(c, w0);
+        c1 = _mm_crc32_u64(c1, w1);
+        c2 = _mm_crc32_u64(c2, w2);
+    }
+    c = crc_shift(t, (uint32_t)c) ^ (uint32_t)c1;
+    return crc_shift(t, (uint32_t)c) ^ (uint32_t)c2;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t
 crc32c_hw(uint32_t crc, const uint8_t *p, size_t n)
 {
@@ -142,38 +161,10 @@ crc32c_hw(uint32_t crc, const uint8_t *p, size_t n)
         c = _mm_crc32_u8((uint32_t)c, *p++);
         n--;
     }
-    while (n >= 3 * CRC_LONG) {
-        uint64_t c1 = 0, c2 = 0;
-        for (const uint8_t *e = p + CRC_LONG; p < e; p += 8) {
-            uint64_t w0, w1, w2;
-            memcpy(&w0, p, 8);
-            memcpy(&w1, p + CRC_LONG, 8);
-            memcpy(&w2, p + 2 * CRC_LONG, 8);
-            c = _mm_crc32_u64(c, w0);
-            c1 = _mm_crc32_u64(c1, w1);
-            c2 = _mm_crc32_u64(c2, w2);
-        }
-        c = crc_shift(crc_shift_long, (uint32_t)c) ^ (uint32_t)c1;
-        c = crc_shift(crc_shift_long, (uint32_t)c) ^ (uint32_t)c2;
-        p += 2 * CRC_LONG;
-        n -= 3 * CRC_LONG;
-    }
-    while (n >= 3 * CRC_SHORT) {
-        uint64_t c1 = 0, c2 = 0;
-        for (const uint8_t *e = p + CRC_SHORT; p < e; p += 8) {
-            uint64_t w0, w1, w2;
-            memcpy(&w0, p, 8);
-            memcpy(&w1, p + CRC_SHORT, 8);
-            memcpy(&w2, p + 2 * CRC_SHORT, 8);
-            c = _mm_crc32_u64(c, w0);
-            c1 = _mm_crc32_u64(c1, w1);
-            c2 = _mm_crc32_u64(c2, w2);
-        }
-        c = crc_shift(crc_shift_short, (uint32_t)c) ^ (uint32_t)c1;
-        c = crc_shift(crc_shift_short, (uint32_t)c) ^ (uint32_t)c2;
-        p += 2 * CRC_SHORT;
-        n -= 3 * CRC_SHORT;
-    }
+    for (; n >= 3 * CRC_LONG; p += 3 * CRC_LONG, n -= 3 * CRC_LONG)
+        c = crc32c_hw3(c, p, CRC_LONG, crc_shift_long);
+    for (; n >= 3 * CRC_SHORT; p += 3 * CRC_SHORT, n -= 3 * CRC_SHORT)
+        c = crc32c_hw3(c, p, CRC_SHORT, crc_shift_short);
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
