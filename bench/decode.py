@@ -6,12 +6,15 @@ aiokafka's C batch builder, i.e. a real producer's encoder, then checked against
 decodes the same bytes with each decoder, best of N, and prints records/s and ratios to ours.
 
 Every decoder verifies CRCs and touches offset, timestamp, key, value and headers of each
-record. Ours is measured twice per path: reading the columns (what the Spark reader uses), and
-iterating ConsumerRecord tuples built while decoding (``materialize=True``, as the consumer);
-on the native record path (the C extension, when built) and on the pure-Python path (the same
-module's Python code). ``--mypyc`` also compiles kafka_actors/protocol/records.py
-unchanged with mypyc (into a temporary directory; needs a C compiler) and measures that build
-(the compiled step the native path replaced).
+record. Ours is measured three times on the native path: as Arrow columns (``columnar=True``,
+buffers filled in C, wrapped in a ``pyarrow.RecordBatch`` by protocol/arrow.py: what
+``poll_batches`` and the Spark reader use; every column's buffers are read, no Python object
+per record; with ``--headers`` the batch includes the headers column), reading the list columns,
+and iterating ConsumerRecord tuples built while decoding (``materialize=True``, as the
+consumer); and twice on the pure-Python path (the same module's Python code). ``--mypyc``
+also compiles kafka_actors/protocol/records.py unchanged with mypyc (into a temporary
+directory; needs a C compiler) and measures that build (the compiled step the native path
+replaced).
 
     .venv/bin/python bench/decode.py [--records 100000] [--repeat 9] [--headers] [--mypyc]
 """
@@ -85,6 +88,44 @@ def ours_columns(data: bytes) -> int:
     ):
         n += 1
     return n
+
+
+def _arrow_reader(with_headers: bool) -> Callable[[bytes], int]:
+    """Columnar decode as poll_batches does it: Arrow buffers filled in C, one RecordBatch
+    (protocol/arrow.py); then every column is read from its buffers (no object per record):
+    min/max of offsets and timestamps, the offsets of each binary column (its last offset is
+    its data's size, checked against the data buffer), and the headers' list offsets."""
+    import pyarrow.compute as pc
+
+    from kafka_actors.protocol.arrow import record_batch
+
+    def binary_size(arr: object) -> int:
+        # offsets buffer's last int32 == data buffer's size (every value's bytes are in it)
+        _valid, offs, data = arr.buffers()  # type: ignore[attr-defined]
+        last = int.from_bytes(memoryview(offs)[4 * len(arr) : 4 * len(arr) + 4], "little")  # type: ignore[arg-type]
+        if data is not None and last > data.size:
+            raise RuntimeError("binary column offsets past its data")
+        return last
+
+    def decode(data: bytes) -> int:
+        d = decode_records(data, "bench", 0, fetch_offset=0, columnar=True)
+        batch = record_batch(d, 0, len(d), with_headers)
+        n = batch.num_rows
+        cols = batch.columns
+        if pc.min_max(cols[4])["min"].as_py() < 0 or pc.min_max(cols[5]) is None:
+            raise RuntimeError("offsets")
+        binary_size(cols[0])
+        binary_size(cols[1])
+        if with_headers:
+            h = cols[7]
+            entries = h.values
+            binary_size(entries.field(0))
+            binary_size(entries.field(1))
+            if len(entries) != h.offsets[n].as_py():
+                raise RuntimeError("headers")
+        return int(n)
+
+    return decode
 
 
 def compile_with_mypyc(workdir: Path) -> ModuleType:
@@ -193,6 +234,30 @@ def kafka_python(data: bytes) -> int:
             n += 1
 
 
+def _check_arrow(columns: DecodedRecords, native: DecodedRecords, with_headers: bool) -> None:
+    """The Arrow row decodes what the list columns hold (checked once, outside the timing)."""
+    import pyarrow as pa
+
+    from kafka_actors.protocol.arrow import record_batch
+
+    rb = record_batch(native, 0, len(native), with_headers)
+    batch = rb.to_pydict()
+    ts_ms = [us // 1000 for us in rb.column(5).cast(pa.int64()).to_pylist()]
+    if (batch["key"], batch["value"], batch["offset"], ts_ms) != (
+        columns.keys,
+        columns.values,
+        columns.offsets,
+        columns.timestamps,
+    ):
+        raise RuntimeError("Arrow columns differ from the list columns")
+    if (
+        with_headers
+        and [tuple((h["key"], h["value"]) for h in hs) for hs in batch["headers"]]
+        != columns.headers
+    ):
+        raise RuntimeError("Arrow headers differ from the list columns")
+
+
 def best_of(
     decoders: list[tuple[str, Callable[[bytes], int]]], data: bytes, expected: int, repeat: int
 ) -> dict[str, float]:
@@ -238,14 +303,16 @@ def main() -> int:
         ("kafka-python", kafka_python),
     ]
     if impl != "python":
-        decoders[3:3] = [
+        decoders.insert(1, (f"kafka-actors {impl} (Arrow)", _arrow_reader(args.headers)))
+        decoders[4:4] = [
             ("kafka-actors python (columns)", pure_columns),
             ("kafka-actors python (ConsumerRecord)", pure_records),
         ]
     if args.mypyc:
         workdir = Path(tempfile.mkdtemp(prefix="records-mypyc-"))
         decoders.insert(
-            3, ("kafka-actors mypyc (columns)", columns_with(compile_with_mypyc(workdir)))
+            len(decoders) - 1,
+            ("kafka-actors mypyc (columns)", columns_with(compile_with_mypyc(workdir))),
         )
     print(
         f"{args.records} records, ~100 B values, {BATCH_RECORDS}/batch, headers={args.headers}, "
@@ -269,6 +336,8 @@ def main() -> int:
             mine.timestamps,
         ):
             raise RuntimeError("aiokafka-built and our own batches decode differently")
+        if impl != "python":
+            _check_arrow(ours, decode_records(data, "bench", 0, columnar=True), args.headers)
         best = best_of(decoders, data, args.records, args.repeat)
         base = args.records / best[decoders[0][0]]
         for label, _fn in decoders:

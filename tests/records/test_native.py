@@ -132,13 +132,20 @@ def test_records_pickle_by_their_public_module() -> None:
 
 
 @needs_native
-@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 63, 64, 65, 1000, 4099])
+@pytest.mark.parametrize(
+    # past 767 and 24575 bytes: the three interleaved streams (short and long blocks) joined
+    "size",
+    [0, 1, 7, 8, 9, 63, 64, 65, 767, 768, 775, 1000, 2311, 4099, 24575, 24576, 25351, 65543],
+)
 def test_crc32c_matches_the_reference(size: int) -> None:
     assert NATIVE is not None
     rng = random.Random(size)
     blob = bytes(rng.getrandbits(8) for _ in range(size + 7))
     for start in range(8):  # every alignment
         assert NATIVE.crc32c(blob[start : start + size]) == crc32c(blob[start : start + size])
+        half = start + size // 2  # continuing from a CRC: the register is carried over
+        part = NATIVE.crc32c(blob[start:half])
+        assert NATIVE.crc32c(blob[half : start + size], part) == crc32c(blob[start : start + size])
 
 
 @needs_native
@@ -393,3 +400,43 @@ def test_consumer_reports_the_record_path_and_why_not_native() -> None:
     assert '"record_decoder": "python"' in created[0]
     assert f'"record_decoder_reason": "{records.PURE_ENV} is set"' in created[0]
     assert "METRIC python" in text
+
+
+_REUSE_SCRIPT = """
+import resource, sys
+from kafka_actors.protocol import _crecords
+from kafka_actors.protocol.records import decode_records
+from kafka_actors.protocol.record_builder import RecordSpec, build_batch
+data = b"".join(
+    build_batch(
+        [RecordSpec(key=b"k%d" % i, value=b"v" * 100) for i in range(s, s + 500)], base_offset=s
+    )
+    for s in range(0, 60000, 500)
+)
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+decode_records(data, "t", 0, materialize=True)  # made and freed: its arenas are free now
+before = faults()
+recs = decode_records(data, "t", 0, materialize=True)
+print(_crecords.ARENA_CACHE, faults() - before, len(recs))
+"""
+
+
+@needs_native
+@pytest.mark.parametrize("setting", [None, "0"])
+def test_freed_arenas_are_reused_by_the_next_decode(setting: str | None) -> None:
+    # A decode's records are freed together: their pymalloc arenas (1 MiB each) are kept
+    # mapped for the next decode instead of being unmapped and faulted in again page by page
+    # (~20 MB of records here: ~5000 page faults without the cache).
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_ACTORS_ARENA_CACHE"}
+    if setting is not None:
+        env["KAFKA_ACTORS_ARENA_CACHE"] = setting
+    out = subprocess.run(
+        [sys.executable, "-c", _REUSE_SCRIPT], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    cache, faults, n = (int(x) for x in out)
+    assert n == 60000
+    if setting == "0":
+        assert cache == 0 and faults > 2000  # the allocator left alone: arenas faulted anew
+    else:
+        assert cache == 64 and faults < 1000
