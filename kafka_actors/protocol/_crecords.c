@@ -19,7 +19,6 @@
 #include <stdint.h>
 #include <stdarg.h>
 #include <string.h>
-#include <stdlib.h>
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
@@ -1756,90 +1755,9 @@ static struct PyModuleDef module = {
     "The native record path of kafka_actors.protocol.records (see records.py).", -1, methods,
 };
 
-/* ---- freed pymalloc arenas kept for reuse ------------------------------------------------
- *
- * The records handed out (ConsumerRecords, keys, values, offsets) are small objects: CPython
- * allocates them in 1 MiB arenas mapped from the kernel and unmaps an arena once all of its
- * objects are freed. A fetch's records are made together and freed together, so each decode
- * mapped its arenas afresh and paid a page fault for every 4 KiB it wrote (measured: ~40% of
- * decoding 100k records into ConsumerRecords). The arena allocator (a documented CPython hook)
- * is wrapped so that up to ARENA_CACHE_MAX freed arenas are kept mapped and handed out again;
- * past that, arenas go back to the kernel as before. The process keeps at most that many
- * arenas (64 MiB) it would otherwise have returned. KAFKA_ACTORS_ARENA_CACHE=0 leaves the
- * allocator alone. Not installed on free-threaded builds (no pymalloc arenas there). */
-#define ARENA_CACHE_MAX 64
-
-static PyObjectArenaAllocator arena_next; /* the allocator wrapped */
-static void *arena_cache[ARENA_CACHE_MAX];
-static size_t arena_cache_size[ARENA_CACHE_MAX];
-static int arena_cache_n = 0;
-static int arena_cache_on = 0;
-static char arena_lock = 0; /* pymalloc runs under a GIL, but one per interpreter is possible */
-
-static inline void
-arena_acquire(void)
-{
-    while (__atomic_test_and_set(&arena_lock, __ATOMIC_ACQUIRE))
-        ;
-}
-
-static inline void
-arena_release(void)
-{
-    __atomic_clear(&arena_lock, __ATOMIC_RELEASE);
-}
-
-static void *
-arena_alloc(void *ctx, size_t size)
-{
-    void *p = NULL;
-    arena_acquire();
-    for (int i = arena_cache_n - 1; i >= 0; i--) {
-        if (arena_cache_size[i] == size) {
-            p = arena_cache[i];
-            arena_cache_n--;
-            arena_cache[i] = arena_cache[arena_cache_n];
-            arena_cache_size[i] = arena_cache_size[arena_cache_n];
-            break;
-        }
-    }
-    arena_release();
-    return p ? p : arena_next.alloc(arena_next.ctx, size);
-}
-
-static void
-arena_free(void *ctx, void *p, size_t size)
-{
-    arena_acquire();
-    if (arena_cache_n < ARENA_CACHE_MAX) {
-        arena_cache[arena_cache_n] = p;
-        arena_cache_size[arena_cache_n] = size;
-        arena_cache_n++;
-        p = NULL;
-    }
-    arena_release();
-    if (p != NULL)
-        arena_next.free(arena_next.ctx, p, size);
-}
-
-static void
-arena_cache_install(void)
-{
-#ifndef Py_GIL_DISABLED
-    const char *env = getenv("KAFKA_ACTORS_ARENA_CACHE");
-    if (arena_cache_on || (env != NULL && strcmp(env, "0") == 0))
-        return;
-    PyObject_GetArenaAllocator(&arena_next);
-    PyObjectArenaAllocator mine = {NULL, arena_alloc, arena_free};
-    PyObject_SetArenaAllocator(&mine);
-    arena_cache_on = 1;
-#endif
-}
-
 PyMODINIT_FUNC
 PyInit__crecords(void)
 {
-    arena_cache_install();
     crc_init();
     if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL)
         return NULL;
@@ -1847,8 +1765,7 @@ PyInit__crecords(void)
     if (m == NULL)
         return NULL;
     if (PyModule_AddStringConstant(m, "CRC32C_IMPLEMENTATION", crc_hw ? "sse4.2" : "slice-by-8") <
-            0 ||
-        PyModule_AddIntConstant(m, "ARENA_CACHE", arena_cache_on ? ARENA_CACHE_MAX : 0) < 0) {
+        0) {
         Py_DECREF(m);
         return NULL;
     }
