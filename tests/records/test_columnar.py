@@ -196,7 +196,21 @@ def test_corrupted_input_gives_the_same_rows_or_error(
     partial: bool,
 ) -> None:
     for buf, kw in corrupted_cases(case, data, check_crcs, partial):
+        if _past_microseconds(buf, **kw):
+            # a corrupted timestamp past Arrow's microseconds: the columnar path refuses the
+            # batch by design (test_timestamps_past_the_microsecond_range_...), the record
+            # path hands the value out
+            continue
         _same(buf, **kw)
+
+
+_MICROS_RANGE = range(-(2**63), 2**63)
+
+
+def _past_microseconds(data: bytes, **kw: Any) -> bool:
+    """Whether the record path hands out a timestamp whose microseconds leave int64."""
+    kind, result = _rows(data, **kw)
+    return kind == "ok" and any(row["timestamp"] not in _MICROS_RANGE for row in result[0])
 
 
 @settings(max_examples=100, deadline=None)
