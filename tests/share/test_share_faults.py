@@ -19,8 +19,8 @@ from kafka_actors import KafkaShareConsumer
 from kafka_actors.actors.network import Response
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.supervisors import FaultInjector
+from kafka_actors.testing.share import set_share_group_config
 from tests.consumer.helpers import produce, unique
-from tests.share.group_config import set_group_config
 
 TIMEOUT = 120.0
 LOCK_MS = 15_000  # the lowest lock a default broker accepts for a group
@@ -30,11 +30,7 @@ def _setup(broker: Any, name: str, count: int) -> tuple[str, str]:
     bootstrap = broker.bootstrap_servers
     topic, group = unique(name), unique(f"{name}-g")
     broker.create_topic(topic, partitions=1)
-    set_group_config(
-        bootstrap,
-        group,
-        {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS)},
-    )
+    set_share_group_config(bootstrap, group, record_lock_duration_ms=LOCK_MS)
     produce(bootstrap, topic, count)
     return topic, group
 

@@ -27,15 +27,15 @@ from kafka_actors.errors import (
     ShareGroupsNotSupportedError,
     UnsupportedVersionError,
 )
+from kafka_actors.testing.share import set_share_group_config
 from tests.consumer.helpers import produce, unique
-from tests.share.group_config import set_group_config
 
 TIMEOUT = 90.0
 
 
 def _earliest(bootstrap: str, group: str) -> None:
     """A share group starts at the latest offset by default: these tests produce first."""
-    set_group_config(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    set_share_group_config(bootstrap, group)
 
 
 def _config(bootstrap: str, group: str, **extra: object) -> dict[str, object]:
