@@ -5,8 +5,9 @@ partition to fetch there, then 1, 2, ... after each answered request, -1 closes 
 added and forgotten as the assignment and the leaders change; a session error
 (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED) or a
 failed request starts a new one at epoch 0), one request in flight per broker, the buffer of
-fetched data (bounded: a broker whose partitions still have records buffered is not fetched
-from, nor is any broker while ``fetch.max.bytes`` are buffered; the buffer and the hand-out of
+fetched data (bounded: a broker is fetched from again while its partitions have records
+buffered only to prefetch, see below, and no broker is while ``fetch.max.bytes`` are
+buffered; the buffer and the hand-out of
 acquired records with their delivery counts are
 :class:`~kafka_actors.protocol.share_buffer.ShareFetchBuffer`'s, which it derives from), the
 acknowledgements pending per
@@ -26,6 +27,13 @@ Rules, in one place:
 * Acknowledgements go to the broker the records were fetched from: with the next ShareFetch
   when that broker is fetched from at once, else (records of its partitions still buffered)
   with ShareAcknowledge as soon as no request is in flight there.
+* Prefetch: once the application has started on every buffered response of a broker's
+  partitions (decoded, no error waiting), acknowledgements for them go with a ShareFetch that
+  does not wait (MaxWaitMs 0) instead of ShareAcknowledge: the broker settles them and
+  acquires the next records as soon as its limit of records in flight per share partition
+  allows, so they are on their way before the buffer drains. At most one response per
+  partition is buffered ahead of the one handed out (records acquired early wait at most
+  that long for the application).
 * A partition no longer assigned is forgotten in its session; its buffered data is dropped
   (its acquired records are released by the broker when their lock expires, or when the
   session closes).
@@ -390,16 +398,19 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             self._sessions.pop(node, None)
             return None
         buffered = {b.tp for b in self._buffer if b.node == node}
-        may_fetch = (
-            bool(wanted)
-            and not (buffered & wanted)
-            and self._buffered_bytes < self._config.max_bytes
-        )
+        room = self._buffered_bytes < self._config.max_bytes
+        may_fetch = bool(wanted) and not (buffered & wanted) and room
         if session.epoch > INITIAL_EPOCH:
             other = {tp: a for tp, a in all_acks.items() if tp not in wanted}
             # A ShareFetch with RENEW acknowledgements may not fetch (KIP-1222: its fetch
             # parameters must be 0): those go with ShareAcknowledge.
             renew = any(a.has_type(AcknowledgeType.RENEW) for a in all_acks.values())
+            if all_acks and not other and not renew and self._may_prefetch(node, wanted, room):
+                # Prefetch: acknowledgements while the application works on the head of the
+                # buffer go with a ShareFetch that does not wait (MaxWaitMs 0): the broker
+                # settles them and, as soon as its in-flight record limit allows, acquires
+                # the next records, which are then on their way before the buffer drains.
+                return self._fetch_request(node, session, wanted, all_acks, now_ms, max_wait_ms=0)
             # Acknowledgements while the broker is not fetched from (records still buffered)
             # go at once with ShareAcknowledge: the broker settles them (and frees their
             # acquisition locks) while the application works, not when the next fetch goes.
@@ -419,6 +430,17 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         if not wanted and not all_acks:
             self._sessions.pop(node, None)
         return None
+
+    def _may_prefetch(self, node: int, wanted: frozenset[TopicPartition], room: bool) -> bool:
+        """Whether ``node``'s partitions may be fetched from while some of their records are
+        still buffered: the application has started on every buffered response of them
+        (decoded, no error waiting), so at most one response per partition is ahead."""
+        if not wanted or not room:
+            return False
+        for b in self._buffer:
+            if b.node == node and b.tp in wanted and (b.records is None or b.error is not None):
+                return False
+        return True
 
     def _topic_ids(self, partitions: Iterable[TopicPartition]) -> dict[str, uuid.UUID]:
         cluster = self._cluster
@@ -465,8 +487,11 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         wanted: frozenset[TopicPartition],
         acks: Mapping[TopicPartition, Acknowledgements],
         now_ms: int,
+        *,
+        max_wait_ms: int | None = None,
     ) -> UnsentRequest:
         epoch = session.epoch
+        wait = self._config.max_wait_ms if max_wait_ms is None else max_wait_ms
         if epoch == INITIAL_EPOCH:
             add, forget = wanted, frozenset[TopicPartition]()
         else:
@@ -478,7 +503,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             group_id=self._config.group_id,
             member_id=self._member_id,
             share_session_epoch=epoch,
-            max_wait_ms=self._config.max_wait_ms,
+            max_wait_ms=wait,
             min_bytes=self._config.min_bytes,
             max_bytes=self._config.max_bytes,
             max_records=self._config.max_poll_records,

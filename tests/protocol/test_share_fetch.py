@@ -398,3 +398,41 @@ def test_corrupt_data_hands_out_what_precedes_it_then_raises_and_releases_the_re
     second = m.collect(10)
     assert second.records == {} and second.error is not None
     assert m.pending_acknowledgements()[A0].batches() == [(2, 3, (2,))]  # released
+
+
+def test_acknowledgements_while_the_head_is_handed_out_go_with_a_prefetch_that_does_not_wait() -> (
+    None
+):
+    m = _manager()
+    m.on_assignment({A0})
+    (req,) = m.poll(0).requests
+    assert req.request.max_wait == datetime.timedelta(milliseconds=500)
+    m.on_response(
+        req.request_id,
+        _fetch_response((A_ID, [_part(0, data=_records(0, 10), acquired=((0, 9, 1),))])),
+        1,
+    )
+    assert m.poll(1).requests == ()  # nothing handed out yet: no fetch ahead
+    assert [r.offset for r in m.collect(4).records[A0]] == [0, 1, 2, 3]
+    assert m.poll(2).requests == ()  # nothing to acknowledge: nothing sent
+    m.acknowledge({A0: [(o, AcknowledgeType.ACCEPT) for o in range(4)]})
+    (pre,) = m.poll(3).requests
+    assert int(pre.request.__api_key__) == ApiKey.SHARE_FETCH
+    # The broker answers at once, whether it acquired records or not.
+    assert pre.request.max_wait == datetime.timedelta(0)
+    assert _partitions(pre.request) == {(A_ID, 0): ((0, 3, (1,)),)}
+    m.on_response(
+        pre.request_id,
+        _fetch_response((A_ID, [_part(0, data=_records(10, 5), acquired=((10, 14, 1),))])),
+        4,
+    )
+    # One response ahead at most: the new one is untouched, so acknowledgements now go with
+    # ShareAcknowledge and nothing more is fetched.
+    assert [r.offset for r in m.collect(4).records[A0]] == [4, 5, 6, 7]
+    m.acknowledge({A0: [(o, AcknowledgeType.ACCEPT) for o in range(4, 8)]})
+    (ack,) = m.poll(5).requests
+    assert int(ack.request.__api_key__) == ApiKey.SHARE_ACKNOWLEDGE
+    m.on_response(ack.request_id, _ack_response((A_ID, [(0, 0)])), 6)
+    # Records are handed out in order, each once.
+    assert [r.offset for r in m.collect(100).records[A0]] == [8, 9, 10, 11, 12, 13, 14]
+    assert m.collect(100).records == {}
