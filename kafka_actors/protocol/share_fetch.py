@@ -304,6 +304,15 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             for offset, kind in items:
                 pending.add(offset, kind)
 
+    def acknowledge_ranges(
+        self, acks: Mapping[TopicPartition, Iterable[tuple[int, int, int]]]
+    ) -> None:
+        """As :meth:`acknowledge`, with (first offset, last offset, type) ranges."""
+        for tp, items in acks.items():
+            pending = self._pending.setdefault(tp, Acknowledgements())
+            for first, last, kind in items:
+                pending.add_range(first, last, kind)
+
     def commit(self, commit_id: int) -> None:
         """Send every pending acknowledgement now; ``ShareCommitCompleted(commit_id)`` once
         all of them (and those in flight) are answered."""
