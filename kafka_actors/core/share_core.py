@@ -73,6 +73,12 @@ AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaE
 
 _MODE_EXPLICIT: Final = "explicit"
 
+#: A collect brings up to this many polls' worth of records (``max.poll.records`` each) from
+#: the share fetch actor, so most polls are served from the kept records without a round
+#: trip to the actor's thread (records already acquired either way; those never handed out
+#: are released at close).
+COLLECT_POLLS: Final = 4
+
 
 def build_share_config(
     config: Mapping[str, object] | None, kwargs: Mapping[str, object]
@@ -397,7 +403,7 @@ class ShareCore(ActorCore):
             running = self._collecting
             if running is not None and not running.done():
                 return running
-            wanted = self.config.max_poll_records - self._kept_count
+            wanted = COLLECT_POLLS * self.config.max_poll_records - self._kept_count
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self._lock:
