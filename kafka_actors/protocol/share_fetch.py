@@ -471,7 +471,10 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             if other or renew or (all_acks and not may_fetch):
                 return self._ack_request(node, session, all_acks, session.epoch, now_ms)
             if may_fetch or (session.partitions - wanted):
-                return self._fetch_request(node, session, wanted, all_acks, now_ms)
+                wait = 0 if busy else None  # (forgetting partitions while records are held)
+                return self._fetch_request(
+                    node, session, wanted, all_acks, now_ms, max_wait_ms=wait
+                )
             return None
         # No session open: open one (without acknowledgements) when there is something to
         # fetch; acknowledgements for this broker wait for it, or fail when it cannot open.
