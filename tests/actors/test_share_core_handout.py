@@ -12,7 +12,7 @@ import pytest
 
 from kafka_actors.actors.managers.share_fetch import ShareAcknowledgeEvent
 from kafka_actors.core.share_core import ShareCore, build_share_config
-from kafka_actors.errors import IllegalStateError
+from kafka_actors.errors import IllegalStateError, RecordDeserializationError
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import TimestampType
 from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
@@ -31,7 +31,9 @@ def _records(tp: TopicPartition, offsets: Any) -> tuple[ShareConsumerRecord, ...
     )
 
 
-def _core(mode: str, max_poll_records: int = 500) -> Iterator[tuple[ShareCore, list[Any]]]:
+def _core(
+    mode: str, max_poll_records: int = 500, **kwargs: Any
+) -> Iterator[tuple[ShareCore, list[Any]]]:
     config = build_share_config(
         {
             "bootstrap.servers": "127.0.0.1:1",
@@ -41,7 +43,7 @@ def _core(mode: str, max_poll_records: int = 500) -> Iterator[tuple[ShareCore, l
         },
         {},
     )
-    core = ShareCore(config)
+    core = ShareCore(config, **kwargs)
     told: list[Any] = []
 
     def tell(name: str, message: Any) -> bool:
@@ -104,3 +106,28 @@ def test_explicit_acknowledgements_go_together_at_the_next_poll_renew_at_once(
     core.acknowledge(records[5], AcknowledgeType.ACCEPT, "t")
     core.begin_poll("t")
     assert told[2] == {A0: ((4, 5, ACCEPT),)}
+
+
+def test_a_record_a_deserializer_fails_on_is_released_and_the_others_come_once_in_order() -> None:
+    def value(raw: bytes | None) -> Any:
+        if raw == b"bad":
+            raise ValueError("cannot read it")
+        return raw
+
+    made = _core("implicit", value_deserializer=value)
+    core, told = next(made)
+    try:
+        bad = _records(A1, [7])[0]._replace(value=b"bad")
+        core._keep(
+            ShareCollectResult(
+                {A0: _records(A0, [0, 1]), A1: (*_records(A1, [6]), bad, *_records(A1, [8]))}
+            )
+        )
+        with pytest.raises(RecordDeserializationError):
+            core.hand_out("t")
+        assert told == [{A1: ((7, 7, RELEASE),)}]
+        got = list(core.hand_out("t"))
+        assert [(r.partition, r.offset) for r in got] == [(0, 0), (0, 1), (1, 6), (1, 8)]
+        assert not core.has_kept()
+    finally:
+        made.close()  # stops the actors
