@@ -15,6 +15,11 @@ in its own subprocess:
   every record (sent with the next ShareFetch);
 * ``kafka-actors async``: ``await AsyncKafkaShareConsumer.poll(1.0)``, implicit;
 * ``kafka-actors async iter``: ``async for record in consumer``, implicit;
+* ``kafka-actors big polls``: as ``kafka-actors`` with ``max.poll.records`` =
+  :data:`BIG_POLL_RECORDS`, a poll then hands out about what one ShareFetch acquired, as
+  confluent-kafka's ``poll`` does (its rows are not capped at 500 records a poll; ours and
+  Java's are: their acknowledgements go a poll at a time, and the broker acquires the next
+  records only once its limit of records in flight per share partition allows);
 * ``confluent-kafka``: ``ShareConsumer.poll(1.0)``, implicit (librdkafka's preview);
 * ``confluent-kafka explicit``: ``acknowledge(message)`` (ACCEPT) for every record;
 * ``java``: Java's ``org.apache.kafka.tools.ShareConsumerPerformance``
@@ -60,10 +65,19 @@ from typing import Any
 import consume
 from consume import CHILD_TIMEOUT_S, MAX_RECORDS, peak_rss_kb, produce
 
-OURS = ("kafka-actors", "kafka-actors explicit", "kafka-actors async", "kafka-actors async iter")
+OURS = (
+    "kafka-actors",
+    "kafka-actors explicit",
+    "kafka-actors async",
+    "kafka-actors async iter",
+    "kafka-actors big polls",
+)
 PEERS = ("confluent-kafka", "confluent-kafka explicit", "java")
 CLIENTS = (*OURS, *PEERS)
 RECORD_LOCK_MS = 30_000
+#: max.poll.records of "kafka-actors big polls": above the records one ShareFetch acquires
+#: here (whole batches of the produced data).
+BIG_POLL_RECORDS = 10_000
 
 
 class Tally(consume.Tally):
@@ -91,6 +105,7 @@ NEEDS = {
     "kafka-actors explicit": "KafkaShareConsumer",
     "kafka-actors async": "AsyncKafkaShareConsumer",
     "kafka-actors async iter": "AsyncKafkaShareConsumer",
+    "kafka-actors big polls": "KafkaShareConsumer",
 }
 
 
@@ -112,22 +127,29 @@ def share_api_missing() -> list[str]:
 # -- the children: one client each ------------------------------------------------------------
 
 
-def _our_config(bootstrap: str, group: str, explicit: bool) -> dict[str, object]:
+def _our_config(
+    bootstrap: str, group: str, explicit: bool, max_poll_records: int = MAX_RECORDS
+) -> dict[str, object]:
     return {
         "bootstrap.servers": bootstrap,
         "group.id": group,
-        "max.poll.records": MAX_RECORDS,
+        "max.poll.records": max_poll_records,
         "share.acknowledgement.mode": "explicit" if explicit else "implicit",
     }
 
 
 def run_kafka_actors(
-    bootstrap: str, topic: str, group: str, expected: int, explicit: bool
+    bootstrap: str,
+    topic: str,
+    group: str,
+    expected: int,
+    explicit: bool,
+    max_poll_records: int = MAX_RECORDS,
 ) -> Tally:
     from kafka_actors import KafkaShareConsumer  # type: ignore[attr-defined,unused-ignore]
 
     tally = Tally()
-    consumer = KafkaShareConsumer(_our_config(bootstrap, group, explicit))
+    consumer = KafkaShareConsumer(_our_config(bootstrap, group, explicit, max_poll_records))
     try:
         consumer.subscribe([topic])
         while tally.count < expected:
@@ -198,6 +220,7 @@ def child(args: argparse.Namespace) -> int:
         "kafka-actors explicit": lambda: run_kafka_actors(b, t, g, n, True),
         "kafka-actors async": lambda: asyncio.run(run_kafka_actors_async(b, t, g, n, False)),
         "kafka-actors async iter": lambda: asyncio.run(run_kafka_actors_async(b, t, g, n, True)),
+        "kafka-actors big polls": lambda: run_kafka_actors(b, t, g, n, False, BIG_POLL_RECORDS),
         "confluent-kafka": lambda: run_confluent(b, t, g, n, False),
         "confluent-kafka explicit": lambda: run_confluent(b, t, g, n, True),
     }
@@ -206,8 +229,10 @@ def child(args: argparse.Namespace) -> int:
         from kafka_actors import log
 
         log.configure(level="WARNING")
-    # Imports are not part of the measurement.
-    importlib.import_module("kafka_actors" if args.child in OURS else "confluent_kafka")
+    # Imports are not part of the measurement: kafka_actors loads its share consumer (and
+    # the actors under it) lazily, on first use of the name, so it is named here.
+    module = importlib.import_module("kafka_actors" if args.child in OURS else "confluent_kafka")
+    getattr(module, NEEDS.get(args.child, "ShareConsumer"))
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     tally = runner()

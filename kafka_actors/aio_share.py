@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
 from typing import Final
@@ -52,7 +53,7 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
 
     def _setup(self) -> None:
         self._init_loop()
-        self._iterated: list[ShareConsumerRecord] = []
+        self._iterated: deque[ShareConsumerRecord] = deque()
         self._poll_lock: asyncio.Lock | None = None
         self._close_lock: asyncio.Lock | None = None
         self._closed = False
@@ -88,8 +89,8 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
         while not self._iterated:
             if self._closed:
                 raise StopAsyncIteration
-            self._iterated = list(await self.poll(_ITER_POLL_S))
-        return self._iterated.pop(0)
+            self._iterated = deque(await self.poll(_ITER_POLL_S))
+        return self._iterated.popleft()
 
     # -- subscription -------------------------------------------------------------------------
 
@@ -134,16 +135,26 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
         async with self._poll_lock:
             with traced(trace):
                 core.begin_poll(trace)
+                ctx = self._ctx
+                #: The fetch generation when the last collect was asked, and when.
+                seen: int | None = None
+                asked = 0.0
                 while True:
                     self._raise_pending()
                     facade.check_wakeup()
                     core.check_supported()
+                    core.raise_collect_error()
                     if core.has_kept():
                         return core.hand_out(trace)
-                    if core.collect(trace).done():
-                        core.raise_collect_error()
-                        if core.has_kept():
-                            continue
+                    now = time.monotonic()
+                    # Ask the share fetch actor again only when records may have arrived
+                    # since the last collect (or a little while passed), not at every wake-up.
+                    if seen is None or ctx.fetch_generation != seen or now - asked >= _POLL_WAIT_S:
+                        seen, asked = ctx.fetch_generation, now
+                        if core.collect(trace).done():
+                            core.raise_collect_error()
+                            if core.has_kept():
+                                continue
                     if time.monotonic() >= deadline:
                         return ShareConsumerRecords({})
                     # Until records arrive (the share fetch actor wakes the loop), a collect

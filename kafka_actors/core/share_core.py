@@ -73,6 +73,12 @@ AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaE
 
 _MODE_EXPLICIT: Final = "explicit"
 
+#: A collect brings up to this many polls' worth of records (``max.poll.records`` each) from
+#: the share fetch actor, so most polls are served from the kept records without a round
+#: trip to the actor's thread (records already acquired either way; those never handed out
+#: are released at close).
+COLLECT_POLLS: Final = 4
+
 
 def build_share_config(
     config: Mapping[str, object] | None, kwargs: Mapping[str, object]
@@ -135,6 +141,36 @@ class ShareConsumerRecords:
         return f"ShareConsumerRecords({len(self)} records, {len(self._by_partition)} partitions)"
 
 
+def _runs(offsets: list[int]) -> list[tuple[int, int]]:
+    """Sorted, distinct offsets as (first, last) runs of consecutive ones."""
+    if not offsets:
+        return []
+    first = offsets[0]
+    if offsets[-1] - first + 1 == len(offsets):
+        return [(first, offsets[-1])]
+    out: list[tuple[int, int]] = []
+    start = prev = first
+    for offset in offsets[1:]:
+        if offset != prev + 1:
+            out.append((start, prev))
+            start = offset
+        prev = offset
+    out.append((start, prev))
+    return out
+
+
+def _kind_runs(items: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(offset, type) pairs of distinct offsets as (first, last, type) runs of consecutive
+    offsets of one type."""
+    out: list[tuple[int, int, int]] = []
+    for offset, kind in sorted(items):
+        if out and out[-1][2] == kind and out[-1][1] == offset - 1:
+            out[-1] = (out[-1][0], offset, kind)
+        else:
+            out.append((offset, offset, kind))
+    return out
+
+
 def _new_member_id() -> str:
     import uuid
 
@@ -177,10 +213,16 @@ class ShareCore(ActorCore):
         self.explicit = cfg.share_acknowledgement_mode == _MODE_EXPLICIT
         self.callback: AcknowledgementCommitCallback | None = None
         self._lock = threading.Lock()
-        #: The last poll's records not settled yet, by (partition, offset).
-        self._delivered: dict[tuple[TopicPartition, int], ShareConsumerRecord] = {}
-        #: Records collected from the share fetch actor and not handed out yet.
-        self._kept: deque[ShareConsumerRecord] = deque()
+        #: The last poll's records not settled yet, by partition and offset.
+        self._delivered: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
+        #: Records collected from the share fetch actor and not handed out yet, in runs of
+        #: one partition's records (handed out by slicing, never record by record).
+        self._kept: deque[list[ShareConsumerRecord]] = deque()
+        self._kept_count = 0
+        #: Explicit mode: the application's acknowledgements not given to the share fetch
+        #: actor yet, (offset, type) per partition in call order; they go at the next poll,
+        #: commit or close (as Java's), RENEW at once.
+        self._acked: dict[TopicPartition, list[tuple[int, int]]] = {}
         self._collecting: concurrent.futures.Future[Any] | None = None
         self._collect_errors: list[BaseException] = []
         self.log.info(
@@ -247,10 +289,12 @@ class ShareCore(ActorCore):
         records ACCEPT; explicit mode refuses to poll while some are not acknowledged."""
         with self._lock:
             if self.explicit and self._delivered:
+                missing = sum(len(d) for d in self._delivered.values())
                 raise IllegalStateError(
                     f"All records from the previous poll must be acknowledged before the next "
-                    f"poll in explicit acknowledgement mode ({len(self._delivered)} are not)"
+                    f"poll in explicit acknowledgement mode ({missing} are not)"
                 )
+        self.flush_acknowledged(trace)
         self.acknowledge_delivered(AcknowledgeType.ACCEPT, trace)
 
     def acknowledge_delivered(self, kind: AcknowledgeType, trace: str | None = None) -> None:
@@ -259,7 +303,11 @@ class ShareCore(ActorCore):
         with self._lock:
             delivered, self._delivered = self._delivered, {}
         if delivered:
-            self._send_acks([(tp, offset, int(kind)) for tp, offset in delivered], trace)
+            k = int(kind)
+            self._send_acks(
+                {tp: [(a, b, k) for a, b in _runs(sorted(d))] for tp, d in delivered.items()},
+                trace,
+            )
 
     def acknowledge(self, record: ShareConsumerRecord, kind: AcknowledgeType, trace: str) -> None:
         self.ensure_open()
@@ -271,16 +319,30 @@ class ShareCore(ActorCore):
         kind = AcknowledgeType(kind)
         if kind is AcknowledgeType.RENEW:
             self._require_renew()
-        key = (TopicPartition(record.topic, record.partition), record.offset)
+        tp, offset = TopicPartition(record.topic, record.partition), record.offset
         with self._lock:
-            if key not in self._delivered:
+            delivered = self._delivered.get(tp)
+            if delivered is None or offset not in delivered:
                 raise IllegalStateError(
-                    f"The record at offset {record.offset} of {key[0]} is not one of the last "
+                    f"The record at offset {offset} of {tp} is not one of the last "
                     "poll's records waiting for an acknowledgement"
                 )
             if kind is not AcknowledgeType.RENEW:
-                del self._delivered[key]
-        self._send_acks([(key[0], key[1], int(kind))], trace)
+                del delivered[offset]
+                if not delivered:
+                    del self._delivered[tp]
+                self._acked.setdefault(tp, []).append((offset, int(kind)))
+                return
+        # RENEW goes at once (the record is slow), after what was acknowledged before it.
+        self.flush_acknowledged(trace)
+        self._send_acks({tp: [(offset, offset, int(kind))]}, trace)
+
+    def flush_acknowledged(self, trace: str | None) -> None:
+        """Give the share fetch actor the acknowledgements explicit mode kept."""
+        with self._lock:
+            acked, self._acked = self._acked, {}
+        if acked:
+            self._send_acks({tp: _kind_runs(items) for tp, items in acked.items()}, trace)
 
     def _require_renew(self) -> None:
         versions = self.ctx.versions
@@ -294,15 +356,16 @@ class ShareCore(ActorCore):
                     "Apache Kafka 4.2 or later)"
                 )
 
-    def _send_acks(self, items: list[tuple[TopicPartition, int, int]], trace: str | None) -> None:
-        by_tp: dict[TopicPartition, list[tuple[int, int]]] = {}
-        for tp, offset, kind in items:
-            by_tp.setdefault(tp, []).append((offset, kind))
-        event = ShareAcknowledgeEvent({tp: tuple(v) for tp, v in by_tp.items()}, trace)
+    def _send_acks(
+        self, ranges: Mapping[TopicPartition, list[tuple[int, int, int]]], trace: str | None
+    ) -> None:
+        """Acknowledge (first, last, type) offset ranges per partition."""
+        event = ShareAcknowledgeEvent({tp: tuple(v) for tp, v in ranges.items() if v}, trace)
         if not self.ctx.tell("fetch", event):
             # The share fetch actor is restarting: its records come again after their
             # acquisition lock expires; nothing to acknowledge them with now.
-            self.log.info("acknowledgements_dropped_actor_restarting", records=len(items))
+            count = sum(b - a + 1 for v in ranges.values() for a, b, _ in v)
+            self.log.info("acknowledgements_dropped_actor_restarting", records=count)
 
     def _on_results(self, results: tuple[AckResult, ...]) -> None:
         """From the share fetch actor's thread: queue the callback of each partition's result
@@ -340,7 +403,7 @@ class ShareCore(ActorCore):
             running = self._collecting
             if running is not None and not running.done():
                 return running
-            wanted = self.config.max_poll_records - len(self._kept)
+            wanted = COLLECT_POLLS * self.config.max_poll_records - self._kept_count
         answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self._lock:
@@ -383,13 +446,16 @@ class ShareCore(ActorCore):
         assert isinstance(result, ShareCollectResult)
         with self._lock:
             for tp in sorted(result.records):
-                self._kept.extend(result.records[tp])
+                records = list(result.records[tp])
+                if records:
+                    self._kept.append(records)
+                    self._kept_count += len(records)
         if result.error is not None:
             raise result.error
 
     def has_kept(self) -> bool:
         with self._lock:
-            return bool(self._kept)
+            return self._kept_count > 0
 
     def hand_out(self, trace: str) -> ShareConsumerRecords:
         """Up to ``max.poll.records`` kept records, deserialized, now the last poll's. A
@@ -397,44 +463,70 @@ class ShareCore(ActorCore):
         growing, until the group's delivery-attempt limit) and its error raised; the records
         after it stay kept."""
         with self._lock:
-            count = min(len(self._kept), self.config.max_poll_records)
-            taken = [self._kept.popleft() for _ in range(count)]
+            count = min(self._kept_count, self.config.max_poll_records)
+            taken: list[list[ShareConsumerRecord]] = []
+            need = count
+            while need > 0:
+                run = self._kept[0]
+                if len(run) <= need:
+                    taken.append(self._kept.popleft())
+                    need -= len(run)
+                else:
+                    taken.append(run[:need])
+                    self._kept[0] = run[need:]
+                    need = 0
+            self._kept_count -= count
         if not taken:
             return ShareConsumerRecords({})
-        records, error = deserialize_records(
-            cast(Any, taken), self.key_deserializer, self.value_deserializer
-        )
-        out = cast(list[ShareConsumerRecord], records)
-        if error is not None:
-            bad = len(out)
-            with self._lock:
-                # The records before the bad one come again at the next poll, the rest stay.
-                self._kept.extendleft(reversed(taken[:bad] + taken[bad + 1 :]))
-            record = taken[bad]
-            tp = TopicPartition(record.topic, record.partition)
-            self._send_acks([(tp, record.offset, int(AcknowledgeType.RELEASE))], trace)
-            raise error
+        kd, vd = self.key_deserializer, self.value_deserializer
+        out = taken
+        if kd is not None or vd is not None:
+            out = []
+            for i, run in enumerate(taken):
+                records, error = deserialize_records(cast(Any, run), kd, vd)
+                if error is not None:
+                    bad = len(records)
+                    # The records before the bad one come again at the next poll, the rest
+                    # stay.
+                    back = [*taken[:i], run[:bad] + run[bad + 1 :], *taken[i + 1 :]]
+                    back = [r for r in back if r]
+                    with self._lock:
+                        self._kept.extendleft(reversed(back))
+                        self._kept_count += sum(len(r) for r in back)
+                    record = run[bad]
+                    tp = TopicPartition(record.topic, record.partition)
+                    release = int(AcknowledgeType.RELEASE)
+                    self._send_acks({tp: [(record.offset, record.offset, release)]}, trace)
+                    raise error
+                out.append(cast(list[ShareConsumerRecord], records))
         by_tp: dict[TopicPartition, list[ShareConsumerRecord]] = {}
         with self._lock:
-            for r in out:
-                tp = TopicPartition(r.topic, r.partition)
-                by_tp.setdefault(tp, []).append(r)
-                self._delivered[(tp, r.offset)] = r
-        size = sum(len(r.key or b"") + len(r.value or b"") for r in taken)
-        self.ctx.metrics.consumed(len(out), size)
+            for run in out:
+                tp = TopicPartition(run[0].topic, run[0].partition)
+                by_tp.setdefault(tp, []).extend(run)
+                offsets = {r.offset: r for r in run}
+                delivered = self._delivered.get(tp)
+                if delivered is None:
+                    self._delivered[tp] = offsets
+                else:
+                    delivered.update(offsets)
+        size = sum(len(r.key or b"") + len(r.value or b"") for run in taken for r in run)
+        self.ctx.metrics.consumed(count, size)
         return ShareConsumerRecords(by_tp)
 
     def release_kept(self, trace: str | None) -> None:
         """Records collected but never handed out (close, cancellation): released, so the
         broker delivers them again at once."""
         with self._lock:
-            kept, self._kept = list(self._kept), deque()
+            kept, self._kept, self._kept_count = list(self._kept), deque(), 0
         if kept:
+            by_tp: dict[TopicPartition, set[int]] = {}
+            for run in kept:
+                tp = TopicPartition(run[0].topic, run[0].partition)
+                by_tp.setdefault(tp, set()).update(r.offset for r in run)
+            release = int(AcknowledgeType.RELEASE)
             self._send_acks(
-                [
-                    (TopicPartition(r.topic, r.partition), r.offset, int(AcknowledgeType.RELEASE))
-                    for r in kept
-                ],
+                {tp: [(a, b, release) for a, b in _runs(sorted(o))] for tp, o in by_tp.items()},
                 trace,
             )
 
@@ -443,6 +535,7 @@ class ShareCore(ActorCore):
     def commit(self, deadline: float, trace: str) -> concurrent.futures.Future[Any]:
         """Send the pending acknowledgements now (implicit mode: the last poll's records
         ACCEPT first): a future of {partition: error or None}."""
+        self.flush_acknowledged(trace)
         if not self.explicit:
             self.acknowledge_delivered(AcknowledgeType.ACCEPT, trace)
         return self.request(
@@ -450,6 +543,7 @@ class ShareCore(ActorCore):
         )
 
     def commit_async(self, trace: str) -> concurrent.futures.Future[Any]:
+        self.flush_acknowledged(trace)
         if not self.explicit:
             self.acknowledge_delivered(AcknowledgeType.ACCEPT, trace)
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -470,6 +564,7 @@ class ShareCore(ActorCore):
     def prepare_close(self, trace: str) -> None:
         """The acknowledgements a close sends: implicit mode ACCEPTs the last poll's records;
         records collected and never handed out are released."""
+        self.flush_acknowledged(trace)
         if not self.explicit:
             self.acknowledge_delivered(AcknowledgeType.ACCEPT, trace)
         self.release_kept(trace)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from kafka_actors.errors import KafkaError
@@ -73,8 +73,8 @@ class ShareCompletedFetch:
     #: Sorted, disjoint acquired ranges: (first, last, delivery count).
     acquired: list[tuple[int, int, int]]
     size: int
-    records: list[ConsumerRecord] | None = None
-    counts: list[int] = field(default_factory=list)
+    #: The acquired records, decoded at the first collect (None until then).
+    records: list[ShareConsumerRecord] | None = None
     next_index: int = 0
     error: KafkaError | None = None
 
@@ -152,10 +152,7 @@ class ShareFetchBuffer:
             records = buffered.records
             if buffered.next_index < len(records):
                 end = min(len(records), buffered.next_index + remaining)
-                taken = out.setdefault(buffered.tp, [])
-                for i in range(buffered.next_index, end):
-                    r = records[i]
-                    taken.append(ShareConsumerRecord(*r, buffered.counts[i]))
+                out.setdefault(buffered.tp, []).extend(records[buffered.next_index : end])
                 remaining -= end - buffered.next_index
                 buffered.next_index = end
             if buffered.next_index >= len(records):
@@ -186,17 +183,17 @@ class ShareFetchBuffer:
             max_decompressed_size=self._max_decompressed,
             materialize=True,
         )
-        records = decoded.materialized or []
+        records: list[ConsumerRecord] = decoded.materialized or []
         ranges = buffered.acquired
-        firsts = [r[0] for r in ranges]
-        kept: list[ConsumerRecord] = []
-        counts: list[int] = []
-        for record in records:
-            i = bisect.bisect_right(firsts, record.offset) - 1
-            if i >= 0 and ranges[i][0] <= record.offset <= ranges[i][1]:
-                kept.append(record)
-                counts.append(ranges[i][2])
-        buffered.records, buffered.counts = kept, counts
+        # The records inside each acquired range (records and ranges are in offset order),
+        # with the range's delivery count.
+        all_offsets = [r.offset for r in records]
+        kept: list[ShareConsumerRecord] = []
+        for first, last, count in ranges:
+            lo = bisect.bisect_left(all_offsets, first)
+            hi = bisect.bisect_right(all_offsets, last, lo)
+            kept.extend([ShareConsumerRecord(*r, count) for r in records[lo:hi]])
+        buffered.records = kept
         # Acquired offsets that are no record: gaps (or, from a bad batch on, released so
         # another delivery may succeed).
         bad_from = decoded.next_fetch_offset if decoded.error is not None else None
@@ -205,6 +202,8 @@ class ShareFetchBuffer:
         for first, last, _count in ranges:
             start = first
             j = bisect.bisect_left(offsets, first)
+            if bisect.bisect_right(offsets, last, j) - j == last - first + 1:
+                continue  # a record at every offset of the range (offsets are distinct)
             while start <= last:
                 if j < len(offsets) and offsets[j] <= last:
                     if offsets[j] > start:

@@ -5,8 +5,9 @@ partition to fetch there, then 1, 2, ... after each answered request, -1 closes 
 added and forgotten as the assignment and the leaders change; a session error
 (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED) or a
 failed request starts a new one at epoch 0), one request in flight per broker, the buffer of
-fetched data (bounded: a broker whose partitions still have records buffered is not fetched
-from, nor is any broker while ``fetch.max.bytes`` are buffered; the buffer and the hand-out of
+fetched data (bounded: a broker is fetched from again while its partitions have records
+buffered only to prefetch, see below, and no broker is while ``fetch.max.bytes`` are
+buffered; the buffer and the hand-out of
 acquired records with their delivery counts are
 :class:`~kafka_actors.protocol.share_buffer.ShareFetchBuffer`'s, which it derives from), the
 acknowledgements pending per
@@ -26,6 +27,18 @@ Rules, in one place:
 * Acknowledgements go to the broker the records were fetched from: with the next ShareFetch
   when that broker is fetched from at once, else (records of its partitions still buffered)
   with ShareAcknowledge as soon as no request is in flight there.
+* Prefetch: while the application has records of a broker's partitions (buffered, or handed
+  out and not acknowledged yet) and has started on every buffered response of them (decoded,
+  no error waiting), that broker is fetched from with a ShareFetch that does not wait
+  (MaxWaitMs 0) carrying the acknowledgements so far (instead of ShareAcknowledge): the
+  broker settles them and acquires the next records as soon as its limit of records in
+  flight per share partition allows, so they are on their way before the application runs
+  out. One that acquired nothing and carried no acknowledgements is not followed by another
+  until there are acknowledgements to send. A ShareFetch that may wait (``fetch.max.wait.ms``)
+  goes only when the application holds none of those records: parked at a broker whose
+  limit is reached, it would hold back the acknowledgements that free it. At most one
+  response per partition is buffered ahead of the one handed out (records acquired early
+  wait at most that long for the application).
 * A partition no longer assigned is forgotten in its session; its buffered data is dropped
   (its acquired records are released by the broker when their lock expires, or when the
   session closes).
@@ -69,7 +82,7 @@ from kafka_actors.protocol.records import (
 )
 from kafka_actors.protocol.request_state import EventOutbox
 from kafka_actors.protocol.requests import share_acknowledge_request, share_fetch_request
-from kafka_actors.protocol.share_acknowledgements import Acknowledgements, AcknowledgeType
+from kafka_actors.protocol.share_acknowledgements import GAP, Acknowledgements, AcknowledgeType
 from kafka_actors.protocol.share_buffer import (
     MAX_ACQUIRED_PER_PARTITION,
     ShareCollectResult,
@@ -245,6 +258,13 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         #: Acknowledgements not sent yet, per partition, and the broker they go to.
         self._pending: dict[TopicPartition, Acknowledgements] = {}
         self._ack_node: dict[TopicPartition, int] = {}
+        #: Records handed out (collected) and not acknowledged yet, per partition: while the
+        #: application holds some, a broker is fetched from only without waiting.
+        self._held: dict[TopicPartition, int] = {}
+        #: Brokers whose last ShareFetch without acknowledgements (and without waiting)
+        #: acquired nothing while records were held: not fetched from again until there are
+        #: acknowledgements to send or nothing is held (no empty fetches in a loop).
+        self._dry: set[int] = set()
         #: Brokers whose pending acknowledgements are to go now (a commit, close).
         self._ack_now: set[int] = set()
         #: commit id -> (brokers still to answer, results so far).
@@ -284,6 +304,27 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
     def on_assignment(self, assignment: Iterable[TopicPartition]) -> None:
         self._assignment = frozenset(assignment)
         self._drop_unassigned()
+        self._held = {tp: n for tp, n in self._held.items() if tp in self._assignment}
+
+    def collect(self, max_records: int) -> ShareCollectResult:
+        result = super().collect(max_records)
+        for tp, records in result.records.items():
+            self._held[tp] = self._held.get(tp, 0) + len(records)
+        return result
+
+    def _holds(self, partitions: Iterable[TopicPartition]) -> bool:
+        held = self._held
+        return any(held.get(tp, 0) > 0 for tp in partitions)
+
+    def _settled(self, tp: TopicPartition, count: int, kind: int) -> None:
+        """``count`` handed-out records of ``tp`` acknowledged with ``kind``."""
+        if kind == GAP or kind == AcknowledgeType.RENEW:
+            return  # not records handed out / still held
+        left = self._held.get(tp, 0) - count
+        if left > 0:
+            self._held[tp] = left
+        else:
+            self._held.pop(tp, None)
 
     def set_member_id(self, member_id: str) -> None:
         self._member_id = member_id
@@ -295,6 +336,17 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             pending = self._pending.setdefault(tp, Acknowledgements())
             for offset, kind in items:
                 pending.add(offset, kind)
+                self._settled(tp, 1, kind)
+
+    def acknowledge_ranges(
+        self, acks: Mapping[TopicPartition, Iterable[tuple[int, int, int]]]
+    ) -> None:
+        """As :meth:`acknowledge`, with (first offset, last offset, type) ranges."""
+        for tp, items in acks.items():
+            pending = self._pending.setdefault(tp, Acknowledgements())
+            for first, last, kind in items:
+                pending.add_range(first, last, kind)
+                self._settled(tp, last - first + 1, kind)
 
     def commit(self, commit_id: int) -> None:
         """Send every pending acknowledgement now; ``ShareCommitCompleted(commit_id)`` once
@@ -390,23 +442,39 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             self._sessions.pop(node, None)
             return None
         buffered = {b.tp for b in self._buffer if b.node == node}
-        may_fetch = (
-            bool(wanted)
-            and not (buffered & wanted)
-            and self._buffered_bytes < self._config.max_bytes
-        )
+        room = self._buffered_bytes < self._config.max_bytes
+        may_fetch = bool(wanted) and not (buffered & wanted) and room
         if session.epoch > INITIAL_EPOCH:
             other = {tp: a for tp, a in all_acks.items() if tp not in wanted}
             # A ShareFetch with RENEW acknowledgements may not fetch (KIP-1222: its fetch
             # parameters must be 0): those go with ShareAcknowledge.
             renew = any(a.has_type(AcknowledgeType.RENEW) for a in all_acks.values())
+            busy = bool(buffered & wanted) or self._holds(wanted)
+            if (
+                busy
+                and (all_acks or node not in self._dry)
+                and not other
+                and not renew
+                and self._may_prefetch(node, wanted, room)
+            ):
+                # Prefetch: while the application has records of these partitions (buffered
+                # or handed out and not acknowledged), a ShareFetch that does not wait
+                # (MaxWaitMs 0), with the acknowledgements so far: the broker settles them
+                # and, as soon as its limit of records in flight allows, acquires the next
+                # records, which are then on their way before the application runs out.
+                return self._fetch_request(node, session, wanted, all_acks, now_ms, max_wait_ms=0)
+            if busy:
+                may_fetch = False  # a fetch that may wait would hold back acknowledgements
             # Acknowledgements while the broker is not fetched from (records still buffered)
             # go at once with ShareAcknowledge: the broker settles them (and frees their
             # acquisition locks) while the application works, not when the next fetch goes.
             if other or renew or (all_acks and not may_fetch):
                 return self._ack_request(node, session, all_acks, session.epoch, now_ms)
             if may_fetch or (session.partitions - wanted):
-                return self._fetch_request(node, session, wanted, all_acks, now_ms)
+                wait = 0 if busy else None  # (forgetting partitions while records are held)
+                return self._fetch_request(
+                    node, session, wanted, all_acks, now_ms, max_wait_ms=wait
+                )
             return None
         # No session open: open one (without acknowledgements) when there is something to
         # fetch; acknowledgements for this broker wait for it, or fail when it cannot open.
@@ -419,6 +487,17 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         if not wanted and not all_acks:
             self._sessions.pop(node, None)
         return None
+
+    def _may_prefetch(self, node: int, wanted: frozenset[TopicPartition], room: bool) -> bool:
+        """Whether ``node``'s partitions may be fetched from while some of their records are
+        still buffered: the application has started on every buffered response of them
+        (decoded, no error waiting), so at most one response per partition is ahead."""
+        if not wanted or not room:
+            return False
+        for b in self._buffer:
+            if b.node == node and b.tp in wanted and (b.records is None or b.error is not None):
+                return False
+        return True
 
     def _topic_ids(self, partitions: Iterable[TopicPartition]) -> dict[str, uuid.UUID]:
         cluster = self._cluster
@@ -465,8 +544,12 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         wanted: frozenset[TopicPartition],
         acks: Mapping[TopicPartition, Acknowledgements],
         now_ms: int,
+        *,
+        max_wait_ms: int | None = None,
     ) -> UnsentRequest:
         epoch = session.epoch
+        wait = self._config.max_wait_ms if max_wait_ms is None else max_wait_ms
+        self._dry.discard(node)
         if epoch == INITIAL_EPOCH:
             add, forget = wanted, frozenset[TopicPartition]()
         else:
@@ -478,7 +561,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             group_id=self._config.group_id,
             member_id=self._member_id,
             share_session_epoch=epoch,
-            max_wait_ms=self._config.max_wait_ms,
+            max_wait_ms=wait,
             min_bytes=self._config.min_bytes,
             max_bytes=self._config.max_bytes,
             max_records=self._config.max_poll_records,
@@ -646,6 +729,8 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             throttle = getattr(response, "throttle_time", None)
             throttle_ms = round(throttle.total_seconds() * 1000) if throttle is not None else 0
             self.last_fetch_response = (latency, throttle_ms, fetched_bytes)
+            if not fetched_bytes and not in_flight.acks:
+                self._dry.add(node)
         if refresh:
             self._awaiting_metadata.update(refresh)
             self._events.append(

@@ -398,3 +398,70 @@ def test_corrupt_data_hands_out_what_precedes_it_then_raises_and_releases_the_re
     second = m.collect(10)
     assert second.records == {} and second.error is not None
     assert m.pending_acknowledgements()[A0].batches() == [(2, 3, (2,))]  # released
+
+
+def test_while_the_application_holds_records_fetches_do_not_wait_and_carry_acknowledgements() -> (
+    None
+):
+    m = _manager()
+    m.on_assignment({A0})
+    (req,) = m.poll(0).requests
+    assert req.request.max_wait == datetime.timedelta(milliseconds=500)
+    m.on_response(
+        req.request_id,
+        _fetch_response((A_ID, [_part(0, data=_records(0, 10), acquired=((0, 9, 1),))])),
+        1,
+    )
+    assert m.poll(1).requests == ()  # nothing handed out yet: no fetch ahead
+    assert [r.offset for r in m.collect(4).records[A0]] == [0, 1, 2, 3]
+    # The application started on it: a fetch that does not wait goes ahead.
+    (ahead,) = m.poll(2).requests
+    assert ahead.request.max_wait == datetime.timedelta(0)
+    assert _partitions(ahead.request) == {}  # nothing acknowledged yet
+    m.on_response(ahead.request_id, _fetch_response((A_ID, [_part(0)])), 2)
+    assert m.poll(2).requests == ()  # it acquired nothing: no more until acknowledgements
+    m.acknowledge({A0: [(o, AcknowledgeType.ACCEPT) for o in range(4)]})
+    (pre,) = m.poll(3).requests
+    assert int(pre.request.__api_key__) == ApiKey.SHARE_FETCH
+    # The broker answers at once, whether it acquired records or not.
+    assert pre.request.max_wait == datetime.timedelta(0)
+    assert _partitions(pre.request) == {(A_ID, 0): ((0, 3, (1,)),)}
+    m.on_response(
+        pre.request_id,
+        _fetch_response((A_ID, [_part(0, data=_records(10, 5), acquired=((10, 14, 1),))])),
+        4,
+    )
+    # One response ahead at most: the new one is untouched, so acknowledgements now go with
+    # ShareAcknowledge and nothing more is fetched.
+    assert [r.offset for r in m.collect(4).records[A0]] == [4, 5, 6, 7]
+    m.acknowledge({A0: [(o, AcknowledgeType.ACCEPT) for o in range(4, 8)]})
+    (ack,) = m.poll(5).requests
+    assert int(ack.request.__api_key__) == ApiKey.SHARE_ACKNOWLEDGE
+    m.on_response(ack.request_id, _ack_response((A_ID, [(0, 0)])), 6)
+    # Records are handed out in order, each once.
+    assert [r.offset for r in m.collect(100).records[A0]] == [8, 9, 10, 11, 12, 13, 14]
+    assert m.collect(100).records == {}
+
+
+def test_a_fetch_that_may_wait_goes_only_once_every_record_handed_out_is_acknowledged() -> None:
+    m = _manager()
+    m.on_assignment({A0})
+    (req,) = m.poll(0).requests
+    m.on_response(
+        req.request_id,
+        _fetch_response((A_ID, [_part(0, data=_records(0, 3), acquired=((0, 2, 1),))])),
+        1,
+    )
+    m.collect(10)  # the buffer is drained, the application holds 0..2
+    (ahead,) = m.poll(2).requests
+    assert ahead.request.max_wait == datetime.timedelta(0)  # a waiting one would hold back
+    m.on_response(ahead.request_id, _fetch_response((A_ID, [_part(0)])), 3)  # acks behind it
+    assert m.poll(3).requests == ()
+    m.acknowledge({A0: [(0, AcknowledgeType.ACCEPT), (1, AcknowledgeType.RENEW)]})
+    (partial,) = m.poll(4).requests  # RENEW: with ShareAcknowledge; offset 1, 2 still held
+    assert int(partial.request.__api_key__) == ApiKey.SHARE_ACKNOWLEDGE
+    m.on_response(partial.request_id, _ack_response((A_ID, [(0, 0)])), 5)
+    m.acknowledge({A0: [(1, AcknowledgeType.ACCEPT), (2, AcknowledgeType.RELEASE)]})
+    (long_poll,) = m.poll(6).requests  # nothing held any more: it may wait, acks with it
+    assert long_poll.request.max_wait == datetime.timedelta(milliseconds=500)
+    assert _partitions(long_poll.request) == {(A_ID, 0): ((1, 1, (1,)), (2, 2, (2,)))}

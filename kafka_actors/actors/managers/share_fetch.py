@@ -68,9 +68,10 @@ class ShareCollectEvent:
 
 @dataclass(frozen=True, slots=True)
 class ShareAcknowledgeEvent:
-    """facade → share fetch: acknowledgements, (offset, type) per partition."""
+    """facade → share fetch: acknowledgements, (first offset, last offset, type) ranges per
+    partition."""
 
-    acknowledgements: Mapping[TopicPartition, tuple[tuple[int, int], ...]]
+    acknowledgements: Mapping[TopicPartition, tuple[tuple[int, int, int], ...]]
     trace_id: str | None = None
 
 
@@ -151,7 +152,7 @@ class ShareFetchActor(RoutingManagerActor):
             result = manager.collect(message.max_records)
             complete(message.future, result)
         elif isinstance(message, ShareAcknowledgeEvent):
-            manager.acknowledge(message.acknowledgements)
+            manager.acknowledge_ranges(message.acknowledgements)
         elif isinstance(message, ShareCommitEvent):
             commit_id = next(self._ids)
             self.commits[commit_id] = message.future
