@@ -1,0 +1,146 @@
+"""KafkaShareConsumer called from many threads (issue #13, robustness): like KafkaConsumer
+(docs/consumer-architecture.md) every method may be called from any thread. One thread polls
+while others commit_async / commit_sync / read metrics / subscription / wakeup: every record is
+acknowledged ACCEPT, none is lost or handed out twice in one delivery, no call deadlocks, the
+only error poll raises is the WakeupError asked for. close() from another thread while poll
+blocks: close finishes and the blocked poll returns or raises a typed error (never hangs).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from kafka_actors import KafkaShareConsumer
+from kafka_actors.errors import KafkaError, WakeupError
+from kafka_actors.testing.share import set_share_group_config
+from tests.consumer.helpers import produce, unique
+
+TIMEOUT = 120.0
+
+
+def _config(bootstrap: str, group: str, **extra: object) -> dict[str, object]:
+    return {"bootstrap.servers": bootstrap, "group.id": group, "fetch.max.wait.ms": 100, **extra}
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(300)
+def test_calls_from_many_threads_lose_nothing(kafka_broker: Any) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = unique("share-threads"), unique("share-threads-g")
+    kafka_broker.create_topic(topic, partitions=2)
+    set_share_group_config(bootstrap, group)
+    count = 400
+    produce(bootstrap, topic, count)
+    offsets: dict[tuple[int, int], list[int]] = {}
+    errors: list[BaseException] = []
+    wakeups = 0
+    woken: list[str] = []
+    stop = threading.Event()
+    consumer = KafkaShareConsumer(_config(bootstrap, group, **{"max.poll.records": 25}))
+    try:
+        consumer.subscribe([topic])
+
+        def hammer(name: str) -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                try:
+                    if name == "commit_async":
+                        consumer.commit_async()
+                    elif name == "commit_sync":
+                        consumer.commit_sync(timeout=30.0)
+                    elif name == "metrics":
+                        view = consumer.metrics()
+                        assert view is not None
+                    elif name == "subscription":
+                        assert consumer.subscription() == {topic}
+                    elif name == "wakeup" and i % 20 == 0:
+                        consumer.wakeup()
+                except WakeupError:
+                    # As Java: a wakeup aborts whichever blocking call comes first.
+                    woken.append(name)
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+                time.sleep(0.005)
+
+        threads = [
+            threading.Thread(target=hammer, args=(n,), daemon=True, name=n)
+            for n in ("commit_async", "commit_sync", "metrics", "subscription", "wakeup")
+        ]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and len(offsets) < count:
+            try:
+                batch = consumer.poll(0.5)
+            except WakeupError:
+                wakeups += 1
+                continue
+            for r in batch:
+                offsets.setdefault((r.partition, r.offset), []).append(r.delivery_count)
+        stop.set()
+        for t in threads:
+            t.join(60.0)
+            assert not t.is_alive(), f"{t.name} is stuck"
+        assert errors == []
+        try:
+            consumer.commit_sync(timeout=30.0)
+        except WakeupError:  # a wakeup still pending from the hammer
+            consumer.commit_sync(timeout=30.0)
+    finally:
+        stop.set()
+        consumer.close(timeout=30.0)
+    assert len(offsets) == count
+    for key, counts in offsets.items():
+        # Delivered again only as a new delivery (the earlier one was not acknowledged).
+        assert counts == sorted(set(counts)), (key, counts)
+    assert wakeups + len(woken) > 0  # wakeup() from another thread reached a blocking call
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(180)
+def test_close_from_another_thread_ends_a_blocked_poll(kafka_broker: Any) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = unique("share-close-t"), unique("share-close-t-g")
+    kafka_broker.create_topic(topic, partitions=1)
+    set_share_group_config(bootstrap, group)
+    consumer = KafkaShareConsumer(_config(bootstrap, group))
+    consumer.subscribe([topic])
+    consumer.poll(1.0)  # joined; the topic is empty
+    outcome: list[object] = []
+
+    def poller() -> None:
+        try:
+            outcome.append(consumer.poll(60.0))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=poller, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    closer_done = threading.Event()
+
+    def closer() -> None:
+        consumer.close(timeout=20.0)
+        closer_done.set()
+
+    c = threading.Thread(target=closer, daemon=True)
+    c.start()
+    c.join(45.0)
+    t.join(45.0)
+    try:
+        assert closer_done.is_set(), "close() from another thread did not finish"
+        assert not t.is_alive(), "poll blocked after close()"
+        assert len(outcome) == 1
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            assert isinstance(result, KafkaError), repr(result)
+        else:
+            assert len(result) == 0  # type: ignore[arg-type]
+    finally:
+        consumer.close(timeout=10.0)
