@@ -35,13 +35,19 @@ CASES = [
     (ApiKey.SHARE_FETCH, "silence", 1),
     (ApiKey.SHARE_GROUP_HEARTBEAT, "garbage", 2),
     (ApiKey.SHARE_GROUP_HEARTBEAT, "truncate", 1),
+    (ApiKey.SHARE_GROUP_HEARTBEAT, "huge_first_count", 1),
+    (ApiKey.SHARE_GROUP_HEARTBEAT, "silence", 1),
+    (ApiKey.SHARE_ACKNOWLEDGE, "truncate", 1),
+    (ApiKey.SHARE_ACKNOWLEDGE, "huge", 1),
     (ApiKey.SHARE_ACKNOWLEDGE, "garbage", 2),
     (ApiKey.SHARE_ACKNOWLEDGE, "silence", 1),
 ]
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("api", "mutation", "count"), CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    ("api", "mutation", "count"), CASES, ids=lambda v: v.name if isinstance(v, ApiKey) else str(v)
+)
 def test_share_consumer_survives_mutated_answers(
     kafka_broker: Any, api: ApiKey, mutation: str, count: int
 ) -> None:
