@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kafka_actors import KafkaShareConsumer
-from kafka_actors.errors import KafkaError, WakeupError
+from kafka_actors.errors import IllegalStateError, KafkaError, WakeupError
 from kafka_actors.testing.share import set_share_group_config
 from tests.consumer.helpers import produce, unique
 
@@ -144,3 +144,77 @@ def test_close_from_another_thread_ends_a_blocked_poll(kafka_broker: Any) -> Non
             assert len(result) == 0  # type: ignore[arg-type]
     finally:
         consumer.close(timeout=10.0)
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(300)
+def test_explicit_acknowledgements_from_worker_threads(kafka_broker: Any) -> None:
+    """Explicit mode: the polling thread hands each record to two worker threads that both
+    acknowledge it ACCEPT at once: exactly one of them succeeds (the other gets
+    IllegalStateError, nothing is acknowledged twice), every record's acceptance is reported
+    committed, none is delivered again."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = unique("share-threads-x"), unique("share-threads-x-g")
+    kafka_broker.create_topic(topic, partitions=2)
+    set_share_group_config(bootstrap, group)
+    count = 200
+    produce(bootstrap, topic, count)
+    committed: dict[tuple[int, int], int] = {}
+    failed: list[KafkaError] = []
+
+    def on_commit(offsets: dict[Any, set[int]], error: KafkaError | None) -> None:
+        if error is not None:
+            failed.append(error)
+            return
+        for tp, offs in offsets.items():
+            for o in offs:
+                committed[(tp.partition, o)] = committed.get((tp.partition, o), 0) + 1
+
+    delivered: dict[tuple[int, int], list[int]] = {}
+    outcomes: list[str] = []
+    lock = threading.Lock()
+    consumer = KafkaShareConsumer(
+        _config(
+            bootstrap,
+            group,
+            **{"share.acknowledgement.mode": "explicit", "max.poll.records": 20},
+        )
+    )
+    consumer.set_acknowledgement_commit_callback(on_commit)
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and len(delivered) < count:
+            batch = list(consumer.poll(0.5))
+            for r in batch:
+                delivered.setdefault((r.partition, r.offset), []).append(r.delivery_count)
+
+            def ack(record: Any) -> None:
+                try:
+                    consumer.acknowledge(record)
+                    result = "ok"
+                except IllegalStateError:
+                    result = "refused"
+                except BaseException as exc:
+                    result = repr(exc)
+                with lock:
+                    outcomes.append(result)
+
+            workers = [threading.Thread(target=ack, args=(r,)) for r in batch for _ in range(2)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join(30.0)
+                assert not w.is_alive(), "acknowledge() blocked"
+            if batch:
+                consumer.commit_async()
+        consumer.commit_sync(timeout=30.0)
+    finally:
+        consumer.close(timeout=30.0)
+    assert len(delivered) == count
+    assert all(len(c) == 1 for c in delivered.values()), "a record was delivered again"
+    assert sorted(set(outcomes)) == ["ok", "refused"], set(outcomes)
+    assert outcomes.count("ok") == count and outcomes.count("refused") == count
+    assert failed == []
+    assert set(committed) == set(delivered)
+    assert all(n == 1 for n in committed.values())
