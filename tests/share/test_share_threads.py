@@ -218,3 +218,56 @@ def test_explicit_acknowledgements_from_worker_threads(kafka_broker: Any) -> Non
     assert failed == []
     assert set(committed) == set(delivered)
     assert all(n == 1 for n in committed.values())
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(180)
+def test_close_twice_at_once_while_other_threads_call(kafka_broker: Any) -> None:
+    """close() from two threads at once while one thread polls, another commits and a third
+    reads metrics: both closes return, poll and commit_sync end with a typed error
+    (ConsumerClosedError or the like), metrics() still answers, no call hangs."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = unique("share-close2"), unique("share-close2-g")
+    kafka_broker.create_topic(topic, partitions=1)
+    set_share_group_config(bootstrap, group)
+    produce(bootstrap, topic, 50)
+    consumer = KafkaShareConsumer(_config(bootstrap, group, **{"max.poll.records": 5}))
+    consumer.subscribe([topic])
+    consumer.poll(5.0)
+    ended: dict[str, BaseException | None] = {}
+    closed = threading.Event()
+
+    def loop(name: str) -> None:
+        try:
+            # metrics() stays readable after close (as KafkaConsumer's, and Java's).
+            while name != "metrics" or not closed.is_set():
+                if name == "poll":
+                    consumer.poll(0.2)
+                elif name == "commit":
+                    consumer.commit_sync(timeout=10.0)
+                else:
+                    consumer.metrics()
+        except BaseException as exc:
+            ended[name] = exc
+
+    callers = [
+        threading.Thread(target=loop, args=(n,), daemon=True) for n in ("poll", "commit", "metrics")
+    ]
+    for t in callers:
+        t.start()
+    time.sleep(1.0)
+    closers = [threading.Thread(target=consumer.close, args=(20.0,), daemon=True) for _ in range(2)]
+    for c in closers:
+        c.start()
+    for t in closers:
+        t.join(60.0)
+    assert not any(t.is_alive() for t in closers), "close() hung"
+    closed.set()
+    for t in callers:
+        t.join(60.0)
+    stuck = [n for n, t in zip(("poll", "commit", "metrics"), callers, strict=True) if t.is_alive()]
+    assert stuck == [], f"{stuck} did not end after close()"
+    for name in ("poll", "commit"):
+        assert isinstance(ended.get(name), KafkaError), (name, ended.get(name))
+    with pytest.raises(KafkaError):
+        consumer.poll(0.1)
