@@ -26,13 +26,19 @@ def _config(bootstrap: str, group: str, **extra: object) -> dict[str, object]:
     return {"bootstrap.servers": bootstrap, "group.id": group, "fetch.max.wait.ms": 100, **extra}
 
 
+def _topic_and_group(broker: Any, prefix: str, partitions: int) -> tuple[str, str, str]:
+    """A new topic and a share group that starts at the earliest offset."""
+    bootstrap = broker.bootstrap_servers
+    topic, group = unique(prefix), unique(f"{prefix}-g")
+    broker.create_topic(topic, partitions=partitions)
+    set_share_group_config(bootstrap, group)
+    return bootstrap, topic, group
+
+
 @pytest.mark.broker
 @pytest.mark.timeout(300)
 def test_calls_from_many_threads_lose_nothing(kafka_broker: Any) -> None:
-    bootstrap = kafka_broker.bootstrap_servers
-    topic, group = unique("share-threads"), unique("share-threads-g")
-    kafka_broker.create_topic(topic, partitions=2)
-    set_share_group_config(bootstrap, group)
+    bootstrap, topic, group = _topic_and_group(kafka_broker, "share-threads", 2)
     count = 400
     produce(bootstrap, topic, count)
     offsets: dict[tuple[int, int], list[int]] = {}
@@ -105,10 +111,7 @@ def test_calls_from_many_threads_lose_nothing(kafka_broker: Any) -> None:
 @pytest.mark.broker
 @pytest.mark.timeout(180)
 def test_close_from_another_thread_ends_a_blocked_poll(kafka_broker: Any) -> None:
-    bootstrap = kafka_broker.bootstrap_servers
-    topic, group = unique("share-close-t"), unique("share-close-t-g")
-    kafka_broker.create_topic(topic, partitions=1)
-    set_share_group_config(bootstrap, group)
+    bootstrap, topic, group = _topic_and_group(kafka_broker, "share-close-t", 1)
     consumer = KafkaShareConsumer(_config(bootstrap, group))
     consumer.subscribe([topic])
     consumer.poll(1.0)  # joined; the topic is empty
@@ -153,10 +156,7 @@ def test_explicit_acknowledgements_from_worker_threads(kafka_broker: Any) -> Non
     acknowledge it ACCEPT at once: exactly one of them succeeds (the other gets
     IllegalStateError, nothing is acknowledged twice), every record's acceptance is reported
     committed, none is delivered again."""
-    bootstrap = kafka_broker.bootstrap_servers
-    topic, group = unique("share-threads-x"), unique("share-threads-x-g")
-    kafka_broker.create_topic(topic, partitions=2)
-    set_share_group_config(bootstrap, group)
+    bootstrap, topic, group = _topic_and_group(kafka_broker, "share-threads-x", 2)
     count = 200
     produce(bootstrap, topic, count)
     committed: dict[tuple[int, int], int] = {}
@@ -226,10 +226,7 @@ def test_close_twice_at_once_while_other_threads_call(kafka_broker: Any) -> None
     """close() from two threads at once while one thread polls, another commits and a third
     reads metrics: both closes return, poll and commit_sync end with a typed error
     (ConsumerClosedError or the like), metrics() still answers, no call hangs."""
-    bootstrap = kafka_broker.bootstrap_servers
-    topic, group = unique("share-close2"), unique("share-close2-g")
-    kafka_broker.create_topic(topic, partitions=1)
-    set_share_group_config(bootstrap, group)
+    bootstrap, topic, group = _topic_and_group(kafka_broker, "share-close2", 1)
     produce(bootstrap, topic, 50)
     consumer = KafkaShareConsumer(_config(bootstrap, group, **{"max.poll.records": 5}))
     consumer.subscribe([topic])
