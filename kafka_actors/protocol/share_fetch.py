@@ -773,10 +773,13 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             return 0
         ranges.sort()
         merged: list[tuple[int, int, int]] = []
-        for r in ranges:
-            if merged and r[0] <= merged[-1][1]:
-                continue  # overlapping ranges: keep the first (never deliver an offset twice)
-            merged.append(r)
+        for first, last, count in ranges:
+            if merged and first <= merged[-1][1]:
+                # Overlapping ranges: an offset once (the first range's), the rest kept.
+                first = merged[-1][1] + 1
+                if first > last:
+                    continue
+            merged.append((first, last, count))
         data = part.records if part.records is not None else b""
         data = bytes(data)
         self._ack_node[tp] = in_flight.node

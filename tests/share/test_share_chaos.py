@@ -1,0 +1,161 @@
+"""Share consumers on a 3-broker 4.4 cluster of this module's own while brokers go away:
+a partition leader restarted (controlled shutdown, then started again), then a partition
+leader killed (SIGKILL) and started again.
+
+Two members consume (implicit acknowledgement). Counted by offset: every produced record is
+handed out; a record is handed out again only as a new delivery (a higher delivery count) and
+only if no acknowledgement of it was reported committed before (the acknowledgement-commit
+callback); no call hangs; close() returns.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kafka_actors import KafkaShareConsumer, TopicPartition
+from kafka_actors.errors import KafkaError
+from kafka_actors.testing import KafkaCluster
+from kafka_actors.testing.share import set_share_group_config
+from tests.consumer.helpers import produce, unique
+
+pytestmark = pytest.mark.broker
+
+PARTITIONS = 3
+COUNT = 600
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[KafkaCluster]:
+    """Three brokers for this module alone (its test stops and kills brokers)."""
+    with KafkaCluster(num_brokers=3) as c:
+        yield c
+
+
+def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    meta = admin.list_topics(topic, timeout=30)
+    return {p: part.leader for p, part in meta.topics[topic].partitions.items()}
+
+
+def _index(cluster: KafkaCluster, node_id: int) -> int:
+    return next(i for i, b in enumerate(cluster.brokers) if b.node_id == node_id)
+
+
+class Member:
+    #: Shared by the members: (partition, offset) -> delivery counts, in the order handed
+    #: out, and how many deliveries had been handed out when an acknowledgement of it was
+    #: first reported committed.
+    lock = threading.Lock()
+    deliveries: dict[tuple[int, int], list[int]] = {}
+    committed_at: dict[tuple[int, int], int] = {}
+
+    def __init__(self, name: str, config: dict[str, object], topic: str) -> None:
+        self.consumer = KafkaShareConsumer({**config, "client.id": name})
+        self.consumer.set_acknowledgement_commit_callback(self._committed)
+        self.topic = topic
+        self.errors: list[BaseException] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _committed(self, offsets: dict[TopicPartition, set[int]], error: KafkaError | None) -> None:
+        if error is not None:
+            return
+        with self.lock:
+            for tp, offs in offsets.items():
+                for o in offs:
+                    key = (tp.partition, o)
+                    self.committed_at.setdefault(key, len(self.deliveries.get(key, [])))
+
+    def _run(self) -> None:
+        try:
+            self.consumer.subscribe([self.topic])
+            while not self.stop.is_set():
+                try:
+                    batch = self.consumer.poll(0.5)
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        self.errors.append(exc)
+                    continue
+                with self.lock:
+                    for r in batch:
+                        self.deliveries.setdefault((r.partition, r.offset), []).append(
+                            r.delivery_count
+                        )
+        except BaseException as exc:
+            self.errors.append(exc)
+
+
+@pytest.mark.timeout(900)
+def test_share_consumers_survive_leader_restart_and_kill(cluster: KafkaCluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    topic, group = unique("share-chaos"), unique("share-chaos-g")
+    cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
+    set_share_group_config(bootstrap, group, record_lock_duration_ms=15_000)
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "fetch.max.wait.ms": 200,
+        "request.timeout.ms": 10_000,
+        "max.poll.records": 20,
+    }
+    Member.deliveries.clear()
+    Member.committed_at.clear()
+    members = [Member(f"m{i}", config, topic) for i in range(2)]
+
+    def handed_out() -> set[tuple[int, int]]:
+        with Member.lock:
+            return set(Member.deliveries)
+
+    def wait_for(n: int, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(handed_out()) >= n:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{what}: {len(handed_out())} of {n} records handed out")
+
+    try:
+        for m in members:
+            m.thread.start()
+        produce(bootstrap, topic, COUNT // 3)
+        wait_for(COUNT // 3, 180, "before the restart")
+        # 1. The leader of partition 0: controlled shutdown, records produced meanwhile.
+        victim = _index(cluster, _leaders(bootstrap, topic)[0])
+        cluster.stop_broker(victim)
+        produce(bootstrap, topic, COUNT // 3, start=COUNT // 3)
+        cluster.start_broker(victim)
+        wait_for(2 * COUNT // 3, 300, "after the restart")
+        # 2. The leader of partition 1 killed, records produced meanwhile.
+        victim = _index(cluster, _leaders(bootstrap, topic)[1])
+        cluster.kill_broker(victim)
+        produce(bootstrap, topic, COUNT - 2 * (COUNT // 3), start=2 * (COUNT // 3))
+        cluster.start_broker(victim)
+        wait_for(COUNT, 300, "after the kill")
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.thread.join(120)
+        closers = [threading.Thread(target=m.consumer.close, args=(30.0,)) for m in members]
+        for c in closers:
+            c.start()
+        for c in closers:
+            c.join(120)
+        cluster.ensure_running()
+    assert all(not m.thread.is_alive() for m in members), "a poll hung"
+    assert all(not c.is_alive() for c in closers), "close() hung"
+    for m in members:
+        assert m.errors == [], m.errors
+    assert len(handed_out()) == COUNT
+    for key, counts in Member.deliveries.items():
+        assert counts == sorted(set(counts)), (key, counts)  # again only as a new delivery
+    assert Member.committed_at, "no acknowledgement was reported committed"
+    for key, n in Member.committed_at.items():
+        # Never handed out again after its acceptance was reported committed.
+        assert len(Member.deliveries[key]) == n, (key, Member.deliveries[key], n)
