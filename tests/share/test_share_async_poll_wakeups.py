@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from kafka_actors.actors.managers.share_fetch import ShareCollectEvent
+from kafka_actors.testing.share import set_share_group_config
 from tests.consumer.helpers import produce, unique
-from tests.share.group_config import set_group_config
 from tests.share.helpers import share_config
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
@@ -24,7 +24,7 @@ def test_an_idle_async_poll_collects_a_bounded_number_of_times(share_broker: Any
 
     topic, group = unique("share-aio-idle"), unique("share-aio-idle-g")
     share_broker.create_topic(topic, partitions=1)
-    set_group_config(share_broker.bootstrap_servers, group, {"share.auto.offset.reset": "earliest"})
+    set_share_group_config(share_broker, group)
 
     async def run() -> tuple[int, list[Any]]:
         consumer = AsyncKafkaShareConsumer(share_config(share_broker, group))
