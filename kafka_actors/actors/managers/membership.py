@@ -54,6 +54,17 @@ class _NoMembership:
     def __init__(self, error: UnsupportedVersionError | None) -> None:
         self.error = error
         self.events: list[Any] = []
+        self._reported = False
+
+    def report(self, *, subscription_changed: bool = False) -> None:
+        """Publish the error once per subscription: a subscription change and a poll told
+        before the actor ran are both delivered when it starts, and must not queue the same
+        error twice (the core refuses later calls itself, from the negotiated versions)."""
+        if subscription_changed:
+            self._reported = False
+        if self.error is not None and not self._reported:
+            self._reported = True
+            self.events.append(m848.ErrorEvent(self.error, True, True))
 
     def poll(self, now_ms: int) -> PollResult:
         events = tuple(self.events)
@@ -174,8 +185,7 @@ class MembershipActor(RoutingManagerActor):
     def _subscribe(self, topics: frozenset[str], pattern: str | None) -> None:
         manager = self.manager
         if isinstance(manager, _NoMembership):
-            if manager.error is not None:
-                manager.events.append(m848.ErrorEvent(manager.error, True, True))
+            manager.report(subscription_changed=True)
             return
         if pattern is not None and self.ctx.group_protocol == "classic":
             # Classic members subscribe to the topics the pattern matches now (client-side
@@ -198,7 +208,7 @@ class MembershipActor(RoutingManagerActor):
                 isinstance(message, PollEvent) and not message.waiting and manager.error is not None
             ):
                 if self.ctx.subscriptions.has_auto_assigned_partitions():
-                    manager.events.append(m848.ErrorEvent(manager.error, True, True))
+                    manager.report()
         elif isinstance(message, PollEvent):
             manager.on_poll(now_ms)
         elif isinstance(message, LeaveGroupEvent):
