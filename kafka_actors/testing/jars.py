@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,12 @@ def _check_version(version: str) -> None:
         raise JarResolutionError(f"not a Kafka release version: {version!r}")
     if int(version.split(".", 1)[0]) < 3:
         raise JarResolutionError(f"Kafka {version}: only 3.x (KRaft) and newer are supported")
+
+
+# A download that fails part way (a repository or proxy answering an error for one artifact
+# among a hundred) is retried before the resolution is reported as failed.
+MVN_ATTEMPTS = 3
+MVN_RETRY_BACKOFF_S = 5.0
 
 
 def _mvn() -> str:
@@ -191,10 +198,22 @@ def _run_mvn(pom: Path, out_dir: Path, m2: Path) -> None:
         f"-DoutputDirectory={tmp_out}",
         "-DincludeScope=runtime",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
-    if proc.returncode != 0:
+    for attempt in range(1, MVN_ATTEMPTS + 1):
+        # A retry passes -U: Maven otherwise remembers a failed download in the local repository
+        # and refuses to try that artifact again until its update interval has passed.
+        retry = ["-U"] if attempt > 1 else []
+        proc = subprocess.run(
+            [cmd[0], *retry, *cmd[1:]], capture_output=True, text=True, timeout=1800, check=False
+        )
+        if proc.returncode == 0:
+            break
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-        raise JarResolutionError(f"mvn failed for {pom} (exit {proc.returncode}):\n{tail}")
+        if attempt == MVN_ATTEMPTS:
+            raise JarResolutionError(
+                f"mvn failed for {pom} (exit {proc.returncode}, {attempt} attempts):\n{tail}"
+            )
+        shutil.rmtree(tmp_out, ignore_errors=True)
+        time.sleep(MVN_RETRY_BACKOFF_S * attempt)
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp_out.rename(out_dir)
 

@@ -88,3 +88,52 @@ def test_missing_maven_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(jars.JarResolutionError, match="mvn"):
         jars.resolve(jars.default_version())
+
+
+def _fake_mvn(tmp_path: Path, fail_times: int) -> Path:
+    """An ``mvn`` on PATH that fails its first ``fail_times`` runs, then copies one jar into
+    the ``-DoutputDirectory``; each run's arguments are logged one line per run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "mvn"
+    script.write_text(
+        f"""#!{sys.executable}
+import pathlib, sys
+log = pathlib.Path({str(tmp_path / "calls")!r})
+runs = len(log.read_text().splitlines()) if log.exists() else 0
+with log.open("a") as f:
+    f.write(" ".join(sys.argv[1:]) + "\\n")
+if runs < {fail_times}:
+    print("[ERROR] Could not find artifact org.example:flaky:jar:1.0 in central")
+    sys.exit(1)
+out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("-DoutputDirectory="))
+pathlib.Path(out).mkdir(parents=True, exist_ok=True)
+(pathlib.Path(out) / "flaky-1.0.jar").write_bytes(b"jar")
+"""
+    )
+    script.chmod(0o755)
+    return bin_dir
+
+
+def test_a_failed_download_is_retried_with_forced_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(_fake_mvn(tmp_path, fail_times=1)))
+    monkeypatch.setattr(jars, "MVN_RETRY_BACKOFF_S", 0.0)
+    out = tmp_path / "out"
+    jars._run_mvn(tmp_path / "pom.xml", out, tmp_path / "m2")
+    assert (out / "flaky-1.0.jar").is_file()
+    assert not out.with_name("out.partial").exists()
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 2
+    assert "-U" not in calls[0].split() and "-U" in calls[1].split()
+
+
+def test_a_download_failing_every_attempt_is_a_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(_fake_mvn(tmp_path, fail_times=99)))
+    monkeypatch.setattr(jars, "MVN_RETRY_BACKOFF_S", 0.0)
+    with pytest.raises(jars.JarResolutionError, match=r"(?s)3 attempts.*flaky"):
+        jars._run_mvn(tmp_path / "pom.xml", tmp_path / "out", tmp_path / "m2")
+    assert len((tmp_path / "calls").read_text().splitlines()) == jars.MVN_ATTEMPTS

@@ -8,8 +8,19 @@ from pathlib import Path
 import pytest
 
 from kafka_actors.testing.broker import pid_alive
+from kafka_actors.testing.jars import cache_root
 
 pytest_plugins = ["pytester"]
+
+# pytester points HOME at its temporary directory, so an inner session would otherwise resolve
+# every jar again through Maven into a fresh cache there (minutes, and a second dependence on
+# the network that the outer session has already paid). Read before any pytester exists.
+_OUTER_CACHE = cache_root()
+
+
+@pytest.fixture(autouse=True)
+def _inner_sessions_share_the_jar_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_ACTORS_CACHE", str(_OUTER_CACHE))
 
 
 def test_a_session_without_kafka_fixtures_starts_no_jvm(pytester: pytest.Pytester) -> None:
@@ -37,6 +48,8 @@ def test_failure_report_shows_broker_log_tail(pytester: pytest.Pytester) -> None
     )
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
+    # The inner session used the outer jar cache, not a new one under pytester's HOME.
+    assert not (pytester.path / ".cache" / "kafka-actors").exists()
     result.stdout.fnmatch_lines(
         ["*kafka_broker logs (last * lines)*", "*----- node 1 (broker,controller) pid=*"]
     )
