@@ -169,6 +169,13 @@ def _logging_deps(major: int) -> list[str]:
 # Logging bindings pulled in transitively by some releases, replaced by ours above.
 _LOG_EXCLUSIONS = ("org.slf4j:slf4j-log4j12", "log4j:log4j")
 
+# kafka-tools depends on Kafka Connect's runtime for one tool (connect-plugin-path), and through
+# it on some forty jars of Jetty and Jersey that none of the testkit's tools loads. Leaving them
+# out keeps a fresh resolution from depending on them: kafka-tools 4.4.0 names a Jetty release
+# (jetty-ee10-servlets 12.0.39) whose jar the repository did not serve, and every fresh fetch
+# failed on it.
+_TOOLS_EXCLUSIONS = (*_LOG_EXCLUSIONS, "org.apache.kafka:connect-runtime")
+
 
 def _pom(name: str, deps: list[str]) -> str:
     return (
@@ -284,7 +291,12 @@ def resolve(version: str | None = None) -> KafkaJars:
             _pom(
                 "tools",
                 [
-                    _dep("org.apache.kafka", "kafka-tools", f"[{major}.0.0,{version}]"),
+                    _dep(
+                        "org.apache.kafka",
+                        "kafka-tools",
+                        f"[{major}.0.0,{version}]",
+                        _TOOLS_EXCLUSIONS,
+                    ),
                     *_logging_deps(major),
                 ],
             )

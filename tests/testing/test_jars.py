@@ -75,6 +75,10 @@ def test_concurrent_fetches_into_a_fresh_cache_then_no_maven_needed(tmp_path: Pa
     assert {out.decode().strip() for out, _ in outs} == {expected}
     assert (Path(expected) / "resolved.json").is_file()
     assert not list(Path(expected).glob("*.partial"))
+    # kafka-tools without Kafka Connect's runtime and the Jetty/Jersey jars it drags in.
+    tools = {p.name for p in (Path(expected) / "tools").glob("*.jar")}
+    assert any(n.startswith("kafka-tools-") for n in tools)
+    assert not [n for n in tools if n.startswith(("connect-runtime", "jetty-", "jersey-"))]
 
     # Resolved once: later calls need neither Maven nor the network's help to succeed.
     no_mvn = {**env, "PATH": os.path.dirname(sys.executable)}
