@@ -6,7 +6,7 @@ each call checks its arguments, asks the core and waits on this thread (bounded 
 deadline, interruptible by ``wakeup()``); ``poll()``'s loop (acknowledging the last poll's
 records, collecting from the share fetch actor, waiting for records); the
 acknowledgement-commit callback, run on this thread in ``poll``, ``commit_sync`` and
-``close``; closing (acknowledge, close the share sessions, leave, stop the actors).
+``close``; waiting for each step of the core's close sequence.
 
 A broker without share groups (Kafka before 4.2, or share groups not enabled): the first
 ``poll()`` raises :class:`~kafka_actors.errors.ShareGroupsNotSupportedError`, whose message

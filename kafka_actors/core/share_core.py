@@ -11,8 +11,10 @@ reaches them), the member id (client-generated, kept across restarts), the subsc
 hand-out bookkeeping of acknowledgements: the records of the last poll, which of them the
 application acknowledged (explicit mode) or which are acknowledged ACCEPT at the next poll /
 commit / close (implicit mode), records collected but not handed out yet (kept for the next
-poll, released at close), and the acknowledgement-commit callback (run on the application's
-thread by the facade, from the per-partition results the share fetch actor reports).
+poll, released at close), the acknowledgement-commit callback (run on the application's
+thread by the facade, from the per-partition results the share fetch actor reports), and the
+close sequence both front ends run (:meth:`ShareCore.close_steps`: each waits for, or
+awaits, the steps' futures).
 
 Every call returns at once; a request to an actor returns a ``concurrent.futures.Future``
 (the front ends wait on it or await it).
