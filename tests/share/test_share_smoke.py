@@ -29,6 +29,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.testing.share import set_share_group_config
 from tests.consumer.helpers import produce, unique
+from tests.share.helpers import first_batch
 
 TIMEOUT = 90.0
 
@@ -201,11 +202,7 @@ def test_records_buffered_for_a_partition_that_leaves_the_assignment_are_deliver
     with KafkaShareConsumer(config) as consumer:
         consumer.set_acknowledgement_commit_callback(lambda o, e: results.append((o, e)))
         consumer.subscribe([topic])
-        got: list[ShareConsumerRecord] = []
-        end = time.monotonic() + TIMEOUT
-        while not got:
-            assert time.monotonic() < end, "no record delivered"
-            got = list(consumer.poll(0.5))
+        got: list[ShareConsumerRecord] = first_batch(consumer, TIMEOUT)
         # Records acquired and not handed out wait in the share fetch actor's buffer.
         end = time.monotonic() + 30
         while not consumer.core.flat_metrics(timeout=5.0)["share-buffered-bytes"]:
