@@ -30,7 +30,6 @@ from types import TracebackType
 from typing import Final
 
 from kafka_actors.aio_loop import LoopFrontEnd
-from kafka_actors.core.consumer_core import DEFAULT_CLOSE_TIMEOUT_S
 from kafka_actors.core.share_core import ShareConsumerRecords
 from kafka_actors.errors import KafkaError
 from kafka_actors.log import new_trace_id, traced
@@ -201,49 +200,28 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
             if self._closed or self._facade.closed:
                 self._closed = True
                 return
-            seconds = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else max(0.0, float(timeout))
-            deadline = time.monotonic() + seconds
-            trace = new_trace_id()
             core = self._core
-            facade = self._facade
-            log = core.log
+            trace = new_trace_id()
             with traced(trace):
-                log.info("share_consumer_closing", timeout_s=seconds)
-                if core.tree.fatal_error is None and facade.fatal_error is None:
-                    collecting = core.collect(trace)
-                    if not collecting.done():
-                        # Records acquired for a poll that no one waits for any more are
-                        # released below with the rest.
-                        await asyncio.wait(
-                            [asyncio.wrap_future(collecting)],
-                            timeout=max(0.0, min(1.0, deadline - time.monotonic())),
-                        )
-                    self._iterated.clear()
-                    core.prepare_close(trace)
-                    for step in ("close the share sessions", "leave the share group"):
-                        try:
-                            future = (
-                                core.close_sessions(trace)
-                                if step.startswith("close")
-                                else core.leave_group(deadline, trace)
-                            )
-                            if future is not None:
-                                await self._await(future, deadline, f"close(): {step}")
-                        except Exception as exc:
-                            log.warning("share_close_step_failed", step=step, error=str(exc))
+                deadline = core.start_close(timeout)
+                collecting = core.collect(trace) if core.healthy() else None
+                if collecting is not None and not collecting.done():
+                    # Records acquired for a poll that no one waits for any more are released
+                    # by the close with the rest.
+                    await asyncio.wait(
+                        [asyncio.wrap_future(collecting)],
+                        timeout=max(0.0, min(1.0, deadline - time.monotonic())),
+                    )
+                self._iterated.clear()
+                for step, start in core.close_steps(deadline, trace):
                     try:
-                        facade.process_background()
+                        future = start()
+                        if future is not None:
+                            await self._await(future, deadline, f"close(): {step}")
                     except Exception as exc:
-                        log.info("share_close_background_error", error=str(exc))
-                facade.mark_closed()
+                        core.close_step_failed(step, exc)
+                core.end_steps()
                 self._closed = True
-                result = await asyncio.to_thread(
-                    core.stop_actors, max(0.1, deadline - time.monotonic())
-                )
+                await asyncio.to_thread(core.stop, deadline)
                 self._ctx.signal.remove_observer(self._signal_observer)
                 self._on_wake()
-                log.info(
-                    "share_consumer_closed",
-                    completed=result.completed,
-                    not_stopped=list(result.not_stopped),
-                )

@@ -6,7 +6,7 @@ each call checks its arguments, asks the core and waits on this thread (bounded 
 deadline, interruptible by ``wakeup()``); ``poll()``'s loop (acknowledging the last poll's
 records, collecting from the share fetch actor, waiting for records); the
 acknowledgement-commit callback, run on this thread in ``poll``, ``commit_sync`` and
-``close``; closing (acknowledge, close the share sessions, leave, stop the actors).
+``close``; waiting for each step of the core's close sequence.
 
 A broker without share groups (Kafka before 4.2, or share groups not enabled): the first
 ``poll()`` raises :class:`~kafka_actors.errors.ShareGroupsNotSupportedError`, whose message
@@ -22,10 +22,9 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kafka_actors.core.consumer_core import DEFAULT_CLOSE_TIMEOUT_S
 from kafka_actors.core.share_core import (
     AcknowledgementCommitCallback,
     ShareConsumerRecords,
@@ -258,38 +257,18 @@ class KafkaShareConsumer(ShareFrontEnd):
         group, stop the actors. Never waits longer than ``timeout`` seconds (default 30).
         Idempotent."""
         with self._close_lock:
-            facade = self._facade
-            if facade.closed:
+            if self._facade.closed:
                 return
-            seconds = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else max(0.0, float(timeout))
-            deadline = time.monotonic() + seconds
-            trace = new_trace_id()
             core = self._core
-            log = core.log
+            trace = new_trace_id()
             with traced(trace):
-                log.info("share_consumer_closing", timeout_s=seconds)
-                if core.tree.fatal_error is None and facade.fatal_error is None:
-                    core.prepare_close(trace)
-                    steps: list[tuple[str, Callable[[], concurrent.futures.Future[Any] | None]]]
-                    steps = [
-                        ("close the share sessions", lambda: core.close_sessions(trace)),
-                        ("leave the share group", lambda: core.leave_group(deadline, trace)),
-                    ]
-                    for step, start in steps:
-                        try:
-                            future = start()
-                            if future is not None:
-                                self._wait(future, deadline, f"close(): {step}", wakeable=False)
-                        except Exception as exc:
-                            log.warning("share_close_step_failed", step=step, error=str(exc))
+                deadline = core.start_close(timeout)
+                for step, start in core.close_steps(deadline, trace):
                     try:
-                        facade.process_background()
+                        future = start()
+                        if future is not None:
+                            self._wait(future, deadline, f"close(): {step}", wakeable=False)
                     except Exception as exc:
-                        log.info("share_close_background_error", error=str(exc))
-                facade.mark_closed()
-                result = core.stop_actors(max(0.1, deadline - time.monotonic()))
-                log.info(
-                    "share_consumer_closed",
-                    completed=result.completed,
-                    not_stopped=list(result.not_stopped),
-                )
+                        core.close_step_failed(step, exc)
+                core.end_steps()
+                core.stop(deadline)

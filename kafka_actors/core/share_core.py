@@ -11,8 +11,10 @@ reaches them), the member id (client-generated, kept across restarts), the subsc
 hand-out bookkeeping of acknowledgements: the records of the last poll, which of them the
 application acknowledged (explicit mode) or which are acknowledged ACCEPT at the next poll /
 commit / close (implicit mode), records collected but not handed out yet (kept for the next
-poll, released at close), and the acknowledgement-commit callback (run on the application's
-thread by the facade, from the per-partition results the share fetch actor reports).
+poll, released at close), the acknowledgement-commit callback (run on the application's
+thread by the facade, from the per-partition results the share fetch actor reports), and the
+close sequence both front ends run (:meth:`ShareCore.close_steps`: each waits for, or
+awaits, the steps' futures).
 
 Every call returns at once; a request to an actor returns a ``concurrent.futures.Future``
 (the front ends wait on it or await it).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, cast
@@ -45,7 +48,7 @@ from kafka_actors.actors.managers.share_fetch import (
 )
 from kafka_actors.actors.managers.share_membership import ShareAssignment, ShareMembershipActor
 from kafka_actors.config import CONSUMER_ONLY_KEYS, ConsumerConfig
-from kafka_actors.core.consumer_core import ActorCore, _keys
+from kafka_actors.core.consumer_core import DEFAULT_CLOSE_TIMEOUT_S, ActorCore, _keys
 from kafka_actors.errors import (
     ConfigError,
     IllegalStateError,
@@ -67,6 +70,10 @@ __all__ = [
     "ShareCore",
     "build_share_config",
 ]
+
+#: One step of a close: what it does (for the log and the timeout error) and how it starts (a
+#: future to wait on or await, None when there is nothing to wait for).
+CloseStep = tuple[str, Callable[[], concurrent.futures.Future[Any] | None]]
 
 #: Java's AcknowledgementCommitCallback.onComplete(offsets, exception).
 AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaError | None], None]
@@ -568,6 +575,56 @@ class ShareCore(ActorCore):
         if not self.explicit:
             self.acknowledge_delivered(AcknowledgeType.ACCEPT, trace)
         self.release_kept(trace)
+
+    # The close, shared by both front ends: ``start_close``, then each of ``close_steps``
+    # (the front end waits for, or awaits, its future up to the deadline; a step that fails is
+    # logged by ``close_step_failed`` and the close goes on), ``end_steps``, ``stop``.
+
+    def start_close(self, timeout: float | None) -> float:
+        """The deadline of a close taking at most ``timeout`` seconds (default 30)."""
+        seconds = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else max(0.0, float(timeout))
+        self.log.info("share_consumer_closing", timeout_s=seconds)
+        return time.monotonic() + seconds
+
+    def healthy(self) -> bool:
+        """Whether the actors may still be asked (neither the tree nor the facade failed)."""
+        return self.tree.fatal_error is None and self.facade.fatal_error is None
+
+    def close_steps(self, deadline: float, trace: str) -> list[CloseStep]:
+        """Queue the close's acknowledgements (:meth:`prepare_close`) and return the steps
+        to wait for: close the share sessions (what is pending is sent, acquired records not
+        acknowledged are released by the broker), then leave the group. None when the actors
+        failed."""
+        if not self.healthy():
+            return []
+        self.prepare_close(trace)
+        return [
+            ("close the share sessions", lambda: self.close_sessions(trace)),
+            ("leave the share group", lambda: self.leave_group(deadline, trace)),
+        ]
+
+    def close_step_failed(self, step: str, error: BaseException) -> None:
+        self.log.warning("share_close_step_failed", step=step, error=str(error))
+
+    def end_steps(self) -> None:
+        """After the steps: run the acknowledgement-commit callbacks of the close's results
+        (on the calling thread), then mark the consumer closed (a waiting poll, on any
+        thread, ends; every call raises ConsumerClosedError)."""
+        if self.healthy():
+            try:
+                self.facade.process_background()
+            except Exception as exc:
+                self.log.info("share_close_background_error", error=str(exc))
+        self.facade.mark_closed()
+
+    def stop(self, deadline: float) -> None:
+        """Stop the actors (joined until ``deadline``, at least 0.1 s)."""
+        result = self.stop_actors(max(0.1, deadline - time.monotonic()))
+        self.log.info(
+            "share_consumer_closed",
+            completed=result.completed,
+            not_stopped=list(result.not_stopped),
+        )
 
     # -- metrics ------------------------------------------------------------------------------
 

@@ -2,13 +2,21 @@
 :class:`ShareFetchBuffer`.
 
 Owns: the completed share fetches buffered per partition (raw data and the acquired ranges
-the broker sent with it, bounded in bytes by the manager), dropping data of partitions no
-longer assigned, and :meth:`ShareFetchBuffer.collect`: decoding at hand-out time with
+the broker sent with it, bounded in bytes by the manager), and
+:meth:`ShareFetchBuffer.collect`: decoding at hand-out time with
 :func:`kafka_actors.protocol.records.decode_records` (its native path when built), only the
 records inside an acquired range handed out, each a :class:`ShareConsumerRecord` with the
 range's delivery count; acquired offsets without a record become GAP acknowledgements, and
 from a corrupt batch on RELEASE ones (the records before it are handed out first, the error
-then). The requests, sessions and acknowledgements are
+then).
+
+Records of a partition no longer assigned stay buffered and are handed out, as Java's
+ShareFetchBuffer / ShareFetchCollector do: the broker acquired them for this member (its
+acquisition locks are the member's, not the assignment's: a partition leaving the
+assignment, or the share session forgetting it, releases nothing), so they are this member's
+to deliver and acknowledge (their acknowledgements go to the broker they came from); dropped,
+they would wait for their acquisition lock to expire before anyone got them. Only a buffered
+error of such a partition (no records) is dropped. The requests, sessions and acknowledgements are
 :class:`~kafka_actors.protocol.share_fetch.ShareFetchManager`'s, which derives from it (as
 the consumer's FetchManager derives from its FetchBuffer).
 
@@ -119,9 +127,11 @@ class ShareFetchBuffer:
         return self._assignment
 
     def _drop_unassigned(self) -> None:
+        """Drop the buffered errors of partitions no longer assigned (their records stay: see
+        the module docstring)."""
         kept: deque[ShareCompletedFetch] = deque()
         for buffered in self._buffer:
-            if buffered.tp in self._assignment:
+            if buffered.tp in self._assignment or buffered.acquired:
                 kept.append(buffered)
             else:
                 self._buffered_bytes -= buffered.size
@@ -143,8 +153,8 @@ class ShareFetchBuffer:
         error: KafkaError | None = None
         while self._buffer and remaining > 0:
             buffered = self._buffer[0]
-            if buffered.tp not in self._assignment:
-                self._drop_head()
+            if buffered.tp not in self._assignment and not buffered.acquired:
+                self._drop_head()  # an error of a partition no longer assigned
                 continue
             if buffered.records is None:
                 self._decode(buffered)

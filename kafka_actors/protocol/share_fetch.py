@@ -39,9 +39,14 @@ Rules, in one place:
   limit is reached, it would hold back the acknowledgements that free it. At most one
   response per partition is buffered ahead of the one handed out (records acquired early
   wait at most that long for the application).
-* A partition no longer assigned is forgotten in its session; its buffered data is dropped
-  (its acquired records are released by the broker when their lock expires, or when the
-  session closes).
+* A partition no longer assigned is forgotten in its session at the next request to its
+  broker. Its records acquired for this member (buffered, or in the response to a request
+  that fetched it) are still handed out and acknowledged, as Java's share consumer does: the
+  broker's acquisition locks are the member's, and neither the assignment moving nor the
+  session forgetting the partition releases them. Their acknowledgements go to the broker the
+  records came from (ShareAcknowledge, the session stays open), which settles them while
+  this member still holds their locks; one for records whose lock expired meanwhile comes back
+  with the broker's error (INVALID_RECORD_STATE) in the acknowledgement-commit callback.
 * Per-partition fetch errors NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
   UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, UNKNOWN_LEADER_EPOCH → a metadata refresh
   (``MetadataRefreshNeeded``); the partition waits for the next cluster update.
@@ -752,8 +757,8 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
                     ShareCompletedFetch(tp, in_flight.node, b"", [], 0, records=[], error=error)
                 )
             return 0
-        if tp not in self._assignment:
-            return 0
+        if tp not in in_flight.fetched:
+            return 0  # not asked for: nothing was acquired for it
         ranges: list[tuple[int, int, int]] = []
         total = 0
         for acquired in part.acquired_records:

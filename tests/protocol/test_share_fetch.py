@@ -15,6 +15,7 @@ from kafka_actors.errors import (
     KafkaConnectionError,
     NotLeaderOrFollowerError,
     ShareSessionNotFoundError,
+    TopicAuthorizationFailedError,
 )
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.fetch import MetadataRefreshNeeded
@@ -296,6 +297,80 @@ def test_assignment_change_forgets_partitions_and_drops_their_buffered_data() ->
     )
     assert m.collect(10).records == {}  # a-1 is not ours any more
     assert m.session(1).partitions == frozenset({A0})  # type: ignore[union-attr]
+
+
+def test_records_of_a_partition_no_longer_assigned_are_still_handed_out_and_acknowledged() -> None:
+    # As Java's share consumer: records the broker acquired for this member stay its own when
+    # the assignment moves (the broker releases nothing for that), so the buffered ones are
+    # handed out, not dropped to wait for their lock to expire, and acknowledged to the broker
+    # they came from.
+    m = _manager()
+    m.on_assignment({A0, A1})
+    (req,) = m.poll(0).requests
+    parts = [
+        _part(0, data=_records(0, 2), acquired=((0, 1, 1),)),
+        _part(1, data=_records(0, 3), acquired=((0, 2, 1),)),
+    ]
+    m.on_response(req.request_id, _fetch_response((A_ID, parts)), 1)
+    assert [r.offset for r in m.collect(1).records[A0]] == [0]
+    m.on_assignment({A0})  # a-1 moved to another member
+    rest = m.collect(100).records
+    assert [r.offset for r in rest[A0]] == [1]
+    assert [(r.partition, r.offset) for r in rest[A1]] == [(1, 0), (1, 1), (1, 2)]
+    assert m.collect(100).records == {}
+    m.acknowledge({A0: [(0, 1), (1, 1)], A1: [(0, 1), (1, 1), (2, 2)]})
+    (nxt,) = m.poll(2).requests
+    # a-1's acknowledgements go to broker 1 at the open session's epoch (ShareAcknowledge: a
+    # ShareFetch would fetch a-0 while a-1 is being forgotten).
+    assert int(nxt.request.__api_key__) == ApiKey.SHARE_ACKNOWLEDGE
+    assert nxt.request.share_session_epoch == 1
+    assert _partitions(nxt.request) == {
+        (A_ID, 0): ((0, 1, (1,)),),
+        (A_ID, 1): ((0, 1, (1,)), (2, 2, (2,))),
+    }
+    m.on_response(nxt.request_id, _ack_response((A_ID, [(0, 0), (1, 0)])), 3)
+    (event,) = [e for e in m.poll(3).events if isinstance(e, AcknowledgementsCommitted)]
+    assert event.results == (
+        AckResult(A0, frozenset({0, 1}), None),
+        AckResult(A1, frozenset({0, 1, 2}), None),
+    )
+
+
+def test_records_fetched_for_a_partition_revoked_while_the_fetch_was_in_flight_are_kept() -> None:
+    m = _manager()
+    m.on_assignment({A0, A1})
+    (req,) = m.poll(0).requests
+    m.on_assignment({A0})
+    m.on_response(
+        req.request_id,
+        _fetch_response((A_ID, [_part(1, data=_records(5, 2), acquired=((5, 6, 1),))])),
+        1,
+    )
+    assert [r.offset for r in m.collect(10).records[A1]] == [5, 6]
+    # A partition the request did not ask for brings nothing (nothing was acquired for it).
+    (nxt,) = m.poll(2).requests
+    assert {(f.topic_id, tuple(f.partitions)) for f in nxt.request.forgotten_topics_data} == {
+        (A_ID, (1,))
+    }
+    m.on_response(
+        nxt.request_id,
+        _fetch_response((B_ID, [_part(0, data=_records(0, 1), acquired=((0, 0, 1),))])),
+        3,
+    )
+    assert m.collect(10).records == {}
+
+
+def test_a_buffered_error_of_a_partition_no_longer_assigned_is_dropped() -> None:
+    m = _manager()
+    m.on_assignment({A0, A1})
+    (req,) = m.poll(0).requests
+    parts = [_part(1, code=TopicAuthorizationFailedError.code)]
+    m.on_response(req.request_id, _fetch_response((A_ID, parts)), 1)
+    assert m.buffered_count == 1
+    m.on_assignment({A0})
+    assert m.buffered_count == 0
+    result = m.collect(10)
+    assert (result.records, result.error) == ({}, None)
 
 
 def test_not_leader_asks_for_metadata_and_the_partition_follows_its_new_leader() -> None:

@@ -29,6 +29,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.testing.share import set_share_group_config
 from tests.consumer.helpers import produce, unique
+from tests.share.helpers import first_batch
 
 TIMEOUT = 90.0
 
@@ -169,6 +170,62 @@ def test_explicit_release_is_delivered_again_with_delivery_count_two(kafka_broke
         assert redelivered.delivery_count == 2
         assert redelivered.value == released.value
         assert [r for r in again if r.offset != released.offset] == []
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+def test_records_buffered_for_a_partition_that_leaves_the_assignment_are_delivered(
+    kafka_broker: Any,
+) -> None:
+    """Records acquired for this member stay its own when a partition leaves its assignment
+    (as Java's share consumer: the broker releases nothing for that): the ones it had
+    buffered are handed out at once, each once, and their acknowledgements are accepted, long
+    before the group's record lock (60 s here) would have let anyone have them again."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, other, group = unique("share-moved"), unique("share-moved-2"), unique("share-moved-g")
+    kafka_broker.create_topic(topic, partitions=1)
+    kafka_broker.create_topic(other, partitions=1)
+    set_share_group_config(bootstrap, group, record_lock_duration_ms=60_000)
+    count = 200
+    from confluent_kafka import Producer
+
+    # One batch, which the broker acquires whole for the first fetch (batch-optimized), so
+    # no record of it is left to acquire once the partition has left the assignment.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "log_level": 3})
+    for i in range(count):
+        producer.produce(topic, value=f"value-{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    del producer
+    tp = TopicPartition(topic, 0)
+    results: list[tuple[dict[TopicPartition, set[int]], KafkaError | None]] = []
+    config = _config(bootstrap, group, **{"max.poll.records": 5})
+    with KafkaShareConsumer(config) as consumer:
+        consumer.set_acknowledgement_commit_callback(lambda o, e: results.append((o, e)))
+        consumer.subscribe([topic])
+        got: list[ShareConsumerRecord] = first_batch(consumer, TIMEOUT)
+        # Records acquired and not handed out wait in the share fetch actor's buffer.
+        end = time.monotonic() + 30
+        while not consumer.core.flat_metrics(timeout=5.0)["share-buffered-bytes"]:
+            assert time.monotonic() < end, "nothing buffered ahead of the application"
+            time.sleep(0.05)
+        consumer.subscribe([other])  # the partition leaves this member's assignment
+        end = time.monotonic() + 30
+        while tp in consumer.core.assignment.partitions:
+            assert time.monotonic() < end, "the assignment did not change"
+            time.sleep(0.05)
+        moved = time.monotonic()
+        while len({r.offset for r in got}) < count and time.monotonic() < moved + 30:
+            got.extend(consumer.poll(0.5))
+        committed = consumer.commit_sync(timeout=30)  # the last poll's, ACCEPT
+    offsets = Counter(r.offset for r in got)
+    assert set(offsets) == set(range(count)), (
+        f"missing {sorted(set(range(count)) - set(offsets))[:10]}"
+    )
+    assert [o for o, n in offsets.items() if n > 1] == []
+    assert all(r.delivery_count == 1 for r in got)
+    assert committed == {tp: None}
+    accepted = set().union(*(o.get(tp, set()) for o, e in results if e is None))
+    assert accepted == set(range(count)), [e for _, e in results if e is not None][:3]
 
 
 @pytest.mark.broker
