@@ -2,21 +2,28 @@
 a partition leader restarted (controlled shutdown, then started again), then a partition
 leader killed (SIGKILL) and started again.
 
-Two members consume (implicit acknowledgement). Counted by offset: every produced record is
-handed out; a record is handed out again only as a new delivery (a higher delivery count) and
-only if no acknowledgement of it was reported committed before (the acknowledgement-commit
-callback); no call hangs; close() returns.
+Two members consume (implicit acknowledgement): a KafkaShareConsumer on a thread and an
+AsyncKafkaShareConsumer on an event loop of its own thread. Counted by offset: every
+produced record is handed out; a record is handed out again only as a new delivery (a higher
+delivery count) and only if no acknowledgement of it was reported committed before (the
+acknowledgement-commit callback); no call hangs; close() returns.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from kafka_actors import KafkaShareConsumer, TopicPartition
+from kafka_actors import (
+    AsyncKafkaShareConsumer,
+    KafkaShareConsumer,
+    ShareConsumerRecords,
+    TopicPartition,
+)
 from kafka_actors.errors import KafkaError
 from kafka_actors.testing import KafkaCluster
 from kafka_actors.testing.share import set_share_group_config
@@ -55,13 +62,22 @@ class Member:
     deliveries: dict[tuple[int, int], list[int]] = {}
     committed_at: dict[tuple[int, int], int] = {}
 
-    def __init__(self, name: str, config: dict[str, object], topic: str) -> None:
-        self.consumer = KafkaShareConsumer({**config, "client.id": name})
-        self.consumer.set_acknowledgement_commit_callback(self._committed)
+    def __init__(
+        self, name: str, config: dict[str, object], topic: str, *, on_loop: bool = False
+    ) -> None:
+        self.config = {**config, "client.id": name}
+        #: The sync member's consumer (closed by the test); the asyncio member makes and
+        #: closes its own on its loop.
+        self.consumer = None if on_loop else KafkaShareConsumer(self.config)
+        if self.consumer is not None:
+            self.consumer.set_acknowledgement_commit_callback(self._committed)
         self.topic = topic
         self.errors: list[BaseException] = []
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.closed = threading.Event()
+        self.handed_out = 0
+        target = self._run_loop if on_loop else self._run
+        self.thread = threading.Thread(target=target, name=name, daemon=True)
 
     def _committed(self, offsets: dict[TopicPartition, set[int]], error: KafkaError | None) -> None:
         if error is not None:
@@ -72,7 +88,14 @@ class Member:
                     key = (tp.partition, o)
                     self.committed_at.setdefault(key, len(self.deliveries.get(key, [])))
 
+    def _handed_out(self, batch: ShareConsumerRecords) -> None:
+        with self.lock:
+            self.handed_out += len(batch)
+            for r in batch:
+                self.deliveries.setdefault((r.partition, r.offset), []).append(r.delivery_count)
+
     def _run(self) -> None:
+        assert self.consumer is not None
         try:
             self.consumer.subscribe([self.topic])
             while not self.stop.is_set():
@@ -82,13 +105,32 @@ class Member:
                     if not exc.retriable:
                         self.errors.append(exc)
                     continue
-                with self.lock:
-                    for r in batch:
-                        self.deliveries.setdefault((r.partition, r.offset), []).append(
-                            r.delivery_count
-                        )
+                self._handed_out(batch)
         except BaseException as exc:
             self.errors.append(exc)
+
+    def _run_loop(self) -> None:
+        try:
+            asyncio.run(self._consume_on_loop())
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    async def _consume_on_loop(self) -> None:
+        consumer = AsyncKafkaShareConsumer(self.config)
+        consumer.set_acknowledgement_commit_callback(self._committed)
+        try:
+            consumer.subscribe([self.topic])
+            while not self.stop.is_set():
+                try:
+                    batch = await consumer.poll(0.5)
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        self.errors.append(exc)
+                    continue
+                self._handed_out(batch)
+        finally:
+            await consumer.close(30.0)
+            self.closed.set()
 
 
 @pytest.mark.timeout(900)
@@ -106,7 +148,7 @@ def test_share_consumers_survive_leader_restart_and_kill(cluster: KafkaCluster) 
     }
     Member.deliveries.clear()
     Member.committed_at.clear()
-    members = [Member(f"m{i}", config, topic) for i in range(2)]
+    members = [Member("m0", config, topic), Member("m1", config, topic, on_loop=True)]
 
     def handed_out() -> set[tuple[int, int]]:
         with Member.lock:
@@ -142,7 +184,11 @@ def test_share_consumers_survive_leader_restart_and_kill(cluster: KafkaCluster) 
             m.stop.set()
         for m in members:
             m.thread.join(120)
-        closers = [threading.Thread(target=m.consumer.close, args=(30.0,)) for m in members]
+        closers = [
+            threading.Thread(target=m.consumer.close, args=(30.0,))
+            for m in members
+            if m.consumer is not None
+        ]
         for c in closers:
             c.start()
         for c in closers:
@@ -150,9 +196,11 @@ def test_share_consumers_survive_leader_restart_and_kill(cluster: KafkaCluster) 
         cluster.ensure_running()
     assert all(not m.thread.is_alive() for m in members), "a poll hung"
     assert all(not c.is_alive() for c in closers), "close() hung"
+    assert all(m.closed.is_set() for m in members if m.consumer is None), "close() hung"
     for m in members:
         assert m.errors == [], m.errors
     assert len(handed_out()) == COUNT
+    assert all(m.handed_out > 0 for m in members), [m.handed_out for m in members]
     for key, counts in Member.deliveries.items():
         assert counts == sorted(set(counts)), (key, counts)  # again only as a new delivery
     assert Member.committed_at, "no acknowledgement was reported committed"
