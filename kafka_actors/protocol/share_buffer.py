@@ -29,6 +29,7 @@ from kafka_actors.protocol.records import (
     ConsumerRecord,
     DecodedRecords,
     Headers,
+    RecordSequence,
     TimestampType,
     decode_records,
 )
@@ -183,7 +184,7 @@ class ShareFetchBuffer:
             max_decompressed_size=self._max_decompressed,
             materialize=True,
         )
-        records: list[ConsumerRecord] = decoded.materialized or []
+        records: list[ConsumerRecord] | RecordSequence = decoded.materialized or []
         ranges = buffered.acquired
         # The records inside each acquired range (records and ranges are in offset order),
         # with the range's delivery count.
