@@ -590,8 +590,10 @@ def _decompress_into_bound(codec: int, payload: bytes | memoryview, max_size: in
         buffer.close()
 
 
-def _decompress(codec: int, payload: bytes | memoryview, max_size: int) -> bytes:
-    """Decompress a batch's records section, at most ``max_size`` bytes of it.
+def _decompress(codec: int, payload: bytes | memoryview, max_size: int) -> bytes | cramjam.Buffer:
+    """Decompress a batch's records section, at most ``max_size`` bytes of it: bytes, or
+    cramjam's buffer as it is (LZ4, zstd: not copied again; the native path's records keep
+    it, the pure path takes it as bytes).
 
     Nothing past ``max_size`` is allocated: snappy's declared sizes are checked first, gzip is
     streamed with an output limit, LZ4 and zstd are decompressed in one step when their block
@@ -602,11 +604,11 @@ def _decompress(codec: int, payload: bytes | memoryview, max_size: int) -> bytes
     try:
         if codec == CompressionType.LZ4:
             if _lz4_bound(payload, max_size) <= max_size:
-                return bytes(cramjam.lz4.decompress(payload))
+                return cramjam.lz4.decompress(payload)
             return _decompress_into_bound(codec, payload, max_size)
         if codec == CompressionType.ZSTD:
             if _zstd_bound(payload, max_size) <= max_size:
-                return bytes(cramjam.zstd.decompress(payload))
+                return cramjam.zstd.decompress(payload)
             return _decompress_into_bound(codec, payload, max_size)
         if codec == CompressionType.GZIP:
             return _gunzip(payload, max_size)
@@ -1015,8 +1017,10 @@ def _decode_into(
                     aborted_producers.add(heapq.heappop(aborted_heap)[1])
                 if is_control:
                     if codec:
-                        cbuf = _decompress(
-                            codec, memoryview(buf)[records_start:end], max_decompressed_size
+                        cbuf = bytes(
+                            _decompress(
+                                codec, memoryview(buf)[records_start:end], max_decompressed_size
+                            )
                         )
                         ctype = _control_type(cbuf, 0, len(cbuf))
                     else:
@@ -1027,8 +1031,10 @@ def _decode_into(
                     is_control = 1  # skip like a control batch: aborted data
             if not is_control and last_offset >= fetch_offset and count:
                 if codec:
-                    rbuf = _decompress(
-                        codec, memoryview(buf)[records_start:end], max_decompressed_size
+                    rbuf = bytes(
+                        _decompress(
+                            codec, memoryview(buf)[records_start:end], max_decompressed_size
+                        )
                     )
                     rpos, rend = 0, len(rbuf)
                 else:
