@@ -286,9 +286,9 @@ sum_to_int(int64_t a, int64_t b)
 typedef struct {
     int64_t offset, ts;
     const char *key, *value; /* NULL: None */
-    PyObject *headers;       /* owned; NULL: () */
+    const char *headers;     /* the checked header block; NULL: no headers */
     PyObject *big;           /* owned; NULL, or (offset, timestamp) as ints when past int64 */
-    Py_ssize_t key_len, value_len;
+    Py_ssize_t key_len, value_len, headers_len;
 } Span;
 
 /* One batch that yielded records: records batches[j-1].end .. end-1 are its (owned refs). */
@@ -581,6 +581,24 @@ error:
     return -1;
 }
 
+/* Check the header block b[pos:end] as parse_headers reads it, making no object: 0 ok, 1
+ * corrupt (the same fault parse_headers gives). */
+static int
+check_headers(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, Fault *f)
+{
+    int64_t n;
+    if (read_header_count(b, &pos, end, &n, f))
+        return 1;
+    for (int64_t i = 0; i < n; i++) {
+        Py_ssize_t k, klen, v, vlen;
+        if (read_header(b, &pos, end, &k, &klen, &v, &vlen, f))
+            return 1;
+    }
+    if (pos != end)
+        return FAULT(f, "record size does not match its fields (at byte %zd)", end);
+    return 0;
+}
+
 /* A length-prefixed nullable byte string (key or value): b[*start:*start+*len], *len -1 when
  * null. 0 ok, 1 corrupt. */
 static inline int
@@ -657,6 +675,40 @@ span_bytes(const uint8_t *b, Py_ssize_t start, Py_ssize_t len)
     return PyBytes_FromStringAndSize((const char *)b + start, len);
 }
 
+/* Add the kept record `r` of the batch in b as a span: 0 ok, -1 error. */
+static int
+lazy_add(LazyRecords *L, const uint8_t *b, RecordSpan *r, int64_t offset, int ovf,
+         int64_t base_offset, int64_t base_ts, int log_append, int64_t max_ts)
+{
+    if (grow((void **)&L->spans, &L->cap, L->n, sizeof(Span)) < 0)
+        return -1;
+    Span *s = &L->spans[L->n];
+    int ts_ovf = 0;
+    if (log_append)
+        s->ts = max_ts;
+    else
+        ts_ovf = __builtin_add_overflow(base_ts, r->ts_delta, &s->ts);
+    s->offset = offset;
+    s->key = r->key_len < 0 ? NULL : (const char *)b + r->key;
+    s->key_len = r->key_len;
+    s->value = r->value_len < 0 ? NULL : (const char *)b + r->value;
+    s->value_len = r->value_len;
+    s->headers = r->no_headers ? NULL : (const char *)b + r->headers;
+    s->headers_len = r->end - r->headers;
+    s->big = NULL;
+    if (ovf || ts_ovf) { /* past int64: the exact ints, as the pure path has them */
+        PyObject *o = ovf ? sum_to_int(base_offset, r->off_delta) : PyLong_FromLongLong(offset);
+        PyObject *t = ts_ovf ? sum_to_int(base_ts, r->ts_delta) : PyLong_FromLongLong(s->ts);
+        s->big = o && t ? PyTuple_Pack(2, o, t) : NULL;
+        Py_XDECREF(o);
+        Py_XDECREF(t);
+        if (s->big == NULL)
+            return -1;
+    }
+    L->n++;
+    return 0;
+}
+
 /* Decode the `count` records of b[pos:end] into the columns (see records.py's
  * _decode_batch_records, the trimming of _drop_below and LogAppendTime): 0 ok, 1 corrupt, -1
  * error. Records are appended only when they are kept. */
@@ -692,6 +744,14 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
             else
                 dropping = 0;
         }
+        if (c->lazy != NULL) { /* headers are made when the record is built */
+            if (!r.no_headers && (rc = check_headers(b, r.headers, r.end, f)))
+                goto done;
+            if (keep && (rc = lazy_add(c->lazy, b, &r, offset, ovf, base_offset, base_ts,
+                                       log_append, max_ts)))
+                goto done;
+            continue;
+        }
         PyObject *headers = NULL;
         if (r.no_headers) {
             headers = empty_tuple;
@@ -714,42 +774,6 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
         }
         if (!keep) {
             Py_DECREF(headers);
-            continue;
-        }
-        if (c->lazy != NULL) {
-            LazyRecords *L = c->lazy;
-            if (grow((void **)&L->spans, &L->cap, L->n, sizeof(Span)) < 0) {
-                Py_DECREF(headers);
-                rc = -1;
-                goto done;
-            }
-            Span *s = &L->spans[L->n];
-            int ts_ovf = 0;
-            if (log_append)
-                s->ts = max_ts;
-            else
-                ts_ovf = __builtin_add_overflow(base_ts, r.ts_delta, &s->ts);
-            s->offset = offset;
-            s->key = r.key_len < 0 ? NULL : (const char *)b + r.key;
-            s->key_len = r.key_len;
-            s->value = r.value_len < 0 ? NULL : (const char *)b + r.value;
-            s->value_len = r.value_len;
-            s->headers = headers; /* stolen */
-            s->big = NULL;
-            if (ovf || ts_ovf) { /* past int64: the exact ints, as the pure path has them */
-                PyObject *o = ovf ? sum_to_int(base_offset, r.off_delta)
-                                  : PyLong_FromLongLong(offset);
-                PyObject *t = ts_ovf ? sum_to_int(base_ts, r.ts_delta) : PyLong_FromLongLong(s->ts);
-                s->big = o && t ? PyTuple_Pack(2, o, t) : NULL;
-                Py_XDECREF(o);
-                Py_XDECREF(t);
-                if (s->big == NULL) {
-                    Py_DECREF(headers);
-                    rc = -1;
-                    goto done;
-                }
-            }
-            L->n++;
             continue;
         }
         PyObject *key = span_bytes(b, r.key, r.key_len);
@@ -1738,10 +1762,8 @@ new_record(PyObject *items[9])
 static void
 lazy_truncate(LazyRecords *L, Py_ssize_t n)
 {
-    for (Py_ssize_t i = n; i < L->n; i++) {
-        Py_CLEAR(L->spans[i].headers);
+    for (Py_ssize_t i = n; i < L->n; i++)
         Py_CLEAR(L->spans[i].big);
-    }
     if (n < L->n)
         L->n = n;
 }
@@ -1780,7 +1802,19 @@ typedef struct {
     Py_ssize_t batch;
     PyObject *last_ts;
     int64_t last_ts_val;
+    PyObject *last_headers; /* the last header block's tuple, reused when repeated */
+    const char *last_block;
+    Py_ssize_t last_len;
+    KeyCache keys;
 } Cursor;
+
+static void
+cursor_clear(Cursor *cur)
+{
+    Py_CLEAR(cur->last_ts);
+    Py_CLEAR(cur->last_headers);
+    key_cache_clear(&cur->keys);
+}
 
 static void
 cursor_seek(LazyRecords *L, Cursor *cur, Py_ssize_t i)
@@ -1796,6 +1830,32 @@ cursor_seek(LazyRecords *L, Cursor *cur, Py_ssize_t i)
     cur->batch = lo;
     cur->last_ts = NULL;
     cur->last_ts_val = 0;
+    cur->last_headers = NULL;
+    cur->last_block = NULL;
+    cur->last_len = 0;
+    cur->keys.n = 0;
+}
+
+/* The headers tuple of span s (a new reference). */
+static PyObject *
+cursor_headers(Cursor *cur, Span *s)
+{
+    if (s->headers == NULL)
+        return Py_NewRef(empty_tuple);
+    if (cur->last_headers != NULL && cur->last_len == s->headers_len &&
+        memcmp(cur->last_block, s->headers, (size_t)s->headers_len) == 0)
+        return Py_NewRef(cur->last_headers);
+    PyObject *h = NULL;
+    Fault f;
+    int rc = parse_headers((const uint8_t *)s->headers, 0, s->headers_len, &h, &f, &cur->keys);
+    if (rc > 0) /* checked while decoding: not reached */
+        PyErr_Format(PyExc_SystemError, "header block changed after decoding: %s", f.msg);
+    if (rc)
+        return NULL;
+    Py_XSETREF(cur->last_headers, Py_NewRef(h));
+    cur->last_block = s->headers;
+    cur->last_len = s->headers_len;
+    return h;
 }
 
 /* Record i (0 <= i < lazy_visible(L), at or after the cursor's batch start) as a new
@@ -1829,19 +1889,22 @@ lazy_build(LazyRecords *L, Py_ssize_t i, Cursor *cur)
         }
     }
     PyObject *key = s->key ? PyBytes_FromStringAndSize(s->key, s->key_len) : Py_NewRef(Py_None);
-    PyObject *value = NULL, *rec = NULL;
+    PyObject *value = NULL, *headers = NULL, *rec = NULL;
     if (key != NULL)
         value = s->value ? PyBytes_FromStringAndSize(s->value, s->value_len) : Py_NewRef(Py_None);
-    if (value != NULL) {
+    if (value != NULL)
+        headers = cursor_headers(cur, s);
+    if (headers != NULL) {
         SpanBatch *b = &L->batches[cur->batch];
-        PyObject *items[9] = {L->topic, L->partition, off,  ts,       b->ts_type,
-                              key,      value,        s->headers, b->epoch};
+        PyObject *items[9] = {L->topic, L->partition, off,     ts,      b->ts_type,
+                              key,      value,        headers, b->epoch};
         rec = new_record(items);
     }
     Py_DECREF(off);
     Py_DECREF(ts);
     Py_XDECREF(key);
     Py_XDECREF(value);
+    Py_XDECREF(headers);
     return rec;
 }
 
@@ -1862,7 +1925,7 @@ lazy_range(LazyRecords *L, Py_ssize_t start, Py_ssize_t end)
         }
         PyList_SET_ITEM(list, i - start, r);
     }
-    Py_XDECREF(cur.last_ts);
+    cursor_clear(&cur);
     return list;
 }
 
@@ -1882,7 +1945,7 @@ lazy_item(LazyRecords *L, Py_ssize_t i)
     Cursor cur;
     cursor_seek(L, &cur, i);
     PyObject *r = lazy_build(L, i, &cur);
-    Py_XDECREF(cur.last_ts);
+    cursor_clear(&cur);
     return r;
 }
 
@@ -1949,7 +2012,7 @@ typedef struct {
 static void
 lazy_iter_dealloc(LazyIter *it)
 {
-    Py_XDECREF(it->cur.last_ts);
+    cursor_clear(&it->cur);
     Py_XDECREF(it->L);
     Py_TYPE(it)->tp_free((PyObject *)it);
 }
