@@ -29,7 +29,6 @@ from kafka_actors.protocol.records import (
     ConsumerRecord,
     DecodedRecords,
     Headers,
-    RecordSequence,
     TimestampType,
     decode_records,
 )
@@ -184,7 +183,7 @@ class ShareFetchBuffer:
             max_decompressed_size=self._max_decompressed,
             materialize=True,
         )
-        records: list[ConsumerRecord] | RecordSequence = decoded.materialized or []
+        records: list[ConsumerRecord] = decoded.records()  # built once (native: when read)
         ranges = buffered.acquired
         # The records inside each acquired range (records and ranges are in offset order),
         # with the range's delivery count.
