@@ -6,15 +6,16 @@ aiokafka's C batch builder, i.e. a real producer's encoder, then checked against
 decodes the same bytes with each decoder, best of N, and prints records/s and ratios to ours.
 
 Every decoder verifies CRCs and touches offset, timestamp, key, value and headers of each
-record. Ours is measured three times on the native path: as Arrow columns (``columnar=True``,
+record. Ours is measured four times on the native path: as Arrow columns (``columnar=True``,
 buffers filled in C, wrapped in a ``pyarrow.RecordBatch`` by protocol/arrow.py: what
 ``poll_batches`` and the Spark reader use; every column's buffers are read, no Python object
 per record; with ``--headers`` the batch includes the headers column), reading the list columns,
-and iterating ConsumerRecord tuples built while decoding (``materialize=True``, as the
-consumer); and twice on the pure-Python path (the same module's Python code). ``--mypyc``
-also compiles kafka_actors/protocol/records.py unchanged with mypyc (into a temporary
-directory; needs a C compiler) and measures that build (the compiled step the native path
-replaced).
+and ConsumerRecord tuples (``materialize=True``, as the consumer decodes: the native path
+keeps spans and builds each record when read), iterated one by one, and taken in slices of
+500 as the consumer's polls take them (``max.poll.records``' default); and twice on the
+pure-Python path (the same module's Python code). ``--mypyc`` also compiles
+kafka_actors/protocol/records.py unchanged with mypyc (into a temporary directory; needs a C
+compiler) and measures that build (the compiled step the native path replaced).
 
     .venv/bin/python bench/decode.py [--records 100000] [--repeat 9] [--headers] [--mypyc]
 """
@@ -37,10 +38,16 @@ from types import ModuleType
 
 from kafka_actors.protocol import records as records_module
 from kafka_actors.protocol.record_builder import RecordSpec, build_batch
-from kafka_actors.protocol.records import CompressionType, DecodedRecords, decode_records
+from kafka_actors.protocol.records import (
+    CompressionType,
+    DecodedRecords,
+    decode_records,
+    slice_records,
+)
 
 CODECS = {"none": CompressionType.NONE, "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
 BATCH_RECORDS = 500
+POLL_RECORDS = 500  # max.poll.records' default
 
 
 def make_records(n: int, with_headers: bool) -> list[RecordSpec]:
@@ -194,11 +201,22 @@ args_records = 0
 
 
 def ours_records(data: bytes) -> int:
-    # As the consumer decodes: ConsumerRecords built while decoding (materialize).
+    # As the consumer decodes (materialize), the records iterated one by one.
     n = 0
     for r in decode_records(data, "bench", 0, fetch_offset=0, materialize=True):
         r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018
         n += 1
+    return n
+
+
+def ours_polled(data: bytes) -> int:
+    # As the consumer decodes (materialize) and hands records out: a list of 500 per poll.
+    d = decode_records(data, "bench", 0, fetch_offset=0, materialize=True)
+    n = 0
+    for start in range(0, len(d), POLL_RECORDS):
+        for r in slice_records(d, start, start + POLL_RECORDS):
+            r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018
+            n += 1
     return n
 
 
@@ -300,11 +318,12 @@ def main() -> int:
         ("aiokafka (C)", aiokafka_c),
         (f"kafka-actors {impl} (columns)", ours_columns),
         (f"kafka-actors {impl} (ConsumerRecord)", ours_records),
+        (f"kafka-actors {impl} (ConsumerRecord, polls)", ours_polled),
         ("kafka-python", kafka_python),
     ]
     if impl != "python":
         decoders.insert(1, (f"kafka-actors {impl} (Arrow)", _arrow_reader(args.headers)))
-        decoders[4:4] = [
+        decoders[5:5] = [
             ("kafka-actors python (columns)", pure_columns),
             ("kafka-actors python (ConsumerRecord)", pure_records),
         ]
@@ -324,7 +343,7 @@ def main() -> int:
         + (f" (CRC32C: {native.CRC32C_IMPLEMENTATION})" if native is not None else "")
         + (f" ({records_module.NATIVE_UNAVAILABLE_REASON})" if native is None else "")
     )
-    print(f"{'codec':6} {'decoder':36} {'rec/s':>12} {'vs aiokafka (C)':>16}")
+    print(f"{'codec':6} {'decoder':44} {'rec/s':>12} {'vs aiokafka (C)':>16}")
     for name, codec in CODECS.items():
         data = build_with_aiokafka(records, codec)
         ours = decode_records(data, "bench", 0)
@@ -342,7 +361,7 @@ def main() -> int:
         base = args.records / best[decoders[0][0]]
         for label, _fn in decoders:
             rate = args.records / best[label]
-            print(f"{name:6} {label:36} {rate:12,.0f} {rate / base:15.2f}x")
+            print(f"{name:6} {label:44} {rate:12,.0f} {rate / base:15.2f}x")
     return 0
 
 

@@ -280,6 +280,79 @@ sum_to_int(int64_t a, int64_t b)
     return s;
 }
 
+/* ---- LazyRecords: a partition's records kept as spans, built into ConsumerRecords on use ---- */
+
+/* One record: its fields as C values and spans into a buffer the LazyRecords holds. */
+typedef struct {
+    int64_t offset, ts;
+    const char *key, *value; /* NULL: None */
+    const char *headers;     /* the checked header block; NULL: no headers */
+    PyObject *big;           /* owned; NULL, or (offset, timestamp) as ints when past int64 */
+    Py_ssize_t key_len, value_len, headers_len;
+} Span;
+
+/* One batch that yielded records: records batches[j-1].end .. end-1 are its (owned refs). */
+typedef struct {
+    Py_ssize_t end;
+    PyObject *ts_type, *epoch;
+} SpanBatch;
+
+/* DecodedRecords.materialized on the native path: a read-only sequence of ConsumerRecords.
+ * Decoding stores only spans (no Python object per record but the parsed headers); each
+ * record is built when it is read, so a consumer's records are created when a poll hands
+ * them out, and iterating builds one at a time (hot in cache). Only records of complete
+ * batches are visible (a batch that failed half-way leaves spans past the last end). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *topic, *partition;
+    Span *spans;
+    Py_ssize_t n, cap;
+    SpanBatch *batches;
+    Py_ssize_t nb, capb;
+    Py_buffer *bufs; /* the buffers the spans point into, exported until dealloc */
+    Py_ssize_t nbufs, capbufs;
+} LazyRecords;
+
+static PyTypeObject LazyRecordsType;
+static void lazy_truncate(LazyRecords *L, Py_ssize_t n);
+
+/* Grow *arr (of *cap items of `size` bytes) to hold one more than n. 0 ok, -1 MemoryError. */
+static int
+grow(void **arr, Py_ssize_t *cap, Py_ssize_t n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    Py_ssize_t want = *cap ? *cap * 2 : 64;
+    if (want <= n || (size_t)want > PY_SSIZE_T_MAX / size) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    void *p = PyMem_Realloc(*arr, (size_t)want * size);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *arr = p;
+    *cap = want;
+    return 0;
+}
+
+/* Keep `obj`'s buffer exported for the spans' lifetime: 0 ok, -1 error. *out: its data. */
+static int
+lazy_keep_buffer(LazyRecords *L, Py_buffer *view)
+{
+    if (grow((void **)&L->bufs, &L->capbufs, L->nbufs, sizeof(Py_buffer)) < 0)
+        return -1;
+    L->bufs[L->nbufs++] = *view; /* moved: released at dealloc */
+    return 0;
+}
+
+static inline Py_ssize_t
+lazy_visible(LazyRecords *L)
+{
+    return L->nb ? L->batches[L->nb - 1].end : 0;
+}
+
 /* The output columns of one DecodedRecords (new references). */
 typedef struct {
     PyObject *offsets, *timestamps, *keys, *values, *headers;
@@ -291,6 +364,8 @@ typedef struct {
     PyObject *topic, *partition, *batch_ts_type, *batch_epoch;
     /* decode_into(..., columnar=True): records go to this Arrow sink instead (no objects). */
     struct Arrow_ *arrow;
+    /* DecodedRecords.materialized is a LazyRecords: records go there as spans. */
+    LazyRecords *lazy;
 } Columns;
 
 static Py_ssize_t arrow_len(struct Arrow_ *a);
@@ -300,6 +375,8 @@ columns_len(Columns *c)
 {
     if (c->arrow)
         return arrow_len(c->arrow);
+    if (c->lazy)
+        return c->lazy->n;
     return PyList_GET_SIZE(c->materialized ? c->materialized : c->offsets);
 }
 
@@ -317,6 +394,7 @@ columns_clear(Columns *c)
     Py_CLEAR(c->batch_ts_types);
     Py_CLEAR(c->batch_epochs);
     Py_CLEAR(c->materialized);
+    Py_CLEAR(c->lazy);
 }
 
 static PyObject *
@@ -348,9 +426,11 @@ columns_get(PyObject *out, Columns *c)
         PyErr_Clear(); /* an object without the attribute: columns only */
     } else if (m == Py_None) {
         Py_DECREF(m);
+    } else if (Py_IS_TYPE(m, &LazyRecordsType)) {
+        c->lazy = (LazyRecords *)m;
     } else if (!PyList_Check(m)) {
         Py_DECREF(m);
-        PyErr_SetString(PyExc_TypeError, "DecodedRecords.materialized is not a list");
+        PyErr_SetString(PyExc_TypeError, "DecodedRecords.materialized is not a list or LazyRecords");
         columns_clear(c);
         return -1;
     } else {
@@ -501,6 +581,24 @@ error:
     return -1;
 }
 
+/* Check the header block b[pos:end] as parse_headers reads it, making no object: 0 ok, 1
+ * corrupt (the same fault parse_headers gives). */
+static int
+check_headers(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, Fault *f)
+{
+    int64_t n;
+    if (read_header_count(b, &pos, end, &n, f))
+        return 1;
+    for (int64_t i = 0; i < n; i++) {
+        Py_ssize_t k, klen, v, vlen;
+        if (read_header(b, &pos, end, &k, &klen, &v, &vlen, f))
+            return 1;
+    }
+    if (pos != end)
+        return FAULT(f, "record size does not match its fields (at byte %zd)", end);
+    return 0;
+}
+
 /* A length-prefixed nullable byte string (key or value): b[*start:*start+*len], *len -1 when
  * null. 0 ok, 1 corrupt. */
 static inline int
@@ -577,6 +675,40 @@ span_bytes(const uint8_t *b, Py_ssize_t start, Py_ssize_t len)
     return PyBytes_FromStringAndSize((const char *)b + start, len);
 }
 
+/* Add the kept record `r` of the batch in b as a span: 0 ok, -1 error. */
+static int
+lazy_add(LazyRecords *L, const uint8_t *b, RecordSpan *r, int64_t offset, int ovf,
+         int64_t base_offset, int64_t base_ts, int log_append, int64_t max_ts)
+{
+    if (grow((void **)&L->spans, &L->cap, L->n, sizeof(Span)) < 0)
+        return -1;
+    Span *s = &L->spans[L->n];
+    int ts_ovf = 0;
+    if (log_append)
+        s->ts = max_ts;
+    else
+        ts_ovf = __builtin_add_overflow(base_ts, r->ts_delta, &s->ts);
+    s->offset = offset;
+    s->key = r->key_len < 0 ? NULL : (const char *)b + r->key;
+    s->key_len = r->key_len;
+    s->value = r->value_len < 0 ? NULL : (const char *)b + r->value;
+    s->value_len = r->value_len;
+    s->headers = r->no_headers ? NULL : (const char *)b + r->headers;
+    s->headers_len = r->end - r->headers;
+    s->big = NULL;
+    if (ovf || ts_ovf) { /* past int64: the exact ints, as the pure path has them */
+        PyObject *o = ovf ? sum_to_int(base_offset, r->off_delta) : PyLong_FromLongLong(offset);
+        PyObject *t = ts_ovf ? sum_to_int(base_ts, r->ts_delta) : PyLong_FromLongLong(s->ts);
+        s->big = o && t ? PyTuple_Pack(2, o, t) : NULL;
+        Py_XDECREF(o);
+        Py_XDECREF(t);
+        if (s->big == NULL)
+            return -1;
+    }
+    L->n++;
+    return 0;
+}
+
 /* Decode the `count` records of b[pos:end] into the columns (see records.py's
  * _decode_batch_records, the trimming of _drop_below and LogAppendTime): 0 ok, 1 corrupt, -1
  * error. Records are appended only when they are kept. */
@@ -611,6 +743,14 @@ decode_batch_records(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t c
                 keep = 0;
             else
                 dropping = 0;
+        }
+        if (c->lazy != NULL) { /* headers are made when the record is built */
+            if (!r.no_headers && (rc = check_headers(b, r.headers, r.end, f)))
+                goto done;
+            if (keep && (rc = lazy_add(c->lazy, b, &r, offset, ovf, base_offset, base_ts,
+                                       log_append, max_ts)))
+                goto done;
+            continue;
         }
         PyObject *headers = NULL;
         if (r.no_headers) {
@@ -1312,6 +1452,21 @@ decode_into(PyObject *self, PyObject *args)
         goto error;
     if (read_committed && (aborted_producers = PySet_New(NULL)) == NULL)
         goto error;
+    if (c.lazy != NULL) {
+        Py_buffer whole;
+        if (c.lazy->topic == NULL) {
+            Py_INCREF(topic);
+            c.lazy->topic = topic;
+            Py_INCREF(partition);
+            c.lazy->partition = partition;
+        }
+        if (PyObject_GetBuffer(bufobj, &whole, PyBUF_SIMPLE) < 0)
+            goto error;
+        if (lazy_keep_buffer(c.lazy, &whole) < 0) {
+            PyBuffer_Release(&whole);
+            goto error;
+        }
+    }
 
     while (total - pos >= LOG_OVERHEAD) {
         if (set_position(out, next_fetch_offset, pos) < 0)
@@ -1469,7 +1624,16 @@ decode_into(PyObject *self, PyObject *args)
                               : decode_batch_records(sv.buf, 0, sv.len, count, base_offset,
                                                      base_ts, log_append, max_ts, fetch_offset,
                                                      &c, &fault);
-                PyBuffer_Release(&sv);
+                /* spans point into the section: the LazyRecords keeps it */
+                if (c.lazy != NULL && c.lazy->n > first) {
+                    if (lazy_keep_buffer(c.lazy, &sv) < 0) {
+                        lazy_truncate(c.lazy, first); /* no span may outlive its buffer */
+                        PyBuffer_Release(&sv);
+                        rc = -1;
+                    }
+                } else {
+                    PyBuffer_Release(&sv);
+                }
                 Py_DECREF(section);
             } else {
                 rc = columnar ? decode_batch_arrow(buf, records_start, end, count, base_offset,
@@ -1493,6 +1657,19 @@ decode_into(PyObject *self, PyObject *args)
                 goto error;
             }
             Py_ssize_t n = columns_len(&c);
+            if (n > first && c.lazy != NULL) {
+                LazyRecords *L = c.lazy;
+                if (grow((void **)&L->batches, &L->capb, L->nb, sizeof(SpanBatch)) < 0) {
+                    Py_DECREF(epoch);
+                    goto error;
+                }
+                Py_INCREF(ts_type);
+                Py_INCREF(epoch);
+                L->batches[L->nb].end = n;
+                L->batches[L->nb].ts_type = ts_type;
+                L->batches[L->nb].epoch = epoch;
+                L->nb++;
+            }
             if (n > first) {
                 Py_INCREF(ts_type);
                 if (append_steal(c.batch_ends, PyLong_FromSsize_t(n)) < 0 ||
@@ -1578,6 +1755,355 @@ new_record(PyObject *items[9])
     return r;
 #endif
 }
+
+/* ---- LazyRecords: the sequence type ------------------------------------------------------- */
+
+/* Drop spans n.. (their headers and big ints). */
+static void
+lazy_truncate(LazyRecords *L, Py_ssize_t n)
+{
+    for (Py_ssize_t i = n; i < L->n; i++)
+        Py_CLEAR(L->spans[i].big);
+    if (n < L->n)
+        L->n = n;
+}
+
+static PyObject *
+lazy_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if ((kwds != NULL && PyDict_GET_SIZE(kwds)) || PyTuple_GET_SIZE(args)) {
+        PyErr_SetString(PyExc_TypeError, "LazyRecords() takes no arguments");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0); /* zeroed */
+}
+
+static void
+lazy_dealloc(LazyRecords *L)
+{
+    lazy_truncate(L, 0);
+    PyMem_Free(L->spans);
+    for (Py_ssize_t j = 0; j < L->nb; j++) {
+        Py_DECREF(L->batches[j].ts_type);
+        Py_DECREF(L->batches[j].epoch);
+    }
+    PyMem_Free(L->batches);
+    for (Py_ssize_t j = 0; j < L->nbufs; j++)
+        PyBuffer_Release(&L->bufs[j]);
+    PyMem_Free(L->bufs);
+    Py_XDECREF(L->topic);
+    Py_XDECREF(L->partition);
+    Py_TYPE(L)->tp_free((PyObject *)L);
+}
+
+/* Where building records from index i on starts: the batch of i; records of one run share
+ * the timestamp int of the record before them when it is the same. */
+typedef struct {
+    Py_ssize_t batch;
+    PyObject *last_ts;
+    int64_t last_ts_val;
+    PyObject *last_headers; /* the last header block's tuple, reused when repeated */
+    const char *last_block;
+    Py_ssize_t last_len;
+    KeyCache keys;
+} Cursor;
+
+static void
+cursor_clear(Cursor *cur)
+{
+    Py_CLEAR(cur->last_ts);
+    Py_CLEAR(cur->last_headers);
+    key_cache_clear(&cur->keys);
+}
+
+static void
+cursor_seek(LazyRecords *L, Cursor *cur, Py_ssize_t i)
+{
+    Py_ssize_t lo = 0, hi = L->nb; /* the first batch whose end is past i */
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (L->batches[mid].end <= i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    cur->batch = lo;
+    cur->last_ts = NULL;
+    cur->last_ts_val = 0;
+    cur->last_headers = NULL;
+    cur->last_block = NULL;
+    cur->last_len = 0;
+    cur->keys.n = 0;
+}
+
+/* The headers tuple of span s (a new reference). */
+static PyObject *
+cursor_headers(Cursor *cur, Span *s)
+{
+    if (s->headers == NULL)
+        return Py_NewRef(empty_tuple);
+    if (cur->last_headers != NULL && cur->last_len == s->headers_len &&
+        memcmp(cur->last_block, s->headers, (size_t)s->headers_len) == 0)
+        return Py_NewRef(cur->last_headers);
+    PyObject *h = NULL;
+    Fault f;
+    int rc = parse_headers((const uint8_t *)s->headers, 0, s->headers_len, &h, &f, &cur->keys);
+    if (rc > 0) /* checked while decoding: not reached */
+        PyErr_Format(PyExc_SystemError, "header block changed after decoding: %s", f.msg);
+    if (rc)
+        return NULL;
+    Py_XSETREF(cur->last_headers, Py_NewRef(h));
+    cur->last_block = s->headers;
+    cur->last_len = s->headers_len;
+    return h;
+}
+
+/* Record i (0 <= i < lazy_visible(L), at or after the cursor's batch start) as a new
+ * ConsumerRecord. */
+static PyObject *
+lazy_build(LazyRecords *L, Py_ssize_t i, Cursor *cur)
+{
+    while (L->batches[cur->batch].end <= i)
+        cur->batch++;
+    Span *s = &L->spans[i];
+    PyObject *off, *ts;
+    if (s->big != NULL) {
+        off = PyTuple_GET_ITEM(s->big, 0);
+        ts = PyTuple_GET_ITEM(s->big, 1);
+        Py_INCREF(off);
+        Py_INCREF(ts);
+    } else {
+        if ((off = PyLong_FromLongLong(s->offset)) == NULL)
+            return NULL;
+        if (cur->last_ts != NULL && cur->last_ts_val == s->ts) {
+            ts = cur->last_ts;
+            Py_INCREF(ts);
+        } else {
+            if ((ts = PyLong_FromLongLong(s->ts)) == NULL) {
+                Py_DECREF(off);
+                return NULL;
+            }
+            Py_INCREF(ts);
+            Py_XSETREF(cur->last_ts, ts);
+            cur->last_ts_val = s->ts;
+        }
+    }
+    PyObject *key = s->key ? PyBytes_FromStringAndSize(s->key, s->key_len) : Py_NewRef(Py_None);
+    PyObject *value = NULL, *headers = NULL, *rec = NULL;
+    if (key != NULL)
+        value = s->value ? PyBytes_FromStringAndSize(s->value, s->value_len) : Py_NewRef(Py_None);
+    if (value != NULL)
+        headers = cursor_headers(cur, s);
+    if (headers != NULL) {
+        SpanBatch *b = &L->batches[cur->batch];
+        PyObject *items[9] = {L->topic, L->partition, off,     ts,      b->ts_type,
+                              key,      value,        headers, b->epoch};
+        rec = new_record(items);
+    }
+    Py_DECREF(off);
+    Py_DECREF(ts);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    return rec;
+}
+
+/* Records start..end-1 as a new list (0 <= start <= end <= visible). */
+static PyObject *
+lazy_range(LazyRecords *L, Py_ssize_t start, Py_ssize_t end)
+{
+    PyObject *list = PyList_New(end - start);
+    if (list == NULL || end == start)
+        return list;
+    Cursor cur;
+    cursor_seek(L, &cur, start);
+    for (Py_ssize_t i = start; i < end; i++) {
+        PyObject *r = lazy_build(L, i, &cur);
+        if (r == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i - start, r);
+    }
+    cursor_clear(&cur);
+    return list;
+}
+
+static Py_ssize_t
+lazy_length(LazyRecords *L)
+{
+    return lazy_visible(L);
+}
+
+static PyObject *
+lazy_item(LazyRecords *L, Py_ssize_t i)
+{
+    if (i < 0 || i >= lazy_visible(L)) {
+        PyErr_SetString(PyExc_IndexError, "LazyRecords index out of range");
+        return NULL;
+    }
+    Cursor cur;
+    cursor_seek(L, &cur, i);
+    PyObject *r = lazy_build(L, i, &cur);
+    cursor_clear(&cur);
+    return r;
+}
+
+static PyObject *
+lazy_subscript(LazyRecords *L, PyObject *key)
+{
+    Py_ssize_t n = lazy_visible(L);
+    if (PyIndex_Check(key)) {
+        Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred())
+            return NULL;
+        return lazy_item(L, i < 0 ? i + n : i);
+    }
+    if (!PySlice_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "LazyRecords indices must be integers or slices, not %.200s",
+                     Py_TYPE(key)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t start, stop, step;
+    if (PySlice_Unpack(key, &start, &stop, &step) < 0)
+        return NULL;
+    Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+    if (step == 1)
+        return lazy_range(L, start, start + len);
+    PyObject *list = PyList_New(len);
+    for (Py_ssize_t k = 0, i = start; list != NULL && k < len; k++, i += step) {
+        PyObject *r = lazy_item(L, i);
+        if (r == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, k, r);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(lazy_offset_at_doc, "offset_at(i)\n--\n\nThe offset of record i (no record built).");
+
+static PyObject *
+lazy_offset_at(LazyRecords *L, PyObject *arg)
+{
+    Py_ssize_t i = PyNumber_AsSsize_t(arg, PyExc_IndexError);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0)
+        i += lazy_visible(L);
+    if (i < 0 || i >= lazy_visible(L)) {
+        PyErr_SetString(PyExc_IndexError, "LazyRecords index out of range");
+        return NULL;
+    }
+    Span *s = &L->spans[i];
+    if (s->big != NULL)
+        return Py_NewRef(PyTuple_GET_ITEM(s->big, 0));
+    return PyLong_FromLongLong(s->offset);
+}
+
+/* The iterator: builds one record per step. */
+typedef struct {
+    PyObject_HEAD
+    LazyRecords *L;
+    Py_ssize_t i, end;
+    Cursor cur;
+} LazyIter;
+
+static void
+lazy_iter_dealloc(LazyIter *it)
+{
+    cursor_clear(&it->cur);
+    Py_XDECREF(it->L);
+    Py_TYPE(it)->tp_free((PyObject *)it);
+}
+
+static PyObject *
+lazy_iter_next(LazyIter *it)
+{
+    if (it->i >= it->end)
+        return NULL;
+    PyObject *r = lazy_build(it->L, it->i, &it->cur);
+    if (r != NULL)
+        it->i++;
+    return r;
+}
+
+static PyObject *
+lazy_iter_length_hint(LazyIter *it, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(it->end - it->i);
+}
+
+static PyMethodDef lazy_iter_methods[] = {
+    {"__length_hint__", (PyCFunction)lazy_iter_length_hint, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LazyIterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_actors.protocol._crecords.LazyRecordsIterator",
+    .tp_basicsize = sizeof(LazyIter),
+    .tp_dealloc = (destructor)lazy_iter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)lazy_iter_next,
+    .tp_methods = lazy_iter_methods,
+};
+
+static PyObject *
+lazy_iter(LazyRecords *L)
+{
+    LazyIter *it = PyObject_New(LazyIter, &LazyIterType);
+    if (it == NULL)
+        return NULL;
+    Py_INCREF(L);
+    it->L = L;
+    it->i = 0;
+    it->end = lazy_visible(L);
+    cursor_seek(L, &it->cur, 0);
+    return (PyObject *)it;
+}
+
+static PyObject *
+lazy_repr(LazyRecords *L)
+{
+    return PyUnicode_FromFormat("<LazyRecords %zd records>", lazy_visible(L));
+}
+
+static PySequenceMethods lazy_as_sequence = {
+    .sq_length = (lenfunc)lazy_length,
+    .sq_item = (ssizeargfunc)lazy_item,
+};
+
+static PyMappingMethods lazy_as_mapping = {
+    .mp_length = (lenfunc)lazy_length,
+    .mp_subscript = (binaryfunc)lazy_subscript,
+};
+
+static PyMethodDef lazy_methods[] = {
+    {"offset_at", (PyCFunction)lazy_offset_at, METH_O, lazy_offset_at_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(lazy_doc,
+"LazyRecords()\n--\n\n"
+"A partition's decoded records (decode_into fills it): a read-only sequence of\n"
+"ConsumerRecord, each built when it is read (indexing, slicing to a list, iterating).");
+
+static PyTypeObject LazyRecordsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_actors.protocol._crecords.LazyRecords",
+    .tp_basicsize = sizeof(LazyRecords),
+    .tp_dealloc = (destructor)lazy_dealloc,
+    .tp_repr = (reprfunc)lazy_repr,
+    .tp_as_sequence = &lazy_as_sequence,
+    .tp_as_mapping = &lazy_as_mapping,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_SEQUENCE,
+    .tp_doc = lazy_doc,
+    .tp_iter = (getiterfunc)lazy_iter,
+    .tp_methods = lazy_methods,
+    .tp_new = lazy_new,
+};
 
 PyDoc_STRVAR(records_doc,
 "records(decoded, start, end)\n--\n\n"
@@ -1761,9 +2287,17 @@ PyInit__crecords(void)
     crc_init();
     if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL)
         return NULL;
+    if (PyType_Ready(&LazyRecordsType) < 0 || PyType_Ready(&LazyIterType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    Py_INCREF(&LazyRecordsType);
+    if (PyModule_AddObject(m, "LazyRecords", (PyObject *)&LazyRecordsType) < 0) {
+        Py_DECREF(&LazyRecordsType);
+        Py_DECREF(m);
+        return NULL;
+    }
     if (PyModule_AddStringConstant(m, "CRC32C_IMPLEMENTATION", crc_hw ? "sse4.2" : "slice-by-8") <
         0) {
         Py_DECREF(m);

@@ -1,9 +1,20 @@
 """Types of the native record path (kafka_actors/protocol/_crecords.c)."""
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, overload
 
 CRC32C_IMPLEMENTATION: str
+
+class LazyRecords:
+    """A partition's records as spans, each built into a ConsumerRecord when read."""
+
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int, /) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice, /) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+    def offset_at(self, index: int, /) -> int: ...
 
 def decode_into(
     buf: bytes,

@@ -45,7 +45,7 @@ from enum import IntEnum
 from functools import partial
 from itertools import repeat
 from types import ModuleType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, overload
 
 import cramjam
 from crc32c import crc32c
@@ -67,6 +67,7 @@ __all__ = [
     "DecodedRecords",
     "Header",
     "IsolationLevel",
+    "RecordSequence",
     "TimestampType",
     "decode_records",
     "slice_records",
@@ -140,6 +141,24 @@ class ConsumerRecord(NamedTuple):
     leader_epoch: int | None
 
 
+class RecordSequence(Protocol):
+    """``DecodedRecords.materialized`` on the native path (``_crecords.LazyRecords``): a
+    read-only sequence whose records are built when read (an index, a slice as a list, one
+    at a time when iterated)."""
+
+    def __len__(self) -> int: ...
+
+    @overload
+    def __getitem__(self, index: int, /) -> ConsumerRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice, /) -> list[ConsumerRecord]: ...
+
+    def __iter__(self) -> Iterator[ConsumerRecord]: ...
+
+    def offset_at(self, index: int, /) -> int: ...
+
+
 @dataclass(slots=True, eq=False)
 class DecodedRecords:
     """The data records of one partition's fetched bytes, in columns.
@@ -154,9 +173,12 @@ class DecodedRecords:
     if no batch was complete); ``bytes_consumed`` counts the bytes of complete batches, so
     ``bytes_consumed < len(data)`` means a trailing truncated batch was ignored.
 
-    ``materialized`` (decoding with ``materialize=True``): the records as ConsumerRecords,
-    built while decoding (on the native path no column list is filled per record); the five
-    record columns are then empty, the batch columns are as above.
+    ``materialized`` (decoding with ``materialize=True``): the records as ConsumerRecords
+    (on the pure path a list built while decoding; on the native path a
+    :class:`RecordSequence` that keeps each record as spans into the fetched bytes and
+    builds it when read, so records are created when a poll hands them out, and iterating
+    builds one at a time); the five record columns are then empty, the batch columns are
+    as above.
 
     ``native_columns`` (decoding with ``columnar=True`` on the native path): the records as
     Arrow buffers filled in C, no Python object per record (the layout is ``_crecords.c``'s
@@ -183,7 +205,7 @@ class DecodedRecords:
     batch_timestamp_types: list[TimestampType] = field(default_factory=list)
     batch_leader_epochs: list[int | None] = field(default_factory=list)
     error: KafkaError | None = None
-    materialized: list[ConsumerRecord] | None = None
+    materialized: list[ConsumerRecord] | RecordSequence | None = None
     native_columns: tuple[Any, ...] | None = None
     arrow: Any = None
 
@@ -199,7 +221,9 @@ class DecodedRecords:
                 raise IndexError(index)
             return int(_INT64.unpack_from(self.native_columns[1], 8 * index)[0])
         if self.materialized is not None:
-            return self.materialized[index].offset
+            if isinstance(self.materialized, list):
+                return self.materialized[index].offset
+            return self.materialized.offset_at(index)
         return self.offsets[index]
 
     def leader_epoch_at(self, index: int) -> int | None:
@@ -207,6 +231,8 @@ class DecodedRecords:
         return self.batch_leader_epochs[bisect.bisect_right(self.batch_ends, index)]
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
+        if self.materialized is not None:
+            return iter(self.materialized)
         return iter(slice_records(self, 0, len(self)))
 
     def records(self) -> list[ConsumerRecord]:
@@ -564,8 +590,10 @@ def _decompress_into_bound(codec: int, payload: bytes | memoryview, max_size: in
         buffer.close()
 
 
-def _decompress(codec: int, payload: bytes | memoryview, max_size: int) -> bytes:
-    """Decompress a batch's records section, at most ``max_size`` bytes of it.
+def _decompress(codec: int, payload: bytes | memoryview, max_size: int) -> bytes | cramjam.Buffer:
+    """Decompress a batch's records section, at most ``max_size`` bytes of it: bytes, or
+    cramjam's buffer as it is (LZ4, zstd: not copied again; the native path's records keep
+    it, the pure path takes it as bytes).
 
     Nothing past ``max_size`` is allocated: snappy's declared sizes are checked first, gzip is
     streamed with an output limit, LZ4 and zstd are decompressed in one step when their block
@@ -576,11 +604,11 @@ def _decompress(codec: int, payload: bytes | memoryview, max_size: int) -> bytes
     try:
         if codec == CompressionType.LZ4:
             if _lz4_bound(payload, max_size) <= max_size:
-                return bytes(cramjam.lz4.decompress(payload))
+                return cramjam.lz4.decompress(payload)
             return _decompress_into_bound(codec, payload, max_size)
         if codec == CompressionType.ZSTD:
             if _zstd_bound(payload, max_size) <= max_size:
-                return bytes(cramjam.zstd.decompress(payload))
+                return cramjam.zstd.decompress(payload)
             return _decompress_into_bound(codec, payload, max_size)
         if codec == CompressionType.GZIP:
             return _gunzip(payload, max_size)
@@ -861,7 +889,7 @@ def decode_records(
     try:
         if _native is not None:
             if materialize:
-                out.materialized = []
+                out.materialized = _native.LazyRecords()
             _native.decode_into(
                 data if isinstance(data, bytes) else bytes(data),
                 out,
@@ -989,8 +1017,10 @@ def _decode_into(
                     aborted_producers.add(heapq.heappop(aborted_heap)[1])
                 if is_control:
                     if codec:
-                        cbuf = _decompress(
-                            codec, memoryview(buf)[records_start:end], max_decompressed_size
+                        cbuf = bytes(
+                            _decompress(
+                                codec, memoryview(buf)[records_start:end], max_decompressed_size
+                            )
                         )
                         ctype = _control_type(cbuf, 0, len(cbuf))
                     else:
@@ -1001,8 +1031,10 @@ def _decode_into(
                     is_control = 1  # skip like a control batch: aborted data
             if not is_control and last_offset >= fetch_offset and count:
                 if codec:
-                    rbuf = _decompress(
-                        codec, memoryview(buf)[records_start:end], max_decompressed_size
+                    rbuf = bytes(
+                        _decompress(
+                            codec, memoryview(buf)[records_start:end], max_decompressed_size
+                        )
                     )
                     rpos, rend = 0, len(rbuf)
                 else:
@@ -1079,8 +1111,9 @@ def _rollback(out: DecodedRecords) -> None:
     """Drop the partial records of a batch that failed half-way (keeps columns aligned)."""
     n = out.batch_ends[-1] if out.batch_ends else 0
     del out.offsets[n:], out.timestamps[n:], out.keys[n:], out.values[n:], out.headers[n:]
-    if out.materialized is not None:
-        del out.materialized[n:]
+    if out.materialized is not None and len(out.materialized) != n:
+        # (a LazyRecords shows only complete batches: its length is n already)
+        out.materialized = out.materialized[:n]
 
 
 #: Set to 1 (or true / yes) to use the pure-Python record path even when the native one is built.

@@ -193,7 +193,7 @@ class ShareFetchBuffer:
             max_decompressed_size=self._max_decompressed,
             materialize=True,
         )
-        records: list[ConsumerRecord] = decoded.materialized or []
+        records: list[ConsumerRecord] = decoded.records()  # built once (native: when read)
         ranges = buffered.acquired
         # The records inside each acquired range (records and ranges are in offset order),
         # with the range's delivery count.

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -400,3 +401,80 @@ def test_consumer_reports_the_record_path_and_why_not_native() -> None:
     assert '"record_decoder": "python"' in created[0]
     assert f'"record_decoder_reason": "{records.PURE_ENV} is set"' in created[0]
     assert "METRIC python" in text
+
+
+def _lazy_sample(codec: CompressionType) -> tuple[bytes, list[ConsumerRecord]]:
+    """Three batches (one compressed per codec, headers in the middle one), and the records
+    the pure path makes of them."""
+    specs = [
+        RecordSpec(key=None if i % 3 == 0 else b"k%d" % i, value=b"v" * i, timestamp=1000 + i)
+        for i in range(12)
+    ]
+    data = b"".join(
+        build_batch(
+            [replace(s, headers=(("h", b"x"), ("n", None))) if b == 1 else s for s in chunk],
+            base_offset=4 * b,
+            compression=codec,
+            partition_leader_epoch=b or -1,
+        )
+        for b, chunk in enumerate((specs[0:4], specs[4:8], specs[8:12]))
+    )
+    with _pure():
+        expected = list(decode_records(data, "t", 3, materialize=True))
+    return data, expected
+
+
+@needs_native
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.ZSTD])
+def test_lazy_records_index_slice_and_iterate_like_a_list(codec: CompressionType) -> None:
+    data, expected = _lazy_sample(codec)
+    d = decode_records(bytearray(data), "t", 3, materialize=True)
+    lazy = d.materialized
+    assert lazy is not None and not isinstance(lazy, list)
+    del data  # the records point into buffers the sequence keeps
+    assert len(lazy) == len(expected) == 12
+    assert list(lazy) == expected == d.records()
+    assert [lazy[i] for i in range(-12, 12)] == expected + expected
+    for s in (slice(None), slice(3, 9), slice(-5, None), slice(None, None, -2), slice(1, 11, 3)):
+        assert lazy[s] == expected[s]
+        assert records.slice_records(d, 2, 7) == expected[2:7]
+    assert [d.offset_at(i) for i in range(12)] == [r.offset for r in expected]
+    assert [lazy.offset_at(i) for i in (-1, 0)] == [11, 0]
+    assert [d.leader_epoch_at(i) for i in (0, 5, 11)] == [None, 1, 2]
+    for bad in (12, -13):
+        with pytest.raises(IndexError):
+            lazy[bad]
+        with pytest.raises(IndexError):
+            lazy.offset_at(bad)
+    with pytest.raises(TypeError):
+        lazy["0"]  # type: ignore[call-overload]
+    assert pickle.loads(pickle.dumps(lazy[5])) == expected[5]
+
+
+@needs_native
+def test_lazy_records_show_only_batches_before_a_bad_one() -> None:
+    data, expected = _lazy_sample(CompressionType.NONE)
+    bad = bytearray(data)
+    bad[-3] ^= 0xFF  # the third batch's CRC no longer matches
+    d = decode_records(bytes(bad), "t", 3, materialize=True, partial_on_error=True)
+    assert isinstance(d.error, CorruptRecordError) and d.error.offset == 8
+    assert len(d) == 8 and list(d) == expected[:8] == d.materialized[:]  # type: ignore[index]
+    assert d.next_fetch_offset == 8
+
+
+@needs_native
+def test_lazy_records_past_int64_offsets_and_timestamps_as_exact_ints() -> None:
+    # offsets and timestamps whose base + delta overflow int64 are Python ints, as the pure
+    # path gives them (the span keeps them as ints, not as int64)
+    top = 2**63 - 3
+    data = build_batch(
+        [RecordSpec(key=b"a", value=b"b", timestamp=top + 5, offset_delta=5)],
+        base_offset=top,
+        base_timestamp=top,
+        max_timestamp=top,
+        last_offset_delta=0,
+    )
+    outcome = _same_on_both_paths(data)
+    assert outcome[0] == "ok"
+    (rec,) = decode_records(data, "t", 3, materialize=True)
+    assert (rec.offset, rec.timestamp) == (top + 5, top + 5)
