@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar
 
-from kafka_actors.actors.events import PollEvent, PositionsChangedEvent
+from kafka_actors.actors.events import PollEvent, PollLatch, PositionsChangedEvent
 from kafka_actors.actors.facade import (
     CallTimeout,
     ConsumerRebalanceListener,
@@ -113,6 +113,8 @@ class KafkaConsumer:
         self._facade = core.facade
         self._tree = core.tree
         self._poll_lock = threading.RLock()
+        #: The group actors' last PollEvent of a poll, until received (see _tell_poll).
+        self._poll_latches = {"membership": PollLatch(), "commit": PollLatch()}
         self._close_lock = threading.Lock()
 
     @property
@@ -239,9 +241,7 @@ class KafkaConsumer:
         deadline = time.monotonic() + max(0.0, float(timeout))
         with traced(trace), self._poll_lock, ctx.metrics.polling():
             if uses_group:
-                event = PollEvent(trace)
-                facade.tell("membership", event)
-                facade.tell("commit", event)
+                self._tell_poll(trace)
             while True:
                 facade.process_background()
                 facade.check_wakeup()
@@ -279,6 +279,23 @@ class KafkaConsumer:
                     event = PollEvent(trace, waiting=True)
                     facade.tell("membership", event)
                     facade.tell("commit", event)
+
+    def _tell_poll(self, trace: str) -> None:
+        """A poll's PollEvent to the membership and commit actors, unless the one an earlier
+        poll told an actor is still in its inbox (:class:`PollLatch`): the actor reads its
+        clock for that event after this poll started, so it stands for this poll too (the
+        poll timer, auto-commit due, a rebalance to start). Saves a queue put and a thread
+        wake-up per poll and actor when polls come faster than the actors run. An event not
+        received within _POLL_EVENT_INTERVAL_S (a restarting actor's inbox) is not trusted."""
+        facade = self._facade
+        now = time.monotonic()
+        for target, latch in self._poll_latches.items():
+            if latch.pending and now - latch.told_at < _POLL_EVENT_INTERVAL_S:
+                continue
+            latch.pending = True
+            latch.told_at = now
+            if not facade.tell(target, PollEvent(trace, latch=latch)):
+                latch.pending = False
 
     # -- waiting on the core's futures --------------------------------------------------------
 

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import pykka
 
 from kafka_actors.actors.context import ConsumerContext, Routed, fail
+from kafka_actors.actors.events import PollEvent
 from kafka_actors.actors.network import RequestFailed, Response, Send
 from kafka_actors.clock import Cancellable, tell_later
 from kafka_actors.errors import (
@@ -159,6 +160,8 @@ class ManagerActor(SupervisedActor):
             self.actor_ref.tell(self._stash.popleft())
 
     def before_receive(self, message: Any) -> None:
+        if type(message) is PollEvent and message.latch is not None:
+            message.latch.pending = False  # before the clock is read for it (PollLatch)
         # Hold the caller's future before anything (an injected crash included) can end this
         # incarnation: the caller then gets a retriable error, never silence.
         future = getattr(message, "future", None)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
@@ -32,6 +32,7 @@ __all__ = [
     "ListOffsetsEvent",
     "PartitionCounts",
     "PollEvent",
+    "PollLatch",
     "PositionsChangedEvent",
     "RefreshMetadataEvent",
     "ResetPositionsEvent",
@@ -69,6 +70,24 @@ class PollEvent:
 
     trace_id: str | None = None
     waiting: bool = False
+    #: Set by a poll that may skip telling again while this event is not yet received.
+    latch: PollLatch | None = field(default=None, compare=False)
+
+
+class PollLatch:
+    """One actor's last :class:`PollEvent` from a poll loop, until the actor receives it.
+
+    The actor clears ``pending`` before it reads its clock for the event (in
+    ``before_receive``), so a poll that finds ``pending`` set needs no event of its own: the
+    one queued is handled at a time after this poll, as the poll's own would be. The sync
+    consumer then skips the tell (a queue put and a thread wake-up per poll and actor);
+    ``told_at`` bounds how long it trusts an event that a restarting actor may have lost."""
+
+    __slots__ = ("pending", "told_at")
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.told_at = 0.0
 
 
 @dataclass(frozen=True, slots=True)
