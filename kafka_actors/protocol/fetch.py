@@ -391,6 +391,7 @@ class FetchManager(FetchBuffer, EventOutbox):
         self._m_bytes = 0
         self._m_bytes_fetched = 0
         self._m_lag: dict[TopicPartition, int] = {}
+        self._m_lag_assignment_id = -1
         #: The last Fetch response handled, for Java's sensors (one record per response):
         #: (latency ms, throttle_time_ms, record bytes by topic); None if it was ignored.
         self.last_response: tuple[int, int, dict[str, int]] | None = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafka_actors.errors import KafkaError
@@ -183,6 +183,7 @@ class FetchBuffer:
     _m_records: int
     _m_bytes: int
     _m_lag: dict[TopicPartition, int]
+    _m_lag_assignment_id: int
 
     @property
     def buffered_bytes(self) -> int:
@@ -321,7 +322,9 @@ class FetchBuffer:
             decoded = cf.decoded
             taken, count, new_position, drained = self._take_records(cf, remaining, columnar)
             if new_position is not None and state is not None and state.position is not None:
-                new_position = replace(new_position, current_leader=state.position.current_leader)
+                new_position = FetchPosition(
+                    new_position.offset, new_position.offset_epoch, state.position.current_leader
+                )
             if new_position is not None:
                 if self._subs.advance_position(cf.tp, cf.next_offset, new_position):
                     if not taken:  # nothing to return: the consumed position may follow
@@ -363,9 +366,14 @@ class FetchBuffer:
             if lead is not None:
                 leads[tp] = lead
         self.last_collect_lag, self.last_collect_lead = lags, leads
-        for tp in list(self._m_lag):
-            if not self._subs.is_assigned(tp):
-                del self._m_lag[tp]
+        # Lags of partitions no longer assigned go (the assigned set changes only with the
+        # assignment id: checked again only then, not at every collect).
+        current_id = self._subs.assignment_id
+        if current_id != self._m_lag_assignment_id:
+            for tp in list(self._m_lag):
+                if not self._subs.is_assigned(tp):
+                    del self._m_lag[tp]
+            self._m_lag_assignment_id = current_id
         by_partition = {tp: tuple(r) for tp, r in records.items()}
         return FetchResult(
             records={} if columnar else by_partition,

@@ -732,6 +732,20 @@ def test_offsets_lag_and_metrics() -> None:
     assert metrics.last_response_ms == 130
 
 
+def test_lag_of_a_partition_no_longer_assigned_is_dropped_at_the_next_collect() -> None:
+    fm, subs = setup({T0: 0, T1: 0}, LEADERS)
+    request = fm.poll(100).requests[0]
+    parts = {tp: Part(batch(0, 5), high_watermark=12) for tp in (T0, T1)}
+    fm.on_response(request.request_id, fetch_response(17, parts, session_id=1), 130)
+    fm.collect(20)
+    assert fm.metrics().records_lag == {T0: 7, T1: 7}
+    fm.collect(20)  # nothing left: lags stay
+    assert fm.metrics().records_lag == {T0: 7, T1: 7}
+    subs.assign_from_user([T1])
+    fm.collect(20)
+    assert fm.metrics().records_lag == {T1: 7}
+
+
 def test_stale_response_does_not_update_offsets() -> None:
     fm, subs = setup({T0: 0}, LEADERS)
     request = fm.poll(0).requests[0]
