@@ -6,10 +6,13 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_actors import KafkaConsumer
 from kafka_actors.protocol.records import ConsumerRecord
+
+if TYPE_CHECKING:
+    from kafka_actors.testing import KafkaCluster
 
 _seq = itertools.count()
 
@@ -71,3 +74,20 @@ def base_config(bootstrap: str, **extra: object) -> dict[str, object]:
     }
     config.update(extra)
     return config
+
+
+def leaders_of(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition -> the broker id of its leader, as confluent-kafka's admin sees it."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(topic, timeout=30)
+    return {p: info.leader for p, info in metadata.topics[topic].partitions.items()}
+
+
+def broker_index(cluster: KafkaCluster, node_id: int) -> int:
+    """The index in ``cluster.brokers`` (what stop/kill/start take) of broker ``node_id``."""
+    for i, node in enumerate(cluster.brokers):
+        if node.node_id == node_id:
+            return i
+    raise AssertionError(f"no broker with id {node_id}")

@@ -33,7 +33,7 @@ from kafka_actors.errors import KafkaError
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.supervisors import FaultInjector
 from kafka_actors.testing.broker import KafkaCluster
-from tests.consumer.helpers import unique
+from tests.consumer.helpers import broker_index, leaders_of, unique
 from tests.consumer_resilience.common import (
     PROTOCOLS,
     Member,
@@ -106,13 +106,6 @@ class CommittedWatch:
         self.consumer.close(timeout=10)
 
 
-def _broker_index(cluster: KafkaCluster, node_id: int) -> int:
-    for i, node in enumerate(cluster.brokers):
-        if node.node_id == node_id:
-            return i
-    raise AssertionError(f"no broker with id {node_id}")
-
-
 #: Errors of a coordinator that is moving (confluent-kafka does not flag them retriable).
 _MOVING = frozenset([14, 15, 16, -185, -195])  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORD..
 
@@ -133,14 +126,6 @@ def _coordinator_of(bootstrap: str, group: str) -> int:
             if exc.args[0].code() not in _MOVING or time.monotonic() >= deadline:
                 raise
             time.sleep(0.5)
-
-
-def _leaders_of(bootstrap: str, topic: str) -> dict[int, int]:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    metadata = admin.list_topics(topic, timeout=30)
-    return {p: info.leader for p, info in metadata.topics[topic].partitions.items()}
 
 
 @pytest.mark.timeout(600)
@@ -202,7 +187,7 @@ def test_fencing_coordinator_loss_leader_change(cluster: KafkaCluster, protocol:
         consumed_again("not-coordinator")
 
         # 3. The coordinator broker killed.
-        coordinator = _broker_index(cluster, _coordinator_of(bootstrap, group))
+        coordinator = broker_index(cluster, _coordinator_of(bootstrap, group))
         cluster.kill_broker(coordinator)
         consumed_again("coordinator-killed", timeout=180)
         new_coordinator = _coordinator_of(bootstrap, group)
@@ -210,9 +195,9 @@ def test_fencing_coordinator_loss_leader_change(cluster: KafkaCluster, protocol:
         cluster.start_broker(coordinator)
 
         # 4. A partition leader killed (leading the most partitions of the topic).
-        leaders = _leaders_of(bootstrap, topic)
+        leaders = leaders_of(bootstrap, topic)
         busiest = max(set(leaders.values()), key=list(leaders.values()).count)
-        victim = _broker_index(cluster, busiest)
+        victim = broker_index(cluster, busiest)
         cluster.kill_broker(victim)
         consumed_again("leader-killed", timeout=180)
         cluster.start_broker(victim)

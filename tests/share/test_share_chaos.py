@@ -27,7 +27,7 @@ from kafka_actors import (
 from kafka_actors.errors import KafkaError
 from kafka_actors.testing import KafkaCluster
 from kafka_actors.testing.share import set_share_group_config
-from tests.consumer.helpers import produce, unique
+from tests.consumer.helpers import broker_index, leaders_of, produce, unique
 
 pytestmark = pytest.mark.broker
 
@@ -40,18 +40,6 @@ def cluster() -> Iterator[KafkaCluster]:
     """Three brokers for this module alone (its test stops and kills brokers)."""
     with KafkaCluster(num_brokers=3) as c:
         yield c
-
-
-def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    meta = admin.list_topics(topic, timeout=30)
-    return {p: part.leader for p, part in meta.topics[topic].partitions.items()}
-
-
-def _index(cluster: KafkaCluster, node_id: int) -> int:
-    return next(i for i, b in enumerate(cluster.brokers) if b.node_id == node_id)
 
 
 class Member:
@@ -168,13 +156,13 @@ def test_share_consumers_survive_leader_restart_and_kill(cluster: KafkaCluster) 
         produce(bootstrap, topic, COUNT // 3)
         wait_for(COUNT // 3, 180, "before the restart")
         # 1. The leader of partition 0: controlled shutdown, records produced meanwhile.
-        victim = _index(cluster, _leaders(bootstrap, topic)[0])
+        victim = broker_index(cluster, leaders_of(bootstrap, topic)[0])
         cluster.stop_broker(victim)
         produce(bootstrap, topic, COUNT // 3, start=COUNT // 3)
         cluster.start_broker(victim)
         wait_for(2 * COUNT // 3, 300, "after the restart")
         # 2. The leader of partition 1 killed, records produced meanwhile.
-        victim = _index(cluster, _leaders(bootstrap, topic)[1])
+        victim = broker_index(cluster, leaders_of(bootstrap, topic)[1])
         cluster.kill_broker(victim)
         produce(bootstrap, topic, COUNT - 2 * (COUNT // 3), start=2 * (COUNT // 3))
         cluster.start_broker(victim)
