@@ -201,6 +201,23 @@ def _fetched(request: UnsentRequest) -> set[int]:
     return {p.partition_index for t in request.request.topics for p in t.partitions}
 
 
+def _fetching(requests: list[UnsentRequest]) -> list[set[int]]:
+    """The partitions each ShareFetch (to one broker) fetches: those it adds, and at an epoch
+    after 0 those of the session before it, less those it forgets."""
+    out: list[set[int]] = []
+    session: set[int] = set()
+    for request in requests:
+        body = request.request
+        if int(body.__api_key__) != ApiKey.SHARE_FETCH:
+            out.append(set())
+            continue
+        forgotten = {p for f in body.forgotten_topics_data for p in f.partitions}
+        base = set() if body.share_session_epoch == 0 else session
+        session = (base | _fetched(request)) - forgotten
+        out.append(set(session))
+    return out
+
+
 def _fetcher(jitter: float, leaders: dict[TopicPartition, int] | None = None) -> ShareFetchManager:
     m = ShareFetchManager(
         ShareFetchConfig(group_id="g"),
@@ -321,7 +338,7 @@ def test_a_partition_the_broker_answers_with_an_error_is_fetched_again_only_afte
 ) -> None:
     m = _fetcher(jitter)
     sent = _run_fetcher(m, PARTITION_FAILURES[failure], 0, WINDOW_MS, each_ms=_application)
-    fetches = [r for r in sent if A0.partition in _fetched(r)]
+    fetches = [r for r, parts in zip(sent, _fetching(sent), strict=True) if A0.partition in parts]
     assert len(fetches) <= java_max_requests(WINDOW_MS) + MARGIN
     # Between two, the session forgets the partition (one request each time at most).
     assert len(sent) <= 2 * len(fetches) + MARGIN
