@@ -174,12 +174,12 @@ def test_unknown_topics_on_the_mock_cluster_warn_once_per_topic() -> None:
             assigned.close(timeout=1)
             subscribed.close(timeout=1)
     lines = _lines(out)
-    warned = Counter(e["topic"] for e in lines if e["event"] == "topic_not_found")
-    assert warned == {"no-such-topic": 1, "no-such-topic-b": 1}, warned
     fetch_warnings = Counter(
         e["error"].split("(")[0] for e in lines if e["event"] == "offset_fetch_completed_with_error"
     )
     assert all(n <= 2 for n in fetch_warnings.values()), fetch_warnings
+    warned = Counter(e["topic"] for e in lines if e["event"] == "topic_not_found")
+    assert warned == {"no-such-topic": 1, "no-such-topic-b": 1}, warned
 
 
 def _retriable(out: io.StringIO, topic: str) -> int:
@@ -190,3 +190,40 @@ def _retriable(out: io.StringIO, topic: str) -> int:
         if e.get("topic") == topic
         and e["event"] in ("topic_not_found", "topic_metadata_error_retriable")
     )
+
+
+# -- FindCoordinator failures, on the pure coordinator manager (fake clock) ---------------------
+
+
+def test_find_coordinator_failures_warn_once_per_interval_with_a_count() -> None:
+    """GROUP_AUTHORIZATION_FAILED answered at every attempt for 100 s (backoff up to 1 s):
+    WARNING at the start and at most every 30 s after (with a count), INFO when the
+    coordinator is found. Fails on the old code (a WARNING at every attempt, ~100 here)."""
+    from kafka_actors.protocol.coordinator import CoordinatorConfig, CoordinatorManager
+    from tests.managers.harness import find_coordinator_response
+
+    out = _capture()
+    m = CoordinatorManager(
+        CoordinatorConfig(group_id="group-a", retry_backoff_ms=100, retry_backoff_max_ms=1_000),
+        versions(find_coordinator=6),
+        random=seeded_random(7),
+    )
+    now = attempts = 0
+    while now < 100_000:
+        result = m.poll(now)
+        if result.requests:
+            request = only_request(result)
+            m.on_response(request.request_id, find_coordinator_response(6, error=30), now)
+            attempts += 1
+        now += 50
+    assert attempts >= 90
+    warned = [e for e in _lines(out) if e["event"] == "find_coordinator_failed"]
+    assert 1 <= len(warned) <= 4, len(warned)  # t = 0, 30 s, 60 s, 90 s
+    assert "occurrences" not in warned[0]
+    assert sum(e.get("occurrences", 1) for e in warned) <= attempts
+    assert all(e["occurrences"] >= 20 for e in warned[1:]), warned
+    while not (result := m.poll(now)).requests:
+        now += 50
+    m.on_response(only_request(result).request_id, find_coordinator_response(6), now)
+    (recovered,) = [e for e in _lines(out) if e["event"] == "find_coordinator_recovered"]
+    assert recovered["level"] == "info" and recovered["occurrences"] == attempts
