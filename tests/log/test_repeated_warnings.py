@@ -227,3 +227,30 @@ def test_find_coordinator_failures_warn_once_per_interval_with_a_count() -> None
     m.on_response(only_request(result).request_id, find_coordinator_response(6), now)
     (recovered,) = [e for e in _lines(out) if e["event"] == "find_coordinator_recovered"]
     assert recovered["level"] == "info" and recovered["occurrences"] == attempts
+
+
+# -- KIP-848 heartbeat errors, on the pure membership manager (fake clock) ----------------------
+
+
+def test_heartbeat_errors_are_logged_per_interval_with_a_count() -> None:
+    """COORDINATOR_LOAD_IN_PROGRESS at every heartbeat for 100 s (backoff up to 1 s): the
+    heartbeat_error line at the start and at most every 30 s after, with a count; one
+    heartbeat_error_cleared at the next success. Fails on the old code (a line per error)."""
+    from tests.membership.membership_harness import Harness
+
+    out = _capture()
+    h = Harness()
+    request = h.join("a")
+    errors = 0
+    while h.now < 100_000:
+        h.respond(request, error=14)  # COORDINATOR_LOAD_IN_PROGRESS
+        errors += 1
+        while not (result := h.poll()).requests:
+            h.advance(50)
+        request = result.requests[0]
+    assert errors >= 90
+    lines = [e for e in _lines(out) if e["event"] == "heartbeat_error"]
+    assert 1 <= len(lines) <= 4, len(lines)
+    h.respond(request, epoch=1)
+    (cleared,) = [e for e in _lines(out) if e["event"] == "heartbeat_error_cleared"]
+    assert cleared["error_code"] == 14 and cleared["occurrences"] == errors
