@@ -111,13 +111,17 @@ class ClassicHeartbeat(ClassicRebalance):
         if code == 0:
             self._heartbeat_state.reset()
             self._session_deadline_ms = now_ms + self._config.session_timeout_ms
+            for error_code, cleared in self._heartbeat_errors.cleared_all(now_ms):
+                self._log.info("heartbeat_error_cleared", error_code=error_code, **cleared.fields())
             return
-        self._log.info(
-            "heartbeat_error",
-            error_code=code,
-            state=self._state.value,
-            generation_id=sent.generation_id,
-        )
+        if (report := self._heartbeat_errors.occurred(code, now_ms)) is not None:
+            self._log.info(
+                "heartbeat_error",
+                error_code=code,
+                state=self._state.value,
+                generation_id=sent.generation_id,
+                **report.fields(),
+            )
         if code == RebalanceInProgressError.code:
             # Counts as a received heartbeat (the session is alive).
             self._session_deadline_ms = now_ms + self._config.session_timeout_ms
@@ -142,8 +146,8 @@ class ClassicHeartbeat(ClassicRebalance):
                 self._fail_for_code(code, None)
         elif code in (GroupAuthorizationFailedError.code, UnsupportedVersionError.code):
             self._fail_for_code(code, None)
-        else:
-            self._log.warning("unexpected_heartbeat_error", error_code=code)
+        elif report is not None:
+            self._log.warning("unexpected_heartbeat_error", error_code=code, **report.fields())
 
     def _fail_heartbeat(self, now_ms: int) -> None:
         self._next_heartbeat_ms = now_ms + self._heartbeat_state.on_failed_attempt(now_ms)

@@ -116,6 +116,7 @@ from kafka_actors.protocol.classic_rebalance import (
     _Prepare,
     _Purpose,
 )
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     CoordinatorUnknown,
     ErrorEvent,
@@ -271,6 +272,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
         self._heartbeat_request_id: int | None = None
         self._next_heartbeat_ms = 0
         self._heartbeat_state = RequestState(backoff)  # only its failure count is used
+        self._heartbeat_errors: ConditionLog[int] = ConditionLog()
         self._session_deadline_ms: int | None = None
         self._poll_deadline_ms: int | None = None
 

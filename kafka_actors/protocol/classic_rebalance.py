@@ -53,6 +53,7 @@ from kafka_actors.protocol.assignors import (
     encode_subscription,
     get_assignor,
 )
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     CommitBeforeRevocation,
     LeaveCompleted,
@@ -248,6 +249,8 @@ class ClassicRebalance(GroupMemberBase):
     _heartbeat_request_id: int | None
     _next_heartbeat_ms: int
     _heartbeat_state: RequestState
+    #: Heartbeat errors lasting since the last success (key: error code), for the log.
+    _heartbeat_errors: ConditionLog[int]
     _session_deadline_ms: int | None
     _poll_deadline_ms: int | None
     _leave: _Leave | None
