@@ -267,14 +267,15 @@ class ActorCore:
     ) -> concurrent.futures.Future[Any]:
         """Send ``make(future, deadline_ms)`` to ``target``; a future of its result.
 
-        A target that is restarting is retried (after ``retry.backoff.ms``) until the
-        monotonic ``deadline`` (the restarted actor rebuilt its state); reaching it so, the
-        future fails with KafkaTimeoutError. Cancelling the future stops the retries. Raises
-        at once when the consumer failed for good."""
+        A target that is restarting is retried until the monotonic ``deadline`` (the
+        restarted actor rebuilt its state), each retry after the backoff of a request state
+        (``retry.backoff.ms`` doubling to ``retry.backoff.max.ms``, jitter 0.2); reaching the
+        deadline so, the future fails with KafkaTimeoutError. Cancelling the future stops the
+        retries. Raises at once when the consumer failed for good."""
         self.facade.raise_if_fatal()
         result = _Request()
         self.ctx.track(result)
-        backoff = self.config.retry_backoff_ms / 1000.0
+        state = RequestState(retry_backoff(self.config, self.ctx.random))
 
         def attempt() -> None:
             if result.done():
@@ -304,7 +305,8 @@ class ActorCore:
                     timeout.__cause__ = error
                     fail(result, timeout)
                     return
-                self.ctx.scheduler.call_later(min(backoff, deadline - now), attempt)
+                backoff_s = state.on_failed_attempt(self.ctx.now_ms()) / 1000.0
+                self.ctx.scheduler.call_later(min(backoff_s, deadline - now), attempt)
             elif error is not None:
                 fail(result, error)
             else:
