@@ -1,8 +1,12 @@
-"""Issue 20 on the embedded mock cluster: ``assign()`` of a partition of a topic that does not
-exist, with a group.id and auto-creation off, then ``poll()``: the committed-offset lookups
-(OffsetFetch, answered UNKNOWN_TOPIC_OR_PARTITION) follow Java's request-state schedule
-(retry.backoff.ms doubling to retry.backoff.max.ms) instead of one per poll-loop turn (the old
-code sent ~800 a second here). Counted client-side: a fault injector sees every response."""
+"""Issue 20 on the embedded mock cluster, counted client-side (a fault injector sees every
+response the consumer receives):
+
+* ``assign()`` of a partition of a topic that does not exist, with a group.id and auto-creation
+  off, then ``poll()``: the committed-offset lookups (OffsetFetch, answered
+  UNKNOWN_TOPIC_OR_PARTITION) follow Java's request-state schedule (retry.backoff.ms doubling
+  to retry.backoff.max.ms) instead of one per poll-loop turn (the old code: ~800 a second).
+* A KIP-848 member whose heartbeats are answered COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR:
+  the heartbeats follow the same schedule (the old code: about 4 a second here, flat)."""
 
 from __future__ import annotations
 
@@ -65,4 +69,36 @@ def test_assign_of_a_missing_topic_paces_the_offset_fetches() -> None:
             consumer.close()
     assert sent >= 2, faults.counts  # it does retry
     # Margin: one more than the schedule allows over the whole life of the consumer.
+    assert sent <= _java_schedule_max(window_ms) + 1, (sent, window_ms, faults.counts)
+
+
+@pytest.mark.parametrize("code", [15, 16])  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+def test_heartbeats_answered_by_coordinator_errors_back_off(code: int) -> None:
+    with MockCluster(1) as cluster:
+        cluster.create_topic("t", 1)
+        faults = _Counting()
+        consumer = KafkaConsumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": f"hb-{code}",
+                "group.protocol": "consumer",
+            },
+            faults=faults,
+        )
+        try:
+            consumer.subscribe(["t"])
+            deadline = time.monotonic() + 30
+            while not consumer.assignment() and time.monotonic() < deadline:
+                consumer.poll(0.1)
+            assert consumer.assignment()
+            cluster.push_request_errors(ApiKey.CONSUMER_GROUP_HEARTBEAT, [code] * 200)
+            faults.counts.clear()
+            start = time.monotonic()
+            while time.monotonic() < start + 4.0:
+                consumer.poll(0.2)
+            window_ms = (time.monotonic() - start) * 1000
+            sent = faults.counts.get(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0)
+        finally:
+            consumer.close(timeout=1)
+    assert sent >= 2, faults.counts
     assert sent <= _java_schedule_max(window_ms) + 1, (sent, window_ms, faults.counts)
