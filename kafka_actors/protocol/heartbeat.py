@@ -352,9 +352,11 @@ class HeartbeatRequests(AssignmentReconciler):
                 **report.fields(),
             )
         if code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
+            # The next heartbeat waits for the new coordinator and for the backoff of the
+            # failures since the last successful heartbeat (Java resets the backoff here, which
+            # lets a coordinator that keeps answering this error be heartbeated ~10 times a
+            # second: the backoff grows instead, up to retry.backoff.max.ms).
             self._mark_coordinator_unknown(message or f"heartbeat error code {code}")
-            # Skip the backoff: heartbeat as soon as the new coordinator is known.
-            self._reset_request_state()
         elif code == CoordinatorLoadInProgressError.code:
             pass  # back off and retry
         elif code in (FencedMemberEpochError.code, UnknownMemberIdError.code):
