@@ -57,6 +57,7 @@ COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 REBALANCE_IN_PROGRESS = 27
 KAFKA_STORAGE_ERROR = 56
+UNSUPPORTED_VERSION = 35
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 76
 UNSTABLE_OFFSET_COMMIT = 88
@@ -72,6 +73,7 @@ ERROR_NAMES: dict[int, str] = {
     NOT_COORDINATOR: "NOT_COORDINATOR",
     REBALANCE_IN_PROGRESS: "REBALANCE_IN_PROGRESS",
     KAFKA_STORAGE_ERROR: "KAFKA_STORAGE_ERROR",
+    UNSUPPORTED_VERSION: "UNSUPPORTED_VERSION",
     FENCED_LEADER_EPOCH: "FENCED_LEADER_EPOCH",
     UNKNOWN_LEADER_EPOCH: "UNKNOWN_LEADER_EPOCH",
     UNSTABLE_OFFSET_COMMIT: "UNSTABLE_OFFSET_COMMIT",
@@ -90,8 +92,11 @@ def java_attempts(window_ms: float, backoff_ms: int, max_ms: int, jitter: float 
         n += 1
 
 
-def java_bound(window_s: float = WINDOW_S) -> int:
-    return java_attempts(window_s * 1000, RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS) + MARGIN
+def java_bound(window_s: float = WINDOW_S, per_attempt: int = 1) -> int:
+    """The most requests in the window: ``per_attempt`` per attempt of Java's schedule, plus
+    :data:`MARGIN`."""
+    attempts = java_attempts(window_s * 1000, RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS)
+    return attempts * per_attempt + MARGIN
 
 
 # -- the cases ------------------------------------------------------------------------------
@@ -120,6 +125,11 @@ class Case:
     condition: str = ""
     #: librdkafka does the same thing here (its column is measured).
     peer: bool = True
+    #: Requests one attempt may take (ApiVersions: the request, then the v0 fallback Java
+    #: sends on UNSUPPORTED_VERSION before it disconnects).
+    per_attempt: int = 1
+    #: The client is given only the first broker's address (one node to connect to).
+    one_bootstrap: bool = False
 
     @property
     def id(self) -> str:
@@ -137,6 +147,9 @@ A = ApiKey
 CNA, NC, CLIP = COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
 
 CASES: tuple[Case, ...] = (
+    # ApiVersions: every connection's first request fails; the reconnects follow
+    # reconnect.backoff.ms doubling to reconnect.backoff.max.ms (set as the retry backoff).
+    Case(A.API_VERSIONS, UNSUPPORTED_VERSION, "assign", per_attempt=2, one_bootstrap=True),
     # Metadata: a topic's error while the consumer looks for its leader.
     Case(A.METADATA, LEADER_NOT_AVAILABLE, "assign"),
     Case(A.METADATA, UNKNOWN_TOPIC_OR_PARTITION, "consumer"),
@@ -217,6 +230,8 @@ class _Ours:
             "group.id": group,
             "retry.backoff.ms": RETRY_BACKOFF_MS,
             "retry.backoff.max.ms": RETRY_BACKOFF_MAX_MS,
+            "reconnect.backoff.ms": RETRY_BACKOFF_MS,
+            "reconnect.backoff.max.ms": RETRY_BACKOFF_MAX_MS,
         }
         self.share = case.client == "share"
         if self.share:
@@ -293,6 +308,8 @@ class _Librdkafka:
                 "group.id": group,
                 "retry.backoff.ms": RETRY_BACKOFF_MS,
                 "retry.backoff.max.ms": RETRY_BACKOFF_MAX_MS,
+                "reconnect.backoff.ms": RETRY_BACKOFF_MS,
+                "reconnect.backoff.max.ms": RETRY_BACKOFF_MAX_MS,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "allow.auto.create.topics": False,
@@ -364,7 +381,10 @@ def run_case(case: Case, client: str = "ours", window_s: float = WINDOW_S) -> Ou
         cluster.start_request_tracking()
         consumer: Any = None
         try:
-            consumer = factory(case, cluster.bootstrap_servers, group)
+            bootstrap = cluster.bootstrap_servers
+            if case.one_bootstrap:
+                bootstrap = bootstrap.split(",")[0]
+            consumer = factory(case, bootstrap, group)
             name = topic
             if case.condition == "unknown_topic":
                 name = f"missing-{uuid.uuid4().hex[:8]}"

@@ -42,7 +42,7 @@ def test_the_bound_follows_javas_schedule() -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_no_retry_storm(case: Case, outcomes: dict[str, Outcome]) -> None:
     outcome = outcomes[case.id]
-    bound = java_bound(outcome.window_s)
+    bound = java_bound(outcome.window_s, case.per_attempt)
     assert not outcome.note, f"{case.id}: the case did not run as meant: {outcome.note}"
     assert outcome.count >= 1, f"{case.id}: no request of {case.api.api_name} in the window"
     assert outcome.count <= bound, (
