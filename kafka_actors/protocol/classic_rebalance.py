@@ -42,8 +42,12 @@ from kafka_actors.protocol.assignors import (
     get_assignor,
 )
 from kafka_actors.protocol.classic_config import ClassicMembershipConfig
-from kafka_actors.protocol.group_events import RebalanceCallback
-from kafka_actors.protocol.group_member import callback_event
+from kafka_actors.protocol.group_events import (
+    InvokeAssigned,
+    InvokeLost,
+    InvokeRevoked,
+    RebalanceCallback,
+)
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.request_state import Outbox
 
@@ -253,7 +257,14 @@ class RebalanceCallbacks:
     ) -> None:
         callback = PendingCallback(self._outbox.new_id(), method, partitions, purpose, owner)
         self._pending = callback
-        self._outbox.publish(callback_event(method, partitions, callback.callback_id, assignment))
+        event: InvokeRevoked | InvokeAssigned | InvokeLost
+        if method is RebalanceCallback.ON_PARTITIONS_REVOKED:
+            event = InvokeRevoked(partitions, callback.callback_id)
+        elif method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
+            event = InvokeAssigned(partitions, assignment, callback.callback_id)
+        else:
+            event = InvokeLost(partitions, callback.callback_id)
+        self._outbox.publish(event)
 
     def complete(self, callback_id: int) -> PendingCallback | None:
         """The outstanding callback with this id, now completed; None if no such callback."""

@@ -1,18 +1,17 @@
 """What a group member owns under either group protocol: :class:`OwnedPartitions`.
 
 Owns: the owned partitions, those pending revocation and those awaiting onPartitionsAssigned,
-and the events that change them (pause fetching, assignment changed, rebalance callbacks, built
-by :func:`callback_event`). The classic manager
-(:mod:`kafka_actors.protocol.classic_membership`) holds an :class:`OwnedPartitions`; the KIP-848
-manager (:mod:`kafka_actors.protocol.membership`) still derives from :class:`GroupMemberBase`,
-the same state as a mixin.
+and the events that change them (pause fetching, assignment changed, rebalance callbacks).
+The classic manager (:mod:`kafka_actors.protocol.classic_membership`) holds an
+:class:`OwnedPartitions`; the KIP-848 manager (:mod:`kafka_actors.protocol.membership`) still
+derives from :class:`GroupMemberBase`, the same state as a mixin.
 
 May touch: nothing outside itself; pure.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafka_actors.protocol.group_events import (
     AssignmentChanged,
@@ -25,21 +24,7 @@ from kafka_actors.protocol.group_events import (
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.request_state import EventOutbox, Outbox
 
-__all__ = ["GroupMemberBase", "OwnedPartitions", "callback_event"]
-
-
-def callback_event(
-    method: RebalanceCallback,
-    partitions: frozenset[TopicPartition],
-    callback_id: int,
-    assignment: frozenset[TopicPartition] = frozenset(),
-) -> InvokeRevoked | InvokeAssigned | InvokeLost:
-    """The event asking the application thread to run a rebalance callback."""
-    if method is RebalanceCallback.ON_PARTITIONS_REVOKED:
-        return InvokeRevoked(partitions, callback_id)
-    if method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
-        return InvokeAssigned(partitions, assignment, callback_id)
-    return InvokeLost(partitions, callback_id)
+__all__ = ["GroupMemberBase", "OwnedPartitions"]
 
 
 class OwnedPartitions:
@@ -154,4 +139,11 @@ class GroupMemberBase(EventOutbox):
         callback_id: int,
         assignment: frozenset[TopicPartition] = frozenset(),
     ) -> None:
-        self._events.append(callback_event(method, partitions, callback_id, assignment))
+        event: Any
+        if method is RebalanceCallback.ON_PARTITIONS_REVOKED:
+            event = InvokeRevoked(partitions, callback_id)
+        elif method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
+            event = InvokeAssigned(partitions, assignment, callback_id)
+        else:
+            event = InvokeLost(partitions, callback_id)
+        self._events.append(event)
