@@ -139,6 +139,7 @@ from kafka_actors.protocol.classic_rebalance import (
     decode_member_subscriptions,
     join_protocols,
 )
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     CommitBeforeRevocation,
     CoordinatorUnknown,
@@ -297,6 +298,8 @@ class ClassicMembershipManager:
 
         # Heartbeat (Java's Heartbeat: heartbeat timer, session timer, poll timer).
         self._heartbeat = ClassicHeartbeat(config, backoff)
+        #: Heartbeat errors lasting since the last success (key: error code), for the log.
+        self._heartbeat_errors: ConditionLog[int] = ConditionLog()
 
         # Leave.
         self._leave: _Leave | None = None
@@ -1050,13 +1053,17 @@ class ClassicMembershipManager:
             return
         if code == 0:
             self._heartbeat.receive_heartbeat(now_ms)
+            for error_code, cleared in self._heartbeat_errors.cleared_all(now_ms):
+                self._log.info("heartbeat_error_cleared", error_code=error_code, **cleared.fields())
             return
-        self._log.info(
-            "heartbeat_error",
-            error_code=code,
-            state=self._state.value,
-            generation_id=sent.generation.generation_id,
-        )
+        if (report := self._heartbeat_errors.occurred(code, now_ms)) is not None:
+            self._log.info(
+                "heartbeat_error",
+                error_code=code,
+                state=self._state.value,
+                generation_id=sent.generation.generation_id,
+                **report.fields(),
+            )
         if code == RebalanceInProgressError.code:
             # Counts as a received heartbeat (the session is alive).
             self._heartbeat.reset_session_timeout(now_ms)
@@ -1081,8 +1088,8 @@ class ClassicMembershipManager:
                 self._fail_for_code(code, None)
         elif code in (GroupAuthorizationFailedError.code, UnsupportedVersionError.code):
             self._fail_for_code(code, None)
-        else:
-            self._log.warning("unexpected_heartbeat_error", error_code=code)
+        elif report is not None:
+            self._log.warning("unexpected_heartbeat_error", error_code=code, **report.fields())
 
     # -- LeaveGroup ---------------------------------------------------------------------------
 

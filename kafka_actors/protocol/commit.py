@@ -137,6 +137,7 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import get_logger
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     CommitBeforeRevocation,
     MemberEpochChanged,
@@ -334,6 +335,8 @@ class CommitManager(OffsetFetchRequests):
         self._async_order: deque[_Commit] = deque()
         self._in_flight: dict[int, _Commit | _Fetch] = {}
         self._fetches: list[_Fetch] = []
+        self._fetch_failures: ConditionLog[str] = ConditionLog()
+        self._commit_failures: ConditionLog[tuple[str, str]] = ConditionLog()
 
         # Auto-commit.
         self._auto_commit_due_ms: int | None = None
@@ -635,7 +638,7 @@ class CommitManager(OffsetFetchRequests):
             self._log.info(
                 "offset_commit_not_sent", kind=commit.kind.value, error=repr(not_in_group)
             )
-            self._complete_commit(commit, not_in_group)
+            self._complete_commit(commit, not_in_group, now_ms=now_ms)
             return None
         if commit.kind is _CommitKind.REVOCATION and commit.attempts > 0:
             # Retry with the latest consumed positions (Java's auto-commit before revocation).
@@ -659,7 +662,7 @@ class CommitManager(OffsetFetchRequests):
                 topic_ids=self._topic_ids,
             )
         except KafkaError as exc:
-            self._complete_commit(commit, exc)
+            self._complete_commit(commit, exc, now_ms=now_ms)
             return None
         commit.topic_names = (
             {self._topic_ids[tp.topic]: tp.topic for tp in commit.offsets}
@@ -722,13 +725,13 @@ class CommitManager(OffsetFetchRequests):
                 f"Not authorized to commit to topics {sorted(unauthorized)}",
                 topic=unauthorized[0] if len(unauthorized) == 1 else None,
             )
-            self._complete_commit(commit, error)
+            self._complete_commit(commit, error, now_ms=now_ms)
             return
         self._log.debug(
             "offset_commit_succeeded", kind=commit.kind.value, offsets=_describe(commit.offsets)
         )
         self._committed.update(commit.offsets)
-        self._complete_commit(commit, None)
+        self._complete_commit(commit, None, now_ms=now_ms)
 
     def _classic_member_without_generation(self) -> KafkaError | None:
         """Classic protocol, subscribed (group-managed), but no stable generation: the commit
@@ -808,7 +811,7 @@ class CommitManager(OffsetFetchRequests):
     ) -> None:
         commit.last_error = error
         if not self._should_retry_commit(commit, error, code):
-            self._complete_commit(commit, error)
+            self._complete_commit(commit, error, now_ms=now_ms)
             return
         # Retried after the backoff; a retry due after the deadline never goes out and the
         # commit fails with a timeout at the deadline (poll expires it).
@@ -832,7 +835,11 @@ class CommitManager(OffsetFetchRequests):
                 return self._member_epoch is not None
         return error.retriable
 
-    def _complete_commit(self, commit: _Commit, error: KafkaError | None) -> None:
+    def _complete_commit(
+        self, commit: _Commit, error: KafkaError | None, *, now_ms: int | None = None
+    ) -> None:
+        """``now_ms`` None (failing every pending commit at once): the error line is not
+        scheduled by ``_commit_failures`` (module ``condition_log``)."""
         if commit.done:
             return
         commit.done = True
@@ -845,13 +852,22 @@ class CommitManager(OffsetFetchRequests):
         except ValueError:
             pass
         if error is not None:
-            self._log.warning(
-                "offset_commit_completed_with_error",
-                kind=commit.kind.value,
-                error=repr(error),
-                offsets=_describe(commit.offsets),
-                trace_id=commit.trace_id,
-            )
+            key = (commit.kind.value, type(error).__name__)
+            report = None if now_ms is None else self._commit_failures.occurred(key, now_ms)
+            if now_ms is None or report is not None:
+                self._log.warning(
+                    "offset_commit_completed_with_error",
+                    kind=commit.kind.value,
+                    error=repr(error),
+                    offsets=_describe(commit.offsets),
+                    trace_id=commit.trace_id,
+                    **(report.fields() if report is not None else {}),
+                )
+        elif now_ms is not None:
+            for (kind, name), cleared in self._commit_failures.cleared_all(now_ms):
+                self._log.info(
+                    "offset_commit_error_cleared", kind=kind, error=name, **cleared.fields()
+                )
         if commit.kind is _CommitKind.AUTO:
             self._auto_commit_in_flight = False
             if error is not None and error.retriable and self._auto_commit_due_ms is not None:
@@ -886,7 +902,7 @@ class CommitManager(OffsetFetchRequests):
             cause = commit.last_error
             if cause is None and commit.request_id is None and self._coordinator is None:
                 cause = CoordinatorNotAvailableError("The group coordinator is not known")
-            self._complete_commit(commit, self._timeout(cause, "Offset commit"))
+            self._complete_commit(commit, self._timeout(cause, "Offset commit"), now_ms=now_ms)
         for fetch in list(self._fetches):
             expired = [w for w in fetch.waiters if now_ms >= w.deadline_ms]
             if not expired:

@@ -45,6 +45,7 @@ from kafka_actors.errors import (
     error_class_for_code,
     error_for_code,
 )
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     CoordinatorUnknown,
     ErrorEvent,
@@ -146,6 +147,8 @@ class HeartbeatRequests(AssignmentReconciler):
     _leaving_due_to_poll_timer: bool
     _leave_in_progress: bool
     _leave_deadline_ms: int | None
+    #: The heartbeat errors lasting since the last success (key: error code), for the log.
+    _heartbeat_errors: ConditionLog[int]
     # State transitions, defined by the manager.
     _transition_to_fenced: Callable[[], None]
     _transition_to_fatal: Callable[..., None]
@@ -304,7 +307,9 @@ class HeartbeatRequests(AssignmentReconciler):
             self._transition_to(MemberState.UNSUBSCRIBED)
             self._complete_leave()
 
-    def _on_heartbeat_success(self, response: Any) -> None:
+    def _on_heartbeat_success(self, response: Any, now_ms: int) -> None:
+        for code, cleared in self._heartbeat_errors.cleared_all(now_ms):
+            self._log.info("heartbeat_error_cleared", error_code=code, **cleared.fields())
         state = self._state
         epoch = int(response.member_epoch)
         if state is MemberState.LEAVING or state in _NOT_IN_GROUP_STATES:
@@ -337,13 +342,15 @@ class HeartbeatRequests(AssignmentReconciler):
             return
         self._reset_heartbeat_state()
         self._on_failed_attempt(now_ms)
-        self._log.info(
-            "heartbeat_error",
-            error_code=code,
-            error_message=message,
-            state=self._state.value,
-            member_epoch=self._member_epoch,
-        )
+        if (report := self._heartbeat_errors.occurred(code, now_ms)) is not None:
+            self._log.info(
+                "heartbeat_error",
+                error_code=code,
+                error_message=message,
+                state=self._state.value,
+                member_epoch=self._member_epoch,
+                **report.fields(),
+            )
         if code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
             self._mark_coordinator_unknown(message or f"heartbeat error code {code}")
             # Skip the backoff: heartbeat as soon as the new coordinator is known.

@@ -82,6 +82,7 @@ from kafka_actors.errors import (
     UnsupportedVersionError,
 )
 from kafka_actors.log import get_logger
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     AssignmentChanged,
     CommitBeforeRevocation,
@@ -257,6 +258,7 @@ class ConsumerMembershipManager(HeartbeatRequests):
         self._next_heartbeat_ms = 0
         self._request_state = RequestState(retry_backoff(config, random))
         self._sent = _SentFields()
+        self._heartbeat_errors: ConditionLog[int] = ConditionLog()
 
         # Poll timer (max.poll.interval.ms) and the stale member it can produce.
         self._poll_deadline_ms: int | None = None
@@ -487,7 +489,7 @@ class ConsumerMembershipManager(HeartbeatRequests):
                 self._heartbeat_interval_ms = interval
                 self._next_heartbeat_ms = now_ms + interval
             self._reset_request_state()
-            self._on_heartbeat_success(response)
+            self._on_heartbeat_success(response, now_ms)
         else:
             self._on_error_response(code, message, now_ms)
 

@@ -33,6 +33,7 @@ from kafka_actors.errors import (
     UnstableOffsetCommitError,
     error_for_code,
 )
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     CoordinatorUnknown,
 )
@@ -124,6 +125,8 @@ class OffsetFetchRequests(EventOutbox):
     _topic_ids: dict[str, uuid.UUID]
     _in_flight: dict[int, Any]
     _fetches: list[_Fetch]
+    #: Failures lasting since the last success (key: an error's class name), for the log.
+    _fetch_failures: ConditionLog[str]
 
     def fetch_committed(
         self,
@@ -200,7 +203,7 @@ class OffsetFetchRequests(EventOutbox):
                 topic_ids=self._topic_ids,
             )
         except KafkaError as exc:
-            self._complete_fetch(fetch, None, exc)
+            self._complete_fetch(fetch, None, exc, now_ms=now_ms)
             return None
         fetch.topic_names = (
             {self._topic_ids[tp.topic]: tp.topic for tp in fetch.partitions}
@@ -293,7 +296,7 @@ class OffsetFetchRequests(EventOutbox):
         for tp in fetch.partitions:
             offsets.setdefault(tp, None)
         self._log.debug("offset_fetch_succeeded", offsets=_describe(offsets))
-        self._complete_fetch(fetch, offsets, None)
+        self._complete_fetch(fetch, offsets, None, now_ms=now_ms)
 
     def _on_fetch_group_error(self, fetch: _Fetch, code: int, now_ms: int) -> None:
         self._log.info("offset_fetch_group_error", error_code=code, attempts=fetch.attempts)
@@ -317,7 +320,7 @@ class OffsetFetchRequests(EventOutbox):
     ) -> None:
         fetch.last_error = error
         if not retry or not fetch.waiters:
-            self._complete_fetch(fetch, None, error)
+            self._complete_fetch(fetch, None, error, now_ms=now_ms)
             return
         # A retry uses the member identity of its time; one due after every caller's deadline
         # never goes out (the callers time out at their deadlines).
@@ -330,7 +333,11 @@ class OffsetFetchRequests(EventOutbox):
         fetch: _Fetch,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | None] | None,
         error: KafkaError | None,
+        *,
+        now_ms: int | None = None,
     ) -> None:
+        """``now_ms`` None (failing every pending fetch at once): the error line is not
+        scheduled by ``_fetch_failures`` (module ``condition_log``)."""
         if fetch in self._fetches:
             self._fetches.remove(fetch)
         if fetch.request_id is not None:
@@ -342,11 +349,21 @@ class OffsetFetchRequests(EventOutbox):
         if offsets is not None and fetch.init_positions:
             seeked, reset, init_error = self._apply_positions(offsets)
         if error is not None:
-            self._log.warning(
-                "offset_fetch_completed_with_error",
-                error=repr(error),
-                partitions=sorted(str(tp) for tp in fetch.partitions),
+            report = (
+                None
+                if now_ms is None
+                else self._fetch_failures.occurred(type(error).__name__, now_ms)
             )
+            if now_ms is None or report is not None:
+                self._log.warning(
+                    "offset_fetch_completed_with_error",
+                    error=repr(error),
+                    partitions=sorted(str(tp) for tp in fetch.partitions),
+                    **(report.fields() if report is not None else {}),
+                )
+        elif now_ms is not None:
+            for name, cleared in self._fetch_failures.cleared_all(now_ms):
+                self._log.info("offset_fetch_error_cleared", error=name, **cleared.fields())
         for waiter in fetch.waiters:
             self._emit_fetch_result(
                 waiter,

@@ -133,6 +133,7 @@ class ShareFetchActor(RoutingManagerActor):
             fetch_version=version(ApiKey.SHARE_FETCH),
             acknowledge_version=version(ApiKey.SHARE_ACKNOWLEDGE),
             client_id=ctx.config.client_id,
+            random=ctx.random,
         )
 
     def rebuild(self) -> None:
