@@ -150,9 +150,47 @@ ROWS: list[tuple[str, str | None, str, Callable[[str, str | None, str], float]]]
 ]
 
 
+def coordinator_gone(protocol: str, auto_commit: bool) -> float:
+    """A member of the group (partitions assigned, positions known) whose coordinator broker
+    goes down just before ``close()``: what the close waits for the leave (and, with
+    auto-commit, the commit of the consumed positions)."""
+    from kafka_actors import KafkaConsumer
+    from kafka_actors.testing import MockCluster
+
+    with MockCluster(num_brokers=3) as cluster:
+        cluster.create_topic("t", partitions=3)
+        consumer = KafkaConsumer(
+            {
+                **_config(cluster.bootstrap_servers, "close-bench-gone", protocol),
+                "enable.auto.commit": auto_commit,
+            }
+        )
+        try:
+            consumer.subscribe(["t"])
+            ctx = consumer._ctx
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                consumer.poll(0.2)
+                owned = consumer.assignment()
+                if owned and all(ctx.subscriptions.valid_position(tp) for tp in owned):
+                    break
+            coordinator = ctx.coordinator_id
+            assert coordinator is not None, "no coordinator found"
+            cluster.broker_down(2147483647 - coordinator)  # the coordinator's node id -> broker
+        finally:
+            started = time.monotonic()
+            consumer.close(timeout=CLOSE_TIMEOUT_S)
+        return time.monotonic() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sync and asyncio, KIP-848 only")
+    parser.add_argument(
+        "--coordinator-gone",
+        action="store_true",
+        help="also: a KIP-848 member whose coordinator broker goes down before close()",
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)
     sys.stderr = open(os.devnull, "w")  # the consumers' warnings (unconfigured structlog)
@@ -172,6 +210,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{front:<14} {protocol or 'share':<9} {mode:<10} {cells[0]:>11} {cells[1]:>15}",
             flush=True,
         )
+    if args.coordinator_gone:
+        print("coordinator gone before close() (member with positions, KIP-848):")
+        for auto_commit in (False, True):
+            try:
+                took = f"{coordinator_gone('consumer', auto_commit):.2f}"
+            except Exception as exc:
+                took = type(exc).__name__
+            print(f"  enable.auto.commit={str(auto_commit).lower():<5} {took:>6}", flush=True)
     return 0
 
 
