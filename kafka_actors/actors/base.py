@@ -113,6 +113,19 @@ class ManagerActor(SupervisedActor):
         self.log.warning("unhandled_message", message=type(message).__name__)
         return None
 
+    def handle_unbuilt(self, message: Any, now_ms: int) -> bool:
+        """An application event that arrives before the manager exists (no broker answered
+        ApiVersions yet, so this incarnation has sent nothing): True when it is answered
+        here, without a manager; False stashes it until the manager is built. A close step
+        with nothing to undo (a leave for a member that never joined, closing sessions never
+        opened) is answered at once, so ``close()`` without a cluster does not wait."""
+        return False
+
+    def unstash(self, kind: type) -> None:
+        """Forget the stashed messages of ``kind`` (a leave answered before the manager
+        existed makes the subscription changes stashed before it moot)."""
+        self._stash = deque(m for m in self._stash if not isinstance(m, kind))
+
     def route(self, event: Any) -> None:
         """Where a published event goes (``self.ctx.tell(name, Routed(...))``)."""
         self.log.debug("event_not_routed", kind=type(event).__name__)
@@ -186,7 +199,8 @@ class ManagerActor(SupervisedActor):
                 elif isinstance(message, Tick):
                     self._ask_versions()
                 elif not isinstance(message, (Response, RequestFailed)):
-                    self._stash.append(message)
+                    if not self.handle_unbuilt(message, now):
+                        self._stash.append(message)
                 return None
             result: Any = None
             if isinstance(message, Response):

@@ -147,6 +147,14 @@ class ShareFetchActor(RoutingManagerActor):
             return None
         return super().on_receive(message)
 
+    def handle_unbuilt(self, message: Any, now_ms: int) -> bool:
+        """Before the manager exists nothing was fetched: a collect gets None (no records),
+        a close has no session to close and no acknowledgement to send."""
+        if isinstance(message, (ShareCollectEvent, CloseShareEvent)):
+            complete(message.future, None)
+            return True
+        return False
+
     def handle(self, message: Any, now_ms: int) -> Any:
         manager: ShareFetchManager = self.manager
         if isinstance(message, ShareCollectEvent):
