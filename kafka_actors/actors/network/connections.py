@@ -331,12 +331,20 @@ class NetworkConnections(NetworkBase):
         conn = node.conn
         was = conn.state
         events = conn.connection_lost(error, self._clock.monotonic())
-        # Requests for "any node" queued here may go to another node now.
+        # Requests for "any node" queued here may go to another node now. A request for this
+        # node fails at once with a retriable error, as Java's NetworkClientDelegate fails an
+        # unsent request whose node's connection failed (checkDisconnects): its manager retries
+        # it through its request state, or gives it up (a leave whose coordinator cannot be
+        # reached ends, so close() does not wait for request.timeout.ms).
         for pending in conn.take_queued():
             if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
                 self._unassigned.append(pending)
             else:
-                conn.enqueue(pending)
+                unreachable = KafkaConnectionError(
+                    f"Node {node.node_id} ({node.address}) is unreachable: {error.message}",
+                    node=node.node_id,
+                )
+                self._fail(pending, unreachable, node.node_id)
         backoff_ms = round(conn.last_backoff * 1000)
         if isinstance(error, AuthenticationError):
             # Callers waiting for any node were waiting on this attempt: they get the typed
