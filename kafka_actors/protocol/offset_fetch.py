@@ -429,7 +429,7 @@ class OffsetFetchRequests:
         now_ms: int | None = None,
     ) -> None:
         """``now_ms`` None (failing every pending fetch at once): the error line is not
-        scheduled by ``_fetch_failures`` (module ``condition_log``)."""
+        scheduled by ``_failures`` (module ``condition_log``)."""
         if fetch in self._fetches:
             self._fetches.remove(fetch)
         if fetch.request_id is not None:
