@@ -22,18 +22,6 @@ from kio.schema.sasl_handshake.v1 import SaslHandshakeResponse
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i32Timedelta, i64Timedelta
 
-from kafka_actors.actors.connection import (
-    Broken,
-    Completed,
-    ConnectionSettings,
-    ConnectionState,
-    Failed,
-    NodeConnection,
-    PendingRequest,
-    Ready,
-    Reauthenticated,
-    exponential_backoff,
-)
 from kafka_actors.clock import ManualClock
 from kafka_actors.errors import (
     AuthenticationError,
@@ -46,6 +34,18 @@ from kafka_actors.errors import (
 )
 from kafka_actors.protocol import requests as rq
 from kafka_actors.protocol.apis import ApiKey, request_type
+from kafka_actors.protocol.connection import (
+    Broken,
+    Completed,
+    ConnectionSettings,
+    ConnectionState,
+    Failed,
+    NodeConnection,
+    PendingRequest,
+    Ready,
+    Reauthenticated,
+    exponential_backoff,
+)
 from kafka_actors.protocol.sasl import PlainMechanism
 from kafka_actors.protocol.wire import FrameDecoder, decode_request, encode_response
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from kafka_actors.actors.connection import ConnectionState, NodeConnection
 from kafka_actors.actors.network import (
     GetSocketBuffers,
     Response,
@@ -24,6 +23,7 @@ from kafka_actors.actors.network import (
 from kafka_actors.clock import ManualClock
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import ConfigError
+from kafka_actors.protocol.connection import ConnectionState, NodeConnection
 from tests.actors.network_helpers import events, long_fetch, metadata, network_config, send
 from tests.actors.test_connection import (
     FakeBroker,

@@ -24,8 +24,8 @@ from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse
 from kio.static.primitive import f64
 
 from kafka_actors import KafkaConsumer
-from kafka_actors.actors.connection import NodeConnection
 from kafka_actors.metrics import FETCH_MANAGER
+from kafka_actors.protocol.connection import NodeConnection
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.wire import decode_response
 from kafka_actors.testing.client import BlockingKafkaConnection

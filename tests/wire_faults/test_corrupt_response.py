@@ -14,7 +14,6 @@ import struct
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_handshake.v1 import SaslHandshakeResponse
 
-from kafka_actors.actors.connection import Broken, ConnectionState, Failed, NodeConnection
 from kafka_actors.clock import ManualClock
 from kafka_actors.errors import (
     CorruptResponseError,
@@ -22,6 +21,7 @@ from kafka_actors.errors import (
     KafkaConnectionError,
     ProtocolError,
 )
+from kafka_actors.protocol.connection import Broken, ConnectionState, Failed, NodeConnection
 from tests.actors.test_connection import (
     NODE,
     FakeBroker,
