@@ -1,12 +1,13 @@
 """KIP-848 consumer group membership and heartbeat: the pure state machine.
 
-Owns: the member's state (:class:`MemberState`), member id and epoch, the heartbeat schedule
-(interval from each response, backoff after failures, one request in flight at most), the
-fields of ``ConsumerGroupHeartbeat`` requests (only what changed since the last one), the
-reconciliation of target assignments (topic ids resolved to names, revoke then assign), the
-rebalance-callback protocol with the application, leaving the group, and the poll timer
-(``max.poll.interval.ms``). It is the pure core of the membership actor; it follows the Java
-client's ``ConsumerMembershipManager`` / ``ConsumerHeartbeatRequestManager`` (Kafka 4.x).
+Owns: the member's state (:class:`MemberState`), member id and epoch, the rebalance-callback
+protocol with the application, leaving the group, the poll timer (``max.poll.interval.ms``),
+and, through the collaborators it builds, the heartbeat schedule (interval from each response,
+backoff after failures, one request in flight at most), the fields of ``ConsumerGroupHeartbeat``
+requests (only what changed since the last one) and the reconciliation of target assignments
+(topic ids resolved to names, revoke then assign). It is the pure core of the membership
+actor; it follows the Java client's ``ConsumerMembershipManager`` /
+``ConsumerHeartbeatRequestManager`` (Kafka 4.x).
 The manager is composed of collaborators that own their state, as Java's: it builds and polls
 its heartbeat request manager
 (:class:`~kafka_actors.protocol.heartbeat.ConsumerHeartbeatRequestManager`: schedule, request
