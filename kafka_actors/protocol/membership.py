@@ -546,8 +546,8 @@ class ConsumerMembershipManager(GroupMemberBase):
         )
         if step is None:
             return
-        if step.need_topic_names is not None:
-            self._events.append(step.need_topic_names)
+        if step.missing_topic_ids is not None:
+            self._events.append(NeedTopicNames(step.missing_topic_ids))
         if step.transition is not None:
             self._transition_to(step.transition)
         rec = step.started

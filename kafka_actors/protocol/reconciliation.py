@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kafka_actors.protocol.group_events import NeedTopicNames
 from kafka_actors.protocol.member_state import MemberState
 from kafka_actors.protocol.messages import TopicPartition
 
@@ -77,10 +76,10 @@ class Reconciliation:
 @dataclass(frozen=True, slots=True)
 class ReconcileStep:
     """What :meth:`AssignmentReconciler.maybe_reconcile` decided, for the member to apply in
-    this order: publish ``need_topic_names``, make ``transition``, then run ``started`` (pause
-    the revoked partitions, commit first or revoke then assign)."""
+    this order: ask for the names of ``missing_topic_ids``, make ``transition``, then run
+    ``started`` (pause the revoked partitions, commit first or revoke then assign)."""
 
-    need_topic_names: NeedTopicNames | None = None
+    missing_topic_ids: frozenset[str] | None = None
     transition: MemberState | None = None
     started: Reconciliation | None = None
     unresolved_topic_ids: frozenset[str] = frozenset()
@@ -164,12 +163,12 @@ class AssignmentReconciler:
             else:
                 resolved_ids.add((topic_id, partition))
                 resolved_names.add(TopicPartition(name, partition))
-        need: NeedTopicNames | None = None
+        need: frozenset[str] | None = None
         if unresolved:
             missing = frozenset(unresolved)
             if self._names_requested != missing:
                 self._names_requested = missing
-                need = NeedTopicNames(missing)
+                need = missing
         resolved = LocalAssignment(target.local_epoch, frozenset(resolved_ids))
         current = self._current_assignment
         if not current.is_none and resolved.partitions == current.partitions:

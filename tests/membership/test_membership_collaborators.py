@@ -15,7 +15,7 @@ from membership_harness import NAMES_BY_ID, TOPIC_IDS, tps
 
 from kafka_actors.errors import KafkaError
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.group_events import CoordinatorUnknown, NeedTopicNames
+from kafka_actors.protocol.group_events import CoordinatorUnknown
 from kafka_actors.protocol.heartbeat import (
     ConsumerHeartbeatRequestManager,
     HeartbeatRequestState,
@@ -204,7 +204,7 @@ def test_reconciler_returns_transitions_and_steps() -> None:
         S.RECONCILING, frozenset(), can_commit=True, auto_commit=False
     )
     assert step is not None
-    assert step.need_topic_names == NeedTopicNames(frozenset({TOPIC_IDS["a"], TOPIC_IDS["b"]}))
+    assert step.missing_topic_ids == frozenset({TOPIC_IDS["a"], TOPIC_IDS["b"]})
     assert step.transition is None
     assert step.started is not None and step.started.assigned == frozenset()
     assert reconciler.reconciliation_in_progress
@@ -217,7 +217,7 @@ def test_reconciler_resolves_names_then_completes_to_acknowledging() -> None:
     step = reconciler.maybe_reconcile(
         S.RECONCILING, tps(("c", 3)), can_commit=True, auto_commit=False
     )
-    assert step is not None and step.need_topic_names == NeedTopicNames(frozenset({TOPIC_IDS["b"]}))
+    assert step is not None and step.missing_topic_ids == frozenset({TOPIC_IDS["b"]})
     rec = step.started
     assert rec is not None
     assert rec.assigned == tps(("a", 0)) and rec.revoked == tps(("c", 3))
@@ -233,7 +233,7 @@ def test_reconciler_resolves_names_then_completes_to_acknowledging() -> None:
     again = reconciler.maybe_reconcile(
         S.RECONCILING, tps(("a", 0)), can_commit=True, auto_commit=False
     )
-    assert again is not None and again.need_topic_names is None and again.started is None
+    assert again is not None and again.missing_topic_ids is None and again.started is None
     reconciler.on_topic_names({TOPIC_IDS["b"]: NAMES_BY_ID[TOPIC_IDS["b"]]})
     last = reconciler.maybe_reconcile(
         S.RECONCILING, tps(("a", 0)), can_commit=True, auto_commit=False
