@@ -41,6 +41,7 @@ from kafka_actors.errors import (
 from kafka_actors.log import current_trace_id, get_logger, traced
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE, PollResult, UnsentRequest
+from kafka_actors.protocol.request_state import RequestState, retry_backoff
 from kafka_actors.protocol.versions import NegotiatedVersions, api_versions_request
 from kafka_actors.supervisors import ChildContext, ChildRestartingError, SupervisedActor
 
@@ -92,6 +93,9 @@ class ManagerActor(SupervisedActor):
         self._timer: Cancellable | None = None
         self._timer_due: float | None = None
         self._versions_try = 0
+        # Paces this actor's ApiVersions asks after failures (an unreachable cluster, an
+        # authentication failure): retry.backoff.ms doubling to retry.backoff.max.ms.
+        self._versions_state = RequestState(retry_backoff(ctx.config, ctx.random))
         #: request id -> (API key, sent at ms) of the requests in _TIMED_APIS in flight.
         self._timed: dict[int, tuple[int, int]] = {}
 
@@ -108,6 +112,19 @@ class ManagerActor(SupervisedActor):
         """An application event or a :class:`Routed` event; returns the ask reply."""
         self.log.warning("unhandled_message", message=type(message).__name__)
         return None
+
+    def handle_unbuilt(self, message: Any, now_ms: int) -> bool:
+        """An application event that arrives before the manager exists (no broker answered
+        ApiVersions yet, so this incarnation has sent nothing): True when it is answered
+        here, without a manager; False stashes it until the manager is built. A close step
+        with nothing to undo (a leave for a member that never joined, closing sessions never
+        opened) is answered at once, so ``close()`` without a cluster does not wait."""
+        return False
+
+    def unstash(self, kind: type) -> None:
+        """Forget the stashed messages of ``kind`` (a leave answered before the manager
+        existed makes the subscription changes stashed before it moot)."""
+        self._stash = deque(m for m in self._stash if not isinstance(m, kind))
 
     def route(self, event: Any) -> None:
         """Where a published event goes (``self.ctx.tell(name, Routed(...))``)."""
@@ -182,7 +199,8 @@ class ManagerActor(SupervisedActor):
                 elif isinstance(message, Tick):
                     self._ask_versions()
                 elif not isinstance(message, (Response, RequestFailed)):
-                    self._stash.append(message)
+                    if not self.handle_unbuilt(message, now):
+                        self._stash.append(message)
                 return None
             result: Any = None
             if isinstance(message, Response):
@@ -316,8 +334,7 @@ class ManagerActor(SupervisedActor):
             return
         response = message.response
         if int(response.error_code) != 0:
-            self._versions_try += 1
-            self._ask_versions()
+            self._downgrade_versions()
             return
         if self.ctx.versions is None:
             self.ctx.versions = NegotiatedVersions.from_api_keys(
@@ -332,18 +349,27 @@ class ManagerActor(SupervisedActor):
             self._build()
             return
         if isinstance(message.error, UnsupportedVersionError):
-            self._versions_try += 1
-            self._ask_versions()
+            self._downgrade_versions()
             return
         # Nothing reachable yet (retriable) or a fatal error (authentication): try again after
-        # the backoff; callers meanwhile see their own deadlines. A fatal error also goes to
-        # the user's next poll (reported by the metadata actor only, once per failure).
+        # the backoff of the failures so far (exponential); callers meanwhile see their own
+        # deadlines. A fatal error also goes to the user's next poll (reported by the
+        # metadata actor only, once per failure).
         self.log.info("api_versions_failed", error=str(message.error))
         if not message.error.retriable and self.component == "metadata":
             self.emit("facade", BackgroundError(message.error))
-        tell_later(
-            self.ctx.scheduler,
-            self.ctx.config.retry_backoff_ms / 1000.0,
-            self.actor_ref,
-            Tick(),
-        )
+        self._ask_versions_later()
+
+    def _downgrade_versions(self) -> None:
+        """ApiVersions refused: ask again at once with the next lower version (a negotiation
+        step, at most len(_API_VERSIONS_TRIES) - 1 times); refused at v0 too, after the
+        backoff like any failure (never in a loop)."""
+        if self._versions_try < len(_API_VERSIONS_TRIES) - 1:
+            self._versions_try += 1
+            self._ask_versions()
+        else:
+            self._ask_versions_later()
+
+    def _ask_versions_later(self) -> None:
+        backoff_ms = self._versions_state.on_failed_attempt(self.ctx.now_ms())
+        tell_later(self.ctx.scheduler, backoff_ms / 1000.0, self.actor_ref, Tick())

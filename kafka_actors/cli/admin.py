@@ -10,7 +10,6 @@ writes to the cluster.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -22,7 +21,6 @@ from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import (
     GroupIdNotFoundError,
     KafkaError,
-    RetriableError,
     UnsupportedVersionError,
     raise_for_code,
 )
@@ -31,6 +29,7 @@ from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.assignors import decode_assignment
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.versions import NegotiatedVersions, api_versions_request
+from kafka_actors.retrying import PacedRetry
 
 _T = TypeVar("_T")
 
@@ -104,6 +103,7 @@ class ClusterClient:
 
     def __init__(self, config: ConsumerConfig, timeout: float = 30.0) -> None:
         self._timeout = timeout
+        self._retry = PacedRetry(config)
         self._ref: pykka.ActorRef[Any] = NetworkActor.start(config)
         self._versions: NegotiatedVersions | None = None
 
@@ -180,17 +180,10 @@ class ClusterClient:
 
     def _retrying(self, what: Callable[[], _T]) -> _T:
         """Run ``what`` again after a retriable error (the coordinator is still loading or
-        moved, a connection broke), with backoff, until this client's timeout."""
-        deadline = time.monotonic() + self._timeout
-        backoff = 0.1
-        while True:
-            try:
-                return what()
-            except RetriableError:
-                if time.monotonic() + backoff >= deadline:
-                    raise
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+        moved, a connection broke), after ``retry.backoff.ms`` doubling to
+        ``retry.backoff.max.ms`` with jitter (reset by a success), until this client's
+        timeout. ``what`` finds the coordinator itself (no retry loop inside another)."""
+        return self._retry.call(what, timeout_s=self._timeout)
 
     def coordinator(self, group: str) -> int:
         return self._retrying(lambda: self._find_coordinator(group))
@@ -212,7 +205,7 @@ class ClusterClient:
         return self._retrying(lambda: self._describe_group(group))
 
     def _describe_group(self, group: str) -> GroupDescription:
-        node = self.coordinator(group)
+        node = self._find_coordinator(group)
         versions = self.versions()
         if versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
             payload = rq.consumer_group_describe_request(
@@ -238,7 +231,7 @@ class ClusterClient:
         return self._retrying(lambda: self._committed(group))
 
     def _committed(self, group: str) -> dict[TopicPartition, int]:
-        node = self.coordinator(group)
+        node = self._find_coordinator(group)
         version = min(self._version(ApiKey.OFFSET_FETCH), 9)  # v10 names topics by id only
         response = self._send(
             rq.offset_fetch_request(version, group_id=group, partitions=None), node

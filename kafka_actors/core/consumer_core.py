@@ -84,6 +84,7 @@ from kafka_actors.protocol import records as _records
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.membership import CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.request_state import RequestState, retry_backoff
 from kafka_actors.protocol.subscription import (
     FetchPosition,
     OffsetResetStrategy,
@@ -266,14 +267,15 @@ class ActorCore:
     ) -> concurrent.futures.Future[Any]:
         """Send ``make(future, deadline_ms)`` to ``target``; a future of its result.
 
-        A target that is restarting is retried (after ``retry.backoff.ms``) until the
-        monotonic ``deadline`` (the restarted actor rebuilt its state); reaching it so, the
-        future fails with KafkaTimeoutError. Cancelling the future stops the retries. Raises
-        at once when the consumer failed for good."""
+        A target that is restarting is retried until the monotonic ``deadline`` (the
+        restarted actor rebuilt its state), each retry after the backoff of a request state
+        (``retry.backoff.ms`` doubling to ``retry.backoff.max.ms``, jitter 0.2); reaching the
+        deadline so, the future fails with KafkaTimeoutError. Cancelling the future stops the
+        retries. Raises at once when the consumer failed for good."""
         self.facade.raise_if_fatal()
         result = _Request()
         self.ctx.track(result)
-        backoff = self.config.retry_backoff_ms / 1000.0
+        state = RequestState(retry_backoff(self.config, self.ctx.random))
 
         def attempt() -> None:
             if result.done():
@@ -303,7 +305,8 @@ class ActorCore:
                     timeout.__cause__ = error
                     fail(result, timeout)
                     return
-                self.ctx.scheduler.call_later(min(backoff, deadline - now), attempt)
+                backoff_s = state.on_failed_attempt(self.ctx.now_ms()) / 1000.0
+                self.ctx.scheduler.call_later(min(backoff_s, deadline - now), attempt)
             elif error is not None:
                 fail(result, error)
             else:
@@ -381,6 +384,10 @@ class ConsumerCore(ActorCore):
             as_deserializer(value_deserializer or cfg.value_deserializer),
         )
         self._init_task: concurrent.futures.Future[Any] | None = None
+        # Paces the committed-offsets lookups of update_positions: after a failure the next
+        # one waits retry.backoff.ms doubling to retry.backoff.max.ms (reset by a success).
+        self._init_state = RequestState(retry_backoff(cfg, ctx.random))
+        self._init_retry_due_ms: int | None = None
         self.log.info(
             "consumer_created",
             group_protocol=cfg.group_protocol,
@@ -565,30 +572,55 @@ class ConsumerCore(ActorCore):
         return None
 
     def init_done(self) -> bool:
-        """Whether the committed-offsets lookup started by :meth:`update_positions` ended."""
+        """Whether the committed-offsets lookup started by :meth:`update_positions` ended, or
+        the backoff after a failed one is over (the next may start)."""
         task = self._init_task
-        return task is not None and task.done()
+        if task is not None:
+            return task.done()
+        due = self._init_retry_due_ms
+        return due is not None and self.ctx.now_ms() >= due
 
     def update_positions(self, trace: str) -> None:
         """Give every assigned partition a position: committed offsets (group) first, then
-        ``auto.offset.reset`` through the offsets actor. Never blocks."""
+        ``auto.offset.reset`` through the offsets actor. Never blocks.
+
+        A failed committed-offsets lookup is started again only after the backoff of its
+        request state (``retry.backoff.ms`` doubling to ``retry.backoff.max.ms``, jitter 0.2,
+        as Java's ``RequestState``), whatever the caller's polling frequency; a success
+        resets it."""
         ctx = self.ctx
         subs = ctx.subscriptions
+        state = self._init_state
         task = self._init_task
         if task is not None and task.done():
             self._init_task = None
             error = task.exception()
-            if error is not None:
+            if error is None:
+                state.reset()
+            else:
+                now_ms = ctx.now_ms()
+                backoff_ms = state.on_failed_attempt(now_ms)
+                self._init_retry_due_ms = now_ms + backoff_ms
+                # poll() and position() wait on the signal: wake them when the retry is due.
+                ctx.scheduler.call_later(backoff_ms / 1000.0, ctx.signal.notify)
                 if isinstance(error, KafkaError) and (
                     error.retriable or isinstance(error, KafkaTimeoutError)
                 ):
-                    self.log.info("initialize_positions_retry", error=str(error))
+                    self.log.info(
+                        "initialize_positions_retry",
+                        error=str(error),
+                        attempts=state.attempts,
+                        backoff_ms=backoff_ms,
+                    )
                 elif isinstance(error, ChildRestartingError):
                     pass
                 else:
                     raise error
         initializing = subs.initializing_partitions()
-        if initializing and self._init_task is None:
+        if not initializing:
+            self._init_retry_due_ms = None
+        elif self._init_task is None and state.can_send_request(ctx.now_ms()):
+            self._init_retry_due_ms = None
             if self.uses_group:
                 future: concurrent.futures.Future[Any] = concurrent.futures.Future()
                 ctx.track(future)

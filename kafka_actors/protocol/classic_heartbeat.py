@@ -1,158 +1,125 @@
-"""The heartbeat of a classic group member: :class:`ClassicHeartbeat`.
+"""The heartbeat timers of a classic group member: :class:`ClassicHeartbeat`.
 
-Owns: the heartbeat Java runs on its heartbeat thread (here: requests returned by ``poll``):
-the heartbeat, session and poll timers, when a Heartbeat is due, its backoff after failures,
-the answers to Heartbeat and LeaveGroup. The rebalance is
-:mod:`kafka_actors.protocol.classic_rebalance`; the manager
-(:class:`~kafka_actors.protocol.classic_membership.ClassicMembershipManager`) derives from both.
+Owns: what Java's ``org.apache.kafka.clients.consumer.internals.Heartbeat`` owns: the heartbeat
+timer (when the next Heartbeat is due, pushed back by the backoff after a failure), the session
+timer (``session.timeout.ms`` without a heartbeat response), the poll timer
+(``max.poll.interval.ms`` between application polls), the Heartbeat in flight, and the
+Heartbeat request for a :class:`~kafka_actors.protocol.classic_rebalance.Generation`. When the
+heartbeat runs and what its responses do are the manager's
+(:class:`~kafka_actors.protocol.classic_membership.ClassicMembershipManager`), as Java's
+``HeartbeatThread`` and ``HeartbeatResponseHandler`` are ``AbstractCoordinator``'s.
 
 May touch: nothing outside itself; pure (the time is a parameter, backoff jitter injected).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kafka_actors.errors import (
-    FencedInstanceIdError,
-    GroupAuthorizationFailedError,
-    IllegalGenerationError,
-    RebalanceInProgressError,
-    UnknownMemberIdError,
-    UnsupportedVersionError,
-)
-from kafka_actors.protocol.classic_rebalance import (
-    _COORDINATOR_CODES,
-    _HEARTBEAT_STATES,
-    ClassicMemberState,
-    ClassicRebalance,
-    _InFlight,
-    _Kind,
-)
-from kafka_actors.protocol.messages import (
-    COORDINATOR_NODE,
-    UnsentRequest,
-)
-from kafka_actors.protocol.requests import (
-    heartbeat_request,
-)
+from kafka_actors.protocol.classic_config import ClassicMembershipConfig
+from kafka_actors.protocol.classic_rebalance import Generation
+from kafka_actors.protocol.request_state import ExponentialBackoff, RequestState
+from kafka_actors.protocol.requests import heartbeat_request
 
-if TYPE_CHECKING:
-    pass
+__all__ = ["ClassicHeartbeat"]
 
 
-class ClassicHeartbeat(ClassicRebalance):
-    """The heartbeat half of the classic member (see the module docstring).
+class ClassicHeartbeat:
+    """Java's ``Heartbeat``: the heartbeat, session and poll timers (see the module docstring)."""
 
-    :class:`~kafka_actors.protocol.classic_membership.ClassicMembershipManager` owns the state
-    (initialized in its ``__init__``) and the transitions this half asks for.
-    """
+    __slots__ = (
+        "_config",
+        "_heartbeat_state",
+        "_next_heartbeat_ms",
+        "_poll_deadline_ms",
+        "_request_id",
+        "_session_deadline_ms",
+    )
 
-    def _enable_heartbeat(self, now_ms: int) -> None:
-        # Java's HeartbeatThread.enable: reset the heartbeat, session and poll timers.
+    def __init__(self, config: ClassicMembershipConfig, backoff: ExponentialBackoff) -> None:
+        self._config = config
+        self._request_id: int | None = None
+        self._next_heartbeat_ms = 0
+        self._heartbeat_state = RequestState(backoff)  # only its failure count is used
+        self._session_deadline_ms: int | None = None
+        self._poll_deadline_ms: int | None = None
+
+    @property
+    def in_flight(self) -> bool:
+        """A Heartbeat was sent and its response or failure has not come back yet."""
+        return self._request_id is not None
+
+    @property
+    def request_id(self) -> int | None:
+        return self._request_id
+
+    def reset_timeouts(self, now_ms: int) -> None:
+        """Java's ``HeartbeatThread.enable``: reset the heartbeat, session and poll timers (the
+        poll timer only once an application poll armed it) and the failure backoff."""
         self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms
         self._session_deadline_ms = now_ms + self._config.session_timeout_ms
         self._heartbeat_state.reset()
         if self._poll_deadline_ms is not None:
             self._poll_deadline_ms = now_ms + self._config.rebalance_timeout_ms
 
-    def _heartbeat_enabled(self) -> bool:
-        return self._state in _HEARTBEAT_STATES and self._coordinator_known
+    def reset_session_timeout(self, now_ms: int) -> None:
+        """A sign of life from the coordinator: the session lasts ``session.timeout.ms`` more."""
+        self._session_deadline_ms = now_ms + self._config.session_timeout_ms
 
-    def _poll_heartbeat(self, now_ms: int) -> None:
-        if not self._heartbeat_enabled():
-            return
+    def reset_poll_timer(self, now_ms: int) -> None:
+        """The application polled: the next poll is due within ``max.poll.interval.ms``."""
+        self._poll_deadline_ms = now_ms + self._config.rebalance_timeout_ms
+
+    def check_session_timeout(self, now_ms: int) -> bool:
+        """True once when the session timer has expired; the timer is then disarmed until
+        the next reset."""
         if self._session_deadline_ms is not None and now_ms >= self._session_deadline_ms:
-            self._log.warning(
-                "session_timed_out",
-                session_timeout_ms=self._config.session_timeout_ms,
-            )
             self._session_deadline_ms = None
-            self._mark_coordinator_unknown(
-                "session timed out without receiving a heartbeat response"
-            )
-            return
-        if self._poll_deadline_ms is not None and now_ms >= self._poll_deadline_ms:
-            self._log.warning(
-                "poll_timer_expired",
-                max_poll_interval_ms=self._config.rebalance_timeout_ms,
-                hint="the poll loop spends too long processing records: increase "
-                "max.poll.interval.ms or reduce max.poll.records",
-            )
-            self._maybe_leave_group("consumer poll timeout has expired.", _Kind.LEAVE_IGNORED)
-            # Rejoin on the next application poll (which releases the partitions as lost).
-            self._join_allowed = False
-            return
-        if self._heartbeat_request_id is not None or now_ms < self._next_heartbeat_ms:
-            return
+            return True
+        return False
+
+    def poll_timeout_expired(self, now_ms: int) -> bool:
+        return self._poll_deadline_ms is not None and now_ms >= self._poll_deadline_ms
+
+    def should_heartbeat(self, now_ms: int) -> bool:
+        """No Heartbeat in flight and the heartbeat timer has expired."""
+        return self._request_id is None and now_ms >= self._next_heartbeat_ms
+
+    def heartbeat_request(self, generation: Generation) -> Any:
+        """The Heartbeat request of this generation (a kio request)."""
         config = self._config
-        request = heartbeat_request(
+        return heartbeat_request(
             config.heartbeat_version,
             group_id=config.group_id,
-            generation_id=self._generation_id,
-            member_id=self._member_id,
+            generation_id=generation.generation_id,
+            member_id=generation.member_id,
             group_instance_id=config.group_instance_id,
         )
-        request_id = self._new_id()
-        self._in_flight[request_id] = _InFlight(
-            _Kind.HEARTBEAT, self._flow, self._generation_id, self._member_id
-        )
-        self._heartbeat_request_id = request_id
-        self._next_heartbeat_ms = now_ms + config.heartbeat_interval_ms
-        self._log.debug("heartbeat_sent", generation_id=self._generation_id)
-        self._outgoing.append(
-            UnsentRequest(node=COORDINATOR_NODE, request=request, request_id=request_id)
-        )
 
-    def _on_heartbeat_response(self, sent: _InFlight, response: Any, now_ms: int) -> None:
-        code = int(response.error_code)
-        if self._state is ClassicMemberState.FATAL:
-            return
-        if code == 0:
-            self._heartbeat_state.reset()
-            self._session_deadline_ms = now_ms + self._config.session_timeout_ms
-            return
-        self._log.info(
-            "heartbeat_error",
-            error_code=code,
-            state=self._state.value,
-            generation_id=sent.generation_id,
-        )
-        if code == RebalanceInProgressError.code:
-            # Counts as a received heartbeat (the session is alive).
-            self._session_deadline_ms = now_ms + self._config.session_timeout_ms
-            if self._state is ClassicMemberState.STABLE:
-                self._request_rejoin("group is already rebalancing")
-            return
-        self._fail_heartbeat(now_ms)
-        if code in _COORDINATOR_CODES:
-            self._mark_coordinator_unknown(f"heartbeat error code {code}")
-        elif code in (
-            IllegalGenerationError.code,
-            UnknownMemberIdError.code,
-            FencedInstanceIdError.code,
-        ):
-            if not self._generation_unchanged(sent):
-                self._log.info("stale_heartbeat_error_ignored", error_code=code)
-                return
-            self._reset_state_and_rejoin(
-                f"heartbeat error code {code}", reset_member_id=code != IllegalGenerationError.code
-            )
-            if code == FencedInstanceIdError.code:
-                self._fail_for_code(code, None)
-        elif code in (GroupAuthorizationFailedError.code, UnsupportedVersionError.code):
-            self._fail_for_code(code, None)
-        else:
-            self._log.warning("unexpected_heartbeat_error", error_code=code)
+    def sent_heartbeat(self, request_id: int, now_ms: int) -> None:
+        self._request_id = request_id
+        self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms
 
-    def _fail_heartbeat(self, now_ms: int) -> None:
+    def clear_in_flight(self) -> None:
+        """The Heartbeat in flight has its response or its failure."""
+        self._request_id = None
+
+    def receive_heartbeat(self, now_ms: int) -> None:
+        """A successful Heartbeat response: no backoff, the session is alive."""
+        self._heartbeat_state.reset()
+        self._session_deadline_ms = now_ms + self._config.session_timeout_ms
+
+    def fail_heartbeat(self, now_ms: int) -> None:
+        """A failed Heartbeat: the next one waits for the backoff of the failures so far."""
         self._next_heartbeat_ms = now_ms + self._heartbeat_state.on_failed_attempt(now_ms)
 
-    def _on_leave_response(self, sent: _InFlight, response: Any, request_id: int) -> None:
-        code = int(response.error_code)
-        member_codes = [int(m.error_code) for m in getattr(response, "members", ())]
-        self._log.info("leave_group_response", error_code=code, member_error_codes=member_codes)
-        if code in _COORDINATOR_CODES:
-            self._mark_coordinator_unknown(f"LeaveGroup error code {code}")
-        if sent.kind is _Kind.LEAVE:
-            self._complete_leave(request_id)
+    def time_until_next_ms(self, now_ms: int) -> int | None:
+        """The time until the next timer of the heartbeat expires (None: no timer armed)."""
+        candidates: list[int] = []
+        if self._request_id is None:
+            candidates.append(max(0, self._next_heartbeat_ms - now_ms))
+        if self._session_deadline_ms is not None:
+            candidates.append(max(0, self._session_deadline_ms - now_ms))
+        if self._poll_deadline_ms is not None:
+            candidates.append(max(0, self._poll_deadline_ms - now_ms))
+        return min(candidates) if candidates else None

@@ -9,10 +9,17 @@ timer and the poll timer (``max.poll.interval.ms``), and leaving the group. It f
 client's ``AbstractCoordinator`` / ``ConsumerCoordinator`` (Kafka 3.x/4.x) and publishes the same
 events as the KIP-848 manager (:mod:`kafka_actors.protocol.membership`; the event classes of
 :mod:`kafka_actors.protocol.group_events`), so the consumer's membership actor can drive either one.
-The manager is built from parts: the rebalance (JoinGroup, SyncGroup, the steps around them,
-the member states) is :class:`~kafka_actors.protocol.classic_rebalance.ClassicRebalance`, the
-heartbeat :class:`~kafka_actors.protocol.classic_heartbeat.ClassicHeartbeat`; this module keeps
-the inputs, the transitions and the request-manager contract, and re-exports the public names.
+The manager is one class, as Java's ``AbstractCoordinator``: the rebalance flow (join prepare,
+JoinGroup, SyncGroup, join complete, leave), the transitions and the request-manager contract
+read and write the same fields. It composes objects that own their state: the heartbeat timers
+(:class:`~kafka_actors.protocol.classic_heartbeat.ClassicHeartbeat`, Java's ``Heartbeat``), the
+owned partitions (:class:`~kafka_actors.protocol.group_member.OwnedPartitions`), the outstanding
+rebalance callback (:class:`~kafka_actors.protocol.classic_rebalance.RebalanceCallbacks`) and the
+outbox (:class:`~kafka_actors.protocol.request_state.Outbox`); the generation is a value
+(:class:`~kafka_actors.protocol.classic_rebalance.Generation`) the rebalance replaces and the
+heartbeat sends. The rebalance's vocabulary and pure parts (member states, JoinGroup metadata,
+the leader's assignment) are :mod:`kafka_actors.protocol.classic_rebalance`, the configuration
+:mod:`kafka_actors.protocol.classic_config`; this module re-exports the public names.
 
 May touch: nothing outside itself. No threads, sockets or clocks: the current time is always a
 parameter (``now_ms``) and randomness (backoff jitter) is injected. It builds kio requests with
@@ -79,59 +86,81 @@ Choices where Java leaves room (or where this design differs), in one place:
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final
 
 from kafka_actors.errors import (
-    ConfigError,
+    CoordinatorLoadInProgressError,
     FatalConsumerError,
     FencedInstanceIdError,
     GroupAuthorizationFailedError,
     GroupMaxSizeReachedError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    MemberIdRequiredError,
+    ProtocolError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+    UnsupportedVersionError,
+    error_class_for_code,
     error_for_code,
 )
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.assignors import (
-    ASSIGNORS,
+    CONSUMER_PROTOCOL_TYPE,
     RebalanceProtocol,
+    Subscription,
+    decode_assignment,
     rebalance_protocol,
 )
+from kafka_actors.protocol.classic_config import ClassicMembershipConfig
 from kafka_actors.protocol.classic_heartbeat import ClassicHeartbeat
 from kafka_actors.protocol.classic_rebalance import (
+    COORDINATOR_ERROR_CODES,
+    JOIN_FATAL_CODES,
     JOIN_GROUP_TIMEOUT_LAPSE_MS,
+    MAX_REASON_LENGTH,
+    NO_GENERATION,
     NO_GENERATION_ID,
     NO_MEMBER_ID,
+    CallbackPurpose,
     ClassicMemberState,
+    Generation,
     NeedPartitionCounts,
-    _Callback,
-    _Completion,
-    _InFlight,
-    _Kind,
-    _LeaderPending,
-    _Leave,
-    _Prepare,
-    _Purpose,
+    PendingCallback,
+    RebalanceCallbacks,
+    assign_as_leader,
+    decode_member_subscriptions,
+    join_protocols,
 )
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
+    CommitBeforeRevocation,
     CoordinatorUnknown,
     ErrorEvent,
     LeaveCompleted,
     MemberEpochChanged,
     RebalanceCallback,
 )
+from kafka_actors.protocol.group_member import OwnedPartitions
 from kafka_actors.protocol.messages import (
+    COORDINATOR_NODE,
     PollResult,
     TopicPartition,
     UnsentRequest,
 )
-from kafka_actors.protocol.request_state import RequestState, retry_backoff
-
-if TYPE_CHECKING:
-    from kafka_actors.config import ConsumerConfig
+from kafka_actors.protocol.request_state import Outbox, RequestState, retry_backoff
+from kafka_actors.protocol.requests import (
+    join_group_request,
+    leave_group_request,
+    sync_group_request,
+)
 
 __all__ = [
     "JOIN_GROUP_TIMEOUT_LAPSE_MS",
@@ -143,72 +172,76 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClassicMembershipConfig:
-    """What the classic membership manager needs from the consumer configuration (Java names)."""
-
-    group_id: str
-    group_instance_id: str | None = None  # group.instance.id: static membership
-    rack_id: str | None = None  # client.rack
-    session_timeout_ms: int = 45_000  # session.timeout.ms
-    heartbeat_interval_ms: int = 3_000  # heartbeat.interval.ms
-    rebalance_timeout_ms: int = 300_000  # max.poll.interval.ms
-    assignors: tuple[str, ...] = ("range", "cooperative-sticky")  # partition.assignment.strategy
-    auto_commit_enabled: bool = True  # enable.auto.commit
-    retry_backoff_ms: int = 100  # retry.backoff.ms
-    retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
-    request_timeout_ms: int = 30_000  # request.timeout.ms
-    # Negotiated API versions (the actor passes the coordinator's).
-    join_group_version: int = 9
-    sync_group_version: int = 5
-    heartbeat_version: int = 4
-    leave_group_version: int = 5
-
-    def __post_init__(self) -> None:
-        if not self.assignors:
-            raise ConfigError(
-                "partition.assignment.strategy needs at least one assignor",
-                key="partition.assignment.strategy",
-            )
-        unknown = [name for name in self.assignors if name not in ASSIGNORS]
-        if unknown:
-            raise ConfigError(
-                f"unknown assignors {unknown}; known: {', '.join(ASSIGNORS)}",
-                key="partition.assignment.strategy",
-            )
-        if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise ConfigError(
-                "heartbeat.interval.ms must be lower than session.timeout.ms",
-                key="heartbeat.interval.ms",
-            )
-
-    @classmethod
-    def from_consumer_config(
-        cls, config: ConsumerConfig, **versions: int
-    ) -> ClassicMembershipConfig:
-        """From the consumer's configuration; ``versions`` sets the ``*_version`` fields."""
-        if config.group_id is None:
-            raise ConfigError("group.id is required to join a consumer group", key="group.id")
-        return cls(
-            group_id=config.group_id,
-            group_instance_id=config.group_instance_id,
-            rack_id=config.client_rack or None,
-            session_timeout_ms=config.session_timeout_ms,
-            heartbeat_interval_ms=config.heartbeat_interval_ms,
-            rebalance_timeout_ms=config.max_poll_interval_ms,
-            assignors=tuple(config.partition_assignment_strategy),
-            auto_commit_enabled=config.enable_auto_commit,
-            retry_backoff_ms=config.retry_backoff_ms,
-            retry_backoff_max_ms=config.retry_backoff_max_ms,
-            request_timeout_ms=config.request_timeout_ms,
-            **versions,
-        )
+_HEARTBEAT_STATES: Final = frozenset(
+    {ClassicMemberState.COMPLETING_REBALANCE, ClassicMemberState.STABLE}
+)
 
 
-class ClassicMembershipManager(ClassicHeartbeat):
-    """A classic consumer group member (see the module docstring)."""
+class _Kind(enum.Enum):
+    JOIN = "join"
+    SYNC = "sync"
+    HEARTBEAT = "heartbeat"
+    LEAVE = "leave"  # the leave of leave_group: its outcome completes the leave
+    LEAVE_IGNORED = "leave-ignored"  # poll-timer leave, or after the leave deadline
 
-    _config: ClassicMembershipConfig
+
+@dataclass(slots=True)
+class _InFlight:
+    kind: _Kind
+    flow: int  # the join flow it belongs to (join/sync); stale flows are ignored
+    generation: Generation  # the generation it was sent in
+
+
+@dataclass(slots=True)
+class _Prepare:
+    """Java's onJoinPrepare in progress."""
+
+    lost: bool
+    revoked: frozenset[TopicPartition]
+    commit_id: int | None = None
+    commit_started: bool = False
+    callback_started: bool = False
+    done: bool = False
+
+
+@dataclass(slots=True)
+class _LeaderPending:
+    """A leader waiting for partition counts before it can assign."""
+
+    request_id: int
+    flow: int
+    protocol: str
+    subscriptions: dict[str, Subscription]
+    topics: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Completion:
+    """Java's onJoinComplete in progress (after a successful SyncGroup)."""
+
+    assigned: frozenset[TopicPartition]
+    generation_id: int
+    step: str = "start"  # start -> revoking -> assign -> assigning -> done
+    revoked: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(slots=True)
+class _Leave:
+    deadline_ms: int | None
+    run_callbacks: bool
+    reason: str
+    released: bool = False
+    sent: bool = False
+    request_id: int | None = None
+
+
+class ClassicMembershipManager:
+    """A classic consumer group member (see the module docstring).
+
+    Composed of the objects that own their state: the outbox (events and request ids), the owned
+    partitions, the rebalance callbacks and the heartbeat timers; the generation is a value the
+    rebalance replaces and the heartbeat sends. The fields below are the rebalance's own.
+    """
 
     def __init__(
         self,
@@ -226,13 +259,11 @@ class ClassicMembershipManager(ClassicHeartbeat):
             group_instance_id=config.group_instance_id,
         )
         backoff = retry_backoff(config, random)
-        self._init_outbox()
+        self._outbox = Outbox()
         self._outgoing: list[UnsentRequest] = []
 
         self._state = ClassicMemberState.UNJOINED
-        self._generation_id = NO_GENERATION_ID
-        self._member_id = NO_MEMBER_ID
-        self._protocol_name: str | None = None
+        self._generation = NO_GENERATION
         self._leader_id: str | None = None
         self._is_leader = False
         self._published_identity: tuple[str, int | None, bool] = (NO_MEMBER_ID, None, False)
@@ -242,9 +273,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
         self._coordinator_known = False
 
         # Assignment.
-        self._assignment: frozenset[TopicPartition] = frozenset()
-        self._pending_revocation: frozenset[TopicPartition] = frozenset()
-        self._awaiting_callback: frozenset[TopicPartition] = frozenset()
+        self._owned = OwnedPartitions(self._outbox)
         self._last_assigned: frozenset[TopicPartition] = frozenset()
         self._last_assignment_generation = NO_GENERATION_ID
 
@@ -262,17 +291,15 @@ class ClassicMembershipManager(ClassicHeartbeat):
         self._assignment_snapshot: dict[str, int] | None = None
 
         # Callbacks: at most one outstanding.
-        self._callback: _Callback | None = None
+        self._callbacks = RebalanceCallbacks(self._outbox)
 
         # Requests in flight by request id.
         self._in_flight: dict[int, _InFlight] = {}
 
         # Heartbeat (Java's Heartbeat: heartbeat timer, session timer, poll timer).
-        self._heartbeat_request_id: int | None = None
-        self._next_heartbeat_ms = 0
-        self._heartbeat_state = RequestState(backoff)  # only its failure count is used
-        self._session_deadline_ms: int | None = None
-        self._poll_deadline_ms: int | None = None
+        self._heartbeat = ClassicHeartbeat(config, backoff)
+        #: Heartbeat errors lasting since the last success (key: error code), for the log.
+        self._heartbeat_errors: ConditionLog[int] = ConditionLog()
 
         # Leave.
         self._leave: _Leave | None = None
@@ -280,21 +307,49 @@ class ClassicMembershipManager(ClassicHeartbeat):
     # -- Observability ------------------------------------------------------------------------
 
     @property
+    def group_id(self) -> str:
+        return self._config.group_id
+
+    @property
+    def group_instance_id(self) -> str | None:
+        return self._config.group_instance_id
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions the member owns now (including ones awaiting onPartitionsAssigned)."""
+        return self._owned.assignment
+
+    @property
+    def partitions_awaiting_callback(self) -> frozenset[TopicPartition]:
+        """Owned partitions not fetchable yet: their onPartitionsAssigned has not completed."""
+        return self._owned.awaiting_callback
+
+    @property
+    def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
+        """Owned partitions being revoked: no records of them may be returned."""
+        return self._owned.pending_revocation
+
+    @property
+    def generation(self) -> Generation:
+        """The current generation (id, member id, protocol name)."""
+        return self._generation
+
+    @property
     def state(self) -> ClassicMemberState:
         return self._state
 
     @property
     def member_id(self) -> str:
-        return self._member_id
+        return self._generation.member_id
 
     @property
     def generation_id(self) -> int:
-        return self._generation_id
+        return self._generation.generation_id
 
     @property
     def member_epoch(self) -> int:
         """The generation id (the classic protocol's epoch), for symmetry with KIP-848."""
-        return self._generation_id
+        return self._generation.generation_id
 
     @property
     def is_leader(self) -> bool:
@@ -307,7 +362,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
     @property
     def protocol_name(self) -> str | None:
         """The assignor the group chose in the current generation."""
-        return self._protocol_name
+        return self._generation.protocol_name
 
     @property
     def rebalance_protocol(self) -> RebalanceProtocol:
@@ -326,12 +381,19 @@ class ClassicMembershipManager(ClassicHeartbeat):
         return self._rejoin_needed
 
     @property
+    def rebalance_in_progress(self) -> bool:
+        return self._state in (
+            ClassicMemberState.PREPARING_REBALANCE,
+            ClassicMemberState.COMPLETING_REBALANCE,
+        )
+
+    @property
     def leave_in_progress(self) -> bool:
         return self._leave is not None
 
     @property
     def heartbeat_in_flight(self) -> bool:
-        return self._heartbeat_request_id is not None
+        return self._heartbeat.in_flight
 
     # -- Application events -------------------------------------------------------------------
 
@@ -349,7 +411,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
 
     def on_poll(self, now_ms: int) -> None:
         """The application polled: reset the poll timer; start a rebalance if one is needed."""
-        self._poll_deadline_ms = now_ms + self._config.rebalance_timeout_ms
+        self._heartbeat.reset_poll_timer(now_ms)
         if self._state is ClassicMemberState.FATAL or not self._subscription:
             return
         if self._leave is not None:
@@ -378,7 +440,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
                 )
             return
         if self._state is ClassicMemberState.FATAL:
-            self._events.append(LeaveCompleted())
+            self._outbox.publish(LeaveCompleted())
             return
         self._log.info("leave_requested", state=self._state.value)
         self._leave = _Leave(deadline_ms, run_callbacks, "the consumer unsubscribed or is closing")
@@ -389,7 +451,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
     def on_coordinator_discovered(self, now_ms: int) -> None:
         self._coordinator_known = True
         # Java resets the session timer when it finds the coordinator.
-        self._session_deadline_ms = now_ms + self._config.session_timeout_ms
+        self._heartbeat.reset_session_timeout(now_ms)
 
     def on_coordinator_unknown(self, now_ms: int) -> None:
         self._coordinator_known = False
@@ -425,11 +487,10 @@ class ClassicMembershipManager(ClassicHeartbeat):
             self._log.error("auto_commit_before_rebalance_failed", error=repr(error))
 
     def on_callback_completed(self, callback_id: int, error: BaseException | None = None) -> None:
-        callback = self._callback
-        if callback is None or callback.callback_id != callback_id:
+        callback = self._callbacks.complete(callback_id)
+        if callback is None:
             self._log.warning("callback_completion_ignored", callback_id=callback_id)
             return
-        self._callback = None
         if error is not None:
             self._log.error(
                 "rebalance_callback_failed",
@@ -450,7 +511,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
         requests = tuple(self._outgoing)
         self._outgoing.clear()
         self._publish_identity()
-        events = self._drain_events()
+        events = self._outbox.drain()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -464,7 +525,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
             return
         kind = in_flight.kind
         if kind is _Kind.HEARTBEAT:
-            self._heartbeat_request_id = None
+            self._heartbeat.clear_in_flight()
             self._on_heartbeat_response(in_flight, response, now_ms)
         elif kind is _Kind.JOIN:
             self._on_join_response(in_flight, response, now_ms)
@@ -484,8 +545,8 @@ class ClassicMembershipManager(ClassicHeartbeat):
         if disconnected:
             self._mark_coordinator_unknown(f"{kind.value} request failed: {error}")
         if kind is _Kind.HEARTBEAT:
-            self._heartbeat_request_id = None
-            self._fail_heartbeat(now_ms)
+            self._heartbeat.clear_in_flight()
+            self._heartbeat.fail_heartbeat(now_ms)
         elif kind in (_Kind.JOIN, _Kind.SYNC):
             if in_flight.flow != self._flow:
                 return
@@ -504,11 +565,629 @@ class ClassicMembershipManager(ClassicHeartbeat):
 
     # -- The rebalance, step by step ----------------------------------------------------------
 
+    def _advance(self, now_ms: int) -> None:
+        for _ in range(100):
+            if not self._step(now_ms):
+                return
+        raise AssertionError("classic membership: no fixed point after 100 steps")
+
+    def _step(self, now_ms: int) -> bool:
+        """One step of whatever is in progress; False when nothing more can happen now."""
+        if self._callbacks.pending is not None:
+            return False
+        if self._state is ClassicMemberState.FATAL:
+            if self._owned.assignment:
+                self._callbacks.invoke(
+                    RebalanceCallback.ON_PARTITIONS_LOST,
+                    self._owned.assignment,
+                    CallbackPurpose.LOST_ON_FATAL,
+                    None,
+                )
+                return True
+            return False
+        completion = self._completion
+        if completion is not None:
+            return self._step_completion(completion)
+        if self._leave is not None:
+            return self._step_leave(self._leave, now_ms)
+        if not self._subscription or not self._rejoin_needed or not self._join_allowed:
+            return False
+        if self._prepare is not None or self._needs_join_prepare:
+            return self._step_prepare(now_ms)
+        if self._join_phase is not None or self._leader_pending is not None:
+            return False
+        if not self._coordinator_known:
+            return False
+        if not self._join_state.can_send_request(now_ms):
+            return False
+        self._send_join_group(now_ms)
+        return True
+
+    def _step_prepare(self, now_ms: int) -> bool:
+        prepare = self._prepare
+        if prepare is None:
+            self._needs_join_prepare = False
+            owned = self._owned.assignment
+            lost = (
+                self._generation.generation_id == NO_GENERATION_ID
+                or self._generation.member_id == NO_MEMBER_ID
+            )
+            if lost or self._protocol is RebalanceProtocol.EAGER:
+                revoked = owned
+            else:
+                subscribed = set(self._subscription)
+                revoked = frozenset(tp for tp in owned if tp.topic not in subscribed)
+            prepare = _Prepare(lost=lost, revoked=revoked)
+            self._prepare = prepare
+            self._log.info(
+                "join_prepare",
+                generation_id=self._generation.generation_id,
+                lost=lost,
+                protocol=self._protocol.name,
+                revoking=sorted(str(tp) for tp in revoked),
+            )
+        if not prepare.commit_started:
+            prepare.commit_started = True
+            if self._config.auto_commit_enabled and not prepare.lost:
+                if self._protocol is RebalanceProtocol.EAGER:
+                    self._owned.pause_fetching(self._owned.assignment)
+                prepare.commit_id = self._outbox.new_id()
+                self._outbox.publish(
+                    CommitBeforeRevocation(
+                        prepare.revoked,
+                        now_ms + self._config.rebalance_timeout_ms,
+                        prepare.commit_id,
+                    )
+                )
+            return True
+        if prepare.commit_id is not None:
+            return False  # waiting for the commit
+        if not prepare.callback_started:
+            prepare.callback_started = True
+            if prepare.lost:
+                if prepare.revoked:
+                    self._callbacks.invoke(
+                        RebalanceCallback.ON_PARTITIONS_LOST,
+                        prepare.revoked,
+                        CallbackPurpose.PREPARE,
+                        prepare,
+                    )
+                    return True
+            elif prepare.revoked or self._protocol is RebalanceProtocol.EAGER:
+                # Eager invokes onPartitionsRevoked at every rebalance, even with nothing.
+                self._owned.pause_fetching(prepare.revoked)
+                self._callbacks.invoke(
+                    RebalanceCallback.ON_PARTITIONS_REVOKED,
+                    prepare.revoked,
+                    CallbackPurpose.PREPARE,
+                    prepare,
+                )
+                return True
+            self._finish_prepare(prepare)
+            return True
+        return False
+
+    def _finish_prepare(self, prepare: _Prepare) -> None:
+        if not prepare.done:
+            prepare.done = True
+            self._owned.set_assignment(self._owned.assignment - prepare.revoked)
+        if self._prepare is prepare:
+            self._prepare = None
+            self._is_leader = False
+            self._assignment_snapshot = None
+
+    def _step_completion(self, completion: _Completion) -> bool:
+        if self._leave is not None:
+            # Leaving: stop here; the leave releases whatever is owned.
+            self._completion = None
+            self._finish_completion()
+            return True
+        if completion.step == "start":
+            assigned = completion.assigned
+            subscribed = set(self._subscription)
+            unmatched = sorted(str(tp) for tp in assigned if tp.topic not in subscribed)
+            if unmatched:
+                self._log.info(
+                    "assignment_does_not_match_subscription",
+                    unmatched=unmatched,
+                    subscription=self._subscription,
+                )
+                self._completion = None
+                self._finish_completion()
+                self._request_rejoin("received assignment does not match the subscription")
+                return True
+            owned = self._owned.assignment
+            self._log.info(
+                "assignment_received",
+                generation_id=completion.generation_id,
+                assigned=sorted(str(tp) for tp in assigned),
+                owned=sorted(str(tp) for tp in owned),
+            )
+            if self._protocol is RebalanceProtocol.COOPERATIVE:
+                revoked = owned - assigned
+                if revoked:
+                    completion.revoked = revoked
+                    completion.step = "revoking"
+                    self._request_rejoin(
+                        f"need to revoke partitions {sorted(str(tp) for tp in revoked)} "
+                        "as indicated by the current assignment and re-join"
+                    )
+                    self._owned.pause_fetching(revoked)
+                    self._callbacks.invoke(
+                        RebalanceCallback.ON_PARTITIONS_REVOKED,
+                        revoked,
+                        CallbackPurpose.COMPLETE_REVOKE,
+                        completion,
+                    )
+                    return True
+            completion.step = "assign"
+        if completion.step == "assign":
+            assigned = completion.assigned
+            added = assigned - self._owned.assignment
+            self._owned.set_assignment(assigned)
+            self._owned.await_callback(added)
+            self._last_assigned = assigned
+            self._last_assignment_generation = completion.generation_id
+            completion.step = "assigning"
+            self._callbacks.invoke(
+                RebalanceCallback.ON_PARTITIONS_ASSIGNED,
+                added,
+                CallbackPurpose.COMPLETE_ASSIGN,
+                completion,
+                assignment=assigned,
+            )
+            return True
+        if completion.step == "done":
+            self._completion = None
+            self._finish_completion()
+            return True
+        return False
+
+    def _finish_completion(self) -> None:
+        self._needs_join_prepare = True
+        if not self._rejoin_needed:
+            self._join_allowed = False
+            self._log.info(
+                "rebalance_completed",
+                generation_id=self._generation.generation_id,
+                assignment=sorted(str(tp) for tp in self._owned.assignment),
+            )
+
     # -- JoinGroup / SyncGroup ------------------------------------------------------------------
+
+    def _send_join_group(self, now_ms: int) -> None:
+        config = self._config
+        self._joined_subscription = self._subscription
+        protocols = join_protocols(
+            config,
+            subscription=self._subscription,
+            owned=self._owned.assignment,
+            last_assigned=self._last_assigned,
+            last_assignment_generation=self._last_assignment_generation,
+            generation_id=self._generation.generation_id,
+        )
+        request = join_group_request(
+            config.join_group_version,
+            group_id=config.group_id,
+            session_timeout_ms=config.session_timeout_ms,
+            rebalance_timeout_ms=config.rebalance_timeout_ms,
+            member_id=self._generation.member_id,
+            protocols=protocols,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            group_instance_id=config.group_instance_id,
+            reason=self._rejoin_reason[:MAX_REASON_LENGTH] or None,
+        )
+        request_id = self._outbox.new_id()
+        self._in_flight[request_id] = _InFlight(_Kind.JOIN, self._flow, self._generation)
+        self._join_phase = _Kind.JOIN
+        self._transition_to(ClassicMemberState.PREPARING_REBALANCE)
+        self._log.info(
+            "join_group_sent",
+            member_id=self._generation.member_id,
+            generation_id=self._generation.generation_id,
+            owned=len(self._owned.assignment),
+            reason=self._rejoin_reason,
+        )
+        timeout = max(
+            config.request_timeout_ms, config.rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS
+        )
+        self._outgoing.append(
+            UnsentRequest(
+                node=COORDINATOR_NODE, request=request, request_id=request_id, timeout_ms=timeout
+            )
+        )
+
+    def _on_join_response(self, sent: _InFlight, response: Any, now_ms: int) -> None:
+        if sent.flow != self._flow:
+            self._log.debug("stale_join_response_ignored")
+            return
+        self._join_phase = None
+        code = int(response.error_code)
+        if code == 0:
+            protocol_type = getattr(response, "protocol_type", None)
+            if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
+                self._transition_to_fatal(
+                    InconsistentGroupProtocolError(
+                        f"JoinGroup: protocol type {protocol_type!r}, expected "
+                        f"{CONSUMER_PROTOCOL_TYPE!r}"
+                    )
+                )
+                return
+            if self._state is not ClassicMemberState.PREPARING_REBALANCE:
+                self._log.info("join_response_ignored", state=self._state.value)
+                return
+            self._join_state.reset()
+            self._set_generation(
+                Generation(int(response.generation_id), response.member_id, response.protocol_name)
+            )
+            self._leader_id = response.leader
+            self._is_leader = response.leader == self._generation.member_id
+            self._transition_to(ClassicMemberState.COMPLETING_REBALANCE)
+            self._heartbeat.reset_timeouts(now_ms)  # Java's HeartbeatThread.enable
+            self._log.info(
+                "joined_group",
+                generation_id=self._generation.generation_id,
+                protocol=self._generation.protocol_name,
+                leader=self._is_leader,
+                members=len(response.members),
+            )
+            if self._is_leader:
+                self._on_leader_elected(response)
+            else:
+                self._send_sync_group(())
+            return
+        message = getattr(response, "error_message", None)
+        self._log.info(
+            "join_group_failed", error_code=code, generation_id=sent.generation.generation_id
+        )
+        if code == MemberIdRequiredError.code:
+            self._set_generation(
+                dataclasses.replace(
+                    self._generation, generation_id=NO_GENERATION_ID, member_id=response.member_id
+                )
+            )
+            self._request_rejoin(
+                f"need to re-join with the given member-id: {self._generation.member_id}"
+            )
+        elif code == UnknownMemberIdError.code:
+            if self._generation_unchanged(sent):
+                self._reset_state_and_rejoin("JoinGroup: unknown member id", reset_member_id=True)
+        elif code == RebalanceInProgressError.code:
+            pass  # retry at once
+        elif code in COORDINATOR_ERROR_CODES:
+            self._mark_coordinator_unknown(f"JoinGroup error code {code}")
+            self._join_backoff(now_ms)
+        elif code == CoordinatorLoadInProgressError.code:
+            self._join_backoff(now_ms)
+        elif code in JOIN_FATAL_CODES:
+            self._fail_for_code(code, message)
+        else:
+            self._retry_or_fail(code, message, now_ms)
+
+    def _on_leader_elected(self, response: Any) -> None:
+        protocol = self._generation.protocol_name
+        if protocol is None or protocol not in self._config.assignors:
+            self._transition_to_fatal(
+                FatalConsumerError(
+                    f"Coordinator selected invalid assignment protocol: {protocol!r}"
+                )
+            )
+            return
+        if getattr(response, "skip_assignment", False):
+            # KIP-814: a static leader rejoining with unchanged metadata keeps the assignment.
+            self._log.info("leader_skips_assignment")
+            self._send_sync_group(())
+            return
+        try:
+            subscriptions = decode_member_subscriptions(response.members)
+        except ProtocolError as exc:
+            self._log.error("member_subscription_undecodable", error=str(exc))
+            self._transition_to_fatal(exc)
+            return
+        topics = frozenset(t for s in subscriptions.values() for t in s.topics)
+        request_id = self._outbox.new_id()
+        self._leader_pending = _LeaderPending(
+            request_id, self._flow, protocol, subscriptions, topics
+        )
+        self._outbox.publish(NeedPartitionCounts(topics, request_id))
+
+    def _assign_as_leader(self, pending: _LeaderPending, counts: Mapping[str, int]) -> None:
+        known, assignments, encoded = assign_as_leader(
+            pending.protocol, pending.subscriptions, pending.topics, counts
+        )
+        self._assignment_snapshot = known
+        self._log.info(
+            "leader_assigned",
+            protocol=pending.protocol,
+            members=len(pending.subscriptions),
+            assignment={
+                member: sorted(str(tp) for tp in a.partitions) for member, a in assignments.items()
+            },
+        )
+        self._send_sync_group(encoded)
+
+    def _send_sync_group(self, assignments: Iterable[tuple[str, bytes]]) -> None:
+        config = self._config
+        request = sync_group_request(
+            config.sync_group_version,
+            group_id=config.group_id,
+            generation_id=self._generation.generation_id,
+            member_id=self._generation.member_id,
+            assignments=tuple(assignments),
+            group_instance_id=config.group_instance_id,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol_name=self._generation.protocol_name,
+        )
+        request_id = self._outbox.new_id()
+        self._in_flight[request_id] = _InFlight(_Kind.SYNC, self._flow, self._generation)
+        self._join_phase = _Kind.SYNC
+        self._outgoing.append(
+            UnsentRequest(node=COORDINATOR_NODE, request=request, request_id=request_id)
+        )
+
+    def _on_sync_response(self, sent: _InFlight, response: Any, now_ms: int) -> None:
+        if sent.flow != self._flow:
+            self._log.debug("stale_sync_response_ignored")
+            return
+        self._join_phase = None
+        code = int(response.error_code)
+        if code == 0:
+            protocol_type = getattr(response, "protocol_type", None)
+            protocol_name = getattr(response, "protocol_name", None)
+            if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
+                self._transition_to_fatal(
+                    InconsistentGroupProtocolError(
+                        f"SyncGroup: protocol type {protocol_type!r}, expected "
+                        f"{CONSUMER_PROTOCOL_TYPE!r}"
+                    )
+                )
+                return
+            if protocol_name is not None and protocol_name != self._generation.protocol_name:
+                self._transition_to_fatal(
+                    InconsistentGroupProtocolError(
+                        f"SyncGroup: protocol name {protocol_name!r}, expected "
+                        f"{self._generation.protocol_name!r}"
+                    )
+                )
+                return
+            if self._state is not ClassicMemberState.COMPLETING_REBALANCE:
+                self._log.info("sync_response_ignored", state=self._state.value)
+                return
+            try:
+                assignment = decode_assignment(response.assignment)
+            except ProtocolError as exc:
+                self._transition_to_fatal(exc)
+                return
+            self._transition_to(ClassicMemberState.STABLE)
+            self._rejoin_needed = False
+            self._rejoin_reason = ""
+            self._log.info("synced_group", generation_id=self._generation.generation_id)
+            self._publish_identity()
+            self._completion = _Completion(
+                assigned=frozenset(assignment.partitions),
+                generation_id=self._generation.generation_id,
+            )
+            return
+        message = getattr(response, "error_message", None)
+        self._log.info(
+            "sync_group_failed", error_code=code, generation_id=sent.generation.generation_id
+        )
+        if code == RebalanceInProgressError.code:
+            self._request_rejoin("SyncGroup: the group began another rebalance")
+        elif code in (UnknownMemberIdError.code, IllegalGenerationError.code):
+            if self._generation_unchanged(sent):
+                self._reset_state_and_rejoin(
+                    f"SyncGroup error code {code}",
+                    reset_member_id=code == UnknownMemberIdError.code,
+                )
+        elif code in COORDINATOR_ERROR_CODES:
+            self._mark_coordinator_unknown(f"SyncGroup error code {code}")
+            self._join_backoff(now_ms)
+        elif code in (
+            GroupAuthorizationFailedError.code,
+            FencedInstanceIdError.code,
+            UnsupportedVersionError.code,
+        ):
+            self._fail_for_code(code, message)
+        else:
+            self._retry_or_fail(code, message, now_ms)
+
+    def _retry_or_fail(self, code: int, message: str | None, now_ms: int) -> None:
+        cls = error_class_for_code(code)
+        if cls is not None and cls.retriable:
+            self._join_backoff(now_ms)
+        else:
+            self._fail_for_code(code, message)
+
+    def _join_backoff(self, now_ms: int) -> None:
+        self._join_state.on_failed_attempt(now_ms)
+
+    def _generation_unchanged(self, sent: _InFlight) -> bool:
+        return sent.generation.same_member(self._generation)
 
     # -- Heartbeats ---------------------------------------------------------------------------
 
+    def _heartbeat_enabled(self) -> bool:
+        return self._state in _HEARTBEAT_STATES and self._coordinator_known
+
+    def _poll_heartbeat(self, now_ms: int) -> None:
+        """Java's ``HeartbeatThread.run``, one turn: the session and poll timers, then a
+        Heartbeat when one is due."""
+        if not self._heartbeat_enabled():
+            return
+        heartbeat = self._heartbeat
+        if heartbeat.check_session_timeout(now_ms):
+            self._log.warning(
+                "session_timed_out",
+                session_timeout_ms=self._config.session_timeout_ms,
+            )
+            self._mark_coordinator_unknown(
+                "session timed out without receiving a heartbeat response"
+            )
+            return
+        if heartbeat.poll_timeout_expired(now_ms):
+            self._log.warning(
+                "poll_timer_expired",
+                max_poll_interval_ms=self._config.rebalance_timeout_ms,
+                hint="the poll loop spends too long processing records: increase "
+                "max.poll.interval.ms or reduce max.poll.records",
+            )
+            self._maybe_leave_group("consumer poll timeout has expired.", _Kind.LEAVE_IGNORED)
+            # Rejoin on the next application poll (which releases the partitions as lost).
+            self._join_allowed = False
+            return
+        if not heartbeat.should_heartbeat(now_ms):
+            return
+        request = heartbeat.heartbeat_request(self._generation)
+        request_id = self._outbox.new_id()
+        self._in_flight[request_id] = _InFlight(_Kind.HEARTBEAT, self._flow, self._generation)
+        heartbeat.sent_heartbeat(request_id, now_ms)
+        self._log.debug("heartbeat_sent", generation_id=self._generation.generation_id)
+        self._outgoing.append(
+            UnsentRequest(node=COORDINATOR_NODE, request=request, request_id=request_id)
+        )
+
+    def _on_heartbeat_response(self, sent: _InFlight, response: Any, now_ms: int) -> None:
+        code = int(response.error_code)
+        if self._state is ClassicMemberState.FATAL:
+            return
+        if code == 0:
+            self._heartbeat.receive_heartbeat(now_ms)
+            for error_code, cleared in self._heartbeat_errors.cleared_all(now_ms):
+                self._log.info("heartbeat_error_cleared", error_code=error_code, **cleared.fields())
+            return
+        if (report := self._heartbeat_errors.occurred(code, now_ms)) is not None:
+            self._log.info(
+                "heartbeat_error",
+                error_code=code,
+                state=self._state.value,
+                generation_id=sent.generation.generation_id,
+                **report.fields(),
+            )
+        if code == RebalanceInProgressError.code:
+            # Counts as a received heartbeat (the session is alive).
+            self._heartbeat.reset_session_timeout(now_ms)
+            if self._state is ClassicMemberState.STABLE:
+                self._request_rejoin("group is already rebalancing")
+            return
+        self._heartbeat.fail_heartbeat(now_ms)
+        if code in COORDINATOR_ERROR_CODES:
+            self._mark_coordinator_unknown(f"heartbeat error code {code}")
+        elif code in (
+            IllegalGenerationError.code,
+            UnknownMemberIdError.code,
+            FencedInstanceIdError.code,
+        ):
+            if not self._generation_unchanged(sent):
+                self._log.info("stale_heartbeat_error_ignored", error_code=code)
+                return
+            self._reset_state_and_rejoin(
+                f"heartbeat error code {code}", reset_member_id=code != IllegalGenerationError.code
+            )
+            if code == FencedInstanceIdError.code:
+                self._fail_for_code(code, None)
+        elif code in (GroupAuthorizationFailedError.code, UnsupportedVersionError.code):
+            self._fail_for_code(code, None)
+        elif report is not None:
+            self._log.warning("unexpected_heartbeat_error", error_code=code, **report.fields())
+
     # -- LeaveGroup ---------------------------------------------------------------------------
+
+    def _step_leave(self, leave: _Leave, now_ms: int) -> bool:
+        if not leave.released:
+            leave.released = True
+            owned = self._owned.assignment
+            if owned and leave.run_callbacks:
+                lost = (
+                    self._generation.generation_id == NO_GENERATION_ID
+                    or self._generation.member_id == NO_MEMBER_ID
+                    or self.rebalance_in_progress
+                )
+                if lost:
+                    method = RebalanceCallback.ON_PARTITIONS_LOST
+                else:
+                    method = RebalanceCallback.ON_PARTITIONS_REVOKED
+                    self._owned.pause_fetching(owned)
+                self._callbacks.invoke(method, owned, CallbackPurpose.LEAVE_RELEASE, leave)
+                return True
+            self._owned.set_assignment(frozenset())
+            return True
+        if not leave.sent:
+            leave.sent = True
+            request_id = self._maybe_leave_group(leave.reason, _Kind.LEAVE)
+            leave.request_id = request_id
+            if request_id is None:
+                self._complete_leave(None)
+            return True
+        return False
+
+    def _maybe_leave_group(self, reason: str, kind: _Kind) -> int | None:
+        """Java's maybeLeaveGroup: LeaveGroup for a dynamic member in the group, then reset."""
+        request_id: int | None = None
+        if (
+            self._config.group_instance_id is None
+            and self._coordinator_known
+            and self._state is not ClassicMemberState.UNJOINED
+            and self._generation.member_id != NO_MEMBER_ID
+        ):
+            request_id = self._outbox.new_id()
+            version = self._config.leave_group_version
+            request = leave_group_request(
+                version,
+                group_id=self._config.group_id,
+                member_id=self._generation.member_id,
+                reason=reason[:MAX_REASON_LENGTH],
+            )
+            self._in_flight[request_id] = _InFlight(kind, self._flow, self._generation)
+            self._outgoing.append(
+                UnsentRequest(node=COORDINATOR_NODE, request=request, request_id=request_id)
+            )
+            self._log.info("leave_group_sent", member_id=self._generation.member_id, reason=reason)
+        else:
+            self._log.info(
+                "leave_group_not_sent",
+                static=self._config.group_instance_id is not None,
+                coordinator_known=self._coordinator_known,
+                state=self._state.value,
+            )
+        self._reset_state_and_rejoin(reason, reset_member_id=True)
+        return request_id
+
+    def _complete_leave(self, request_id: int | None, *, timed_out: bool = False) -> None:
+        leave = self._leave
+        if leave is None or (request_id is not None and leave.request_id != request_id):
+            return
+        self._leave = None
+        self._outbox.publish(LeaveCompleted(timed_out=timed_out))
+        self._log.info("leave_completed", timed_out=timed_out)
+
+    def _check_leave_deadline(self, now_ms: int) -> None:
+        leave = self._leave
+        if leave is None or leave.deadline_ms is None or now_ms < leave.deadline_ms:
+            return
+        self._log.warning("leave_deadline_passed", released=leave.released, sent=leave.sent)
+        if not leave.released or self._callbacks.pending is not None:
+            # Stop waiting for the release callback (its late reply only clears again).
+            leave.released = True
+            self._owned.set_assignment(frozenset())
+        if not leave.sent:
+            leave.sent = True
+            self._maybe_leave_group(leave.reason, _Kind.LEAVE_IGNORED)
+        elif leave.request_id is not None:
+            in_flight = self._in_flight.get(leave.request_id)
+            if in_flight is not None:
+                in_flight.kind = _Kind.LEAVE_IGNORED
+        self._leave = None
+        self._outbox.publish(LeaveCompleted(timed_out=True))
+
+    def _on_leave_response(self, sent: _InFlight, response: Any, request_id: int) -> None:
+        code = int(response.error_code)
+        member_codes = [int(m.error_code) for m in getattr(response, "members", ())]
+        self._log.info("leave_group_response", error_code=code, member_error_codes=member_codes)
+        if code in COORDINATOR_ERROR_CODES:
+            self._mark_coordinator_unknown(f"LeaveGroup error code {code}")
+        if sent.kind is _Kind.LEAVE:
+            self._complete_leave(request_id)
 
     # -- Transitions and helpers --------------------------------------------------------------
 
@@ -519,8 +1198,8 @@ class ClassicMembershipManager(ClassicHeartbeat):
             "member_state_transition",
             from_state=self._state.value,
             to_state=state.value,
-            generation_id=self._generation_id,
-            member_id=self._member_id,
+            generation_id=self._generation.generation_id,
+            member_id=self._generation.member_id,
         )
         self._state = state
         self._publish_identity()
@@ -531,15 +1210,22 @@ class ClassicMembershipManager(ClassicHeartbeat):
             ClassicMemberState.PREPARING_REBALANCE,
             ClassicMemberState.COMPLETING_REBALANCE,
         )
-        identity = (self._member_id, self._generation_id if stable else None, rebalancing)
+        identity = (
+            self._generation.member_id,
+            self._generation.generation_id if stable else None,
+            rebalancing,
+        )
         if identity != self._published_identity:
             self._published_identity = identity
-            self._events.append(MemberEpochChanged(*identity))
+            self._outbox.publish(MemberEpochChanged(*identity))
 
     def _set_member_id(self, member_id: str) -> None:
-        if member_id != self._member_id:
-            self._member_id = member_id
-            self._log = self._log.bind(member_id=member_id)
+        self._set_generation(dataclasses.replace(self._generation, member_id=member_id))
+
+    def _set_generation(self, generation: Generation) -> None:
+        if generation.member_id != self._generation.member_id:
+            self._log = self._log.bind(member_id=generation.member_id)
+        self._generation = generation
 
     def _request_rejoin(self, reason: str) -> None:
         if not self._rejoin_needed or self._rejoin_reason != reason:
@@ -551,13 +1237,12 @@ class ClassicMembershipManager(ClassicHeartbeat):
         """Java's resetStateAndRejoin: UNJOINED, generation -1 (member id too), rejoin."""
         self._log.info("generation_reset", reason=reason, member_id_reset=reset_member_id)
         self._cancel_join_flow()
-        self._generation_id = NO_GENERATION_ID
-        self._protocol_name = None
+        self._set_generation(
+            Generation(member_id=NO_MEMBER_ID if reset_member_id else self._generation.member_id)
+        )
         self._is_leader = False
         self._leader_id = None
         self._assignment_snapshot = None
-        if reset_member_id:
-            self._set_member_id(NO_MEMBER_ID)
         self._transition_to(ClassicMemberState.UNJOINED)
         self._request_rejoin(reason)
         self._needs_join_prepare = True
@@ -572,7 +1257,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
         if self._coordinator_known:
             self._log.info("coordinator_unknown", reason=reason)
         self._coordinator_known = False
-        self._events.append(CoordinatorUnknown(reason))
+        self._outbox.publish(CoordinatorUnknown(reason))
 
     def _fail_for_code(self, code: int, message: str | None) -> None:
         error: KafkaError
@@ -595,7 +1280,7 @@ class ClassicMembershipManager(ClassicHeartbeat):
         self._transition_to_fatal(error)
 
     def _transition_to_fatal(self, error: KafkaError) -> None:
-        self._events.append(ErrorEvent(error, fatal=True))
+        self._outbox.publish(ErrorEvent(error, fatal=True))
         if self._state is ClassicMemberState.FATAL:
             return
         self._log.error("member_fatal", error=str(error))
@@ -606,39 +1291,26 @@ class ClassicMembershipManager(ClassicHeartbeat):
         self._transition_to(ClassicMemberState.FATAL)
         if self._leave is not None:
             self._leave = None
-            self._events.append(LeaveCompleted())
+            self._outbox.publish(LeaveCompleted())
 
-    def _emit_callback(
-        self,
-        method: RebalanceCallback,
-        partitions: frozenset[TopicPartition],
-        purpose: _Purpose,
-        owner: object | None,
-        *,
-        assignment: frozenset[TopicPartition] = frozenset(),
-    ) -> None:
-        callback = _Callback(self._new_id(), method, partitions, purpose, owner)
-        self._callback = callback
-        self._publish_callback(method, partitions, callback.callback_id, assignment)
-
-    def _run_continuation(self, callback: _Callback) -> None:
+    def _run_continuation(self, callback: PendingCallback) -> None:
         purpose = callback.purpose
         owner = callback.owner
-        if purpose is _Purpose.PREPARE:
+        if purpose is CallbackPurpose.PREPARE:
             assert isinstance(owner, _Prepare)
             self._finish_prepare(owner)
-        elif purpose is _Purpose.COMPLETE_REVOKE:
+        elif purpose is CallbackPurpose.COMPLETE_REVOKE:
             assert isinstance(owner, _Completion)
-            self._set_assignment(self._assignment - owner.revoked)
+            self._owned.set_assignment(self._owned.assignment - owner.revoked)
             if self._completion is owner:
                 owner.step = "assign"
-        elif purpose is _Purpose.COMPLETE_ASSIGN:
+        elif purpose is CallbackPurpose.COMPLETE_ASSIGN:
             assert isinstance(owner, _Completion)
-            self._awaiting_callback = self._awaiting_callback - callback.partitions
+            self._owned.callback_done(callback.partitions)
             if self._completion is owner:
                 owner.step = "done"
         else:  # LEAVE_RELEASE, LOST_ON_FATAL
-            self._set_assignment(frozenset())
+            self._owned.set_assignment(frozenset())
 
     def _time_until_next_poll(self, now_ms: int) -> int | None:
         candidates: list[int] = []
@@ -646,12 +1318,9 @@ class ClassicMembershipManager(ClassicHeartbeat):
         if leave is not None and leave.deadline_ms is not None:
             candidates.append(max(0, leave.deadline_ms - now_ms))
         if self._heartbeat_enabled():
-            if self._heartbeat_request_id is None:
-                candidates.append(max(0, self._next_heartbeat_ms - now_ms))
-            if self._session_deadline_ms is not None:
-                candidates.append(max(0, self._session_deadline_ms - now_ms))
-            if self._poll_deadline_ms is not None:
-                candidates.append(max(0, self._poll_deadline_ms - now_ms))
+            heartbeat = self._heartbeat.time_until_next_ms(now_ms)
+            if heartbeat is not None:
+                candidates.append(heartbeat)
         if (
             self._join_allowed
             and self._rejoin_needed

@@ -17,6 +17,15 @@ from an injected ``random``. It builds kio OffsetCommit/OffsetFetch payloads wit
 :mod:`kafka_actors.protocol.requests` and reads their responses; errors are
 :mod:`kafka_actors.errors` classes.
 
+How it is built: the commits are this module's; the OffsetFetch requests are an object of their
+own (:class:`~kafka_actors.protocol.offset_fetch.OffsetFetchRequests`) that the manager composes,
+feeds and polls, as Java's ``CommitRequestManager`` keeps its commit and OffsetFetch request
+states side by side. Both read one :class:`~kafka_actors.protocol.commit_config.CoordinatorLink`
+(member, coordinator, topic ids) and publish to one
+:class:`~kafka_actors.protocol.request_state.Outbox`; :class:`CommitConfig` lives in
+:mod:`kafka_actors.protocol.commit_config` (re-exported here), so neither module imports the other's
+internals.
+
 How it is driven (the request-manager contract of :mod:`kafka_actors.protocol.messages`):
 
 * inputs: :meth:`CommitManager.on_member_changed` (or :meth:`~CommitManager.on_member_epoch_changed`
@@ -112,21 +121,18 @@ from __future__ import annotations
 import enum
 import uuid
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from kafka_actors.errors import (
     CommitFailedError,
-    ConfigError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     FencedMemberEpochError,
     GroupAuthorizationFailedError,
     IllegalGenerationError,
-    KafkaConnectionError,
     KafkaError,
-    KafkaTimeoutError,
     NotCoordinatorError,
     RebalanceInProgressError,
     RequestTimedOutError,
@@ -137,6 +143,16 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import get_logger
+from kafka_actors.protocol.commit_config import (
+    TOPIC_ID_VERSION,
+    CommitConfig,
+    CoordinatorLink,
+    deadline_timeout,
+    describe_offsets,
+    topic_name,
+    trace_of,
+)
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     CommitBeforeRevocation,
     MemberEpochChanged,
@@ -148,20 +164,13 @@ from kafka_actors.protocol.messages import (
     UnsentRequest,
 )
 from kafka_actors.protocol.offset_fetch import (
-    _TOPIC_ID_VERSION,
     CommittedOffsetsFetched,
     OffsetFetchRequests,
     PositionsInitialized,
-    _describe,
-    _Fetch,
-    _trace_of,
 )
-from kafka_actors.protocol.request_state import RetriedRequest, retry_backoff
+from kafka_actors.protocol.request_state import Outbox, RetriedRequest, retry_backoff
 from kafka_actors.protocol.requests import offset_commit_request
 from kafka_actors.protocol.subscription import SubscriptionState
-
-if TYPE_CHECKING:
-    from kafka_actors.config import ConsumerConfig
 
 __all__ = [
     "AutoCommitCompleted",
@@ -220,52 +229,6 @@ class CommitForRevocationDone:
     error: KafkaError | None
 
 
-# -- Configuration -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommitConfig:
-    """What the commit manager needs from the consumer configuration (Java names)."""
-
-    group_id: str
-    group_protocol: str = "consumer"  # group.protocol: consumer (KIP-848) or classic
-    auto_commit_enabled: bool = True  # enable.auto.commit
-    auto_commit_interval_ms: int = 5_000  # auto.commit.interval.ms
-    retry_backoff_ms: int = 100  # retry.backoff.ms
-    retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
-    request_timeout_ms: int = 30_000  # request.timeout.ms
-    offset_commit_version: int = 9  # negotiated OffsetCommit version (2..10)
-    offset_fetch_version: int = 9  # negotiated OffsetFetch version (1..10)
-
-    def __post_init__(self) -> None:
-        if self.group_protocol not in ("consumer", "classic"):
-            raise ValueError(f"unknown group protocol {self.group_protocol!r}")
-
-    @classmethod
-    def from_consumer_config(
-        cls,
-        config: ConsumerConfig,
-        *,
-        offset_commit_version: int = 9,
-        offset_fetch_version: int = 9,
-    ) -> CommitConfig:
-        if config.group_id is None:
-            raise ConfigError(
-                "group.id is required to commit or fetch committed offsets", key="group.id"
-            )
-        return cls(
-            group_id=config.group_id,
-            group_protocol=config.group_protocol,
-            auto_commit_enabled=config.enable_auto_commit,
-            auto_commit_interval_ms=config.auto_commit_interval_ms,
-            retry_backoff_ms=config.retry_backoff_ms,
-            retry_backoff_max_ms=config.retry_backoff_max_ms,
-            request_timeout_ms=config.request_timeout_ms,
-            offset_commit_version=offset_commit_version,
-            offset_fetch_version=offset_fetch_version,
-        )
-
-
 # -- Internal request states -------------------------------------------------------------------
 
 
@@ -294,13 +257,16 @@ class _Commit(RetriedRequest):
     result: KafkaError | None = None
 
 
-class CommitManager(OffsetFetchRequests):
+class CommitManager:
     """OffsetCommit / OffsetFetch to the group coordinator (see the module docstring).
 
-    The OffsetFetch half is :class:`~kafka_actors.protocol.offset_fetch.OffsetFetchRequests`.
-    What stays here is a little over 600 lines because the five commit kinds (sync, async,
-    auto, before a revocation, on close) share one send / retry / complete path with the
-    coordinator and member bookkeeping and the request-manager contract of both halves;
+    It composes, beside its commits, the OffsetFetch requests
+    (:class:`~kafka_actors.protocol.offset_fetch.OffsetFetchRequests`, which owns its own
+    state), the :class:`~kafka_actors.protocol.commit_config.CoordinatorLink` both read (who
+    the member is, which node the coordinator is, topic ids) and the
+    :class:`~kafka_actors.protocol.request_state.Outbox` both publish to (one order of events,
+    one request-id counter). The commits stay in this class because the five commit kinds
+    (sync, async, auto, before a revocation, on close) share one send / retry / complete path;
     splitting them further would spread one retry policy over several classes.
     """
 
@@ -315,25 +281,34 @@ class CommitManager(OffsetFetchRequests):
         self._config = config
         self._subs = subscriptions
         self._consumer_protocol = config.group_protocol == "consumer"
-        self._log = get_logger(
-            "commit", client_id=client_id, group_id=config.group_id, protocol=config.group_protocol
-        )
         self._backoff = retry_backoff(config, random)
-        self._init_outbox()
+        self._outbox = Outbox()
 
-        # Who the member is. Standalone (no group membership): "" and -1.
-        self._member_id = ""
-        self._member_epoch: int | None = None
+        # Who the member is (standalone, no group membership: "" and no epoch), where the
+        # coordinator is, the topic ids: shared with the offset fetches.
+        self._link = CoordinatorLink(
+            config,
+            self._outbox,
+            get_logger(
+                "commit",
+                client_id=client_id,
+                group_id=config.group_id,
+                protocol=config.group_protocol,
+            ),
+        )
         self._rebalancing = False  # classic: JoinGroup/SyncGroup in flight
         self._group_instance_id: str | None = None
-        self._coordinator: int | None = None
-        self._topic_ids: dict[str, uuid.UUID] = {}
+
+        # Committed offsets fetched (committed(), positions): an object of their own.
+        self._offset_fetches = OffsetFetchRequests(
+            config, subscriptions, self._link, self._outbox, self._backoff
+        )
 
         # Commits in the order they were made; async ones complete in that order.
         self._commits: deque[_Commit] = deque()
         self._async_order: deque[_Commit] = deque()
-        self._in_flight: dict[int, _Commit | _Fetch] = {}
-        self._fetches: list[_Fetch] = []
+        self._in_flight: dict[int, _Commit] = {}  # commits only, by request id
+        self._commit_failures: ConditionLog[tuple[str, str]] = ConditionLog()
 
         # Auto-commit.
         self._auto_commit_due_ms: int | None = None
@@ -342,19 +317,23 @@ class CommitManager(OffsetFetchRequests):
         self._committed: dict[TopicPartition, OffsetAndMetadata] = {}
         self._close_deadline_ms: int | None = None
 
+    @property
+    def _log(self) -> Any:
+        return self._link.log
+
     # -- Observability ------------------------------------------------------------------------
 
     @property
     def coordinator(self) -> int | None:
-        return self._coordinator
+        return self._link.coordinator
 
     @property
     def member_id(self) -> str:
-        return self._member_id
+        return self._link.member_id
 
     @property
     def member_epoch(self) -> int | None:
-        return self._member_epoch
+        return self._link.member_epoch
 
     @property
     def auto_commit_in_flight(self) -> bool:
@@ -367,7 +346,7 @@ class CommitManager(OffsetFetchRequests):
 
     @property
     def pending_fetches(self) -> int:
-        return len(self._fetches)
+        return self._offset_fetches.pending
 
     @property
     def last_committed(self) -> Mapping[TopicPartition, OffsetAndMetadata]:
@@ -389,10 +368,10 @@ class CommitManager(OffsetFetchRequests):
         epoch = member_epoch_or_generation
         if epoch is not None and epoch < 0:
             epoch = None
-        self._member_id = member_id
-        self._member_epoch = epoch
+        self._link.member_id = member_id
+        self._link.member_epoch = epoch
         self._group_instance_id = group_instance_id
-        self._log = self._log.bind(member_id=member_id, member_epoch=epoch)
+        self._link.log = self._link.log.bind(member_id=member_id, member_epoch=epoch)
 
     def on_member_epoch_changed(self, event: MemberEpochChanged) -> None:
         """The membership manager's :class:`MemberEpochChanged` event."""
@@ -405,14 +384,14 @@ class CommitManager(OffsetFetchRequests):
 
     def on_coordinator_changed(self, node_id: int | None) -> None:
         """The group coordinator's node id, or None when it is not known."""
-        if node_id != self._coordinator:
+        if node_id != self._link.coordinator:
             self._log.info("coordinator_changed", coordinator=node_id)
-        self._coordinator = node_id
+        self._link.coordinator = node_id
 
     def on_topic_ids(self, topic_ids: Mapping[str, uuid.UUID | str]) -> None:
         """Topic ids known from metadata (merged), for OffsetCommit/OffsetFetch v10."""
         for name, topic_id in topic_ids.items():
-            self._topic_ids[name] = (
+            self._link.topic_ids[name] = (
                 topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(topic_id)
             )
 
@@ -447,7 +426,7 @@ class CommitManager(OffsetFetchRequests):
         """With auto-commit on, commit all consumed positions before closing (retried until
         ``deadline_ms``); with it off, complete at once. Publishes :class:`CommitCompleted`."""
         if not self._config.auto_commit_enabled:
-            self._events.append(CommitCompleted(request_key, {}, None))
+            self._outbox.publish(CommitCompleted(request_key, {}, None))
             return
         self._add_commit(_CommitKind.CLOSE, None, deadline_ms, request_key, trace_id)
 
@@ -457,10 +436,7 @@ class CommitManager(OffsetFetchRequests):
         for commit in self._commits:
             if commit.deadline_ms is None or commit.deadline_ms > deadline_ms:
                 commit.deadline_ms = deadline_ms
-        for fetch in self._fetches:
-            fetch.deadline_ms = min(fetch.deadline_ms, deadline_ms)
-            for waiter in fetch.waiters:
-                waiter.deadline_ms = min(waiter.deadline_ms, deadline_ms)
+        self._offset_fetches.close(deadline_ms)
 
     def fail_pending(self, error: KafkaError) -> None:
         """Fail every pending commit and fetch with ``error`` (a fatal coordinator error, or
@@ -468,8 +444,7 @@ class CommitManager(OffsetFetchRequests):
         for commit in list(self._commits):
             if not commit.done:
                 self._complete_commit(commit, error)
-        for fetch in list(self._fetches):
-            self._complete_fetch(fetch, None, error)
+        self._offset_fetches.fail_pending(error)
         self._in_flight.clear()
         self._flush_async()
 
@@ -488,17 +463,17 @@ class CommitManager(OffsetFetchRequests):
         if not consumed:
             return
         if all(self._committed.get(tp) == offset for tp, offset in consumed.items()):
-            self._log.debug("auto_commit_skipped_unchanged", offsets=_describe(consumed))
+            self._log.debug("auto_commit_skipped_unchanged", offsets=describe_offsets(consumed))
             return
         self._auto_commit_in_flight = True
-        self._log.debug("auto_commit", offsets=_describe(consumed))
+        self._log.debug("auto_commit", offsets=describe_offsets(consumed))
         self._commits.append(_Commit(_CommitKind.AUTO, consumed, self._close_deadline_ms))
 
     def on_commit_before_revocation(self, event: CommitBeforeRevocation) -> None:
         """Commit all consumed positions before the membership manager reconciles; publishes
         :class:`CommitForRevocationDone` with the event's ``commit_id``."""
         if not self._config.auto_commit_enabled:
-            self._events.append(CommitForRevocationDone(event.commit_id, None))
+            self._outbox.publish(CommitForRevocationDone(event.commit_id, None))
             return
         commit = _Commit(
             _CommitKind.REVOCATION,
@@ -510,15 +485,36 @@ class CommitManager(OffsetFetchRequests):
             "commit_before_revocation",
             commit_id=event.commit_id,
             revoking=sorted(str(tp) for tp in event.partitions),
-            offsets=_describe(commit.offsets),
+            offsets=describe_offsets(commit.offsets),
             deadline_ms=event.deadline_ms,
         )
         if not commit.offsets:
-            self._events.append(CommitForRevocationDone(event.commit_id, None))
+            self._outbox.publish(CommitForRevocationDone(event.commit_id, None))
             return
         self._commits.append(commit)
 
     # -- Inputs: committed offsets -------------------------------------------------------------
+
+    def fetch_committed(
+        self,
+        partitions: Iterable[TopicPartition],
+        deadline_ms: int,
+        request_key: Hashable,
+        *,
+        trace_id: str | None = None,
+    ) -> None:
+        """Fetch the committed offsets of ``partitions``; publishes
+        :class:`CommittedOffsetsFetched`."""
+        self._offset_fetches.fetch_committed(
+            partitions, deadline_ms, request_key, trace_id=trace_id
+        )
+
+    def initialize_positions(
+        self, deadline_ms: int, request_key: Hashable = None, *, trace_id: str | None = None
+    ) -> None:
+        """Give every owned partition without a position its committed offset, or mark it for
+        ``auto.offset.reset``; publishes :class:`PositionsInitialized`."""
+        self._offset_fetches.initialize_positions(deadline_ms, request_key, trace_id=trace_id)
 
     # -- Request-manager contract --------------------------------------------------------------
 
@@ -526,23 +522,16 @@ class CommitManager(OffsetFetchRequests):
         """Expire what passed its deadline, send what is due; return it with the events."""
         self._expire(now_ms)
         requests: list[UnsentRequest] = []
-        if self._coordinator is not None:
+        if self._link.coordinator is not None:
             for commit in list(self._commits):  # _send_commit may complete (remove) one
                 if commit.done or commit.request_id is not None or commit.retry_at_ms > now_ms:
                     continue
                 request = self._send_commit(commit, now_ms)
                 if request is not None:
                     requests.append(request)
-            for fetch in self._fetches:
-                if fetch.request_id is not None or fetch.retry_at_ms > now_ms:
-                    continue
-                if not fetch.waiters:
-                    continue
-                request = self._send_fetch(fetch, now_ms)
-                if request is not None:
-                    requests.append(request)
+        requests.extend(self._offset_fetches.send_due(now_ms))
         self._flush_async()
-        events = self._drain_events()
+        events = self._outbox.drain()
         return PollResult(
             requests=tuple(requests),
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -550,43 +539,36 @@ class CommitManager(OffsetFetchRequests):
         )
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
-        state = self._in_flight.pop(request_id, None)
-        if state is None:
+        commit = self._in_flight.pop(request_id, None)
+        if commit is not None:
+            commit.request_id = None
+            if not commit.done:
+                self._on_commit_response(commit, response, now_ms)
+        elif self._offset_fetches.owns(request_id):
+            self._offset_fetches.on_response(request_id, response, now_ms)
+        else:
             self._log.debug("response_ignored", request_id=request_id)
             return
-        if isinstance(state, _Commit):
-            state.request_id = None
-            if not state.done:
-                self._on_commit_response(state, response, now_ms)
-        else:
-            state.request_id = None
-            self._on_fetch_response(state, response, now_ms)
         self._flush_async()
 
     def on_failure(self, request_id: int, error: BaseException, now_ms: int) -> None:
-        state = self._in_flight.pop(request_id, None)
-        if state is None:
-            return
-        state.request_id = None
-        kafka_error = (
-            error
-            if isinstance(error, KafkaError)
-            else KafkaConnectionError(f"Request failed: {error!r}")
-        )
-        if isinstance(kafka_error, (KafkaConnectionError, KafkaTimeoutError)):
-            self._mark_coordinator_unknown(f"request failed: {kafka_error}")
-        if isinstance(state, _Commit):
-            if not state.done:
+        commit = self._in_flight.pop(request_id, None)
+        if commit is not None:
+            commit.request_id = None
+            kafka_error = self._link.request_failed(error)
+            if not commit.done:
                 self._log.info(
                     "offset_commit_failed",
-                    kind=state.kind.value,
+                    kind=commit.kind.value,
                     error=repr(kafka_error),
-                    attempts=state.attempts,
+                    attempts=commit.attempts,
                 )
-                self._commit_attempt_failed(state, kafka_error, now_ms)
+                self._commit_attempt_failed(commit, kafka_error, now_ms)
+        elif self._offset_fetches.owns(request_id):
+            kafka_error = self._link.request_failed(error)
+            self._offset_fetches.on_failure(request_id, kafka_error, now_ms)
         else:
-            self._log.info("offset_fetch_failed", error=repr(kafka_error), attempts=state.attempts)
-            self._fetch_attempt_failed(state, kafka_error, now_ms, retry=kafka_error.retriable)
+            return
         self._flush_async()
 
     # -- Commits: building and sending ---------------------------------------------------------
@@ -609,13 +591,13 @@ class CommitManager(OffsetFetchRequests):
             chosen,
             deadline_ms,
             request_key=request_key,
-            trace_id=_trace_of(request_key, trace_id),
+            trace_id=trace_of(request_key, trace_id),
         )
         self._log.debug(
             "commit_requested",
             kind=kind.value,
             all_consumed=offsets is None,
-            offsets=_describe(chosen),
+            offsets=describe_offsets(chosen),
             deadline_ms=deadline_ms,
             trace_id=commit.trace_id,
         )
@@ -624,18 +606,18 @@ class CommitManager(OffsetFetchRequests):
         if not chosen:
             commit.done = True  # nothing to commit: complete at once (as Java)
             if kind is not _CommitKind.ASYNC:
-                self._events.append(CommitCompleted(request_key, {}, None))
+                self._outbox.publish(CommitCompleted(request_key, {}, None))
             return
         self._commits.append(commit)
 
     def _send_commit(self, commit: _Commit, now_ms: int) -> UnsentRequest | None:
-        assert self._coordinator is not None
+        assert self._link.coordinator is not None
         not_in_group = self._classic_member_without_generation()
         if not_in_group is not None:
             self._log.info(
                 "offset_commit_not_sent", kind=commit.kind.value, error=repr(not_in_group)
             )
-            self._complete_commit(commit, not_in_group)
+            self._complete_commit(commit, not_in_group, now_ms=now_ms)
             return None
         if commit.kind is _CommitKind.REVOCATION and commit.attempts > 0:
             # Retry with the latest consumed positions (Java's auto-commit before revocation).
@@ -643,8 +625,8 @@ class CommitManager(OffsetFetchRequests):
             if fresh:
                 commit.offsets = fresh
         version = self._config.offset_commit_version
-        if version >= _TOPIC_ID_VERSION and not self._all_topic_ids_known(commit.offsets):
-            version = _TOPIC_ID_VERSION - 1
+        if version >= TOPIC_ID_VERSION and not self._link.all_topic_ids_known(commit.offsets):
+            version = TOPIC_ID_VERSION - 1
         group_instance_id = self._group_instance_id if version >= 7 else None
         try:
             request = offset_commit_request(
@@ -652,23 +634,23 @@ class CommitManager(OffsetFetchRequests):
                 group_id=self._config.group_id,
                 offsets=commit.offsets,
                 generation_id_or_member_epoch=(
-                    -1 if self._member_epoch is None else self._member_epoch
+                    -1 if self._link.member_epoch is None else self._link.member_epoch
                 ),
-                member_id=self._member_id,
+                member_id=self._link.member_id,
                 group_instance_id=group_instance_id,
-                topic_ids=self._topic_ids,
+                topic_ids=self._link.topic_ids,
             )
         except KafkaError as exc:
-            self._complete_commit(commit, exc)
+            self._complete_commit(commit, exc, now_ms=now_ms)
             return None
         commit.topic_names = (
-            {self._topic_ids[tp.topic]: tp.topic for tp in commit.offsets}
-            if version >= _TOPIC_ID_VERSION
+            {self._link.topic_ids[tp.topic]: tp.topic for tp in commit.offsets}
+            if version >= TOPIC_ID_VERSION
             else {}
         )
-        request_id = self._new_id()
+        request_id = self._outbox.new_id()
         commit.on_send_attempt(request_id)
-        commit.sent_epoch = -1 if self._member_epoch is None else self._member_epoch
+        commit.sent_epoch = -1 if self._link.member_epoch is None else self._link.member_epoch
         self._in_flight[request_id] = commit
         self._log.debug(
             "offset_commit_sent",
@@ -676,23 +658,23 @@ class CommitManager(OffsetFetchRequests):
             request_id=request_id,
             version=version,
             attempt=commit.attempts,
-            coordinator=self._coordinator,
-            generation_id_or_member_epoch=self._member_epoch,
-            offsets=_describe(commit.offsets),
+            coordinator=self._link.coordinator,
+            generation_id_or_member_epoch=self._link.member_epoch,
+            offsets=describe_offsets(commit.offsets),
             trace_id=commit.trace_id,
         )
         return UnsentRequest(
-            node=self._coordinator,
+            node=self._link.coordinator,
             request=request,
             request_id=request_id,
             trace_id=commit.trace_id,
-            timeout_ms=self._request_timeout(commit.deadline_ms, now_ms),
+            timeout_ms=self._link.request_timeout(commit.deadline_ms, now_ms),
         )
 
     def _on_commit_response(self, commit: _Commit, response: Any, now_ms: int) -> None:
         unauthorized: list[str] = []
         for topic in response.topics:
-            name = self._topic_name(topic, commit.topic_names)
+            name = topic_name(topic, commit.topic_names)
             for partition in topic.partitions:
                 code = int(partition.error_code)
                 if code == 0:
@@ -714,7 +696,7 @@ class CommitManager(OffsetFetchRequests):
                     error=repr(error),
                 )
                 if code in _COORDINATOR_CODES:
-                    self._mark_coordinator_unknown(f"OffsetCommit error {code}")
+                    self._link.mark_coordinator_unknown(f"OffsetCommit error {code}")
                 self._commit_attempt_failed(commit, error, now_ms, code)
                 return
         if unauthorized:
@@ -722,13 +704,15 @@ class CommitManager(OffsetFetchRequests):
                 f"Not authorized to commit to topics {sorted(unauthorized)}",
                 topic=unauthorized[0] if len(unauthorized) == 1 else None,
             )
-            self._complete_commit(commit, error)
+            self._complete_commit(commit, error, now_ms=now_ms)
             return
         self._log.debug(
-            "offset_commit_succeeded", kind=commit.kind.value, offsets=_describe(commit.offsets)
+            "offset_commit_succeeded",
+            kind=commit.kind.value,
+            offsets=describe_offsets(commit.offsets),
         )
         self._committed.update(commit.offsets)
-        self._complete_commit(commit, None)
+        self._complete_commit(commit, None, now_ms=now_ms)
 
     def _classic_member_without_generation(self) -> KafkaError | None:
         """Classic protocol, subscribed (group-managed), but no stable generation: the commit
@@ -737,7 +721,7 @@ class CommitManager(OffsetFetchRequests):
         as ILLEGAL_GENERATION, wrongly telling the user the member left the group)."""
         if (
             self._consumer_protocol
-            or self._member_epoch is not None
+            or self._link.member_epoch is not None
             or not self._subs.has_auto_assigned_partitions()
         ):
             return None
@@ -774,7 +758,7 @@ class CommitManager(OffsetFetchRequests):
         if code in _MEMBER_GONE_CODES:
             return CommitFailedError(
                 f"Offset commit cannot be completed: {error_for_code(code).message} "
-                f"(member {self._member_id or '-'}, "
+                f"(member {self._link.member_id or '-'}, "
                 f"{'member epoch' if self._consumer_protocol else 'generation'} "
                 f"{sent_epoch}). The member is "
                 "no longer part of the group or its assignment moved on; its partitions may "
@@ -808,7 +792,7 @@ class CommitManager(OffsetFetchRequests):
     ) -> None:
         commit.last_error = error
         if not self._should_retry_commit(commit, error, code):
-            self._complete_commit(commit, error)
+            self._complete_commit(commit, error, now_ms=now_ms)
             return
         # Retried after the backoff; a retry due after the deadline never goes out and the
         # commit fails with a timeout at the deadline (poll expires it).
@@ -829,10 +813,14 @@ class CommitManager(OffsetFetchRequests):
                 return False  # the topic was deleted: do not hold up the rebalance
             if code == StaleMemberEpochError.code:
                 # Retried with the newer epoch the heartbeat brings, while in the group.
-                return self._member_epoch is not None
+                return self._link.member_epoch is not None
         return error.retriable
 
-    def _complete_commit(self, commit: _Commit, error: KafkaError | None) -> None:
+    def _complete_commit(
+        self, commit: _Commit, error: KafkaError | None, *, now_ms: int | None = None
+    ) -> None:
+        """``now_ms`` None (failing every pending commit at once): the error line is not
+        scheduled by ``_commit_failures`` (module ``condition_log``)."""
         if commit.done:
             return
         commit.done = True
@@ -845,13 +833,22 @@ class CommitManager(OffsetFetchRequests):
         except ValueError:
             pass
         if error is not None:
-            self._log.warning(
-                "offset_commit_completed_with_error",
-                kind=commit.kind.value,
-                error=repr(error),
-                offsets=_describe(commit.offsets),
-                trace_id=commit.trace_id,
-            )
+            key = (commit.kind.value, type(error).__name__)
+            report = None if now_ms is None else self._commit_failures.occurred(key, now_ms)
+            if now_ms is None or report is not None:
+                self._log.warning(
+                    "offset_commit_completed_with_error",
+                    kind=commit.kind.value,
+                    error=repr(error),
+                    offsets=describe_offsets(commit.offsets),
+                    trace_id=commit.trace_id,
+                    **(report.fields() if report is not None else {}),
+                )
+        elif now_ms is not None:
+            for (kind, name), cleared in self._commit_failures.cleared_all(now_ms):
+                self._log.info(
+                    "offset_commit_error_cleared", kind=kind, error=name, **cleared.fields()
+                )
         if commit.kind is _CommitKind.AUTO:
             self._auto_commit_in_flight = False
             if error is not None and error.retriable and self._auto_commit_due_ms is not None:
@@ -861,21 +858,19 @@ class CommitManager(OffsetFetchRequests):
                 self._auto_commit_due_ms = min(self._auto_commit_due_ms, retry_at)
             elif error is None:
                 self._auto_commit_attempts = 0
-            self._events.append(AutoCommitCompleted(dict(commit.offsets), error))
+            self._outbox.publish(AutoCommitCompleted(dict(commit.offsets), error))
         elif commit.kind is _CommitKind.REVOCATION:
             assert commit.commit_id is not None
-            self._events.append(CommitForRevocationDone(commit.commit_id, error))
+            self._outbox.publish(CommitForRevocationDone(commit.commit_id, error))
         elif commit.kind is not _CommitKind.ASYNC:
-            self._events.append(CommitCompleted(commit.request_key, dict(commit.offsets), error))
+            self._outbox.publish(CommitCompleted(commit.request_key, dict(commit.offsets), error))
 
     def _flush_async(self) -> None:
         while self._async_order and self._async_order[0].done:
             commit = self._async_order.popleft()
-            self._events.append(
+            self._outbox.publish(
                 CommitCompleted(commit.request_key, dict(commit.offsets), commit.result)
             )
-
-    # -- Committed offsets: building, sending, answers -----------------------------------------
 
     # -- Deadlines, coordinator, helpers -------------------------------------------------------
 
@@ -884,27 +879,10 @@ class CommitManager(OffsetFetchRequests):
             if commit.done or commit.deadline_ms is None or now_ms < commit.deadline_ms:
                 continue
             cause = commit.last_error
-            if cause is None and commit.request_id is None and self._coordinator is None:
+            if cause is None and commit.request_id is None and self._link.coordinator is None:
                 cause = CoordinatorNotAvailableError("The group coordinator is not known")
-            self._complete_commit(commit, self._timeout(cause, "Offset commit"))
-        for fetch in list(self._fetches):
-            expired = [w for w in fetch.waiters if now_ms >= w.deadline_ms]
-            if not expired:
-                continue
-            cause = fetch.last_error
-            if cause is None and fetch.request_id is None and self._coordinator is None:
-                cause = CoordinatorNotAvailableError("The group coordinator is not known")
-            error = self._timeout(cause, "Offset fetch")
-            for waiter in expired:
-                fetch.waiters.remove(waiter)
-                self._emit_fetch_result(waiter, fetch.partitions, None, error, {}, ())
-            if not fetch.waiters and (not fetch.init_positions or fetch.request_id is None):
-                # Nobody waits any more. A fetch for positions in flight is kept: its answer
-                # is still applied when it arrives.
-                self._fetches.remove(fetch)
-                if fetch.request_id is not None:
-                    self._in_flight.pop(fetch.request_id, None)
-                    fetch.request_id = None
+            self._complete_commit(commit, deadline_timeout(cause, "Offset commit"), now_ms=now_ms)
+        self._offset_fetches.expire(now_ms)
 
     def _time_until_next_poll(self, now_ms: int) -> int | None:
         candidates: list[int] = []
@@ -913,12 +891,9 @@ class CommitManager(OffsetFetchRequests):
                 continue
             if commit.deadline_ms is not None:
                 candidates.append(commit.deadline_ms - now_ms)
-            if commit.request_id is None and self._coordinator is not None:
+            if commit.request_id is None and self._link.coordinator is not None:
                 candidates.append(commit.retry_at_ms - now_ms)
-        for fetch in self._fetches:
-            candidates.extend(w.deadline_ms - now_ms for w in fetch.waiters)
-            if fetch.request_id is None and self._coordinator is not None and fetch.waiters:
-                candidates.append(fetch.retry_at_ms - now_ms)
+        candidates.extend(self._offset_fetches.poll_delays(now_ms))
         if not candidates:
             return None
         return max(0, min(candidates))

@@ -51,6 +51,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.messages import ANY_NODE, PollResult, UnsentRequest
 from kafka_actors.protocol.request_state import EventOutbox, RequestState, retry_backoff
 from kafka_actors.protocol.requests import GROUP_KEY_TYPE, find_coordinator_request
@@ -148,6 +149,7 @@ class CoordinatorManager(EventOutbox):
         self._request_state = RequestState(retry_backoff(config, random))
         self._time_marked_unknown_ms: int | None = None
         self._last_error: KafkaError | None = None
+        self._failures: ConditionLog[str] = ConditionLog()  # find_coordinator_failed lines
 
     # -- Observability ------------------------------------------------------------------------
 
@@ -272,6 +274,8 @@ class CoordinatorManager(EventOutbox):
         self._time_marked_unknown_ms = None
         self._coordinator = _Coordinator(node_id, host, port)
         self._log.info("coordinator_discovered", node_id=node_id, host=host, port=port)
+        if (cleared := self._failures.cleared("find", now_ms)) is not None:
+            self._log.info("find_coordinator_recovered", **cleared.fields())
         self._events.append(CoordinatorChanged(node_id, host, port, reason="discovered"))
 
     def _on_error(self, error: KafkaError, now_ms: int) -> None:
@@ -281,6 +285,12 @@ class CoordinatorManager(EventOutbox):
                 "find_coordinator_retriable_error", error=repr(error), backoff_ms=backoff_ms
             )
             return
-        self._log.warning("find_coordinator_failed", error=repr(error), backoff_ms=backoff_ms)
+        if (report := self._failures.occurred("find", now_ms)) is not None:
+            self._log.warning(
+                "find_coordinator_failed",
+                error=repr(error),
+                backoff_ms=backoff_ms,
+                **report.fields(),
+            )
         self._last_error = error
         self._events.append(CoordinatorErrorEvent(error))

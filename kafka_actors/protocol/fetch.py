@@ -109,6 +109,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.fetch_buffer import FetchBuffer, FetchResult, _CompletedFetch
 from kafka_actors.protocol.fetch_session import (
     _MIN_SESSION_VERSION,
@@ -376,6 +377,9 @@ class FetchManager(FetchBuffer, EventOutbox):
         self._last_assignment_id = -1
         self._closing = False
         self._log = get_logger("fetch", client_id=client_id, group_id=group_id)
+        # For the log: failures lasting since the last success, keyed ("failed", node),
+        # ("error", node, code) or ("unknown_server_error", partition).
+        self._failures: ConditionLog[tuple[object, ...]] = ConditionLog()
         # metrics
         self._m_requests = 0
         self._m_responses = 0
@@ -728,7 +732,10 @@ class FetchManager(FetchBuffer, EventOutbox):
         for tp in in_flight.partitions:
             if in_flight.leaders.get(tp, in_flight.node) != in_flight.node:
                 self._subs.clear_preferred_read_replica(tp)
-        self._log.info("fetch_failed", node=in_flight.node, error=repr(error))
+        if (report := self._failures.occurred(("failed", in_flight.node), now_ms)) is not None:
+            self._log.info(
+                "fetch_failed", node=in_flight.node, error=repr(error), **report.fields()
+            )
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
         self.last_response = None
@@ -779,8 +786,12 @@ class FetchManager(FetchBuffer, EventOutbox):
         if top_error != NO_ERROR:
             if top_error not in _SESSION_ERRORS:
                 self._node_backoff_until[node] = now_ms + self._config.retry_backoff_ms
-            self._log.info("fetch_error", node=node, error_code=top_error)
+            report = self._failures.occurred(("error", node, top_error), now_ms)
+            if report is not None:
+                self._log.info("fetch_error", node=node, error_code=top_error, **report.fields())
             return
+        if self._failures:
+            self._fetch_recovered(node, now_ms)
         if not accepted:
             self._log.info("fetch_response_rejected", node=node)
             return
@@ -794,6 +805,16 @@ class FetchManager(FetchBuffer, EventOutbox):
             self._awaiting_metadata.update(refresh)
             self._events.append(MetadataRefreshNeeded("fetch partition error", tuple(refresh)))
 
+    def _fetch_recovered(self, node: int, now_ms: int) -> None:
+        """``node`` answered a fetch without a top-level error: its failures have ended."""
+        for key in self._failures.keys():
+            if key[0] in ("failed", "error") and key[1] == node:
+                cleared = self._failures.cleared(key, now_ms)
+                if cleared is not None:
+                    self._log.info(
+                        "fetch_error_cleared", node=node, kind=key[0], **cleared.fields()
+                    )
+
     def _handle_partition(
         self,
         tp: TopicPartition,
@@ -804,6 +825,12 @@ class FetchManager(FetchBuffer, EventOutbox):
         now_ms: int,
     ) -> None:
         code = int(part.error_code)
+        if code == NO_ERROR and self._failures:
+            cleared = self._failures.cleared(("unknown_server_error", tp), now_ms)
+            if cleared is not None:
+                self._log.info(
+                    "fetch_partition_error_cleared", partition=str(tp), **cleared.fields()
+                )
         state = self._subs.partition_state(tp)
         at_position = (
             state is not None
@@ -873,7 +900,11 @@ class FetchManager(FetchBuffer, EventOutbox):
                 offset=fetch_offset,
             )
         elif code == UnknownServerError.code:
-            self._log.warning("fetch_unknown_server_error", partition=str(tp))
+            report = self._failures.occurred(("unknown_server_error", tp), now_ms)
+            if report is not None:
+                self._log.warning(
+                    "fetch_unknown_server_error", partition=str(tp), **report.fields()
+                )
             return
         else:
             if not at_position:

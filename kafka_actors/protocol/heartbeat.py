@@ -4,7 +4,8 @@ Owns: when a ``ConsumerGroupHeartbeat`` is due and whether one is in flight
 (:class:`HeartbeatRequestState`: interval, backoff after failures, never two in flight), the
 request's fields (:class:`HeartbeatState`: only what changed since the last one sent), whether
 the coordinator is known, the leave heartbeat, and the reactions to heartbeat answers and errors
-(by error code, through :mod:`kafka_actors.errors`). It follows Java's
+(by error code, through :mod:`kafka_actors.errors`; lasting errors logged through a
+:class:`~kafka_actors.protocol.condition_log.ConditionLog`). It follows Java's
 ``ConsumerHeartbeatRequestManager``, which holds the member: the states, their transitions and
 the assignment stay in the member
 (:class:`~kafka_actors.protocol.membership.ConsumerMembershipManager`), which this manager
@@ -52,6 +53,7 @@ from kafka_actors.errors import (
     error_class_for_code,
     error_for_code,
 )
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     CoordinatorUnknown,
     ErrorEvent,
@@ -319,6 +321,8 @@ class ConsumerHeartbeatRequestManager:
         self._heartbeat_state = HeartbeatState(config)
         # Coordinator as the coordinator manager last told the member.
         self._coordinator_known = False
+        #: The heartbeat errors lasting since the last success (key: error code), for the log.
+        self._heartbeat_errors: ConditionLog[int] = ConditionLog()
 
     @property
     def coordinator_known(self) -> bool:
@@ -438,6 +442,10 @@ class ConsumerHeartbeatRequestManager:
                 _millis(response.heartbeat_interval), now_ms
             )
             self._reset_request_state()
+            for error_code, cleared in self._heartbeat_errors.cleared_all(now_ms):
+                member.log.info(
+                    "heartbeat_error_cleared", error_code=error_code, **cleared.fields()
+                )
             member.on_heartbeat_success(response)
         else:
             self._on_error_response(code, message, now_ms)
@@ -484,17 +492,21 @@ class ConsumerHeartbeatRequestManager:
             return
         self.reset_heartbeat_state()
         self._on_failed_attempt(now_ms)
-        member.log.info(
-            "heartbeat_error",
-            error_code=code,
-            error_message=message,
-            state=member.state.value,
-            member_epoch=member.member_epoch,
-        )
+        if (report := self._heartbeat_errors.occurred(code, now_ms)) is not None:
+            member.log.info(
+                "heartbeat_error",
+                error_code=code,
+                error_message=message,
+                state=member.state.value,
+                member_epoch=member.member_epoch,
+                **report.fields(),
+            )
         if code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
+            # The next heartbeat waits for the new coordinator and for the backoff of the
+            # failures since the last successful heartbeat (Java resets the backoff here, which
+            # lets a coordinator that keeps answering this error be heartbeated ~10 times a
+            # second: the backoff grows instead, up to retry.backoff.max.ms).
             self._mark_coordinator_unknown(message or f"heartbeat error code {code}")
-            # Skip the backoff: heartbeat as soon as the new coordinator is known.
-            self._reset_request_state()
         elif code == CoordinatorLoadInProgressError.code:
             pass  # back off and retry
         elif code in (FencedMemberEpochError.code, UnknownMemberIdError.code):

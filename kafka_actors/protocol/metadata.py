@@ -84,6 +84,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.messages import ANY_NODE, PollResult, TopicPartition, UnsentRequest
 from kafka_actors.protocol.request_state import EventOutbox, RequestState, retry_backoff
 from kafka_actors.protocol.requests import metadata_request
@@ -351,6 +352,11 @@ class MetadataManager(EventOutbox):
         self._assigned_topics: frozenset[str] = frozenset()
         self._waiters: dict[int, _Waiter] = {}
         self._ids_to_resolve: set[str] = set()
+        # For the log: wanted topics the cluster does not know (warned about once each, again
+        # only after they appeared in between, as Java's consumer warns once per topic), and
+        # non-retriable topic errors (key: topic, error code).
+        self._missing_topics: ConditionLog[str] = ConditionLog(interval_ms=None)
+        self._topic_errors: ConditionLog[tuple[str, int]] = ConditionLog()
 
         # Request state (Java Metadata: needFullUpdate, lastRefreshMs, lastSuccessfulRefreshMs).
         self._need_update = True
@@ -613,7 +619,7 @@ class MetadataManager(EventOutbox):
         self._last_success_ms = now_ms
 
         wanted_now = self.wanted_topics()
-        retry = self._handle_topic_errors(errors, cluster) or self._stale_epochs_seen
+        retry = self._handle_topic_errors(errors, cluster, now_ms) or self._stale_epochs_seen
         self._stale_epochs_seen = False
         if in_flight.topics is not None and (
             wanted_now is None or not wanted_now <= in_flight.topics
@@ -685,20 +691,42 @@ class MetadataManager(EventOutbox):
             internal=bool(getattr(t, "is_internal", False)),
         )
 
-    def _handle_topic_errors(self, errors: Mapping[str, int], cluster: Cluster) -> bool:
+    def _handle_topic_errors(
+        self, errors: Mapping[str, int], cluster: Cluster, now_ms: int
+    ) -> bool:
         """Log / publish per-topic errors of wanted topics; True when a retry is needed."""
         wanted = self.wanted_topics()
         retry = False
+        self._log_topics_found(cluster, now_ms)
         for name, code in errors.items():
             if wanted is not None and name not in wanted:
                 continue
             cls = error_class_for_code(code)
             retriable = cls is not None and cls.retriable
+            named = name in self._subscribed or name in self._assigned_topics
             if retriable:
                 retry = True
-                self._log.info("topic_metadata_error_retriable", topic=name, error_code=code)
-            elif name in self._subscribed or name in self._assigned_topics:
-                self._log.warning("topic_metadata_error", topic=name, error_code=code)
+                if (
+                    code == UnknownTopicOrPartitionError.code
+                    and named
+                    and self._missing_topics.occurred(name, now_ms) is not None
+                ):
+                    self._log.warning(
+                        "topic_not_found",
+                        topic=name,
+                        subscribed=name in self._subscribed,
+                        assigned=name in self._assigned_topics,
+                        allow_auto_create_topics=self._config.allow_auto_create_topics,
+                        error="UNKNOWN_TOPIC_OR_PARTITION",
+                    )
+                else:
+                    log = self._log.debug if self._missing_topics.active(name) else self._log.info
+                    log("topic_metadata_error_retriable", topic=name, error_code=code)
+            elif named:
+                if (report := self._topic_errors.occurred((name, code), now_ms)) is not None:
+                    self._log.warning(
+                        "topic_metadata_error", topic=name, error_code=code, **report.fields()
+                    )
                 self._events.append(MetadataErrorEvent(error_for_code(code, topic=name)))
         # A wanted topic with a partition lacking a leader: ask again.
         if wanted is not None:
@@ -708,6 +736,28 @@ class MetadataManager(EventOutbox):
                     self._log.info("partition_without_leader", topic=name)
                     retry = True
         return retry
+
+    def _log_topics_found(self, cluster: Cluster, now_ms: int) -> None:
+        """Topics warned about (missing, or a topic error) that the cluster now knows, or that
+        are no longer wanted: their conditions end."""
+        named = self._subscribed | self._assigned_topics
+        for name in self._missing_topics.keys():
+            if name in cluster.topics:
+                if (cleared := self._missing_topics.cleared(name, now_ms)) is not None:
+                    self._log.info("topic_found", topic=name, **cleared.fields())
+            elif name not in named:
+                self._missing_topics.forget(name)
+        for key in self._topic_errors.keys():
+            if key[0] in cluster.topics:
+                if (cleared := self._topic_errors.cleared(key, now_ms)) is not None:
+                    self._log.info(
+                        "topic_metadata_error_cleared",
+                        topic=key[0],
+                        error_code=key[1],
+                        **cleared.fields(),
+                    )
+            elif key[0] not in named:
+                self._topic_errors.forget(key)
 
     def _update_pattern_matches(self, cluster: Cluster, *, covers_all: bool) -> None:
         assert self._pattern is not None

@@ -1,16 +1,21 @@
-"""Committed offsets fetched from the group coordinator: the OffsetFetch half of the commit manager.
+"""Committed offsets fetched from the group coordinator: the OffsetFetch requests of the commit
+manager, as an object it composes.
 
 Owns: the OffsetFetch requests of :meth:`~OffsetFetchRequests.fetch_committed` (``committed()``)
 and :meth:`~OffsetFetchRequests.initialize_positions` (partitions that need a position), with
-their waiters, retries and deadlines, their answers (:class:`CommittedOffsetsFetched`,
-:class:`PositionsInitialized`), and the helpers both halves use to talk to the coordinator
-(request timeout, coordinator loss, topic ids). It is the request state Java's
-``CommitRequestManager`` keeps as ``OffsetFetchRequestState``, split from the commits
-(:mod:`kafka_actors.protocol.commit`), which :class:`~kafka_actors.protocol.commit.CommitManager`
-combines with it; the choices are in that module's docstring.
+their waiters, retries, deadlines and requests in flight, their answers
+(:class:`CommittedOffsetsFetched`, :class:`PositionsInitialized`) and the log lines of their
+lasting failures. It is what Java's ``CommitRequestManager`` keeps beside its commit request
+states as ``OffsetFetchRequestState`` objects;
+:class:`~kafka_actors.protocol.commit.CommitManager` builds one, hands it the coordinator link
+and the outbox it shares with the commits, and routes inputs, answers, failures and deadlines to
+it. The choices (retries, shared identical fetches, positions) are in that module's docstring.
 
 May touch: the shared :class:`SubscriptionState` (seek partitions to their committed offsets,
-ask for an offset reset), nothing else. Pure, like the commit manager.
+ask for an offset reset); the :class:`~kafka_actors.protocol.commit_config.CoordinatorLink`
+(reads the member and the coordinator, makes the coordinator unknown); the
+:class:`~kafka_actors.protocol.request_state.Outbox` (publishes its answers, takes request ids).
+Nothing else. Pure, like the commit manager: the time is ``now_ms`` given by the caller.
 """
 
 from __future__ import annotations
@@ -18,14 +23,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from kafka_actors.errors import (
     CoordinatorNotAvailableError,
     GroupAuthorizationFailedError,
     InvalidRequestError,
     KafkaError,
-    KafkaTimeoutError,
     NoOffsetForPartitionError,
     NotCoordinatorError,
     StaleMemberEpochError,
@@ -33,25 +37,29 @@ from kafka_actors.errors import (
     UnstableOffsetCommitError,
     error_for_code,
 )
-from kafka_actors.protocol.group_events import (
-    CoordinatorUnknown,
+from kafka_actors.protocol.commit_config import (
+    TOPIC_ID_VERSION,
+    CommitConfig,
+    CoordinatorLink,
+    deadline_timeout,
+    describe_offsets,
+    topic_name,
+    trace_of,
 )
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.messages import (
     OffsetAndMetadata,
     TopicPartition,
     UnsentRequest,
 )
-from kafka_actors.protocol.request_state import EventOutbox, RetriedRequest
+from kafka_actors.protocol.request_state import Outbox, RetriedRequest
 from kafka_actors.protocol.requests import offset_fetch_request
 from kafka_actors.protocol.subscription import FetchPosition, FetchState, SubscriptionState
 
 if TYPE_CHECKING:
-    from kafka_actors.protocol.commit import CommitConfig
     from kafka_actors.protocol.request_state import ExponentialBackoff
 
-
-# The versions from which requests name topics by id (KIP-848 / KIP-516).
-_TOPIC_ID_VERSION: Final = 10
+__all__ = ["CommittedOffsetsFetched", "OffsetFetchRequests", "PositionsInitialized"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,34 +104,48 @@ class _Fetch(RetriedRequest):
         return next((w.trace_id for w in self.waiters if w.trace_id), None)
 
 
-def _trace_of(request_key: Hashable, trace_id: str | None) -> str | None:
-    if trace_id is not None:
-        return trace_id
-    return request_key if isinstance(request_key, str) else None
-
-
-def _describe(offsets: Mapping[TopicPartition, OffsetAndMetadata | None]) -> dict[str, Any]:
-    return {str(tp): (None if o is None else o.offset) for tp, o in sorted(offsets.items())}
-
-
-class OffsetFetchRequests(EventOutbox):
+class OffsetFetchRequests:
     """The OffsetFetch requests of the commit manager (see the module docstring).
 
-    A base of :class:`~kafka_actors.protocol.commit.CommitManager`, which owns the state below
-    (initialized in its ``__init__``) and routes responses, failures and deadlines here.
+    Driven by its owner: the callers' :meth:`fetch_committed` and :meth:`initialize_positions`;
+    each poll :meth:`expire`, then :meth:`send_due` (the requests to send) and
+    :meth:`poll_delays` (when the next poll is due); the answers of the requests it sent
+    (:meth:`owns` tells which) to :meth:`on_response` / :meth:`on_failure`; :meth:`close`
+    and :meth:`fail_pending`. Its answers go to the outbox.
     """
 
-    _config: CommitConfig
-    _subs: SubscriptionState
-    _consumer_protocol: bool
-    _log: Any
-    _backoff: ExponentialBackoff
-    _member_id: str
-    _member_epoch: int | None
-    _coordinator: int | None
-    _topic_ids: dict[str, uuid.UUID]
-    _in_flight: dict[int, Any]
-    _fetches: list[_Fetch]
+    def __init__(
+        self,
+        config: CommitConfig,
+        subscriptions: SubscriptionState,
+        link: CoordinatorLink,
+        outbox: Outbox,
+        backoff: ExponentialBackoff,
+    ) -> None:
+        self._config = config
+        self._subs = subscriptions
+        self._link = link
+        self._outbox = outbox
+        self._backoff = backoff
+        self._consumer_protocol = config.group_protocol == "consumer"
+        # Pending fetches (identical ones shared) and those in flight, by request id.
+        self._fetches: list[_Fetch] = []
+        self._in_flight: dict[int, _Fetch] = {}
+        #: Failures lasting since the last success (key: an error's class name), for the log.
+        self._failures: ConditionLog[str] = ConditionLog()
+
+    @property
+    def _log(self) -> Any:
+        return self._link.log
+
+    @property
+    def pending(self) -> int:
+        """Fetches not yet completed (waiting, sent, or kept for their positions)."""
+        return len(self._fetches)
+
+    def owns(self, request_id: int) -> bool:
+        """Whether ``request_id`` is an OffsetFetch of this object still in flight."""
+        return request_id in self._in_flight
 
     def fetch_committed(
         self,
@@ -136,9 +158,9 @@ class OffsetFetchRequests(EventOutbox):
         """Fetch the committed offsets of ``partitions``; publishes
         :class:`CommittedOffsetsFetched`."""
         wanted = frozenset(partitions)
-        waiter = _Waiter(request_key, deadline_ms, _trace_of(request_key, trace_id), False)
+        waiter = _Waiter(request_key, deadline_ms, trace_of(request_key, trace_id), False)
         if not wanted:
-            self._events.append(CommittedOffsetsFetched(request_key, {}, None))
+            self._outbox.publish(CommittedOffsetsFetched(request_key, {}, None))
             return
         self._add_fetch(wanted, waiter)
 
@@ -149,16 +171,89 @@ class OffsetFetchRequests(EventOutbox):
         ``auto.offset.reset``; publishes :class:`PositionsInitialized`."""
         wanted = frozenset(self._subs.initializing_partitions())
         if not wanted:
-            self._events.append(PositionsInitialized(request_key, {}, frozenset(), None))
+            self._outbox.publish(PositionsInitialized(request_key, {}, frozenset(), None))
             return
-        waiter = _Waiter(request_key, deadline_ms, _trace_of(request_key, trace_id), True)
+        waiter = _Waiter(request_key, deadline_ms, trace_of(request_key, trace_id), True)
         self._add_fetch(wanted, waiter)
 
-    def _member_key(self) -> tuple[str, int | None]:
-        return (self._member_id, self._member_epoch)
+    # -- Driven by the commit manager ----------------------------------------------------------
+
+    def send_due(self, now_ms: int) -> list[UnsentRequest]:
+        """The fetches due now (someone waits, no attempt in flight, backoff over), sent to the
+        coordinator; nothing while it is unknown."""
+        requests: list[UnsentRequest] = []
+        if self._link.coordinator is None:
+            return requests
+        for fetch in self._fetches:
+            if fetch.request_id is not None or fetch.retry_at_ms > now_ms:
+                continue
+            if not fetch.waiters:
+                continue
+            request = self._send_fetch(fetch, now_ms)
+            if request is not None:
+                requests.append(request)
+        return requests
+
+    def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+        fetch = self._in_flight.pop(request_id)
+        fetch.request_id = None
+        self._on_fetch_response(fetch, response, now_ms)
+
+    def on_failure(self, request_id: int, error: KafkaError, now_ms: int) -> None:
+        """The request failed without an answer (``error`` as typed by
+        :meth:`CoordinatorLink.request_failed`)."""
+        fetch = self._in_flight.pop(request_id)
+        fetch.request_id = None
+        self._log.info("offset_fetch_failed", error=repr(error), attempts=fetch.attempts)
+        self._fetch_attempt_failed(fetch, error, now_ms, retry=error.retriable)
+
+    def expire(self, now_ms: int) -> None:
+        """Callers whose deadline passed get a timeout."""
+        for fetch in list(self._fetches):
+            expired = [w for w in fetch.waiters if now_ms >= w.deadline_ms]
+            if not expired:
+                continue
+            cause = fetch.last_error
+            if cause is None and fetch.request_id is None and self._link.coordinator is None:
+                cause = CoordinatorNotAvailableError("The group coordinator is not known")
+            error = deadline_timeout(cause, "Offset fetch")
+            for waiter in expired:
+                fetch.waiters.remove(waiter)
+                self._emit_fetch_result(waiter, fetch.partitions, None, error, {}, ())
+            if not fetch.waiters and (not fetch.init_positions or fetch.request_id is None):
+                # Nobody waits any more. A fetch for positions in flight is kept: its answer
+                # is still applied when it arrives.
+                self._fetches.remove(fetch)
+                if fetch.request_id is not None:
+                    self._in_flight.pop(fetch.request_id, None)
+                    fetch.request_id = None
+
+    def poll_delays(self, now_ms: int) -> list[int]:
+        """Milliseconds from ``now_ms`` to each deadline and retry ahead."""
+        delays: list[int] = []
+        for fetch in self._fetches:
+            delays.extend(w.deadline_ms - now_ms for w in fetch.waiters)
+            if fetch.request_id is None and self._link.coordinator is not None and fetch.waiters:
+                delays.append(fetch.retry_at_ms - now_ms)
+        return delays
+
+    def close(self, deadline_ms: int) -> None:
+        """The consumer is closing: no caller waits past ``deadline_ms``."""
+        for fetch in self._fetches:
+            fetch.deadline_ms = min(fetch.deadline_ms, deadline_ms)
+            for waiter in fetch.waiters:
+                waiter.deadline_ms = min(waiter.deadline_ms, deadline_ms)
+
+    def fail_pending(self, error: KafkaError) -> None:
+        """Fail every pending fetch with ``error``; requests in flight are abandoned."""
+        for fetch in list(self._fetches):
+            self._complete_fetch(fetch, None, error)
+        self._in_flight.clear()
+
+    # -- Building, sending, answers ------------------------------------------------------------
 
     def _add_fetch(self, partitions: frozenset[TopicPartition], waiter: _Waiter) -> None:
-        member = self._member_key()
+        member = self._link.member_key()
         for fetch in self._fetches:
             if fetch.partitions == partitions and fetch.member == member:
                 self._log.debug(
@@ -181,14 +276,14 @@ class OffsetFetchRequests(EventOutbox):
         )
 
     def _send_fetch(self, fetch: _Fetch, now_ms: int) -> UnsentRequest | None:
-        assert self._coordinator is not None
+        assert self._link.coordinator is not None
         version = self._config.offset_fetch_version
-        if version >= _TOPIC_ID_VERSION and not self._all_topic_ids_known(fetch.partitions):
-            version = _TOPIC_ID_VERSION - 1
+        if version >= TOPIC_ID_VERSION and not self._link.all_topic_ids_known(fetch.partitions):
+            version = TOPIC_ID_VERSION - 1
         member_id: str | None = None
         member_epoch = -1
-        if self._consumer_protocol and self._member_epoch is not None and version >= 9:
-            member_id, member_epoch = self._member_id, self._member_epoch
+        if self._consumer_protocol and self._link.member_epoch is not None and version >= 9:
+            member_id, member_epoch = self._link.member_id, self._link.member_epoch
         try:
             request = offset_fetch_request(
                 version,
@@ -197,17 +292,17 @@ class OffsetFetchRequests(EventOutbox):
                 require_stable=version >= 7,
                 member_id=member_id,
                 member_epoch=member_epoch,
-                topic_ids=self._topic_ids,
+                topic_ids=self._link.topic_ids,
             )
         except KafkaError as exc:
-            self._complete_fetch(fetch, None, exc)
+            self._complete_fetch(fetch, None, exc, now_ms=now_ms)
             return None
         fetch.topic_names = (
-            {self._topic_ids[tp.topic]: tp.topic for tp in fetch.partitions}
-            if version >= _TOPIC_ID_VERSION
+            {self._link.topic_ids[tp.topic]: tp.topic for tp in fetch.partitions}
+            if version >= TOPIC_ID_VERSION
             else {}
         )
-        request_id = self._new_id()
+        request_id = self._outbox.new_id()
         fetch.on_send_attempt(request_id)
         self._in_flight[request_id] = fetch
         self._log.debug(
@@ -215,16 +310,16 @@ class OffsetFetchRequests(EventOutbox):
             request_id=request_id,
             version=version,
             attempt=fetch.attempts,
-            coordinator=self._coordinator,
+            coordinator=self._link.coordinator,
             partitions=sorted(str(tp) for tp in fetch.partitions),
             trace_id=fetch.trace_id,
         )
         return UnsentRequest(
-            node=self._coordinator,
+            node=self._link.coordinator,
             request=request,
             request_id=request_id,
             trace_id=fetch.trace_id,
-            timeout_ms=self._request_timeout(fetch.deadline_ms, now_ms),
+            timeout_ms=self._link.request_timeout(fetch.deadline_ms, now_ms),
         )
 
     def _on_fetch_response(self, fetch: _Fetch, response: Any, now_ms: int) -> None:
@@ -248,7 +343,7 @@ class OffsetFetchRequests(EventOutbox):
         unauthorized: list[str] = []
         unstable: list[TopicPartition] = []
         for topic in topics:
-            name = self._topic_name(topic, fetch.topic_names)
+            name = topic_name(topic, fetch.topic_names)
             for partition in topic.partitions:
                 tp = TopicPartition(name, int(partition.partition_index))
                 code = int(partition.error_code)
@@ -292,13 +387,13 @@ class OffsetFetchRequests(EventOutbox):
             return
         for tp in fetch.partitions:
             offsets.setdefault(tp, None)
-        self._log.debug("offset_fetch_succeeded", offsets=_describe(offsets))
-        self._complete_fetch(fetch, offsets, None)
+        self._log.debug("offset_fetch_succeeded", offsets=describe_offsets(offsets))
+        self._complete_fetch(fetch, offsets, None, now_ms=now_ms)
 
     def _on_fetch_group_error(self, fetch: _Fetch, code: int, now_ms: int) -> None:
         self._log.info("offset_fetch_group_error", error_code=code, attempts=fetch.attempts)
         if code in (NotCoordinatorError.code, CoordinatorNotAvailableError.code):
-            self._mark_coordinator_unknown(f"OffsetFetch error {code}")
+            self._link.mark_coordinator_unknown(f"OffsetFetch error {code}")
         if code == GroupAuthorizationFailedError.code:
             error: KafkaError = GroupAuthorizationFailedError(
                 f"Not authorized to access group: {self._config.group_id}"
@@ -306,7 +401,7 @@ class OffsetFetchRequests(EventOutbox):
             retry = False
         elif code == StaleMemberEpochError.code:
             error = error_for_code(code)
-            retry = self._consumer_protocol and self._member_epoch is not None
+            retry = self._consumer_protocol and self._link.member_epoch is not None
         else:
             error = error_for_code(code)
             retry = error.retriable
@@ -317,12 +412,12 @@ class OffsetFetchRequests(EventOutbox):
     ) -> None:
         fetch.last_error = error
         if not retry or not fetch.waiters:
-            self._complete_fetch(fetch, None, error)
+            self._complete_fetch(fetch, None, error, now_ms=now_ms)
             return
         # A retry uses the member identity of its time; one due after every caller's deadline
         # never goes out (the callers time out at their deadlines).
         fetch.schedule_retry(now_ms, self._backoff)
-        fetch.member = self._member_key()
+        fetch.member = self._link.member_key()
         self._log.debug("offset_fetch_retry", retry_at_ms=fetch.retry_at_ms, error=repr(error))
 
     def _complete_fetch(
@@ -330,7 +425,11 @@ class OffsetFetchRequests(EventOutbox):
         fetch: _Fetch,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | None] | None,
         error: KafkaError | None,
+        *,
+        now_ms: int | None = None,
     ) -> None:
+        """``now_ms`` None (failing every pending fetch at once): the error line is not
+        scheduled by ``_failures`` (module ``condition_log``)."""
         if fetch in self._fetches:
             self._fetches.remove(fetch)
         if fetch.request_id is not None:
@@ -342,11 +441,19 @@ class OffsetFetchRequests(EventOutbox):
         if offsets is not None and fetch.init_positions:
             seeked, reset, init_error = self._apply_positions(offsets)
         if error is not None:
-            self._log.warning(
-                "offset_fetch_completed_with_error",
-                error=repr(error),
-                partitions=sorted(str(tp) for tp in fetch.partitions),
+            report = (
+                None if now_ms is None else self._failures.occurred(type(error).__name__, now_ms)
             )
+            if now_ms is None or report is not None:
+                self._log.warning(
+                    "offset_fetch_completed_with_error",
+                    error=repr(error),
+                    partitions=sorted(str(tp) for tp in fetch.partitions),
+                    **(report.fields() if report is not None else {}),
+                )
+        elif now_ms is not None:
+            for name, cleared in self._failures.cleared_all(now_ms):
+                self._log.info("offset_fetch_error_cleared", error=name, **cleared.fields())
         for waiter in fetch.waiters:
             self._emit_fetch_result(
                 waiter,
@@ -368,12 +475,12 @@ class OffsetFetchRequests(EventOutbox):
         reset: Iterable[TopicPartition],
     ) -> None:
         if waiter.init_positions:
-            self._events.append(
+            self._outbox.publish(
                 PositionsInitialized(waiter.request_key, dict(seeked), frozenset(reset), error)
             )
         else:
             result = {} if offsets is None else {tp: offsets.get(tp) for tp in partitions}
-            self._events.append(CommittedOffsetsFetched(waiter.request_key, result, error))
+            self._outbox.publish(CommittedOffsetsFetched(waiter.request_key, result, error))
 
     def _apply_positions(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | None]
@@ -399,41 +506,8 @@ class OffsetFetchRequests(EventOutbox):
         if seeked or reset or no_reset_policy:
             self._log.info(
                 "positions_initialized",
-                committed=_describe(seeked),
+                committed=describe_offsets(seeked),
                 reset=sorted(str(tp) for tp in reset),
                 no_reset_policy=sorted(str(tp) for tp in no_reset_policy),
             )
         return seeked, reset, error
-
-    @staticmethod
-    def _timeout(cause: KafkaError | None, what: str) -> KafkaTimeoutError:
-        if isinstance(cause, KafkaTimeoutError) and cause.code is None:
-            return cause
-        detail = f": last error {cause}" if cause is not None else ""
-        error = KafkaTimeoutError(f"{what} did not complete before its deadline{detail}")
-        error.__cause__ = cause
-        return error
-
-    def _mark_coordinator_unknown(self, reason: str) -> None:
-        if self._coordinator is None:
-            return
-        self._log.info("coordinator_unknown", reason=reason, coordinator=self._coordinator)
-        self._coordinator = None
-        self._events.append(CoordinatorUnknown(reason))
-
-    def _request_timeout(self, deadline_ms: int | None, now_ms: int) -> int:
-        timeout = self._config.request_timeout_ms
-        if deadline_ms is not None:
-            timeout = min(timeout, max(1, deadline_ms - now_ms))
-        return timeout
-
-    def _all_topic_ids_known(self, partitions: Iterable[TopicPartition]) -> bool:
-        return all(tp.topic in self._topic_ids for tp in partitions)
-
-    @staticmethod
-    def _topic_name(topic: Any, names_by_id: Mapping[uuid.UUID, str]) -> str:
-        name = getattr(topic, "name", None)
-        if name is not None:
-            return str(name)
-        topic_id = getattr(topic, "topic_id", None)
-        return names_by_id.get(topic_id, str(topic_id)) if topic_id is not None else ""

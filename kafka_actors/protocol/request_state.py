@@ -6,7 +6,8 @@ time of the last response or failure and the backoff that follows it), :func:`re
 (the ``retry.backoff.ms`` / ``retry.backoff.max.ms`` backoff every manager uses),
 :class:`RetriedRequest` (one request a manager keeps several of and retries on its own:
 attempts, the request in flight, the next retry, the last error) and :class:`EventOutbox` (the
-events a manager publishes through ``PollResult.events`` and its request-id counter).
+events a manager publishes through ``PollResult.events`` and its request-id counter; a mixin) with
+:class:`Outbox` (the same, as an object a manager owns and hands to its collaborators).
 
 May touch: nothing outside itself. Pure: the time is always a parameter (``now_ms``, monotonic
 milliseconds) and randomness (the backoff jitter) is injected as a ``() -> float`` in [0, 1).
@@ -27,6 +28,7 @@ __all__ = [
     "RETRY_BACKOFF_MULTIPLIER",
     "EventOutbox",
     "ExponentialBackoff",
+    "Outbox",
     "RequestState",
     "RetriedRequest",
     "retry_backoff",
@@ -220,6 +222,32 @@ class EventOutbox:
         return events
 
     def _new_id(self) -> int:
+        value = self._next_id
+        self._next_id += 1
+        return value
+
+
+class Outbox:
+    """The same as :class:`EventOutbox`, as an object a manager owns and hands to its
+    collaborators: the events published since the last ``poll`` and the request-id counter
+    (ids start at 1 and are never reused by one outbox)."""
+
+    __slots__ = ("_events", "_next_id")
+
+    def __init__(self) -> None:
+        self._events: list[Any] = []
+        self._next_id = 1
+
+    def publish(self, event: Any) -> None:
+        self._events.append(event)
+
+    def drain(self) -> tuple[Any, ...]:
+        """The events published since the last drain, in order."""
+        events = tuple(self._events)
+        self._events.clear()
+        return events
+
+    def new_id(self) -> int:
         value = self._next_id
         self._next_id += 1
         return value

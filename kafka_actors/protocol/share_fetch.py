@@ -52,6 +52,12 @@ Rules, in one place:
   (``MetadataRefreshNeeded``); the partition waits for the next cluster update.
   TOPIC_AUTHORIZATION_FAILED and other non-retriable partition errors are raised to the
   application at collect.
+* Nothing is sent again right after a failure (:class:`~kafka_actors.protocol.share_pacing.
+  SharePacing`): a broker whose request failed or was answered with a top-level error waits
+  ``retry.backoff.ms`` doubling to ``retry.backoff.max.ms`` (jitter 0.2) until it answers
+  without one; a partition answered with an error is left out of its broker's session as
+  long; a lost share session is reopened at once once; a partition refused by a broker that
+  is not its leader follows the new leader at once.
 * Nothing from the network decides an allocation before it is bounded: acquired ranges are
   checked (first <= last, at most :data:`MAX_ACQUIRED_PER_PARTITION` offsets per partition
   and response), record data is decoded with the decompression bound.
@@ -62,7 +68,7 @@ May touch: nothing outside itself; pure (the time is a parameter).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -85,7 +91,7 @@ from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentReq
 from kafka_actors.protocol.records import (
     DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
 )
-from kafka_actors.protocol.request_state import EventOutbox
+from kafka_actors.protocol.request_state import EventOutbox, retry_backoff
 from kafka_actors.protocol.requests import share_acknowledge_request, share_fetch_request
 from kafka_actors.protocol.share_acknowledgements import GAP, Acknowledgements, AcknowledgeType
 from kafka_actors.protocol.share_buffer import (
@@ -95,6 +101,7 @@ from kafka_actors.protocol.share_buffer import (
     ShareConsumerRecord,
     ShareFetchBuffer,
 )
+from kafka_actors.protocol.share_pacing import SharePacing
 
 __all__ = [
     "FINAL_EPOCH",
@@ -189,6 +196,7 @@ class ShareFetchConfig:
     record_limit: bool = False
     request_timeout_ms: int = 30_000
     retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
     check_crcs: bool = True
     max_decompressed_batch_bytes: int = DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES
 
@@ -204,6 +212,7 @@ class ShareFetchConfig:
             record_limit=config.share_acquire_mode.upper() == "RECORD_LIMIT",
             request_timeout_ms=config.request_timeout_ms,
             retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
             check_crcs=config.check_crcs,
             max_decompressed_batch_bytes=config.max_decompressed_batch_bytes,
         )
@@ -244,6 +253,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         fetch_version: int,
         acknowledge_version: int,
         client_id: str = "",
+        random: Callable[[], float] = lambda: 0.5,
     ) -> None:
         self._init_outbox()
         self._init_buffer(
@@ -258,7 +268,8 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         self._sessions: dict[int, ShareSession] = {}
         self._in_flight: dict[int, _InFlight] = {}
         self._by_request: dict[int, int] = {}
-        self._backoff_until: dict[int, int] = {}
+        #: Backoff after failures, per broker and per partition.
+        self._pacing = SharePacing(retry_backoff(config, random))
         self._awaiting_metadata: set[TopicPartition] = set()
         #: Acknowledgements not sent yet, per partition, and the broker they go to.
         self._pending: dict[TopicPartition, Acknowledgements] = {}
@@ -308,6 +319,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
 
     def on_assignment(self, assignment: Iterable[TopicPartition]) -> None:
         self._assignment = frozenset(assignment)
+        self._pacing.retain(self._assignment)
         self._drop_unassigned()
         self._held = {tp: n for tp, n in self._held.items() if tp in self._assignment}
 
@@ -376,7 +388,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
     def poll(self, now_ms: int) -> PollResult:
         requests: list[UnsentRequest] = []
         cluster = self._cluster
-        wanted = self._wanted_by_node()
+        wanted = self._wanted_by_node(now_ms)
         nodes = (
             set(wanted)
             | set(self._sessions)
@@ -386,13 +398,14 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
                 if acks and tp in self._ack_node
             }
         )
-        next_ms: int | None = None
+        next_ms = None
+        if not self._closing:
+            next_ms = self._pacing.partition_wait_ms(self._assignment, now_ms)
         for node in sorted(nodes):
             if node in self._in_flight:
                 continue
-            until = self._backoff_until.get(node, 0)
-            if until > now_ms:
-                wait = until - now_ms
+            wait = self._pacing.node_wait_ms(node, now_ms)
+            if wait > 0:
                 next_ms = wait if next_ms is None else min(next_ms, wait)
                 continue
             if cluster is not None and node not in self._sessions and cluster.node(node) is None:
@@ -412,7 +425,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
     def _open_sessions(self) -> list[int]:
         return [n for n, s in self._sessions.items() if s.epoch > 0 and n not in self._closed_nodes]
 
-    def _wanted_by_node(self) -> dict[int, frozenset[TopicPartition]]:
+    def _wanted_by_node(self, now_ms: int) -> dict[int, frozenset[TopicPartition]]:
         cluster = self._cluster
         out: dict[int, set[TopicPartition]] = {}
         if cluster is None or self._closing:
@@ -421,7 +434,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             if tp in self._awaiting_metadata or cluster.topic_id(tp.topic) is None:
                 continue
             leader = cluster.leader_for(tp)
-            if leader is None:
+            if leader is None or self._pacing.partition_waits(tp, leader[0], now_ms):
                 continue
             out.setdefault(leader[0], set()).add(tp)
         return {node: frozenset(tps) for node, tps in out.items()}
@@ -652,7 +665,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             session.reset()
         if in_flight.kind == "close":
             self._closed_nodes.add(in_flight.node)
-        self._backoff_until[in_flight.node] = now_ms + self._config.retry_backoff_ms
+        self._pacing.node_failed(in_flight.node, now_ms)
         self._complete_acks(in_flight, {tp: kafka_error for tp in in_flight.acks})
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
@@ -669,14 +682,17 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             error = error_for_code(top, response.error_message, node=node)
             self._log.info("share_response_error", node=node, kind=in_flight.kind, error=str(error))
             session.reset()
-            if top not in _SESSION_ERRORS:
-                self._backoff_until[node] = now_ms + self._config.retry_backoff_ms
+            # A lost session (an open one) is reopened at once, once; every other top-level
+            # error, and a session error again before a success, backs off.
+            reopen = top in _SESSION_ERRORS and in_flight.epoch > INITIAL_EPOCH
+            self._pacing.node_failed(node, now_ms, at_once=reopen)
             if in_flight.kind == "close":
                 self._closed_nodes.add(node)
             self._complete_acks(in_flight, {tp: error for tp in in_flight.acks})
             if not error.retriable and top not in _SESSION_ERRORS and in_flight.kind == "fetch":
                 self._buffer_error(in_flight, error)
             return
+        self._pacing.node_succeeded(node)
         if in_flight.kind == "close":
             self._closed_nodes.add(node)
             self._sessions.pop(node, None)
@@ -706,7 +722,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
                                 node=node,
                             )
                         )
-                    size = self._fetched_partition(in_flight, tp, part, refresh)
+                    size = self._fetched_partition(in_flight, tp, part, refresh, now_ms)
                     if size:
                         fetched_bytes[name] = fetched_bytes.get(name, 0) + size
                 else:
@@ -744,13 +760,21 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         self._complete_acks(in_flight, results)
 
     def _fetched_partition(
-        self, in_flight: _InFlight, tp: TopicPartition, part: Any, refresh: list[TopicPartition]
+        self,
+        in_flight: _InFlight,
+        tp: TopicPartition,
+        part: Any,
+        refresh: list[TopicPartition],
+        now_ms: int,
     ) -> int:
         code = int(part.error_code)
         if code != NO_ERROR:
             if code in _METADATA_ERRORS:
                 refresh.append(tp)
+                # Fetched again from a new leader at once, from this broker after a backoff.
+                self._pacing.partition_failed(tp, now_ms, refused_by=in_flight.node)
                 return 0
+            self._pacing.partition_failed(tp, now_ms)
             error = error_for_code(code, part.error_message, topic=tp.topic, partition=tp.partition)
             if not error.retriable and tp in self._assignment:
                 self._add_buffered(
@@ -759,6 +783,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             return 0
         if tp not in in_flight.fetched:
             return 0  # not asked for: nothing was acquired for it
+        self._pacing.partition_succeeded(tp)
         ranges: list[tuple[int, int, int]] = []
         total = 0
         for acquired in part.acquired_records:

@@ -48,6 +48,7 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import get_logger
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     AssignmentChanged,
     CoordinatorUnknown,
@@ -145,6 +146,7 @@ class ShareMembershipManager(EventOutbox):
         self._assignment: frozenset[TopicPartition] = frozenset()
         self._leave_deadline_ms: int | None = None
         self._log = get_logger("share_membership", client_id=client_id, group_id=config.group_id)
+        self._heartbeat_errors: ConditionLog[int] = ConditionLog()  # by error code, for the log
 
     # -- state -----------------------------------------------------------------------------
 
@@ -297,6 +299,8 @@ class ShareMembershipManager(EventOutbox):
             return
         self._request_state.on_successful_attempt(now_ms)
         self._request_state.clear_backoff()
+        for code, cleared in self._heartbeat_errors.cleared_all(now_ms):
+            self._log.info("share_heartbeat_error_cleared", error_code=code, **cleared.fields())
         self._last_sent_ms = now_ms  # the interval counts from the answer (as Java's timer)
         interval = response.heartbeat_interval
         if isinstance(interval, datetime.timedelta):
@@ -335,7 +339,8 @@ class ShareMembershipManager(EventOutbox):
 
     def _on_error(self, code: int, message: str | None, now_ms: int) -> None:
         error = error_for_code(code, message)
-        self._log.info("share_heartbeat_error", error=str(error))
+        if (report := self._heartbeat_errors.occurred(code, now_ms)) is not None:
+            self._log.info("share_heartbeat_error", error=str(error), **report.fields())
         if code in _COORDINATOR_CODES:
             self._coordinator_lost(str(error))
             self._request_state.on_failed_attempt(now_ms)

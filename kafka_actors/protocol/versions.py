@@ -177,6 +177,10 @@ class ApiVersionsHandshake:
         if self._version < ours.min:
             raise UnsupportedVersionError(f"ApiVersions v{self._version} is below {ours}")
         self._done = False
+        # One fallback per connection: the broker named the version it takes (or v0 when it
+        # named none); a refusal of that one too ends the exchange (the connection is closed
+        # and retried after its reconnect backoff), instead of one request per lower version.
+        self._fell_back = False
 
     @property
     def version(self) -> int:
@@ -253,6 +257,11 @@ class ApiVersionsHandshake:
         failed = self._version
         candidate = 0 if broker_max is None else min(broker_max, failed - 1)
         ours = self._client[ApiKey.API_VERSIONS]
+        if self._fell_back:
+            raise UnsupportedVersionError(
+                f"Broker refused ApiVersions v{failed}, the version it offered after refusing "
+                "a higher one"
+            )
         if candidate >= failed or candidate < ours.min or failed == ours.min:
             raise UnsupportedVersionError(
                 f"Broker refused ApiVersions v{failed} and offers no lower version this client "
@@ -260,6 +269,7 @@ class ApiVersionsHandshake:
                 f"{'unknown' if broker_max is None else f'v{broker_max}'})"
             )
         self._version = candidate
+        self._fell_back = True
         return Retry(self._request(), candidate)
 
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka_actors.consumer import ConsumerRebalanceListener, KafkaConsumer, RebalanceReply
 from kafka_actors.errors import FatalError, KafkaError, WakeupError
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.retrying import PacedRetry
 from kafka_actors.spark.offsets import (
     OffsetPlanner,
     OffsetRange,
@@ -120,6 +121,16 @@ class GroupMember:
         )
         config = self.consumer.config
         self._commit_timeout_s = config.request_timeout_ms / 1000.0
+        # Every call retried after a failure waits retry.backoff.ms doubling to
+        # retry.backoff.max.ms (jitter 0.2) since the last failure, reset by a success: the
+        # polling thread's polls, and the lookups and commits Spark's next trigger would
+        # otherwise repeat at once (a trigger without new data comes every few milliseconds).
+        self._poll_retry = PacedRetry(config)
+        self._resolve_retry = PacedRetry(config)
+        self._end_offsets_retry = PacedRetry(config)
+        self._commit_retry = PacedRetry(config)
+        #: The polling thread's wait after a failed poll (True: stopping).
+        self._wait: Callable[[float], bool] = self._stopping.wait
         if options.pattern is not None:
             self.consumer.subscribe(pattern=options.pattern, listener=_Listener(self))
         else:
@@ -146,14 +157,20 @@ class GroupMember:
             except KafkaError as exc:
                 if self._stopping.is_set():
                     return
-                _log.warning("poll_failed_retrying", error=str(exc))
-                time.sleep(0.5)
+                backoff = self._poll_retry.failed()
+                _log.warning(
+                    "poll_failed_retrying", error=str(exc), backoff_ms=round(backoff * 1000.0)
+                )
+                if self._wait(backoff):
+                    return
+                continue
             except Exception as exc:  # the consumer closed under us, or a bug: report it
                 if self._stopping.is_set():
                     return
                 _log.error("group_member_failed", error=repr(exc))
                 self._error = exc
                 return
+            self._poll_retry.succeeded()
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         if not assigned:
@@ -259,13 +276,7 @@ class GroupMember:
         self._resolve()
         with self._lock:
             active = [tp for tp, s in self._planner.owned.items() if s.resolved and tp in start]
-        try:
-            available = self.consumer.end_offsets(active) if active else {}
-        except KafkaError as exc:
-            if not exc.retriable:
-                raise
-            _log.warning("end_offsets_failed_no_new_data_this_trigger", error=str(exc))
-            available = {}
+        available = self._end_offsets(active)
         shrunk = {tp: (start[tp], end) for tp, end in available.items() if end < start[tp]}
         if shrunk:
             # the log ends before what this query already read: the topic was recreated or
@@ -367,7 +378,7 @@ class GroupMember:
                 end = last_committed_batch_end(self.options.checkpoint_location, self._issued)
                 _log.info("stopping", last_committed_batch_end=_fmt(end) if end else None)
                 if end is not None:
-                    self._commit(end)
+                    self._commit(end, paced=False)  # the last one: not left for later
             except Exception as exc:
                 _log.warning("commit_at_stop_failed", error=str(exc))
         self._stopping.set()
@@ -386,18 +397,49 @@ class GroupMember:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _commit(self, offsets: Offsets) -> None:
+    def _end_offsets(self, active: list[TopicPartition]) -> Offsets:
+        """The end offsets of ``active``; none (no new data this trigger) after a retriable
+        failure, and while the backoff after it runs."""
+        if not active:
+            return {}
+        if not self._end_offsets_retry.ready():
+            return {}
+        try:
+            available = self.consumer.end_offsets(active)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            backoff = self._end_offsets_retry.failed()
+            _log.warning(
+                "end_offsets_failed_no_new_data_this_trigger",
+                error=str(exc),
+                backoff_ms=round(backoff * 1000.0),
+            )
+            return {}
+        self._end_offsets_retry.succeeded()
+        return dict(available)
+
+    def _commit(self, offsets: Offsets, *, paced: bool = True) -> None:
         with self._lock:
             wanted = self._planner.to_commit(offsets)
         if not wanted:
             return
+        if paced and not self._commit_retry.ready():
+            return  # tried again at a trigger once the backoff after the last failure is over
         try:
             self.consumer.commit_sync(wanted, timeout=self._commit_timeout_s)
         except KafkaError as exc:
             # The checkpoint stays the source of truth; the group's offsets catch up at the next
             # commit (a revocation waiting for this one waits on, up to its deadline).
-            _log.warning("commit_failed", error=str(exc), offsets=_fmt(wanted))
+            backoff = self._commit_retry.failed()
+            _log.warning(
+                "commit_failed",
+                error=str(exc),
+                offsets=_fmt(wanted),
+                backoff_ms=round(backoff * 1000.0),
+            )
             return
+        self._commit_retry.succeeded()
         with self._lock:
             done = self._planner.kafka_committed(wanted)
         _ack(done)
@@ -408,13 +450,23 @@ class GroupMember:
             pending = sorted(self._planner.unresolved(), key=lambda t: (t.topic, t.partition))
         if not pending:
             return
+        if not self._resolve_retry.ready():
+            return  # still backing off: resolved at a later trigger
         try:
             self._lookup_and_resolve(pending)
         except KafkaError as exc:
             if not exc.retriable:
                 raise
-            # the partitions keep their place in the offsets and are resolved at the next call
-            _log.warning("resolve_failed_retrying_next_trigger", error=str(exc))
+            # the partitions keep their place in the offsets and are resolved at a later call,
+            # once the backoff after this failure is over
+            backoff = self._resolve_retry.failed()
+            _log.warning(
+                "resolve_failed_retrying_next_trigger",
+                error=str(exc),
+                backoff_ms=round(backoff * 1000.0),
+            )
+            return
+        self._resolve_retry.succeeded()
 
     def _lookup_and_resolve(self, pending: list[TopicPartition]) -> None:
         committed = self.consumer.committed(pending)

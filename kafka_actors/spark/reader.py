@@ -61,6 +61,7 @@ from kafka_actors.protocol.wire import (
     decode_response,
     encode_request,
 )
+from kafka_actors.retrying import PacedRetry
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -310,6 +311,9 @@ class RangeReader:
         self._poll_timeout_s = poll_timeout_ms / 1000.0
         self._read_committed = self._config.isolation_level == "read_committed"
         self._random = random.Random()
+        #: Backoff between attempts without progress (retry.backoff.ms doubling to
+        #: retry.backoff.max.ms, jitter 0.2), reset by progress.
+        self._retry = PacedRetry(self._config, random=self._random.random)
         #: Records skipped because they were gone (failOnDataLoss=false), for tests and logs.
         self.skipped = 0
 
@@ -322,7 +326,6 @@ class RangeReader:
     def _read(self, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
         config = self._config
         offset = start
-        attempt = 0
         deadline = time.monotonic() + self._poll_timeout_s
         isolation = (
             IsolationLevel.READ_COMMITTED
@@ -343,10 +346,9 @@ class RangeReader:
                 if not channel.connected:
                     channel.connect()
                 part = self._fetch(channel, leader, topic, partition, offset)
-            except (KafkaConnectionError, KafkaTimeoutError, InvalidMetadataError) as exc:
+            except (KafkaConnectionError, KafkaTimeoutError, InvalidMetadataError):
                 self._forget(topic, partition)
-                attempt += 1
-                self._backoff(attempt, exc)
+                self._backoff()
                 continue
             code = int(part.error_code)
             if code == _OFFSET_OUT_OF_RANGE:
@@ -354,8 +356,7 @@ class RangeReader:
                 continue
             if code in _REFRESH:
                 self._forget(topic, partition)
-                attempt += 1
-                self._backoff(attempt, error_for_code(code))
+                self._backoff()
                 continue
             if code != _NONE:
                 raise error_for_code(code, topic=topic, partition=partition, offset=offset)
@@ -376,7 +377,7 @@ class RangeReader:
                 yield batch
             if decoded.next_fetch_offset > offset:
                 offset = decoded.next_fetch_offset
-                attempt = 0
+                self._retry.succeeded()
                 deadline = time.monotonic() + self._poll_timeout_s
                 continue
             # No complete batch at this offset: the range reaches past what the broker serves.
@@ -386,8 +387,7 @@ class RangeReader:
                 self._lost(topic, partition, offset, end, f"the log ends at {high}")
                 return
             # read_committed behind an open transaction, or a follower catching up: wait
-            attempt += 1
-            self._backoff(attempt, None)
+            self._backoff()
 
     def _fetch(
         self, channel: BrokerChannel, leader: _Leader, topic: str, partition: int, offset: int
@@ -518,10 +518,6 @@ class RangeReader:
             return
         raise KafkaConnectionError(f"No bootstrap server answered: {last}")
 
-    def _backoff(self, attempt: int, error: KafkaError | None) -> None:
-        config = self._config
-        base = min(
-            config.retry_backoff_max_ms, config.retry_backoff_ms * (2 ** min(attempt - 1, 10))
-        )
-        delay = base * (1 + 0.2 * (self._random.random() * 2 - 1)) / 1000.0
-        time.sleep(delay)
+    def _backoff(self) -> None:
+        """Wait after an attempt without progress (the request state's backoff)."""
+        time.sleep(self._retry.failed())

@@ -27,6 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -81,6 +82,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         "rd_kafka_mock_cluster_destroy": (None, [vp]),
         "rd_kafka_mock_cluster_bootstraps": (cp, [vp]),
         "rd_kafka_mock_topic_create": (ctypes.c_int, [vp, cp, ctypes.c_int, ctypes.c_int]),
+        "rd_kafka_mock_set_apiversion": (
+            ctypes.c_int,
+            [vp, ctypes.c_int16, ctypes.c_int16, ctypes.c_int16],
+        ),
+        "rd_kafka_mock_topic_delete": (ctypes.c_int, [vp, cp]),
         "rd_kafka_mock_broker_set_down": (ctypes.c_int, [vp, i32]),
         "rd_kafka_mock_broker_set_up": (ctypes.c_int, [vp, i32]),
         "rd_kafka_mock_broker_set_rtt": (ctypes.c_int, [vp, i32, ctypes.c_int]),
@@ -90,7 +96,20 @@ def _declare(lib: ctypes.CDLL) -> None:
             None,
             [vp, ctypes.c_int16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)],
         ),
+        "rd_kafka_mock_clear_request_errors": (None, [vp, ctypes.c_int16]),
+        "rd_kafka_mock_start_request_tracking": (None, [vp]),
+        "rd_kafka_mock_stop_request_tracking": (None, [vp]),
+        "rd_kafka_mock_get_requests": (
+            ctypes.POINTER(vp),
+            [vp, ctypes.POINTER(ctypes.c_size_t)],
+        ),
+        "rd_kafka_mock_clear_requests": (None, [vp]),
+        "rd_kafka_mock_request_id": (i32, [vp]),
+        "rd_kafka_mock_request_api_key": (ctypes.c_int16, [vp]),
+        "rd_kafka_mock_request_timestamp": (ctypes.c_int64, [vp]),
+        "rd_kafka_mock_request_destroy_array": (None, [ctypes.POINTER(vp), ctypes.c_size_t]),
         "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [vp, i32]),
+        "rd_kafka_mock_sharegroup_set_heartbeat_interval": (None, [vp, ctypes.c_int]),
         "rd_kafka_mock_set_group_consumer_session_timeout_ms": (None, [vp, ctypes.c_int]),
         "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [vp, ctypes.c_int]),
     }
@@ -98,6 +117,19 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+
+
+@dataclass(frozen=True, slots=True)
+class MockRequest:
+    """One request a mock broker received (while request tracking was on).
+
+    ``timestamp_us`` is librdkafka's monotonic clock (microseconds) at arrival: compare
+    timestamps with each other only.
+    """
+
+    broker_id: int
+    api_key: int
+    timestamp_us: int
 
 
 class MockCluster:
@@ -256,6 +288,11 @@ class MockCluster:
             time.sleep(0.05)
         raise MockClusterError(f"mock topic {name} has no leaders after {timeout}s")
 
+    def delete_topic(self, name: str) -> None:
+        """Delete topic ``name`` from the mock cluster (its partitions and records)."""
+        lib, mc = self._mock()
+        self._check(lib.rd_kafka_mock_topic_delete(mc, name.encode()), f"delete {name}")
+
     def broker_down(self, broker_id: int) -> None:
         """Take mock broker ``broker_id`` (1-based) down: connections close, none accepted."""
         lib, mc = self._mock()
@@ -281,6 +318,13 @@ class MockCluster:
         err = lib.rd_kafka_mock_coordinator_set(mc, key_type.encode(), key.encode(), broker_id)
         self._check(err, f"coordinator {key_type}:{key}")
 
+    def set_api_version(self, api_key: int, min_version: int, max_version: int) -> None:
+        """Make every mock broker advertise (and accept) only ``min..max`` of ``api_key``;
+        ``-1, -1`` removes the API from ApiVersions."""
+        lib, mc = self._mock()
+        err = lib.rd_kafka_mock_set_apiversion(mc, api_key, min_version, max_version)
+        self._check(err, f"api version {api_key}")
+
     def push_request_errors(self, api_key: int, errors: Sequence[int]) -> None:
         """Answer the next ``len(errors)`` requests of ``api_key`` (any broker) with these
         Kafka error codes, in order."""
@@ -296,6 +340,65 @@ class MockCluster:
         lib, mc = self._mock()
         lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(mc, timeout_ms)
 
+    def set_share_group_heartbeat_interval_ms(self, interval_ms: int) -> None:
+        """The heartbeat interval the mock hands share-group members."""
+        lib, mc = self._mock()
+        lib.rd_kafka_mock_sharegroup_set_heartbeat_interval(mc, interval_ms)
+
     def set_group_consumer_heartbeat_interval_ms(self, interval_ms: int) -> None:
         lib, mc = self._mock()
         lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(mc, interval_ms)
+
+    def clear_request_errors(self, api_key: int) -> None:
+        """Forget the errors still queued for ``api_key`` (see :meth:`push_request_errors`)."""
+        lib, mc = self._mock()
+        lib.rd_kafka_mock_clear_request_errors(mc, api_key)
+
+    # ----- request tracking -----------------------------------------------------------
+
+    def start_request_tracking(self) -> None:
+        """Record every request any mock broker receives from now on (:meth:`requests`)."""
+        lib, mc = self._mock()
+        lib.rd_kafka_mock_start_request_tracking(mc)
+
+    def stop_request_tracking(self) -> None:
+        """Stop recording requests and forget the recorded ones."""
+        lib, mc = self._mock()
+        lib.rd_kafka_mock_stop_request_tracking(mc)
+
+    def clear_requests(self) -> None:
+        """Forget the requests recorded so far (tracking stays on)."""
+        lib, mc = self._mock()
+        lib.rd_kafka_mock_clear_requests(mc)
+
+    def requests(self, api_key: int | None = None) -> list[MockRequest]:
+        """The requests recorded since tracking started (or the last :meth:`clear_requests`),
+        in arrival order; only those of ``api_key`` when given. Empty when tracking is off."""
+        lib, mc = self._mock()
+        count = ctypes.c_size_t(0)
+        array = lib.rd_kafka_mock_get_requests(mc, ctypes.byref(count))
+        out: list[MockRequest] = []
+        if not array:
+            return out
+        try:
+            for i in range(count.value):
+                req = array[i]
+                key = int(lib.rd_kafka_mock_request_api_key(req))
+                if api_key is None or key == api_key:
+                    out.append(
+                        MockRequest(
+                            broker_id=int(lib.rd_kafka_mock_request_id(req)),
+                            api_key=key,
+                            timestamp_us=int(lib.rd_kafka_mock_request_timestamp(req)),
+                        )
+                    )
+        finally:
+            lib.rd_kafka_mock_request_destroy_array(array, count.value)
+        return out
+
+    def request_counts(self) -> dict[int, int]:
+        """How many requests of each API key were recorded (see :meth:`requests`)."""
+        counts: dict[int, int] = {}
+        for req in self.requests():
+            counts[req.api_key] = counts.get(req.api_key, 0) + 1
+        return counts

@@ -12,7 +12,8 @@ from typing import Any
 import pykka
 import pytest
 
-from kafka_actors.actors.network import Response
+from kafka_actors.actors.network import RequestFailed, Response
+from kafka_actors.errors import KafkaConnectionError
 from kafka_actors.protocol import requests as rq
 from kafka_actors.testing import KafkaBroker
 from tests.actors.network_helpers import events, metadata, network_config, send
@@ -43,12 +44,20 @@ def test_broker_killed_backoff_then_recovery(
     while not any(e.kind == "disconnected" for e in events(ref, node)):
         assert time.monotonic() < deadline, "the actor did not notice the dead broker"
         time.sleep(0.05)
-    # A request for the dead node waits (queued) while the actor keeps trying.
+    # A request for the dead node fails at the next failed attempt with a retriable
+    # connection error (Java's NetworkClientDelegate.checkDisconnects), not at its timeout:
+    # its sender retries it through its own backoff.
     waiting = send(ref, rq.metadata_request(12, topics=None), node=node, timeout_ms=180_000)
+    failed = waiting.get(timeout=30)
+    assert isinstance(failed, RequestFailed) and failed.node == node
+    assert isinstance(failed.error, KafkaConnectionError) and failed.error.retriable
+    # The actor reconnects while it has something to send: a request kept waiting for the
+    # node (sent again as soon as the last one failed) keeps it trying.
     deadline = time.monotonic() + 60
     while sum(e.kind == "connect_failed" for e in events(ref, node)) < 7:
         assert time.monotonic() < deadline, "too few reconnect attempts"
-        time.sleep(0.1)
+        again = send(ref, rq.metadata_request(12, topics=None), node=node, timeout_ms=180_000)
+        assert isinstance(again.get(timeout=30), RequestFailed)
     recorded = [e for e in events(ref, node) if e.kind != "ready"][1:]  # from the disconnect on
     failures = [e for e in recorded if e.kind in ("disconnected", "connect_failed")]
     attempts = [e for e in recorded if e.kind == "connect"]
@@ -63,8 +72,14 @@ def test_broker_killed_backoff_then_recovery(
         assert failure.backoff is not None
         assert failure.backoff - 0.005 <= gap <= failure.backoff + 1.0
     own_broker.start_broker(0)
-    reply = waiting.get(timeout=200)
-    assert isinstance(reply, Response) and reply.node == node
+    deadline = time.monotonic() + 200
+    while not isinstance(
+        reply := send(ref, rq.metadata_request(12, topics=None), node=node).get(timeout=200),
+        Response,
+    ):
+        assert time.monotonic() < deadline, f"no answer from the restarted broker: {reply}"
+        time.sleep(0.2)
+    assert reply.node == node
     assert isinstance(metadata(ref, node=node), Response)
     assert events(ref, node)[-1].kind == "ready"
     # Churn is logged once per state change at INFO; the retries in between at DEBUG.
@@ -72,6 +87,8 @@ def test_broker_killed_backoff_then_recovery(
     mine = [e for e in lines if e.get("node") == node and e.get("event", "").startswith("node_")]
     after_kill = mine[[e["event"] for e in mine].index("node_disconnected") :]
     infos = [e["event"] for e in after_kill if e["level"] == "info"]
-    assert infos == ["node_disconnected", "node_ready"]
+    # ... and the end of the outage once (issue 20: a failing condition is logged when it
+    # starts, at most every 30 s while it lasts, and when it clears).
+    assert infos == ["node_disconnected", "node_ready", "node_available_again"]
     retries = [e for e in after_kill if e["event"] in ("node_connecting", "node_connect_failed")]
     assert len(retries) >= 14 and all(e["level"] == "debug" for e in retries)

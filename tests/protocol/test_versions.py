@@ -250,3 +250,18 @@ def test_handshake_on_garbage_raises_only_kafka_errors(data: bytes, start: int) 
         assert step.version < start
     else:
         assert isinstance(step, Done)
+
+
+def test_a_refusal_of_the_brokers_own_fallback_version_ends_the_exchange() -> None:
+    # One fallback per connection (issue 20): a broker that refuses v2 after naming v2 as its
+    # maximum is not asked v1 and v0 on the same connection: the attempt fails, and the next
+    # one waits for the reconnect backoff.
+    handshake = ApiVersionsHandshake()
+    refused = ApiVersionsResponseV0(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=(ApiVersionV0(api_key=i16(18), min_version=i16(0), max_version=i16(2)),),
+    )
+    step = handshake.handle_response_bytes(frame(refused))
+    assert isinstance(step, Retry) and step.version == 2
+    with pytest.raises(UnsupportedVersionError, match="ApiVersions v2"):
+        handshake.handle_response_bytes(frame(refused))

@@ -5,7 +5,8 @@ thread. Test code only.
 
 Every connection a client opens is forwarded to the broker. The proxy reads the request
 headers going up (API key, version, correlation id) so it knows which API each response frame
-coming down answers. Metadata and FindCoordinator answers are rewritten so that every broker
+coming down answers (and counts the requests of each API, with their arrival times, in
+``requests``). Metadata and FindCoordinator answers are rewritten so that every broker
 address points back at the proxy (the client then never talks to the broker directly). A
 :class:`Rule` armed for an API mutates the next ``count`` answers of that API (see
 :data:`MUTATIONS`); after that the proxy forwards faithfully again. What it did is in
@@ -20,6 +21,7 @@ import selectors
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,6 +156,37 @@ def early_close(frame: Frame, rng: random.Random) -> tuple[Action, str]:
     return None, "close"
 
 
+def rewrite_error_codes(frame: Frame, code: int) -> tuple[Action, str]:
+    """The answer decoded, every ``error_code`` field in it (top level, per topic, per
+    partition) set to ``code``, encoded again: a broker answering that error everywhere."""
+    rtype = response_type(frame.api, frame.version)
+    header, body = decode_response_with_header(frame.payload, rtype)
+    body, changed = _with_error_code(body, code)
+    encoded = encode_response(body, correlation_id=int(header.correlation_id))
+    return encoded, f"error_code := {code} in {changed} fields"
+
+
+def _with_error_code(value: Any, code: int) -> tuple[Any, int]:
+    if isinstance(value, tuple):
+        items = [_with_error_code(v, code) for v in value]
+        return tuple(v for v, _ in items), sum(n for _, n in items)
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value, 0
+    changes: dict[str, Any] = {}
+    count = 0
+    for f in dataclasses.fields(value):
+        old = getattr(value, f.name)
+        if f.name == "error_code":
+            changes[f.name] = type(old)(code)
+            count += 1
+        else:
+            new, n = _with_error_code(old, code)
+            if n:
+                changes[f.name] = new
+                count += n
+    return (dataclasses.replace(value, **changes) if changes else value), count
+
+
 Mutation = Callable[[Frame, random.Random], tuple[Action, str]]
 
 MUTATIONS: dict[str, Mutation] = {
@@ -175,6 +208,7 @@ class Rule:
     count: int
     rng: random.Random
     skip: int = 0  # answers of this API to forward untouched before mutating
+    error_code: int | None = None  # set: rewrite every error code to it (arm_error)
 
 
 @dataclass(slots=True)
@@ -213,6 +247,8 @@ class FaultProxy:
         self.mutated: list[tuple[int, int, bytes]] = []
         #: Answers forwarded per API key (mutated or not).
         self.answers: dict[int, int] = {}
+        #: (API key, time.monotonic() at arrival) of every request clients sent, in order.
+        self.requests: list[tuple[int, float]] = []
         self.accepted = 0
         self.errors: list[str] = []
         self._thread = threading.Thread(target=self._run, name="fault-proxy", daemon=True)
@@ -227,6 +263,17 @@ class FaultProxy:
             raise ValueError(f"unknown mutation {mutation!r}")
         with self._lock:
             self._rules[int(api)] = Rule(mutation, count, random.Random(seed), skip)
+
+    def arm_error(self, api: int, error_code: int, count: int) -> None:
+        """Answer the next ``count`` answers of ``api`` with every error code set to
+        ``error_code`` (see :func:`rewrite_error_codes`)."""
+        with self._lock:
+            self._rules[int(api)] = Rule("error", count, random.Random(0), error_code=error_code)
+
+    def request_count(self, api: int, since: float = 0.0, until: float = float("inf")) -> int:
+        """Requests of ``api`` that arrived in [since, until] (``time.monotonic()`` times)."""
+        with self._lock:
+            return sum(1 for a, t in self.requests if a == api and since <= t <= until)
 
     def disarm(self) -> None:
         with self._lock:
@@ -329,6 +376,8 @@ class FaultProxy:
             if len(payload) >= 8:
                 api, version, cid = struct.unpack_from(">hhi", payload, 0)
                 link.pending[cid] = (api, version)
+                with self._lock:
+                    self.requests.append((api, time.monotonic()))
         link.upstream.sendall(data)
 
     def _from_broker(self, link: _Link, data: bytes) -> None:
@@ -358,7 +407,10 @@ class FaultProxy:
                 rule.skip -= 1
                 return _prefixed(frame.payload)
             rule.count -= 1
-            action, what = MUTATIONS[rule.mutation](frame, rule.rng)
+            if rule.error_code is not None:
+                action, what = rewrite_error_codes(frame, rule.error_code)
+            else:
+                action, what = MUTATIONS[rule.mutation](frame, rule.rng)
             self.applied.append((api_name(frame.api), frame.version, what))
             self.mutated.append((frame.api, frame.version, action or b""))
             return action

@@ -86,6 +86,18 @@ class CommitActor(RoutingManagerActor):
         self.waiting[key] = future
         return key
 
+    def handle_unbuilt(self, message: Any, now_ms: int) -> bool:
+        """The commit on close before the manager exists: with nothing consumed there is
+        nothing to commit, and it completes at once (as the manager would, and as Java's
+        commit of an empty map); consumed positions wait for the manager (until the close's
+        deadline)."""
+        if isinstance(message, CommitOnCloseEvent) and (
+            not self.ctx.config.enable_auto_commit or not self.ctx.subscriptions.all_consumed()
+        ):
+            complete(message.future, {})
+            return True
+        return False
+
     def handle(self, message: Any, now_ms: int) -> Any:
         manager: CommitManager = self.manager
         if isinstance(message, CommitEvent):

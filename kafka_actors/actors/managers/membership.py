@@ -97,6 +97,8 @@ class MembershipActor(RoutingManagerActor):
         self.leaves: list[concurrent.futures.Future[Any]] = []
         #: When the rebalance in progress began (ms), for rebalance-latency.
         self._rebalance_started_ms: int | None = None
+        #: A leave was answered before the manager existed (see handle_unbuilt).
+        self._left_before_build = False
 
     def poll_manager(self, now_ms: int) -> PollResult:
         result = super().poll_manager(now_ms)
@@ -177,7 +179,7 @@ class MembershipActor(RoutingManagerActor):
         if cluster is not None and hasattr(manager, "on_topic_names"):
             manager.on_topic_names(dict(cluster._names_by_id))
         topics, pattern = subscription_inputs(self.ctx)
-        if topics or pattern:
+        if (topics or pattern) and not self._left_before_build:
             self._subscribe(topics, pattern)
             if self.generation > 1:
                 manager.on_poll(now)  # a restarted member rejoins without waiting for poll()
@@ -195,6 +197,20 @@ class MembershipActor(RoutingManagerActor):
             manager.subscribe(regex=pattern)  # the broker (RE2J) matches the whole name
         elif topics:
             manager.subscribe(topics)
+
+    def handle_unbuilt(self, message: Any, now_ms: int) -> bool:
+        """A leave before the manager exists: this member sent no heartbeat (JoinGroup) yet,
+        so it is in no group and there is nothing to leave (as Java: a leave needs a known
+        coordinator, and is skipped when none is known)."""
+        if isinstance(message, LeaveGroupEvent):
+            self.log.info("leave_skipped", reason="not in the group: no broker reachable yet")
+            # Built later (a broker answers before the actors stop), the manager must not
+            # join with the subscription this leave ended.
+            self.unstash(SubscriptionChangedEvent)
+            self._left_before_build = True
+            complete(message.future, m848.LeaveCompleted())
+            return True
+        return False
 
     def handle(self, message: Any, now_ms: int) -> Any:
         manager = self.manager

@@ -133,6 +133,7 @@ class ShareFetchActor(RoutingManagerActor):
             fetch_version=version(ApiKey.SHARE_FETCH),
             acknowledge_version=version(ApiKey.SHARE_ACKNOWLEDGE),
             client_id=ctx.config.client_id,
+            random=ctx.random,
         )
 
     def rebuild(self) -> None:
@@ -145,6 +146,14 @@ class ShareFetchActor(RoutingManagerActor):
         if isinstance(message, ShareMetricsEvent) and self.manager is None:
             return None
         return super().on_receive(message)
+
+    def handle_unbuilt(self, message: Any, now_ms: int) -> bool:
+        """Before the manager exists nothing was fetched: a collect gets None (no records),
+        a close has no session to close and no acknowledgement to send."""
+        if isinstance(message, (ShareCollectEvent, CloseShareEvent)):
+            complete(message.future, None)
+            return True
+        return False
 
     def handle(self, message: Any, now_ms: int) -> Any:
         manager: ShareFetchManager = self.manager

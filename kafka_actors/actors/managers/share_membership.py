@@ -63,6 +63,8 @@ class ShareMembershipActor(RoutingManagerActor):
         super().__init__(ctx, context=context)
         self.assignment = assignment
         self.leaves: list[concurrent.futures.Future[Any]] = []
+        #: A leave was answered before the manager existed (see handle_unbuilt).
+        self._left_before_build = False
 
     def build(self) -> ShareMembershipManager:
         ctx = self.ctx
@@ -95,8 +97,21 @@ class ShareMembershipActor(RoutingManagerActor):
         if cluster is not None:
             manager.on_topic_names(dict(cluster._names_by_id))
         topics, _pattern = subscription_inputs(self.ctx)
-        if topics:
+        if topics and not self._left_before_build:
             manager.subscribe(topics)
+
+    def handle_unbuilt(self, message: Any, now_ms: int) -> bool:
+        """A leave before the manager exists: no ShareGroupHeartbeat was sent yet, so the
+        member is in no group and the leave is over at once."""
+        if isinstance(message, LeaveGroupEvent):
+            self.log.info("leave_skipped", reason="not in the group: no broker reachable yet")
+            # Built later (a broker answers before the actors stop), the manager must not
+            # join with the subscription this leave ended.
+            self.unstash(SubscriptionChangedEvent)
+            self._left_before_build = True
+            complete(message.future, LeaveCompleted())
+            return True
+        return False
 
     def handle(self, message: Any, now_ms: int) -> Any:
         manager: ShareMembershipManager = self.manager

@@ -42,6 +42,7 @@ from kafka_actors.errors import ConsumerClosedError, DisconnectedError, KafkaErr
 from kafka_actors.log import get_logger, traced
 from kafka_actors.metrics import ConsumerMetrics
 from kafka_actors.oauth import token_source_from_config
+from kafka_actors.protocol.condition_log import REPEAT_INTERVAL_MS, ConditionLog
 from kafka_actors.protocol.connection import (
     ConnectionSettings,
     ConnectionState,
@@ -133,7 +134,7 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
         self._seq = itertools.count()
         self._events = deque(maxlen=event_log_size)
         self._closed = False
-        self._all_down_warned_at = None
+        self._unavailable = ConditionLog(max(REPEAT_INTERVAL_MS, config.reconnect_backoff_max_ms))
         self._removed = set()
         # Re-bootstrap (KIP-899 / KIP-1102): since when a Metadata request waits for an
         # answer (None: the last one was answered).

@@ -23,7 +23,7 @@ from typing import cast
 import pykka
 
 from kafka_actors.actors.network.messages import BOOTSTRAP_NODE, ConnectionEvent, Resolved, Send
-from kafka_actors.actors.network.state import NetworkBase, Node
+from kafka_actors.actors.network.state import ALL_DOWN, NetworkBase, Node
 from kafka_actors.actors.network.transport import Transport, canonical_name
 from kafka_actors.config import BrokerAddress
 from kafka_actors.errors import (
@@ -319,6 +319,7 @@ class NetworkConnections(NetworkBase):
             self._drop_transport(node)
             node.conn.close(DisconnectedError(f"Node {node.node_id} removed", node=node.node_id))
             del self._nodes[node.node_id]
+            self._unavailable.forget(node.node_id)
             node.log.debug("node_forgotten")
         return True
 
@@ -330,12 +331,20 @@ class NetworkConnections(NetworkBase):
         conn = node.conn
         was = conn.state
         events = conn.connection_lost(error, self._clock.monotonic())
-        # Requests for "any node" queued here may go to another node now.
+        # Requests for "any node" queued here may go to another node now. A request for this
+        # node fails at once with a retriable error, as Java's NetworkClientDelegate fails an
+        # unsent request whose node's connection failed (checkDisconnects): its manager retries
+        # it through its request state, or gives it up (a leave whose coordinator cannot be
+        # reached ends, so close() does not wait for request.timeout.ms).
         for pending in conn.take_queued():
             if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
                 self._unassigned.append(pending)
             else:
-                conn.enqueue(pending)
+                unreachable = KafkaConnectionError(
+                    f"Node {node.node_id} ({node.address}) is unreachable: {error.message}",
+                    node=node.node_id,
+                )
+                self._fail(pending, unreachable, node.node_id)
         backoff_ms = round(conn.last_backoff * 1000)
         if isinstance(error, AuthenticationError):
             # Callers waiting for any node were waiting on this attempt: they get the typed
@@ -351,8 +360,7 @@ class NetworkConnections(NetworkBase):
             log = node.log.warning if first else node.log.debug
             log("node_authentication_failed", error=str(error), backoff_ms=backoff_ms)
             node.down_announced = True
-            # node_authentication_failed was the warning the first time.
-            self._warn_unavailable(node, "authentication failed", error, announced=not first)
+            self._warn_unavailable(node, "authentication failed", error)
         elif was is ConnectionState.READY:
             self._record(node, "disconnected", error)
             node.log.info("node_disconnected", error=str(error), backoff_ms=backoff_ms)
@@ -368,37 +376,47 @@ class NetworkConnections(NetworkBase):
             self._warn_unavailable(node, "connection could not be established", error)
         self._handle(node, events)
 
-    def _warn_unavailable(
-        self, node: Node, reason: str, error: KafkaError, *, announced: bool = True
-    ) -> None:
-        """A WARNING a user sees with default logging, at most once per node per
-        ``reconnect.backoff.max.ms`` (Java's NetworkClient warns at each failed attempt, which
-        its reconnect backoff spaces out); and one when every known node is down."""
-        now = self._clock.monotonic()
-        period = self.settings.reconnect_backoff_max_ms / 1000.0
-        if node.warned_at is None or now - node.warned_at >= period:
-            node.warned_at = now
-            if announced:
-                node.log.warning(
-                    "node_unavailable",
-                    reason=reason,
-                    error=str(error),
-                    bootstrap=node.node_id < 0,
-                    failed_attempts=node.conn.failed_attempts,
-                    backoff_ms=round(node.conn.last_backoff * 1000),
-                )
+    def _warn_unavailable(self, node: Node, reason: str, error: KafkaError) -> None:
+        """A WARNING a user sees with default logging when a node becomes unavailable, again
+        at most once per ``max(30 s, reconnect.backoff.max.ms)`` while it stays so, with the
+        number of failed attempts since the last line (Java's NetworkClient warns at each
+        failed attempt; librdkafka suppresses identical errors for 30 s); the same for "every
+        known node is down". :meth:`_node_available` logs the end of both."""
+        now_ms = round(self._clock.monotonic() * 1000)
+        report = self._unavailable.occurred(node.node_id, now_ms)
+        if report is not None:
+            node.log.warning(
+                "node_unavailable",
+                reason=reason,
+                error=str(error),
+                bootstrap=node.node_id < 0,
+                failed_attempts=node.conn.failed_attempts,
+                backoff_ms=round(node.conn.last_backoff * 1000),
+                **report.fields(),
+            )
         if not all(
             n.conn.state is ConnectionState.DISCONNECTED and n.conn.last_error is not None
             for n in self._nodes.values()
         ):
             return
-        if self._all_down_warned_at is None or now - self._all_down_warned_at >= period:
-            self._all_down_warned_at = now
+        report = self._unavailable.occurred(ALL_DOWN, now_ms)
+        if report is not None:
             self._log.warning(
                 "all_brokers_unavailable",
                 addresses=sorted({str(n.address) for n in self._nodes.values()}),
                 last_error=str(error),
+                **report.fields(),
             )
+
+    def _node_available(self, node: Node) -> None:
+        """``node`` is ready: the end of its "unavailable" condition and of "all down"."""
+        now_ms = round(self._clock.monotonic() * 1000)
+        cleared = self._unavailable.cleared(node.node_id, now_ms)
+        if cleared is not None:
+            node.log.info("node_available_again", **cleared.fields())
+        cleared = self._unavailable.cleared(ALL_DOWN, now_ms)
+        if cleared is not None:
+            self._log.info("broker_available_again", **cleared.fields())
 
 
 def _strerror(code: int) -> str:

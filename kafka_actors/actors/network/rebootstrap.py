@@ -12,7 +12,7 @@ and the request queues (through the NetworkActor's other parts), the inbox's sel
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from kafka_actors.actors.network.messages import BOOTSTRAP_NODE, ConnectionEvent, Send
 from kafka_actors.actors.network.state import NetworkBase
@@ -25,8 +25,20 @@ from kafka_actors.protocol.messages import ANY_NODE
 __all__ = ["NetworkRebootstrap"]
 
 
+#: Keys of the recovery conditions in ``NetworkBase._unavailable`` (their log lines' schedule).
+_REBOOTSTRAP: Final = "rebootstrap"
+_NO_RECOVERY: Final = "metadata_recovery_impossible"
+
+
 class NetworkRebootstrap(NetworkBase):
     """The metadata recovery part of the NetworkActor (module docstring)."""
+
+    def _metadata_answered(self) -> None:
+        """A Metadata response came: the recovery conditions (if reported) have ended."""
+        now_ms = round(self._clock.monotonic() * 1000)
+        for key in (_REBOOTSTRAP, _NO_RECOVERY):
+            if (cleared := self._unavailable.cleared(key, now_ms)) is not None:
+                self._log.info("metadata_recovered", after=key, **cleared.fields())
 
     def _metadata_starved(self) -> bool:
         """Brokers are known and a Metadata request waits for an answer (KIP-1102 counts the
@@ -52,7 +64,8 @@ class NetworkRebootstrap(NetworkBase):
             "the client does not go back to the bootstrap servers; known brokers: "
             + ", ".join(sorted(str(n.address) for n in self._nodes.values() if n.node_id >= 0))
         )
-        self._log.warning("metadata_recovery_impossible", error=str(error))
+        if (report := self._unavailable.occurred(_NO_RECOVERY, round(now * 1000))) is not None:
+            self._log.warning("metadata_recovery_impossible", error=str(error), **report.fields())
         keep: deque[PendingRequest] = deque()
         for pending in self._unassigned:
             if pending.api_key == ApiKey.METADATA:
@@ -66,12 +79,14 @@ class NetworkRebootstrap(NetworkBase):
         if self._metadata_wanted_since is not None:
             self._metadata_wanted_since = now  # the next trigger counts from here
         forgotten = [n for n in self._nodes.values() if n.node_id >= 0]
-        self._log.warning(
-            "rebootstrap",
-            reason=reason,
-            forgotten=sorted(f"{n.node_id}@{n.address}" for n in forgotten),
-            bootstrap=[str(a) for a in self.config.bootstrap_servers],
-        )
+        if (report := self._unavailable.occurred(_REBOOTSTRAP, round(now * 1000))) is not None:
+            self._log.warning(
+                "rebootstrap",
+                reason=reason,
+                forgotten=sorted(f"{n.node_id}@{n.address}" for n in forgotten),
+                bootstrap=[str(a) for a in self.config.bootstrap_servers],
+                **report.fields(),
+            )
         self._events.append(ConnectionEvent(BOOTSTRAP_NODE, "rebootstrap", now, reason, None))
         for node in forgotten:
             error = DisconnectedError(f"Rebootstrapping ({reason})", node=node.node_id)

@@ -187,6 +187,7 @@ class NetworkRequests(NetworkBase):
                     authenticated=self._sasl is not None,
                 )
                 node.down_announced = False
+                self._node_available(node)
             elif isinstance(event, Broken):
                 self._close_node(node, event.error)
             elif isinstance(event, Reauthenticated):
@@ -264,6 +265,8 @@ class NetworkRequests(NetworkBase):
                 self._do_rebootstrap(self._clock.monotonic(), "REBOOTSTRAP_REQUIRED")
                 return
             self._metadata_wanted_since = None
+            if self._unavailable:
+                self._metadata_answered()
         with traced(pending.trace_id):
             self._log.debug(
                 "response_received",

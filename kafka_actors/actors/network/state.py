@@ -17,7 +17,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kafka_actors.actors.network.inbox import SelectorInbox
 from kafka_actors.actors.network.messages import ConnectionEvent
@@ -27,6 +27,7 @@ from kafka_actors.config import BrokerAddress, ConsumerConfig
 from kafka_actors.errors import KafkaError
 from kafka_actors.metrics import ConsumerMetrics
 from kafka_actors.oauth import OAuthBearerTokenSource
+from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.connection import (
     Completed,
     ConnectionSettings,
@@ -39,10 +40,14 @@ from kafka_actors.protocol.tls import TlsChannel
 from kafka_actors.supervisors import SupervisedActor, Supervision
 
 __all__ = [
+    "ALL_DOWN",
     "Delayed",
     "NetworkBase",
     "Node",
 ]
+
+#: The key of the "every known node is down" condition in ``NetworkBase._unavailable``.
+ALL_DOWN: Final = "all"
 
 
 @dataclass(eq=False)
@@ -61,8 +66,6 @@ class Node:
     #: The token of the resolution this node waits for (0: none).
     resolving: int = 0
     down_announced: bool = False
-    #: When the last ``node_unavailable`` warning was logged (monotonic s; None: never).
-    warned_at: float | None = None
     #: Named by the latest Metadata response that named this node (False: learned only from
     #: ``UpdateNodes``, e.g. a coordinator connection, which no Metadata response names).
     in_metadata: bool = False
@@ -111,7 +114,9 @@ class NetworkBase(SupervisedActor):
     _canonical_bootstrap: bool
     _resolver_pool: concurrent.futures.ThreadPoolExecutor | None
     _events: deque[ConnectionEvent]
-    _all_down_warned_at: float | None
+    #: The "node unavailable" conditions (key: node id; ``ALL_DOWN``: every node down; the
+    #: metadata recovery ones, see rebootstrap.py), for the schedule of their log lines.
+    _unavailable: ConditionLog[int | str]
     #: Node ids a newer Metadata response left out (until one names them again): a request
     #: for one of them fails at once with a retriable error instead of waiting for it.
     _removed: set[int]
@@ -144,6 +149,10 @@ class NetworkBase(SupervisedActor):
     @abc.abstractmethod
     def _close_node(self, node: Node, error: KafkaError) -> None: ...
 
+    #: The node is ready: log the end of its "unavailable" condition (if it was reported).
+    @abc.abstractmethod
+    def _node_available(self, node: Node) -> None: ...
+
     # -- NetworkRequests (requests.py) -------------------------------------------------------
     #: Requests for ANY_NODE / BOOTSTRAP_NODE not given to a node yet.
     _unassigned: deque[PendingRequest]
@@ -172,3 +181,7 @@ class NetworkBase(SupervisedActor):
     #: Forget every known broker and start again from the bootstrap servers.
     @abc.abstractmethod
     def _do_rebootstrap(self, now: float, reason: str) -> None: ...
+
+    #: A Metadata response came: log the end of a reported recovery condition.
+    @abc.abstractmethod
+    def _metadata_answered(self) -> None: ...
