@@ -1,7 +1,9 @@
 """The states of a KIP-848 consumer group member: :class:`MemberState` and its transitions.
 
 Owns: the states (Java's ``MemberState``), which state may follow which
-(``previous_valid_states``, as Java) and :class:`IllegalStateTransitionError`. The membership
+(``previous_valid_states``, as Java), the groups of states the heartbeat asks about
+(:data:`SKIP_HEARTBEAT_STATES`, :data:`NOT_IN_GROUP_STATES`, :data:`HEARTBEAT_NOW_STATES`) and
+:class:`IllegalStateTransitionError`. The membership
 manager (:mod:`kafka_actors.protocol.membership`) drives the transitions.
 
 May touch: nothing; pure data.
@@ -13,7 +15,13 @@ import enum
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["IllegalStateTransitionError", "MemberState"]
+__all__ = [
+    "HEARTBEAT_NOW_STATES",
+    "NOT_IN_GROUP_STATES",
+    "SKIP_HEARTBEAT_STATES",
+    "IllegalStateTransitionError",
+    "MemberState",
+]
 
 
 class IllegalStateTransitionError(RuntimeError):
@@ -98,3 +106,10 @@ _PREVIOUS_VALID_STATES: Final[Mapping[MemberState, frozenset[MemberState]]] = {
     ),
     _S.STALE: frozenset({_S.LEAVING}),
 }
+
+# States in which no heartbeat is sent (Java shouldSkipHeartbeat).
+SKIP_HEARTBEAT_STATES: Final = frozenset({_S.UNSUBSCRIBED, _S.FATAL, _S.STALE, _S.FENCED})
+# States in which the member is not part of the group (Java isNotInGroup).
+NOT_IN_GROUP_STATES: Final = SKIP_HEARTBEAT_STATES
+# States that heartbeat without waiting for the interval (Java shouldHeartbeatNow).
+HEARTBEAT_NOW_STATES: Final = frozenset({_S.JOINING, _S.ACKNOWLEDGING, _S.LEAVING})

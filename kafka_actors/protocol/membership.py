@@ -1,19 +1,27 @@
 """KIP-848 consumer group membership and heartbeat: the pure state machine.
 
-Owns: the member's state (:class:`MemberState`), member id and epoch, the heartbeat schedule
-(interval from each response, backoff after failures, one request in flight at most), the
-fields of ``ConsumerGroupHeartbeat`` requests (only what changed since the last one), the
-reconciliation of target assignments (topic ids resolved to names, revoke then assign), the
-rebalance-callback protocol with the application, leaving the group, and the poll timer
-(``max.poll.interval.ms``). It is the pure core of the membership actor; it follows the Java
-client's ``ConsumerMembershipManager`` / ``ConsumerHeartbeatRequestManager`` (Kafka 4.x).
-The manager is built from parts, as Java's: the heartbeat (schedule, request fields, answers)
-is :class:`~kafka_actors.protocol.heartbeat.HeartbeatRequests`, the reconciliation and the
-rebalance callbacks :class:`~kafka_actors.protocol.reconciliation.AssignmentReconciler`; this
-module keeps the states' transitions, the inputs and the request-manager contract. The states
-are in :mod:`kafka_actors.protocol.member_state`, the events in
-:mod:`kafka_actors.protocol.group_events` and the owned-partition bookkeeping both protocols
-share in :mod:`kafka_actors.protocol.group_member`; the public names are re-exported here.
+Owns: the member's state (:class:`MemberState`), member id and epoch, the rebalance-callback
+protocol with the application, leaving the group, the poll timer (``max.poll.interval.ms``),
+and, through the collaborators it builds, the heartbeat schedule (interval from each response,
+backoff after failures, one request in flight at most), the fields of ``ConsumerGroupHeartbeat``
+requests (only what changed since the last one) and the reconciliation of target assignments
+(topic ids resolved to names, revoke then assign). It is the pure core of the membership
+actor; it follows the Java client's ``ConsumerMembershipManager`` /
+``ConsumerHeartbeatRequestManager`` (Kafka 4.x).
+The manager is composed of collaborators that own their state, as Java's: it builds and polls
+its heartbeat request manager
+(:class:`~kafka_actors.protocol.heartbeat.ConsumerHeartbeatRequestManager`: schedule, request
+fields, answers), which holds the manager and reads it and asks it for transitions, as Java's
+``ConsumerHeartbeatRequestManager`` holds the ``ConsumerMembershipManager``; and the reconciler
+(:class:`~kafka_actors.protocol.reconciliation.AssignmentReconciler`: target and current
+assignments, topic names, the reconciliation in progress), which returns the transitions this
+manager makes. This module keeps the states' transitions, the inputs, the rebalance callbacks
+(one outstanding, the rest in order) and the request-manager contract. The states are in
+:mod:`kafka_actors.protocol.member_state`, the events in
+:mod:`kafka_actors.protocol.group_events`, the configuration in
+:mod:`kafka_actors.protocol.membership_config` and the owned-partition bookkeeping both
+protocols share in :mod:`kafka_actors.protocol.group_member`; the public names are re-exported
+here.
 
 May touch: nothing outside itself. No threads, sockets or clocks: the current time is always a
 parameter (``now_ms``, monotonic milliseconds) and randomness (backoff jitter) is injected.
@@ -66,23 +74,15 @@ Choices where Java leaves room (or where this design differs), in one place:
 
 from __future__ import annotations
 
-import datetime
+import enum
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from kafka_actors.errors import (
-    ConfigError,
-    FatalConsumerError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    UnsupportedVersionError,
-)
+from kafka_actors.errors import KafkaError
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.group_events import (
     AssignmentChanged,
     CommitBeforeRevocation,
@@ -99,35 +99,26 @@ from kafka_actors.protocol.group_events import (
 )
 from kafka_actors.protocol.group_member import GroupMemberBase
 from kafka_actors.protocol.heartbeat import (
-    _HEARTBEAT_NOW_STATES,
-    _NOT_IN_GROUP_STATES,
-    _SKIP_HEARTBEAT_STATES,
     CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG,
-    HeartbeatRequests,
-    _InFlight,
-    _RequestKind,
-    _SentFields,
+    ConsumerHeartbeatRequestManager,
 )
-from kafka_actors.protocol.member_state import IllegalStateTransitionError, MemberState
+from kafka_actors.protocol.member_state import (
+    NOT_IN_GROUP_STATES,
+    SKIP_HEARTBEAT_STATES,
+    IllegalStateTransitionError,
+    MemberState,
+)
+from kafka_actors.protocol.membership_config import MembershipConfig
 from kafka_actors.protocol.messages import (
     PollResult,
     TopicPartition,
 )
 from kafka_actors.protocol.reconciliation import (
-    NONE_ASSIGNMENT,
+    AssignmentReconciler,
     LocalAssignment,
-    _CallbackPurpose,
-    _PendingCallback,
-    _Reconciliation,
+    Reconciliation,
 )
-from kafka_actors.protocol.request_state import (
-    ExponentialBackoff,
-    RequestState,
-    retry_backoff,
-)
-
-if TYPE_CHECKING:
-    from kafka_actors.config import ConsumerConfig
+from kafka_actors.protocol.request_state import ExponentialBackoff
 
 __all__ = [
     "CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG",
@@ -159,51 +150,43 @@ JOIN_GROUP_MEMBER_EPOCH: Final = 0
 LEAVE_GROUP_MEMBER_EPOCH: Final = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
 
-# -- Configuration and helpers ----------------------------------------------------------------
+# -- Helpers ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MembershipConfig:
-    """What the membership manager needs from the consumer configuration (Java names)."""
-
-    group_id: str
-    group_instance_id: str | None = None  # group.instance.id: static membership
-    rack_id: str | None = None  # client.rack
-    rebalance_timeout_ms: int = 300_000  # max.poll.interval.ms
-    server_assignor: str | None = None  # group.remote.assignor
-    auto_commit_enabled: bool = True  # enable.auto.commit
-    retry_backoff_ms: int = 100  # retry.backoff.ms
-    retry_backoff_max_ms: int = 1_000  # retry.backoff.max.ms
-    heartbeat_api_version: int = 1  # negotiated ConsumerGroupHeartbeat version (0 or 1)
-
-    @classmethod
-    def from_consumer_config(
-        cls, config: ConsumerConfig, *, heartbeat_api_version: int = 1
-    ) -> MembershipConfig:
-        if config.group_id is None:
-            raise ConfigError("group.id is required to join a consumer group", key="group.id")
-        return cls(
-            group_id=config.group_id,
-            group_instance_id=config.group_instance_id,
-            rack_id=config.client_rack or None,
-            rebalance_timeout_ms=config.max_poll_interval_ms,
-            server_assignor=config.group_remote_assignor,
-            auto_commit_enabled=config.enable_auto_commit,
-            retry_backoff_ms=config.retry_backoff_ms,
-            retry_backoff_max_ms=config.retry_backoff_max_ms,
-            heartbeat_api_version=heartbeat_api_version,
-        )
-
-
-def _millis(delta: datetime.timedelta) -> int:
-    return delta // datetime.timedelta(milliseconds=1)
-
-
-def _default_member_id() -> str:
+def default_member_id() -> str:
     return str(uuid.uuid4())
 
 
-class ConsumerMembershipManager(HeartbeatRequests):
+class _CallbackPurpose(enum.Enum):
+    RECONCILE_REVOKE = "reconcile-revoke"
+    RECONCILE_ASSIGN = "reconcile-assign"
+    RELEASE_ON_LEAVE = "release-on-leave"
+    LOST_ON_FENCE = "lost-on-fence"
+    LOST_ON_STALE = "lost-on-stale"
+    LOST_ON_FATAL = "lost-on-fatal"
+
+
+_RELEASE_PURPOSES: Final = frozenset(
+    {
+        _CallbackPurpose.RELEASE_ON_LEAVE,
+        _CallbackPurpose.LOST_ON_FENCE,
+        _CallbackPurpose.LOST_ON_STALE,
+        _CallbackPurpose.LOST_ON_FATAL,
+    }
+)
+
+
+@dataclass(slots=True)
+class _PendingCallback:
+    callback_id: int
+    method: RebalanceCallback
+    partitions: frozenset[TopicPartition]
+    purpose: _CallbackPurpose
+    reconciliation: Reconciliation | None = None
+    assignment: frozenset[TopicPartition] = frozenset()
+
+
+class ConsumerMembershipManager(GroupMemberBase):
     """The KIP-848 member: state, heartbeats and reconciliation (see the module docstring)."""
 
     _config: MembershipConfig
@@ -213,7 +196,7 @@ class ConsumerMembershipManager(HeartbeatRequests):
         config: MembershipConfig,
         *,
         random: Callable[[], float],
-        member_id_factory: Callable[[], str] = _default_member_id,
+        member_id_factory: Callable[[], str] = default_member_id,
         client_id: str | None = None,
     ) -> None:
         if config.heartbeat_api_version not in (0, 1):
@@ -234,31 +217,15 @@ class ConsumerMembershipManager(HeartbeatRequests):
         self._subscribed_regex: str | None = None
         self._subscription_updated = False
 
-        # Coordinator as the coordinator manager last told us.
-        self._coordinator_known = False
-
-        # Assignment: what the member owns (by name), what it reported (by id), the target.
+        # Assignment: what the member owns (by name); by id and the target: the reconciler.
         self._assignment: frozenset[TopicPartition] = frozenset()
         self._awaiting_callback: frozenset[TopicPartition] = frozenset()
         self._pending_revocation: frozenset[TopicPartition] = frozenset()
-        self._current_assignment = NONE_ASSIGNMENT
-        self._target_assignment = NONE_ASSIGNMENT
-        self._topic_names: dict[str, str] = {}
-        self._names_requested: frozenset[str] | None = None
-        self._reconciliation: _Reconciliation | None = None
-        self._retry_reconcile_on_app_poll = False
+        self._reconciler = AssignmentReconciler(self._log)
 
         # Rebalance callbacks: one outstanding, the rest in order.
         self._callback_outstanding: _PendingCallback | None = None
         self._callback_queue: deque[_PendingCallback] = deque()
-
-        # Heartbeat request state (Java HeartbeatRequestState + HeartbeatState).
-        self._in_flight: _InFlight | None = None
-        self._heartbeat_interval_ms = 0
-        self._next_heartbeat_ms = 0
-        self._request_state = RequestState(retry_backoff(config, random))
-        self._sent = _SentFields()
-        self._heartbeat_errors: ConditionLog[int] = ConditionLog()
 
         # Poll timer (max.poll.interval.ms) and the stale member it can produce.
         self._poll_deadline_ms: int | None = None
@@ -269,6 +236,9 @@ class ConsumerMembershipManager(HeartbeatRequests):
         # Leave in progress.
         self._leave_in_progress = False
         self._leave_deadline_ms: int | None = None
+
+        # The heartbeat (Java HeartbeatRequestState + HeartbeatState), holding this member.
+        self._heartbeat = ConsumerHeartbeatRequestManager(config, self, random=random)
 
     # -- Observability ------------------------------------------------------------------------
 
@@ -287,23 +257,23 @@ class ConsumerMembershipManager(HeartbeatRequests):
     @property
     def current_assignment(self) -> LocalAssignment:
         """The last reconciled assignment by topic id (what the heartbeat reports as owned)."""
-        return self._current_assignment
+        return self._reconciler.current_assignment
 
     @property
     def target_assignment(self) -> LocalAssignment:
-        return self._target_assignment
+        return self._reconciler.target_assignment
 
     @property
     def heartbeat_interval_ms(self) -> int:
-        return self._heartbeat_interval_ms
+        return self._heartbeat.heartbeat_interval_ms
 
     @property
     def request_in_flight(self) -> bool:
-        return self._in_flight is not None
+        return self._heartbeat.request_in_flight
 
     @property
     def reconciliation_in_progress(self) -> bool:
-        return self._reconciliation is not None
+        return self._reconciler.reconciliation_in_progress
 
     @property
     def subscription(self) -> tuple[str, ...]:
@@ -315,11 +285,21 @@ class ConsumerMembershipManager(HeartbeatRequests):
 
     @property
     def coordinator_known(self) -> bool:
-        return self._coordinator_known
+        return self._heartbeat.coordinator_known
 
     @property
     def leave_in_progress(self) -> bool:
         return self._leave_in_progress
+
+    @property
+    def leaving_due_to_poll_timer(self) -> bool:
+        """The leave under way is the poll timer's (the member goes STALE, not UNSUBSCRIBED)."""
+        return self._leaving_due_to_poll_timer
+
+    @property
+    def log(self) -> Any:
+        """The member's logger (bound to its member id), for its heartbeat request manager."""
+        return self._log
 
     # -- Application events -------------------------------------------------------------------
 
@@ -379,7 +359,7 @@ class ConsumerMembershipManager(HeartbeatRequests):
         self._subscribed_regex = None
         self._subscription_updated = False
         state = self._state
-        if state in _NOT_IN_GROUP_STATES:
+        if state in NOT_IN_GROUP_STATES:
             if state is MemberState.FENCED:
                 # The pending onPartitionsLost clears the assignment when it completes (Java
                 # clears at once); it will not rejoin once the member is UNSUBSCRIBED.
@@ -412,27 +392,25 @@ class ConsumerMembershipManager(HeartbeatRequests):
             )
 
     def on_coordinator_discovered(self, now_ms: int) -> None:
-        self._coordinator_known = True
+        self._heartbeat.on_coordinator_discovered()
 
     def on_coordinator_unknown(self, now_ms: int) -> None:
-        self._coordinator_known = False
+        self._heartbeat.on_coordinator_unknown()
 
     def on_topic_names(self, mapping: Mapping[str, str]) -> None:
         """Topic id -> name, as the metadata manager knows them (ids never change names)."""
-        self._topic_names.update(mapping)
-        self._names_requested = None
+        self._reconciler.on_topic_names(mapping)
 
     def on_commit_done(self, commit_id: int, error: BaseException | None = None) -> None:
-        rec = self._reconciliation
-        if rec is None or rec.commit_id != commit_id:
+        rec = self._reconciler.take_commit(commit_id)
+        if rec is None:
             self._log.debug("commit_done_ignored", commit_id=commit_id)
             return
-        rec.commit_id = None
         if error is not None:
             self._log.error(
                 "auto_commit_before_reconciliation_failed", error=repr(error), proceeding=True
             )
-        if self._maybe_abort_reconciliation(rec):
+        if self._reconciler.abort_if_interrupted(rec, self._state):
             return
         self._revoke_then_assign(rec)
 
@@ -459,7 +437,7 @@ class ConsumerMembershipManager(HeartbeatRequests):
         """Send the heartbeat if one is due; return it with the events published so far."""
         self._check_leave_deadline(now_ms)
         self._maybe_reconcile(now_ms, can_commit=False)
-        requests = self._poll_heartbeat(now_ms)
+        requests = self._heartbeat.poll(now_ms)
         self._maybe_reconcile(now_ms, can_commit=False)
         events = self._drain_events()
         return PollResult(
@@ -469,84 +447,239 @@ class ConsumerMembershipManager(HeartbeatRequests):
         )
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
-        in_flight = self._take_in_flight(request_id)
-        if in_flight is None:
-            return
-        code = int(response.error_code)
-        message: str | None = response.error_message
-        if in_flight.kind is _RequestKind.LEAVE_IGNORED:
-            self._log.debug("leave_heartbeat_response_ignored", error_code=code)
-            return
-        if in_flight.kind is _RequestKind.LEAVE:
-            self._log.info("leave_heartbeat_completed", error_code=code)
-            self._complete_leave()
-            if code != 0:
-                self._on_leave_error(code, message)
-            return
-        if code == 0:
-            interval = _millis(response.heartbeat_interval)
-            if interval != self._heartbeat_interval_ms:
-                self._heartbeat_interval_ms = interval
-                self._next_heartbeat_ms = now_ms + interval
-            self._reset_request_state()
-            self._on_heartbeat_success(response, now_ms)
-        else:
-            self._on_error_response(code, message, now_ms)
+        self._heartbeat.on_response(request_id, response, now_ms)
 
     def on_failure(self, request_id: int, error: BaseException, now_ms: int) -> None:
-        in_flight = self._take_in_flight(request_id)
-        if in_flight is None:
-            return
-        retriable = isinstance(error, KafkaError) and error.retriable
-        if in_flight.kind is not _RequestKind.HEARTBEAT:
-            self._log.info("leave_heartbeat_failed", error=repr(error))
-            if in_flight.kind is _RequestKind.LEAVE:
-                self._complete_leave()
-            if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
-                self._mark_coordinator_unknown(f"leave heartbeat failed: {error}")
-            return
-        self._on_failed_attempt(now_ms)
-        self._reset_heartbeat_state()
-        if retriable:
-            if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
-                self._mark_coordinator_unknown(f"heartbeat failed: {error}")
-            self._log.debug(
-                "heartbeat_failed_retriable",
-                error=repr(error),
-                backoff_ms=self._remaining_backoff_ms(now_ms),
-            )
-            return
-        kafka_error = (
-            error
-            if isinstance(error, KafkaError)
-            else FatalConsumerError(f"heartbeat failed: {error!r}")
-        )
-        if kafka_error is not error:
-            kafka_error.__cause__ = error
-        self._transition_to_fatal(
-            kafka_error, consumer_protocol_unsupported=isinstance(error, UnsupportedVersionError)
-        )
-
-    # -- Heartbeats ---------------------------------------------------------------------------
+        self._heartbeat.on_failure(request_id, error, now_ms)
 
     def _time_until_next_poll(self, now_ms: int) -> int | None:
         candidates: list[int] = []
         if self._leave_in_progress and self._leave_deadline_ms is not None:
             candidates.append(max(0, self._leave_deadline_ms - now_ms))
-        if self._coordinator_known and self._state not in _SKIP_HEARTBEAT_STATES:
-            if self._in_flight is None:
-                if self._state is MemberState.LEAVING:
-                    candidates.append(0)
-                else:
-                    backoff = self._remaining_backoff_ms(now_ms)
-                    if self._state in _HEARTBEAT_NOW_STATES:
-                        candidates.append(backoff)
-                    else:
-                        candidates.append(max(backoff, self._next_heartbeat_ms - now_ms, 0))
+        next_heartbeat = self._heartbeat.time_until_next_heartbeat_ms(now_ms)
+        if next_heartbeat is not None:
+            candidates.append(next_heartbeat)
+        if self._heartbeat.coordinator_known and self._state not in SKIP_HEARTBEAT_STATES:
             leaving = self._state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING)
             if self._poll_deadline_ms is not None and not leaving:
                 candidates.append(max(0, self._poll_deadline_ms - now_ms))
         return min(candidates) if candidates else None
+
+    # -- What the heartbeat request manager reads and asks (its HeartbeatMember) ---------------
+
+    def new_id(self) -> int:
+        """A request, callback or commit id of this member (never reused)."""
+        return self._new_id()
+
+    def publish(self, event: Any) -> None:
+        self._publish(event)
+
+    def poll_timer_expired(self, now_ms: int) -> bool:
+        """max.poll.interval.ms passed since the application's last poll."""
+        return self._poll_deadline_ms is not None and now_ms >= self._poll_deadline_ms
+
+    def on_heartbeat_request_generated(self) -> None:
+        state = self._state
+        if state is MemberState.ACKNOWLEDGING:
+            if self._reconciler.target_assignment_reconciled():
+                self._transition_to(MemberState.STABLE)
+            else:
+                self._transition_to(MemberState.RECONCILING)
+        elif state is MemberState.LEAVING:
+            if self._leaving_due_to_poll_timer:
+                self._transition_to_stale()
+            else:
+                self._transition_to(MemberState.UNSUBSCRIBED)
+
+    def on_heartbeat_request_skipped(self) -> None:
+        if self._state is not MemberState.LEAVING:
+            return
+        self._log.warning(
+            "leave_heartbeat_not_sent",
+            reason="coordinator unknown",
+            member_epoch=self._member_epoch,
+        )
+        if self._leaving_due_to_poll_timer:
+            self._transition_to_stale()
+        else:
+            self._transition_to(MemberState.UNSUBSCRIBED)
+            self.complete_leave()
+
+    def on_heartbeat_success(self, response: Any) -> None:
+        state = self._state
+        epoch = int(response.member_epoch)
+        if state is MemberState.LEAVING or state in NOT_IN_GROUP_STATES:
+            self._log.debug("heartbeat_response_ignored", state=state.value)
+            return
+        if epoch < 0:
+            self._log.debug("heartbeat_response_ignored", reason="negative epoch", epoch=epoch)
+            return
+        member_id = response.member_id
+        if member_id and member_id != self._member_id:
+            # ConsumerGroupHeartbeat v0: the coordinator may have chosen the member id.
+            self._log.info("member_id_from_coordinator", new_member_id=member_id)
+            self._member_id = member_id
+            self._log = self._log.bind(member_id=member_id)
+            self._reconciler.log = self._log
+        self._update_member_epoch(epoch)
+        assignment = response.assignment
+        if assignment is None:
+            return
+        if not state.can_handle_new_assignment:
+            self._log.debug("assignment_ignored", state=state.value)
+            return
+        partitions = frozenset(
+            (str(tp.topic_id), int(p)) for tp in assignment.topic_partitions for p in tp.partitions
+        )
+        transition = self._reconciler.on_assignment_received(partitions, self._state)
+        if transition is not None:
+            self._transition_to(transition)
+
+    # -- Reconciliation (the reconciler decides, the member applies) -------------------------
+
+    def _maybe_reconcile(self, now_ms: int, *, can_commit: bool) -> None:
+        step = self._reconciler.maybe_reconcile(
+            self._state,
+            self._assignment,
+            can_commit=can_commit,
+            auto_commit=self._config.auto_commit_enabled,
+        )
+        if step is None:
+            return
+        if step.missing_topic_ids is not None:
+            self._events.append(NeedTopicNames(step.missing_topic_ids))
+        if step.transition is not None:
+            self._transition_to(step.transition)
+        rec = step.started
+        if rec is None:
+            return
+        owned = self._assignment
+        self._log.info(
+            "reconciling",
+            local_epoch=rec.resolved.local_epoch,
+            assigned=sorted(str(tp) for tp in rec.assigned),
+            owned=sorted(str(tp) for tp in owned),
+            added=sorted(str(tp) for tp in rec.assigned - owned),
+            revoked=sorted(str(tp) for tp in rec.revoked),
+            unresolved_topic_ids=sorted(step.unresolved_topic_ids),
+        )
+        self._pause_fetching(rec.revoked)
+        if self._config.auto_commit_enabled:
+            rec.commit_id = self._new_id()
+            self._events.append(
+                CommitBeforeRevocation(
+                    rec.revoked, now_ms + self._config.rebalance_timeout_ms, rec.commit_id
+                )
+            )
+            return
+        self._revoke_then_assign(rec)
+
+    def _revoke_then_assign(self, rec: Reconciliation) -> None:
+        revoked = rec.revoked & self._assignment  # only what is still owned
+        if revoked:
+            self._pause_fetching(revoked)
+            self._request_callback(
+                RebalanceCallback.ON_PARTITIONS_REVOKED,
+                revoked,
+                _CallbackPurpose.RECONCILE_REVOKE,
+                reconciliation=rec,
+            )
+        else:
+            self._assign(rec)
+
+    def _assign(self, rec: Reconciliation) -> None:
+        added = rec.assigned - self._assignment
+        self._set_assignment(rec.assigned)
+        self._awaiting_callback = self._awaiting_callback | added
+        self._request_callback(
+            RebalanceCallback.ON_PARTITIONS_ASSIGNED,
+            added,
+            _CallbackPurpose.RECONCILE_ASSIGN,
+            reconciliation=rec,
+            assignment=rec.assigned,
+            always=True,
+        )
+
+    def _clear_assignment(self) -> None:
+        self._set_assignment(frozenset())
+        self._reconciler.clear()
+
+    # -- Rebalance callbacks -----------------------------------------------------------------
+
+    def _request_callback(
+        self,
+        method: RebalanceCallback,
+        partitions: frozenset[TopicPartition],
+        purpose: _CallbackPurpose,
+        *,
+        reconciliation: Reconciliation | None = None,
+        assignment: frozenset[TopicPartition] = frozenset(),
+        always: bool = False,
+    ) -> None:
+        callback = _PendingCallback(
+            self._new_id(), method, partitions, purpose, reconciliation, assignment
+        )
+        if not partitions and not always:
+            # Nothing to release: Java does not invoke the listener; continue at once.
+            self._run_callback_continuation(callback, None)
+            return
+        if self._callback_outstanding is None and not self._callback_queue:
+            self._emit_callback(callback)
+        else:
+            self._callback_queue.append(callback)
+
+    def _release_pending(self) -> bool:
+        """True while an onPartitionsRevoked/Lost releasing the whole assignment is pending."""
+        pending = list(self._callback_queue)
+        if self._callback_outstanding is not None:
+            pending.append(self._callback_outstanding)
+        return any(callback.purpose in _RELEASE_PURPOSES for callback in pending)
+
+    def _emit_callback(self, callback: _PendingCallback) -> None:
+        self._callback_outstanding = callback
+        self._publish_callback(
+            callback.method, callback.partitions, callback.callback_id, callback.assignment
+        )
+
+    def _run_callback_continuation(
+        self, callback: _PendingCallback, error: BaseException | None
+    ) -> None:
+        purpose = callback.purpose
+        rec = callback.reconciliation
+        reconciler = self._reconciler
+        if purpose is _CallbackPurpose.RECONCILE_REVOKE:
+            assert rec is not None
+            if error is not None:
+                reconciler.failed(rec)
+            elif not reconciler.abort_if_interrupted(rec, self._state):
+                self._assign(rec)
+        elif purpose is _CallbackPurpose.RECONCILE_ASSIGN:
+            assert rec is not None
+            if error is not None:
+                # Added partitions stay non-fetchable until a later reconciliation succeeds.
+                reconciler.failed(rec)
+                return
+            self._awaiting_callback = self._awaiting_callback - rec.assigned
+            transition = reconciler.complete(rec, self._state)
+            if transition is not None:
+                self._transition_to(transition)
+        elif purpose is _CallbackPurpose.RELEASE_ON_LEAVE:
+            self._on_release_on_leave_done(error)
+        elif purpose is _CallbackPurpose.LOST_ON_FENCE:
+            self._clear_assignment()
+            if self._state is MemberState.FENCED:
+                self._transition_to_joining()
+        elif purpose is _CallbackPurpose.LOST_ON_STALE:
+            self._clear_assignment()
+            self._stale_released = True
+            self._maybe_rejoin_stale_member()
+        else:  # LOST_ON_FATAL
+            self._clear_assignment()
+
+    def _on_release_on_leave_done(self, error: BaseException | None) -> None:
+        self._clear_assignment()
+        if self._state is MemberState.PREPARE_LEAVING:
+            self.transition_to_sending_leave_group(due_to_expired_poll_timer=False)
 
     # -- Transitions --------------------------------------------------------------------------
 
@@ -580,31 +713,27 @@ class ConsumerMembershipManager(HeartbeatRequests):
         if self._state is MemberState.FATAL:
             self._log.warning("join_ignored", reason="member is FATAL")
             return
-        if self._reconciliation is not None:
-            self._reconciliation.rejoined = True
         self._update_member_epoch(JOIN_GROUP_MEMBER_EPOCH)
         self._transition_to(MemberState.JOINING)
-        self._target_assignment = NONE_ASSIGNMENT
-        self._names_requested = None
-        self._retry_reconcile_on_app_poll = False
-        self._reset_heartbeat_state()
+        self._reconciler.on_joining()
+        self._heartbeat.reset_heartbeat_state()
 
-    def _transition_to_fenced(self) -> None:
+    def transition_to_fenced(self) -> None:
         state = self._state
         if state is MemberState.PREPARE_LEAVING:
             # Already leaving: stop heartbeating, do not send the leave, do not rejoin.
-            self._transition_to_sending_leave_group(due_to_expired_poll_timer=False)
+            self.transition_to_sending_leave_group(due_to_expired_poll_timer=False)
             self._transition_to(MemberState.UNSUBSCRIBED)
-            self._complete_leave()
+            self.complete_leave()
             return
         if state is MemberState.LEAVING:
             if self._leaving_due_to_poll_timer:
                 self._transition_to_stale()
             else:
                 self._transition_to(MemberState.UNSUBSCRIBED)
-                self._complete_leave()
+                self.complete_leave()
             return
-        if state in _NOT_IN_GROUP_STATES:
+        if state in NOT_IN_GROUP_STATES:
             return
         self._transition_to(MemberState.FENCED)
         self._update_member_epoch(JOIN_GROUP_MEMBER_EPOCH)
@@ -612,7 +741,7 @@ class ConsumerMembershipManager(HeartbeatRequests):
             RebalanceCallback.ON_PARTITIONS_LOST, self._assignment, _CallbackPurpose.LOST_ON_FENCE
         )
 
-    def _transition_to_fatal(
+    def transition_to_fatal(
         self, error: KafkaError, *, consumer_protocol_unsupported: bool = False
     ) -> None:
         self._events.append(
@@ -628,13 +757,13 @@ class ConsumerMembershipManager(HeartbeatRequests):
         self._events.append(MemberEpochChanged(self._member_id, None))
         if previous in (MemberState.UNSUBSCRIBED, MemberState.LEAVING, MemberState.PREPARE_LEAVING):
             # Already left or leaving: no lost callback (a running release callback clears).
-            self._complete_leave()
+            self.complete_leave()
             return
         self._request_callback(
             RebalanceCallback.ON_PARTITIONS_LOST, self._assignment, _CallbackPurpose.LOST_ON_FATAL
         )
 
-    def _transition_to_sending_leave_group(self, *, due_to_expired_poll_timer: bool) -> None:
+    def transition_to_sending_leave_group(self, *, due_to_expired_poll_timer: bool) -> None:
         if self._state in (MemberState.FATAL, MemberState.UNSUBSCRIBED):
             return
         if due_to_expired_poll_timer:
@@ -642,7 +771,7 @@ class ConsumerMembershipManager(HeartbeatRequests):
             # Briefly through PREPARE_LEAVING: a stale member releases (as lost) after leaving.
             self._transition_to(MemberState.PREPARE_LEAVING)
         self._update_member_epoch(self._leave_group_epoch())
-        self._current_assignment = NONE_ASSIGNMENT
+        self._reconciler.reset_current_assignment()
         self._transition_to(MemberState.LEAVING)
 
     def _transition_to_stale(self) -> None:
@@ -664,7 +793,7 @@ class ConsumerMembershipManager(HeartbeatRequests):
             self._log.info("stale_member_rejoining")
             self._transition_to_joining()
 
-    def _complete_leave(self, *, timed_out: bool = False) -> None:
+    def complete_leave(self, *, timed_out: bool = False) -> None:
         if self._leave_in_progress:
             self._leave_in_progress = False
             self._leave_deadline_ms = None
@@ -678,11 +807,11 @@ class ConsumerMembershipManager(HeartbeatRequests):
         if self._state is MemberState.PREPARE_LEAVING:
             # Stop waiting for the release callback; its late completion only clears again.
             self._clear_assignment()
-            self._transition_to_sending_leave_group(due_to_expired_poll_timer=False)
+            self.transition_to_sending_leave_group(due_to_expired_poll_timer=False)
         # Best effort, response ignored: the leave is over for the caller now.
         self._leave_in_progress = False
         self._leave_deadline_ms = None
-        if self._state is MemberState.LEAVING and self._in_flight is not None:
+        if self._state is MemberState.LEAVING and self._heartbeat.request_in_flight:
             # Never two in flight: give up the leave heartbeat (the session timeout removes us).
             self._transition_to(MemberState.UNSUBSCRIBED)
         # Otherwise a LEAVING member sends its leave (response ignored) in this poll.

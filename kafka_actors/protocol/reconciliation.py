@@ -1,38 +1,34 @@
 """Reconciling a KIP-848 member's target assignment: :class:`AssignmentReconciler`.
 
-Owns: the target and current assignments by topic id (:class:`LocalAssignment`), resolving
-topic ids to names, the reconciliation itself (revoke, then assign, with the commit before a
-revocation when auto-commit is on) and the rebalance callbacks it needs (one outstanding, the
-rest in order), including the release of the assignment on leave, fence, stale or fatal. It
-follows Java's ``ConsumerMembershipManager`` reconciliation (``maybeReconcile``,
-``revokeAndAssign``); the heartbeat, the states and their transitions stay in
-:class:`~kafka_actors.protocol.membership.ConsumerMembershipManager`, which derives from it
-(the choices are in :mod:`kafka_actors.protocol.membership`).
+Owns: the target and current assignments by topic id (:class:`LocalAssignment`), the topic
+names known for those ids, the request for missing names, and the reconciliation in progress
+(:class:`Reconciliation`: the resolved target, what it assigns and revokes, the commit it waits
+for). It follows the reconciliation of Java's ``ConsumerMembershipManager``
+(``maybeReconcile``, ``revokeAndAssign``). It changes no state of the member: each step returns
+the state transition the member should make (a :class:`~kafka_actors.protocol.member_state.
+MemberState`, or a :class:`ReconcileStep`), and the member
+(:class:`~kafka_actors.protocol.membership.ConsumerMembershipManager`) applies it, pauses
+fetching, commits, and runs the rebalance callbacks.
 
 May touch: nothing outside itself; pure.
 """
 
 from __future__ import annotations
 
-import enum
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from kafka_actors.protocol.group_events import (
-    CommitBeforeRevocation,
-    NeedTopicNames,
-    RebalanceCallback,
-)
-from kafka_actors.protocol.group_member import GroupMemberBase
 from kafka_actors.protocol.member_state import MemberState
-from kafka_actors.protocol.messages import (
-    TopicPartition,
-)
+from kafka_actors.protocol.messages import TopicPartition
 
-if TYPE_CHECKING:
-    from kafka_actors.protocol.membership import MembershipConfig
+__all__ = [
+    "NONE_ASSIGNMENT",
+    "AssignmentReconciler",
+    "LocalAssignment",
+    "ReconcileStep",
+    "Reconciliation",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,27 +62,10 @@ class LocalAssignment:
 NONE_ASSIGNMENT: Final = LocalAssignment(-1, frozenset())
 
 
-class _CallbackPurpose(enum.Enum):
-    RECONCILE_REVOKE = "reconcile-revoke"
-    RECONCILE_ASSIGN = "reconcile-assign"
-    RELEASE_ON_LEAVE = "release-on-leave"
-    LOST_ON_FENCE = "lost-on-fence"
-    LOST_ON_STALE = "lost-on-stale"
-    LOST_ON_FATAL = "lost-on-fatal"
-
-
-_RELEASE_PURPOSES: Final = frozenset(
-    {
-        _CallbackPurpose.RELEASE_ON_LEAVE,
-        _CallbackPurpose.LOST_ON_FENCE,
-        _CallbackPurpose.LOST_ON_STALE,
-        _CallbackPurpose.LOST_ON_FATAL,
-    }
-)
-
-
 @dataclass(slots=True)
-class _Reconciliation:
+class Reconciliation:
+    """One reconciliation in progress: revoke ``revoked``, then assign ``assigned``."""
+
     resolved: LocalAssignment
     assigned: frozenset[TopicPartition]
     revoked: frozenset[TopicPartition]
@@ -94,67 +73,85 @@ class _Reconciliation:
     commit_id: int | None = None
 
 
-@dataclass(slots=True)
-class _PendingCallback:
-    callback_id: int
-    method: RebalanceCallback
-    partitions: frozenset[TopicPartition]
-    purpose: _CallbackPurpose
-    reconciliation: _Reconciliation | None = None
-    assignment: frozenset[TopicPartition] = frozenset()
+@dataclass(frozen=True, slots=True)
+class ReconcileStep:
+    """What :meth:`AssignmentReconciler.maybe_reconcile` decided, for the member to apply in
+    this order: ask for the names of ``missing_topic_ids``, make ``transition``, then run
+    ``started`` (pause the revoked partitions, commit first or revoke then assign)."""
+
+    missing_topic_ids: frozenset[str] | None = None
+    transition: MemberState | None = None
+    started: Reconciliation | None = None
+    unresolved_topic_ids: frozenset[str] = frozenset()
 
 
-class AssignmentReconciler(GroupMemberBase):
-    """The reconciliation half of the KIP-848 member (see the module docstring).
+class AssignmentReconciler:
+    """The target and current assignments and the reconciliation between them (see the module
+    docstring). ``log`` is the member's logger (rebound when the member id changes)."""
 
-    :class:`~kafka_actors.protocol.membership.ConsumerMembershipManager` owns the state below
-    (initialized in its ``__init__``) and the state transitions this half asks for.
-    """
+    def __init__(self, log: Any) -> None:
+        self.log = log
+        self._current_assignment = NONE_ASSIGNMENT
+        self._target_assignment = NONE_ASSIGNMENT
+        self._topic_names: dict[str, str] = {}
+        self._names_requested: frozenset[str] | None = None
+        self._reconciliation: Reconciliation | None = None
+        self._retry_reconcile_on_app_poll = False
 
-    _config: MembershipConfig
-    _log: Any
-    _state: MemberState
-    _member_id: str
-    _member_epoch: int
-    _current_assignment: LocalAssignment
-    _target_assignment: LocalAssignment
-    _topic_names: dict[str, str]
-    _names_requested: frozenset[str] | None
-    _reconciliation: _Reconciliation | None
-    _retry_reconcile_on_app_poll: bool
-    _callback_outstanding: _PendingCallback | None
-    _callback_queue: deque[_PendingCallback]
-    _stale_released: bool
-    # State transitions, defined by the manager.
-    _transition_to: Callable[[MemberState], None]
-    _transition_to_joining: Callable[[], None]
-    _transition_to_sending_leave_group: Callable[..., None]
-    _maybe_rejoin_stale_member: Callable[[], None]
+    @property
+    def current_assignment(self) -> LocalAssignment:
+        """The last reconciled assignment by topic id (what the heartbeat reports as owned)."""
+        return self._current_assignment
 
-    def _target_assignment_reconciled(self) -> bool:
+    @property
+    def target_assignment(self) -> LocalAssignment:
+        return self._target_assignment
+
+    @property
+    def reconciliation_in_progress(self) -> bool:
+        return self._reconciliation is not None
+
+    def target_assignment_reconciled(self) -> bool:
         return self._current_assignment == self._target_assignment
 
-    def _process_assignment_received(self, partitions: frozenset[tuple[str, int]]) -> None:
+    def on_topic_names(self, mapping: Mapping[str, str]) -> None:
+        """Topic id -> name, as the metadata manager knows them (ids never change names)."""
+        self._topic_names.update(mapping)
+        self._names_requested = None
+
+    def on_assignment_received(
+        self, partitions: frozenset[tuple[str, int]], state: MemberState
+    ) -> MemberState | None:
+        """A heartbeat brought a target assignment: the transition it calls for, if any."""
         updated = self._target_assignment.update_with(partitions)
         if updated is not None:
-            self._log.debug(
+            self.log.debug(
                 "target_assignment_updated",
                 local_epoch=updated.local_epoch,
                 partitions=len(partitions),
             )
             self._target_assignment = updated
-        if not self._target_assignment_reconciled():
-            self._transition_to(MemberState.RECONCILING)
-        elif self._state in (MemberState.RECONCILING, MemberState.JOINING):
-            self._transition_to(MemberState.STABLE)
+        if not self.target_assignment_reconciled():
+            return MemberState.RECONCILING
+        if state in (MemberState.RECONCILING, MemberState.JOINING):
+            return MemberState.STABLE
+        return None
 
-    def _maybe_reconcile(self, now_ms: int, *, can_commit: bool) -> None:
-        if self._state is not MemberState.RECONCILING:
-            return
-        if self._target_assignment_reconciled() or self._reconciliation is not None:
-            return
+    def maybe_reconcile(
+        self,
+        state: MemberState,
+        owned: frozenset[TopicPartition],
+        *,
+        can_commit: bool,
+        auto_commit: bool,
+    ) -> ReconcileStep | None:
+        """Start reconciling the target assignment with ``owned`` when the member may."""
+        if state is not MemberState.RECONCILING:
+            return None
+        if self.target_assignment_reconciled() or self._reconciliation is not None:
+            return None
         if self._retry_reconcile_on_app_poll and not can_commit:
-            return
+            return None
         target = self._target_assignment
         resolved_ids: set[tuple[str, int]] = set()
         resolved_names: set[TopicPartition] = set()
@@ -166,11 +163,12 @@ class AssignmentReconciler(GroupMemberBase):
             else:
                 resolved_ids.add((topic_id, partition))
                 resolved_names.add(TopicPartition(name, partition))
+        need: frozenset[str] | None = None
         if unresolved:
             missing = frozenset(unresolved)
             if self._names_requested != missing:
                 self._names_requested = missing
-                self._events.append(NeedTopicNames(missing))
+                need = missing
         resolved = LocalAssignment(target.local_epoch, frozenset(resolved_ids))
         current = self._current_assignment
         if not current.is_none and resolved.partitions == current.partitions:
@@ -179,157 +177,66 @@ class AssignmentReconciler(GroupMemberBase):
             # epoch: wait for the names (Java would acknowledge again after every response).
             if resolved.local_epoch != current.local_epoch:
                 self._current_assignment = resolved
-                self._transition_to(MemberState.ACKNOWLEDGING)
-            return
-        if self._config.auto_commit_enabled and not can_commit:
-            return
+                return ReconcileStep(need, transition=MemberState.ACKNOWLEDGING)
+            return ReconcileStep(need)
+        if auto_commit and not can_commit:
+            return ReconcileStep(need)
         self._retry_reconcile_on_app_poll = False
         assigned = frozenset(resolved_names)
-        owned = self._assignment
-        revoked = owned - assigned
-        self._log.info(
-            "reconciling",
-            local_epoch=resolved.local_epoch,
-            assigned=sorted(str(tp) for tp in assigned),
-            owned=sorted(str(tp) for tp in owned),
-            added=sorted(str(tp) for tp in assigned - owned),
-            revoked=sorted(str(tp) for tp in revoked),
-            unresolved_topic_ids=sorted(unresolved),
-        )
-        rec = _Reconciliation(resolved=resolved, assigned=assigned, revoked=revoked)
+        rec = Reconciliation(resolved=resolved, assigned=assigned, revoked=owned - assigned)
         self._reconciliation = rec
-        self._pause_fetching(revoked)
-        if self._config.auto_commit_enabled:
-            rec.commit_id = self._new_id()
-            self._events.append(
-                CommitBeforeRevocation(
-                    revoked, now_ms + self._config.rebalance_timeout_ms, rec.commit_id
-                )
-            )
-            return
-        self._revoke_then_assign(rec)
+        return ReconcileStep(need, started=rec, unresolved_topic_ids=frozenset(unresolved))
 
-    def _revoke_then_assign(self, rec: _Reconciliation) -> None:
-        revoked = rec.revoked & self._assignment  # only what is still owned
-        if revoked:
-            self._pause_fetching(revoked)
-            self._request_callback(
-                RebalanceCallback.ON_PARTITIONS_REVOKED,
-                revoked,
-                _CallbackPurpose.RECONCILE_REVOKE,
-                reconciliation=rec,
-            )
-        else:
-            self._assign(rec)
+    def take_commit(self, commit_id: int) -> Reconciliation | None:
+        """The reconciliation that waited for commit ``commit_id``, now done waiting."""
+        rec = self._reconciliation
+        if rec is None or rec.commit_id != commit_id:
+            return None
+        rec.commit_id = None
+        return rec
 
-    def _assign(self, rec: _Reconciliation) -> None:
-        added = rec.assigned - self._assignment
-        self._set_assignment(rec.assigned)
-        self._awaiting_callback = self._awaiting_callback | added
-        self._request_callback(
-            RebalanceCallback.ON_PARTITIONS_ASSIGNED,
-            added,
-            _CallbackPurpose.RECONCILE_ASSIGN,
-            reconciliation=rec,
-            assignment=rec.assigned,
-            always=True,
-        )
-
-    def _maybe_abort_reconciliation(self, rec: _Reconciliation) -> bool:
-        if self._state is MemberState.RECONCILING and not rec.rejoined:
+    def abort_if_interrupted(self, rec: Reconciliation, state: MemberState) -> bool:
+        """True (and ``rec`` dropped) when the member rejoined or left RECONCILING meanwhile."""
+        if state is MemberState.RECONCILING and not rec.rejoined:
             return False
-        self._log.info(
+        self.log.info(
             "reconciliation_interrupted",
-            reason="member rejoined" if rec.rejoined else f"member is {self._state.value}",
+            reason="member rejoined" if rec.rejoined else f"member is {state.value}",
         )
         if self._reconciliation is rec:
             self._reconciliation = None
         return True
 
-    def _reconciliation_failed(self, rec: _Reconciliation) -> None:
-        # Stay RECONCILING without acknowledging; retry on the next application poll. If the
-        # broker's rebalance timeout passes first, it fences the member.
+    def failed(self, rec: Reconciliation) -> None:
+        """A callback of ``rec`` failed: stay RECONCILING without acknowledging; retry on the
+        next application poll. If the broker's rebalance timeout passes first, it fences the
+        member."""
         if self._reconciliation is rec:
             self._reconciliation = None
         self._retry_reconcile_on_app_poll = True
 
-    def _clear_assignment(self) -> None:
-        self._set_assignment(frozenset())
+    def complete(self, rec: Reconciliation, state: MemberState) -> MemberState | None:
+        """``rec``'s onPartitionsAssigned completed: ACKNOWLEDGING, unless interrupted."""
+        if self.abort_if_interrupted(rec, state):
+            return None
+        self._current_assignment = rec.resolved
+        self._reconciliation = None
+        return MemberState.ACKNOWLEDGING
+
+    def on_joining(self) -> None:
+        """The member (re)joins: an interrupted reconciliation stops, the target is forgotten."""
+        if self._reconciliation is not None:
+            self._reconciliation.rejoined = True
+        self._target_assignment = NONE_ASSIGNMENT
+        self._names_requested = None
+        self._retry_reconcile_on_app_poll = False
+
+    def reset_current_assignment(self) -> None:
+        """The member leaves: it reports no assignment any more."""
+        self._current_assignment = NONE_ASSIGNMENT
+
+    def clear(self) -> None:
+        """The member released its assignment: no current or target assignment."""
         self._current_assignment = NONE_ASSIGNMENT
         self._target_assignment = NONE_ASSIGNMENT
         self._names_requested = None
-
-    def _request_callback(
-        self,
-        method: RebalanceCallback,
-        partitions: frozenset[TopicPartition],
-        purpose: _CallbackPurpose,
-        *,
-        reconciliation: _Reconciliation | None = None,
-        assignment: frozenset[TopicPartition] = frozenset(),
-        always: bool = False,
-    ) -> None:
-        callback = _PendingCallback(
-            self._new_id(), method, partitions, purpose, reconciliation, assignment
-        )
-        if not partitions and not always:
-            # Nothing to release: Java does not invoke the listener; continue at once.
-            self._run_callback_continuation(callback, None)
-            return
-        if self._callback_outstanding is None and not self._callback_queue:
-            self._emit_callback(callback)
-        else:
-            self._callback_queue.append(callback)
-
-    def _release_pending(self) -> bool:
-        """True while an onPartitionsRevoked/Lost releasing the whole assignment is pending."""
-        pending = list(self._callback_queue)
-        if self._callback_outstanding is not None:
-            pending.append(self._callback_outstanding)
-        return any(callback.purpose in _RELEASE_PURPOSES for callback in pending)
-
-    def _emit_callback(self, callback: _PendingCallback) -> None:
-        self._callback_outstanding = callback
-        self._publish_callback(
-            callback.method, callback.partitions, callback.callback_id, callback.assignment
-        )
-
-    def _run_callback_continuation(
-        self, callback: _PendingCallback, error: BaseException | None
-    ) -> None:
-        purpose = callback.purpose
-        rec = callback.reconciliation
-        if purpose is _CallbackPurpose.RECONCILE_REVOKE:
-            assert rec is not None
-            if error is not None:
-                self._reconciliation_failed(rec)
-            elif not self._maybe_abort_reconciliation(rec):
-                self._assign(rec)
-        elif purpose is _CallbackPurpose.RECONCILE_ASSIGN:
-            assert rec is not None
-            if error is not None:
-                # Added partitions stay non-fetchable until a later reconciliation succeeds.
-                self._reconciliation_failed(rec)
-                return
-            self._awaiting_callback = self._awaiting_callback - rec.assigned
-            if not self._maybe_abort_reconciliation(rec):
-                self._current_assignment = rec.resolved
-                self._reconciliation = None
-                self._transition_to(MemberState.ACKNOWLEDGING)
-        elif purpose is _CallbackPurpose.RELEASE_ON_LEAVE:
-            self._on_release_on_leave_done(error)
-        elif purpose is _CallbackPurpose.LOST_ON_FENCE:
-            self._clear_assignment()
-            if self._state is MemberState.FENCED:
-                self._transition_to_joining()
-        elif purpose is _CallbackPurpose.LOST_ON_STALE:
-            self._clear_assignment()
-            self._stale_released = True
-            self._maybe_rejoin_stale_member()
-        else:  # LOST_ON_FATAL
-            self._clear_assignment()
-
-    def _on_release_on_leave_done(self, error: BaseException | None) -> None:
-        self._clear_assignment()
-        if self._state is MemberState.PREPARE_LEAVING:
-            self._transition_to_sending_leave_group(due_to_expired_poll_timer=False)

@@ -201,7 +201,7 @@ def test_fence_during_assigned_callback() -> None:
 def test_unresolved_topic_ids_stay_pending() -> None:
     h = Harness()
     h.stable_with({"a": [0]})
-    h.m._topic_names.pop(TOPIC_IDS["b"])  # the metadata has not seen topic b yet
+    h.m._reconciler._topic_names.pop(TOPIC_IDS["b"])  # the metadata has not seen topic b yet
     new_target(h, {"a": [0, 1], "b": [0]})
     events = h.take_events()
     assert h.of(NeedTopicNames, events) == [NeedTopicNames(frozenset({TOPIC_IDS["b"]}))]
@@ -236,7 +236,7 @@ def test_need_topic_names_not_repeated_until_answered() -> None:
 def test_partially_resolved_new_target_equal_to_owned_is_acknowledged() -> None:
     h = Harness()
     h.stable_with({"a": [0]})
-    h.m._topic_names.pop(TOPIC_IDS["b"])
+    h.m._reconciler._topic_names.pop(TOPIC_IDS["b"])
     new_target(h, {"a": [0], "b": [0]})
     events = h.take_events()
     assert kinds(events) == []  # nothing to revoke or assign

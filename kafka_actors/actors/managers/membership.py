@@ -135,7 +135,7 @@ class MembershipActor(RoutingManagerActor):
         member_id = ctx.member_id
 
         def member_id_factory() -> str:
-            return member_id if member_id is not None else m848._default_member_id()
+            return member_id if member_id is not None else m848.default_member_id()
 
         manager = m848.ConsumerMembershipManager(
             m848.MembershipConfig.from_consumer_config(
