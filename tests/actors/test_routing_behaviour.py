@@ -36,7 +36,7 @@ from kafka_actors.actors.network import UpdateNodes
 from kafka_actors.errors import KafkaError
 from kafka_actors.log import get_logger
 from kafka_actors.protocol import classic_membership as classic
-from kafka_actors.protocol import membership as m848
+from kafka_actors.protocol import group_events
 from kafka_actors.protocol.commit import (
     AutoCommitCompleted,
     CommitCompleted,
@@ -251,7 +251,7 @@ def _membership() -> tuple[Any, _Ctx]:
 
 def test_pause_fetching_marks_the_subscription_then_goes_to_fetch() -> None:
     actor, ctx = _membership()
-    actor.route(m848.PauseFetching(frozenset({TP})))
+    actor.route(group_events.PauseFetching(frozenset({TP})))
     assert _kinds(ctx) == [
         ("subscriptions.mark_pending_revocation", "frozenset"),
         ("fetch", "PauseFetching"),
@@ -260,7 +260,7 @@ def test_pause_fetching_marks_the_subscription_then_goes_to_fetch() -> None:
 
 def test_assignment_is_applied_then_goes_to_metadata_fetch_offsets_then_wakes_the_poller() -> None:
     actor, ctx = _membership()
-    actor.route(m848.AssignmentChanged(frozenset({TP})))
+    actor.route(group_events.AssignmentChanged(frozenset({TP})))
     assert [t for t, _ in ctx.sent] == [
         "subscriptions.assign",
         "metadata",
@@ -272,7 +272,7 @@ def test_assignment_is_applied_then_goes_to_metadata_fetch_offsets_then_wakes_th
 
 def test_member_epoch_is_remembered_then_goes_to_commit() -> None:
     actor, ctx = _membership()
-    actor.route(m848.MemberEpochChanged("m-1", 4))
+    actor.route(group_events.MemberEpochChanged("m-1", 4))
     assert (ctx.member_id, ctx.member_epoch) == ("m-1", 4)
     assert _kinds(ctx) == [("commit", "MemberEpochChanged")]
 
@@ -280,14 +280,14 @@ def test_member_epoch_is_remembered_then_goes_to_commit() -> None:
 @pytest.mark.parametrize(
     ("event", "target"),
     [
-        (m848.CommitBeforeRevocation(frozenset({TP}), 100, 1), "commit"),
-        (m848.InvokeRevoked(frozenset({TP}), 1), "facade"),
-        (m848.InvokeAssigned(frozenset({TP}), frozenset({TP}), 2), "facade"),
-        (m848.InvokeLost(frozenset({TP}), 3), "facade"),
-        (m848.NeedTopicNames(frozenset({"id"})), "metadata"),
+        (group_events.CommitBeforeRevocation(frozenset({TP}), 100, 1), "commit"),
+        (group_events.InvokeRevoked(frozenset({TP}), 1), "facade"),
+        (group_events.InvokeAssigned(frozenset({TP}), frozenset({TP}), 2), "facade"),
+        (group_events.InvokeLost(frozenset({TP}), 3), "facade"),
+        (group_events.NeedTopicNames(frozenset({"id"})), "metadata"),
         (classic.NeedPartitionCounts(frozenset({"t"}), 9), "metadata"),
-        (m848.CoordinatorUnknown("gone"), "coordinator"),
-        (m848.ErrorEvent(KafkaError("x"), fatal=True), "facade"),
+        (group_events.CoordinatorUnknown("gone"), "coordinator"),
+        (group_events.ErrorEvent(KafkaError("x"), fatal=True), "facade"),
     ],
 )
 def test_membership_forwards(event: Any, target: str) -> None:
@@ -300,7 +300,7 @@ def test_leave_completed_completes_every_waiting_leave() -> None:
     actor, ctx = _membership()
     futures: list[concurrent.futures.Future[Any]] = [concurrent.futures.Future() for _ in range(2)]
     actor.leaves = list(futures)
-    event = m848.LeaveCompleted()
+    event = group_events.LeaveCompleted()
     actor.route(event)
     assert [f.result(0) for f in futures] == [event, event]
     assert actor.leaves == []
@@ -401,7 +401,7 @@ def test_auto_commit_completed_is_only_noted() -> None:
 
 def test_commit_coordinator_unknown_goes_to_the_coordinator() -> None:
     actor, ctx = _commit()
-    event = m848.CoordinatorUnknown("not coordinator")
+    event = group_events.CoordinatorUnknown("not coordinator")
     actor.route(event)
     assert ctx.sent == [("coordinator", event)]
 
@@ -491,13 +491,13 @@ def test_metadata_receives() -> None:
     actor, manager, ctx = _receiving(
         MetadataActor, lookups={}, count_requests={}, names_wanted=frozenset()
     )
-    _deliver(actor, m848.NeedTopicNames(frozenset({"id-1"})))
+    _deliver(actor, group_events.NeedTopicNames(frozenset({"id-1"})))
     assert manager.calls == []  # known: answered at once
     assert ctx.sent[0][0] == "membership"
     assert ctx.sent[0][1].mapping == {"id-1": "one"}
-    _deliver(actor, m848.NeedTopicNames(frozenset({"id-9"})))
+    _deliver(actor, group_events.NeedTopicNames(frozenset({"id-9"})))
     _deliver(actor, classic.NeedPartitionCounts(frozenset({"t"}), 5))
-    _deliver(actor, m848.AssignmentChanged(frozenset({TP})))
+    _deliver(actor, group_events.AssignmentChanged(frozenset({TP})))
     _deliver(actor, RefreshMetadataEvent("fetch said so"))
     _deliver(actor, MetadataUpdateNeeded("leaders", frozenset({"u"})))
     _deliver(actor, MetadataUpdateNeeded("stale"))
@@ -515,7 +515,7 @@ def test_metadata_receives() -> None:
 
 def test_coordinator_receives() -> None:
     actor, manager, _ = _receiving(CoordinatorActor)
-    _deliver(actor, m848.CoordinatorUnknown("not coordinator"))
+    _deliver(actor, group_events.CoordinatorUnknown("not coordinator"))
     assert manager.calls == [("mark_coordinator_unknown", ("not coordinator", 50))]
 
 
@@ -551,8 +551,8 @@ def test_membership_receives() -> None:
 def test_commit_receives() -> None:
     actor, manager, ctx = _receiving(CommitActor, waiting={}, _keys=itertools.count(1))
     ctx.coordinator_id = 2147483646
-    epoch = m848.MemberEpochChanged("m", 2)
-    before = m848.CommitBeforeRevocation(frozenset({TP}), 100, 1)
+    epoch = group_events.MemberEpochChanged("m", 2)
+    before = group_events.CommitBeforeRevocation(frozenset({TP}), 100, 1)
     cluster = SimpleNamespace(topic_ids=lambda: {"t": "id-1"})
     _deliver(actor, CoordinatorChanged(1, "h", 1))
     _deliver(actor, CoordinatorChanged(None))
@@ -573,10 +573,10 @@ def test_offsets_and_fetch_receive_the_cluster_and_poll_on_the_rest(cls: type[An
     actor, manager, ctx = _receiving(cls, lookups={})
     cluster: Any = _Cluster({})
     _deliver(actor, ClusterUpdated(cluster))
-    _deliver(actor, m848.AssignmentChanged(frozenset({TP})))
+    _deliver(actor, group_events.AssignmentChanged(frozenset({TP})))
     _deliver(actor, PositionsInitialized(1, OFFSETS, frozenset(), None))
     if cls is FetchActor:
-        _deliver(actor, m848.PauseFetching(frozenset({TP})))
+        _deliver(actor, group_events.PauseFetching(frozenset({TP})))
         _deliver(actor, PositionsChangedEvent())
     assert manager.calls == [("on_cluster_updated", (cluster,))]
     assert ctx.sent == []

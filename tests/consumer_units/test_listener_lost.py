@@ -13,7 +13,7 @@ from typing import Any
 from kafka_actors.actors.events import CallbackCompletedEvent
 from kafka_actors.actors.facade import Facade
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.protocol import membership as m848
+from kafka_actors.protocol import group_events
 from kafka_actors.protocol.messages import TopicPartition
 
 TP = TopicPartition("orders", 0)
@@ -54,7 +54,7 @@ def test_lost_falls_back_to_revoked_for_a_duck_typed_listener() -> None:
     facade, ctx = _facade()
     listener = RevokedOnly()
     facade.listener = listener  # type: ignore[assignment]
-    facade._invoke(m848.InvokeLost(frozenset({TP}), callback_id=7))
+    facade._invoke(group_events.InvokeLost(frozenset({TP}), callback_id=7))
     assert listener.revoked == [{TP}]
     (done,) = _completions(ctx)
     assert done.callback_id == 7
@@ -72,7 +72,7 @@ def test_listener_with_on_partitions_lost_gets_it() -> None:
 
     listener = Both()
     facade.listener = listener  # type: ignore[assignment]
-    facade._invoke(m848.InvokeLost(frozenset({TP}), callback_id=8))
+    facade._invoke(group_events.InvokeLost(frozenset({TP}), callback_id=8))
     assert calls == ["lost"]
     assert listener.revoked == []
     (done,) = _completions(ctx)

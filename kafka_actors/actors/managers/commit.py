@@ -29,7 +29,7 @@ from kafka_actors.actors.events import (
     ResetPositionsEvent,
 )
 from kafka_actors.actors.routing import RoutingManagerActor
-from kafka_actors.protocol import membership as m848
+from kafka_actors.protocol import group_events
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.commit import (
     AutoCommitCompleted,
@@ -131,10 +131,12 @@ class CommitActor(RoutingManagerActor):
     def _coordinator_changed(self, event: CoordinatorChanged, now_ms: int) -> None:
         self.manager.on_coordinator_changed(self.ctx.coordinator_id if event.known else None)
 
-    def _member_epoch_changed(self, event: m848.MemberEpochChanged, now_ms: int) -> None:
+    def _member_epoch_changed(self, event: group_events.MemberEpochChanged, now_ms: int) -> None:
         self.manager.on_member_epoch_changed(event)
 
-    def _commit_before_revocation(self, event: m848.CommitBeforeRevocation, now_ms: int) -> None:
+    def _commit_before_revocation(
+        self, event: group_events.CommitBeforeRevocation, now_ms: int
+    ) -> None:
         self.manager.on_commit_before_revocation(event)
 
     def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
@@ -142,8 +144,8 @@ class CommitActor(RoutingManagerActor):
 
     receivers = {
         CoordinatorChanged: _coordinator_changed,
-        m848.MemberEpochChanged: _member_epoch_changed,
-        m848.CommitBeforeRevocation: _commit_before_revocation,
+        group_events.MemberEpochChanged: _member_epoch_changed,
+        group_events.CommitBeforeRevocation: _commit_before_revocation,
         ClusterUpdated: _cluster_updated,
     }
 

@@ -37,6 +37,7 @@ from kafka_actors.actors.managers.metadata import subscription_inputs
 from kafka_actors.actors.routing import RoutingManagerActor
 from kafka_actors.errors import UnsupportedVersionError
 from kafka_actors.protocol import classic_membership as classic
+from kafka_actors.protocol import group_events
 from kafka_actors.protocol import membership as m848
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.coordinator import CoordinatorChanged
@@ -64,7 +65,7 @@ class _NoMembership:
             self._reported = False
         if self.error is not None and not self._reported:
             self._reported = True
-            self.events.append(m848.ErrorEvent(self.error, True, True))
+            self.events.append(group_events.ErrorEvent(self.error, True, True))
 
     def poll(self, now_ms: int) -> PollResult:
         events = tuple(self.events)
@@ -208,7 +209,7 @@ class MembershipActor(RoutingManagerActor):
             # join with the subscription this leave ended.
             self.unstash(SubscriptionChangedEvent)
             self._left_before_build = True
-            complete(message.future, m848.LeaveCompleted())
+            complete(message.future, group_events.LeaveCompleted())
             return True
         return False
 
@@ -279,23 +280,23 @@ class MembershipActor(RoutingManagerActor):
 
     # -- effects of the events the manager publishes (before their route) -----------------------
 
-    def _pause_fetching(self, event: m848.PauseFetching) -> None:
+    def _pause_fetching(self, event: group_events.PauseFetching) -> None:
         self.ctx.subscriptions.mark_pending_revocation(event.partitions)
 
-    def _assignment_changed(self, event: m848.AssignmentChanged) -> None:
+    def _assignment_changed(self, event: group_events.AssignmentChanged) -> None:
         self._apply_assignment(event.assignment)
 
-    def _member_epoch_changed(self, event: m848.MemberEpochChanged) -> None:
+    def _member_epoch_changed(self, event: group_events.MemberEpochChanged) -> None:
         self.ctx.member_id = event.member_id
         self.ctx.member_epoch = event.member_epoch
 
     effects = {
-        m848.PauseFetching: _pause_fetching,
-        m848.AssignmentChanged: _assignment_changed,
-        m848.MemberEpochChanged: _member_epoch_changed,
+        group_events.PauseFetching: _pause_fetching,
+        group_events.AssignmentChanged: _assignment_changed,
+        group_events.MemberEpochChanged: _member_epoch_changed,
     }
 
-    def answer(self, event: m848.LeaveCompleted) -> None:
+    def answer(self, event: group_events.LeaveCompleted) -> None:
         leaves, self.leaves = self.leaves, []
         for future in leaves:
             complete(future, event)

@@ -27,7 +27,7 @@ from kafka_actors.actors.events import (
 )
 from kafka_actors.actors.routing import RoutingManagerActor
 from kafka_actors.protocol import classic_membership as classic
-from kafka_actors.protocol import membership as m848
+from kafka_actors.protocol import group_events
 from kafka_actors.protocol.metadata import (
     ClusterUpdated,
     MetadataConfig,
@@ -99,7 +99,7 @@ class MetadataActor(RoutingManagerActor):
 
     # -- events routed here -----------------------------------------------------------------
 
-    def _need_topic_names(self, event: m848.NeedTopicNames, now_ms: int) -> None:
+    def _need_topic_names(self, event: group_events.NeedTopicNames, now_ms: int) -> None:
         self.names_wanted |= event.topic_ids
         self._answer_names(self.manager.cluster)
         if self.names_wanted:
@@ -111,7 +111,7 @@ class MetadataActor(RoutingManagerActor):
         )
         self.count_requests[key] = event.request_id
 
-    def _assignment_changed(self, event: m848.AssignmentChanged, now_ms: int) -> None:
+    def _assignment_changed(self, event: group_events.AssignmentChanged, now_ms: int) -> None:
         self.manager.set_assigned_topics({tp.topic for tp in event.assignment})
 
     def _refresh(self, event: RefreshMetadataEvent, now_ms: int) -> None:
@@ -128,9 +128,9 @@ class MetadataActor(RoutingManagerActor):
             self.manager.request_update(event.reason or type(event).__name__)
 
     receivers = {
-        m848.NeedTopicNames: _need_topic_names,
+        group_events.NeedTopicNames: _need_topic_names,
         classic.NeedPartitionCounts: _need_partition_counts,
-        m848.AssignmentChanged: _assignment_changed,
+        group_events.AssignmentChanged: _assignment_changed,
         RefreshMetadataEvent: _refresh,
         MetadataUpdateNeeded: _update_needed,
     }
