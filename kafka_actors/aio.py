@@ -272,7 +272,7 @@ class _LoopRecords:
         thread); else a collect from the fetch actor may have started."""
         if self.collecting is None and (
             self.empty_at_generation is None
-            or self.empty_at_generation != self._ctx.fetch_generation
+            or self.empty_at_generation != self._ctx.fetch_buffer.generation
         ):
             if self.collect_now():
                 return True
@@ -300,7 +300,7 @@ class _LoopRecords:
         loop every switch interval."""
         if not self._collect_on_loop:
             return False
-        generation = self._ctx.fetch_generation
+        generation = self._ctx.fetch_buffer.generation
         ran, result = self._handout.try_collect_here(self._collect_size)
         if not ran or result is None:
             return False
@@ -313,9 +313,9 @@ class _LoopRecords:
         collect on the loop's thread: a round trip then only adds thread switches)."""
         if self.collecting is not None or self.collect_retry_at is not None:
             return
-        if self._collect_on_loop and self._ctx.fetch_try_collector is not None:
+        if self._collect_on_loop and self._ctx.fetch_buffer.is_open:
             return
-        if self.empty_at_generation == self._ctx.fetch_generation:
+        if self.empty_at_generation == self._ctx.fetch_buffer.generation:
             return  # the last collect found nothing and nothing arrived since
         buffered = 0
         for b in self.buffer.values():
@@ -326,7 +326,7 @@ class _LoopRecords:
 
     def start_collect(self, trace: str) -> None:
         loop = self._bind()
-        generation = self._ctx.fetch_generation
+        generation = self._ctx.fetch_buffer.generation
         done: asyncio.Future[None] = loop.create_future()
         self.collect_done = done
         future = self._handout.collect(self._collect_size, trace)

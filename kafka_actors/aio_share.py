@@ -148,8 +148,9 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
                     now = time.monotonic()
                     # Ask the share fetch actor again only when records may have arrived
                     # since the last collect (or a little while passed), not at every wake-up.
-                    if seen is None or ctx.fetch_generation != seen or now - asked >= _POLL_WAIT_S:
-                        seen, asked = ctx.fetch_generation, now
+                    generation = ctx.fetch_buffer.generation
+                    if seen is None or generation != seen or now - asked >= _POLL_WAIT_S:
+                        seen, asked = generation, now
                         if core.collect(trace).done():
                             core.raise_collect_error()
                             if core.has_kept():

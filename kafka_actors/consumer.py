@@ -247,7 +247,7 @@ class KafkaConsumer:
                 facade.check_wakeup()
                 core.check_group_protocol()
                 core.update_positions(trace)
-                generation = ctx.fetch_generation
+                generation = ctx.fetch_buffer.generation
                 records = collect(trace)
                 if records:
                     return records
@@ -258,7 +258,7 @@ class KafkaConsumer:
                 def ready(seen: int = generation) -> bool:
                     return (
                         bool(ctx.background)
-                        or ctx.fetch_generation != seen
+                        or ctx.fetch_buffer.generation != seen
                         or facade.wakeup_pending()
                         or self._tree.fatal_error is not None
                         or facade.closed

@@ -178,7 +178,7 @@ class KafkaShareConsumer(ShareFrontEnd):
                 facade.process_background()
                 facade.check_wakeup()
                 core.check_supported()
-                generation = ctx.fetch_generation
+                generation = ctx.fetch_buffer.generation
                 core.raise_collect_error()
                 if not core.has_kept():
                     # Woken meanwhile, the collect still deposits its records for the next
@@ -193,7 +193,7 @@ class KafkaShareConsumer(ShareFrontEnd):
                 def ready(seen: int = generation) -> bool:
                     return (
                         bool(ctx.background)
-                        or ctx.fetch_generation != seen
+                        or ctx.fetch_buffer.generation != seen
                         or facade.wakeup_pending()
                         or core.tree.fatal_error is not None
                         or facade.closed

@@ -18,7 +18,8 @@ buffered and the acknowledgements not sent yet are lost with the old one, and th
 delivers those records again when their acquisition lock expires (nothing is lost).
 
 May touch: the NetworkActor (``Send``, through the shell), the shared context (metrics,
-``fetch_generation``, the signal), the share assignment, the other actors through the table.
+the fetch buffer's generation, the signal), the share assignment, the other actors through
+the table.
 """
 
 from __future__ import annotations
@@ -219,5 +220,5 @@ class ShareFetchActor(RoutingManagerActor):
             latency, throttle_ms, bytes_by_topic = handled
             self.ctx.metrics.fetch_response(latency, throttle_ms, bytes_by_topic)
         if manager.buffered_count:
-            self.ctx.fetch_generation += 1
+            self.ctx.fetch_buffer.wakeup()
             self.ctx.signal.notify()
