@@ -64,7 +64,6 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
-from kafka_actors.actors.events import PollEvent
 from kafka_actors.actors.facade import ConsumerRebalanceListener
 from kafka_actors.aio_loop import LoopFrontEnd
 from kafka_actors.config import ConsumerConfig
@@ -75,6 +74,7 @@ from kafka_actors.core import (
     build_config,
     commit_offsets,
 )
+from kafka_actors.core.poll import PollStep
 from kafka_actors.errors import (
     ConsumerClosedError,
     KafkaTimeoutError,
@@ -593,8 +593,8 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         self._init_loop()
         #: When the loop last had a turn during a call (see ``_get``).
         self._turn_at = 0.0
-        self._poll_event_due = 0.0
-        self._poll_event_sent_for: str | None = None
+        #: The poll step every front end shares (core).
+        self._step = PollStep(core.ctx, core.facade, core.tree, core, group=core.uses_group)
         self._errors: list[BaseException] = []
         self._records = _LoopRecords(self, core, self.config, self._errors)
         self._callback_tasks: set[asyncio.Task[Any]] = set()
@@ -766,7 +766,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         trace = await self._start_call()
         records = self._records
         with traced(trace), self._ctx.metrics.polling():
-            self._poll_event_due = 0.0
+            self._step.start(trace)
             records.maybe_auto_commit()
             while True:
                 wake_by = self._turn(trace)
@@ -816,7 +816,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         trace = await self._start_call()
         with traced(trace), self._ctx.metrics.polling():
-            self._poll_event_due = 0.0
+            self._step.start(trace)
             records = self._records
             records.maybe_auto_commit()
             while True:
@@ -859,31 +859,14 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         return new_trace_id()
 
     def _turn(self, trace: str) -> float:
-        """Each turn of a call's loop: the poll event, what the background reported, the
-        group protocol check, positions to update; when to send the next poll event."""
-        wake_by = self._send_poll_event(trace)
+        """Each turn of a call's loop: the group actors told again when due (a call still
+        waiting), what the background reported, the poll step's checks and positions
+        (:class:`~kafka_actors.core.poll.PollStep`); when to tell the group actors again."""
+        step = self._step
+        step.waited(trace)
         self._raise_pending()
-        self._core.check_group_protocol()
-        self._core.update_positions(trace)
-        return wake_by
-
-    def _send_poll_event(self, trace: str) -> float:
-        """Tell the membership manager the application polls (its poll timer, the join):
-        at each call, again while a call waits, and soon again when the tell was dropped
-        (the actor is starting). Returns when to send the next one."""
-        now = time.monotonic()
-        if not self._core.uses_group:
-            return now + 3600.0
-        if now >= self._poll_event_due:
-            waiting = self._poll_event_sent_for == trace  # again, for the same call
-            delivered = self._facade.tell("membership", PollEvent(trace, waiting=waiting))
-            if delivered:
-                self._poll_event_sent_for = trace
-                interval = min(1.0, self.config.max_poll_interval_ms / 3000.0)
-            else:
-                interval = self.config.retry_backoff_ms / 1000.0
-            self._poll_event_due = now + interval
-        return self._poll_event_due
+        step.turn(trace)
+        return step.next_event_at
 
     # -- commits ------------------------------------------------------------------------------
 
