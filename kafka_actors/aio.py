@@ -185,15 +185,9 @@ class _LoopListener(ConsumerRebalanceListener):
         if method in (_REVOKED, _LOST):
             for tp in partitions:
                 consumer._records.drop(tp, rewind=method == _REVOKED)
-        if method == _REVOKED and consumer._auto_commit:
-            try:
-                await consumer.commit(timeout=consumer.config.max_poll_interval_ms / 1000.0)
-            except Exception as exc:
-                log.warning("auto_commit_before_revocation_failed", error=repr(exc))
         if method in (_REVOKED, _LOST):
             for tp in partitions:
                 consumer._records.consumed.pop(tp, None)
-                consumer._records.auto_committed.pop(tp, None)
         listener = consumer._listener
         if listener is None:
             return
@@ -261,10 +255,6 @@ class _LoopRecords:
         #: Records per collect: a few polls' worth per round trip to the fetch actor.
         self._collect_size = max(2000, 4 * config.max_poll_records)
         self._collect_on_loop = _records.IMPLEMENTATION != "python"
-        self._auto_commit = consumer._auto_commit
-        self.auto_commit_due = 0.0
-        self.auto_committed: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._auto_commit_future: concurrent.futures.Future[Any] | None = None
 
     def collect(self, trace: str) -> bool:
         """Collect unless a collect is under way or the last found nothing and nothing
@@ -484,11 +474,14 @@ class _LoopRecords:
 
     def _returned(self, tp: TopicPartition, buffered: _Buffered, last: ConsumerRecord) -> None:
         """Records of ``tp`` up to ``last`` are returned to the application: what it consumed
-        (the consumed position once its buffer is empty), what rebalance-safe commits wait
-        for."""
+        (the consumed position: after ``last``, or where the collect ended once its buffer is
+        empty; what the commit manager's auto-commit commits), what rebalance-safe commits
+        wait for."""
         self.consumed[tp] = last
-        all_collected = tp not in self.buffer
-        self._handout.returned(tp, last, buffered.end if all_collected else None)
+        end = buffered.end
+        if tp in self.buffer or end is None:
+            end = FetchPosition(last.offset + 1, last.leader_epoch)
+        self._handout.returned(tp, last, end)
 
     def drop(self, tp: TopicPartition, *, rewind: bool) -> None:
         """Forget the buffered records of ``tp``; ``rewind``: move its position back to the
@@ -502,8 +495,8 @@ class _LoopRecords:
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """What the application consumed: the first record still buffered here, else the
-        consumed position (moved as a partition's buffer is returned in full, never by a
-        collect whose records are still on their way to this buffer)."""
+        consumed position (moved as records are returned, never by a collect whose records
+        are still on their way to this buffer)."""
         subs = self._ctx.subscriptions
         owned = subs.assigned_partitions()
         wanted = owned if partitions is None else [tp for tp in partitions if tp in owned]
@@ -519,34 +512,6 @@ class _LoopRecords:
             elif tp in consumed:
                 out[tp] = consumed[tp]
         return out
-
-    # -- auto-commit, on what the application consumed ------------------------------------
-
-    def maybe_auto_commit(self) -> None:
-        if not self._auto_commit or time.monotonic() < self.auto_commit_due:
-            return
-        self.auto_commit_due = time.monotonic() + self.config.auto_commit_interval_ms / 1000
-        self.auto_commit_now()
-
-    def auto_commit_now(self) -> None:
-        pending = self._auto_commit_future
-        if pending is not None and not pending.done():
-            return
-        offsets = self.consumed_offsets()
-        changed = {tp: om for tp, om in offsets.items() if self.auto_committed.get(tp) != om}
-        if not changed:
-            return
-        future = self._core.commit_async(changed, None, new_trace_id())
-        self._auto_commit_future = future
-
-        def done(f: concurrent.futures.Future[Any]) -> None:
-            error = f.exception()
-            if error is None:
-                self.auto_committed.update(changed)
-            else:
-                self._log.info("auto_commit_failed", error=str(error))
-
-        future.add_done_callback(done)
 
 
 class AsyncKafkaConsumer(LoopFrontEnd):
@@ -570,14 +535,11 @@ class AsyncKafkaConsumer(LoopFrontEnd):
     ) -> None:
         cfg = build_config(config, kwargs)
         self._auto_commit = cfg.enable_auto_commit
-        # Auto-commit runs here, on the positions the application was given (records in this
-        # consumer's buffer are not consumed yet); the actors' own auto-commit would commit
-        # the fetch positions, which run ahead of them.
-        inner_cfg = (
-            cfg.with_overrides({"enable.auto.commit": False}) if cfg.enable_auto_commit else cfg
-        )
+        # Auto-commit is the commit manager's (at auto.commit.interval.ms on the poll events,
+        # and before a revocation), on the consumed positions: moved as records leave this
+        # consumer's buffer for the application (records still buffered are not consumed).
         self._core = core = ConsumerCore(
-            inner_cfg,
+            cfg,
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
             faults=faults,
@@ -594,7 +556,14 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         #: When the loop last had a turn during a call (see ``_get``).
         self._turn_at = 0.0
         #: The poll step every front end shares (core).
-        self._step = PollStep(core.ctx, core.facade, core.tree, core, group=core.uses_group)
+        self._step = PollStep(
+            core.ctx,
+            core.facade,
+            core.tree,
+            core,
+            group=core.uses_group,
+            commit_while_waiting=False,
+        )
         self._errors: list[BaseException] = []
         self._records = _LoopRecords(self, core, self.config, self._errors)
         self._callback_tasks: set[asyncio.Task[Any]] = set()
@@ -615,8 +584,6 @@ class AsyncKafkaConsumer(LoopFrontEnd):
     def _bind(self) -> asyncio.AbstractEventLoop:
         loop, first = self._bind_loop("AsyncKafkaConsumer")
         if first:
-            interval = self.config.auto_commit_interval_ms / 1000
-            self._records.auto_commit_due = time.monotonic() + interval
             if self._ctx.background:
                 loop.call_soon(self._on_wake)
         return loop
@@ -693,8 +660,6 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         if not wanted:
             raise ValueError("Empty assignment: use 'await consumer.unsubscribe()'")
         records = self._records
-        if self._auto_commit and records.consumed and self._loop is not None:
-            records.auto_commit_now()
         keep = set(wanted)
         for tp in list(records.buffer):
             if tp not in keep:
@@ -767,7 +732,6 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         records = self._records
         with traced(trace), self._ctx.metrics.polling():
             self._step.start(trace)
-            records.maybe_auto_commit()
             while True:
                 wake_by = self._turn(trace)
                 done = records.collect_done
@@ -818,7 +782,6 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         with traced(trace), self._ctx.metrics.polling():
             self._step.start(trace)
             records = self._records
-            records.maybe_auto_commit()
             while True:
                 wake_by = self._turn(trace)
                 out = records.take(wanted, limit)

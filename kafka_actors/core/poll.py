@@ -58,6 +58,7 @@ class PollStep:
         core: PollCore,
         *,
         group: bool,
+        commit_while_waiting: bool = True,
     ) -> None:
         self._ctx = ctx
         self._buffer = ctx.fetch_buffer
@@ -66,6 +67,13 @@ class PollStep:
         self._core = core
         #: The group actors told at each poll, each with its PollLatch (none without a group).
         self._latches = {"membership": PollLatch(), "commit": PollLatch()} if group else {}
+        #: Who a waiting poll tells again: membership (its poll timer, a reconciliation
+        #: waiting for a poll), and the commit manager (its auto-commit) unless the front end
+        #: auto-commits at the start of each call only (the asyncio consumer: what a call
+        #: returns is committed by a later call, as before the auto-commit moved here).
+        self._waiting_targets = tuple(
+            t for t in self._latches if commit_while_waiting or t != "commit"
+        )
         #: When a waiting poll tells the group actors again (monotonic seconds).
         self.next_event_at = float("inf")
 
@@ -122,12 +130,12 @@ class PollStep:
 
     def waited(self, trace: str) -> None:
         """After a wait: the group actors are told again when due (a poll still waiting)."""
-        if not self._latches:
+        if not self._waiting_targets:
             return
         now = time.monotonic()
         if now < self.next_event_at:
             return
         event = PollEvent(trace, waiting=True)
-        for target in self._latches:
+        for target in self._waiting_targets:
             self._facade.tell(target, event)
         self.next_event_at = now + POLL_EVENT_INTERVAL_S
