@@ -4,13 +4,16 @@ Owns: the asyncio front end of one consumer — every API call as a coroutine th
 ``concurrent.futures.Future`` of its application event (bridged to the loop, never waited
 for on the loop's thread), a small buffer of records collected from the fetch actor but not
 yet returned (``getone`` / ``async for`` hand records out one by one), the consumed positions
-as the application saw them (what ``commit()`` commits), auto-commit (driven from the loop,
-on those positions), and rebalance listeners that may be coroutines.
+as the application saw them (what ``commit()`` commits; the consumed positions move as
+records are returned, and the commit manager's auto-commit commits them), and rebalance
+listeners that may be coroutines. Each call runs the core's poll step
+(:class:`~kafka_actors.core.poll.PollStep`) and awaits the loop's wake-up where
+``KafkaConsumer.poll`` blocks.
 
 How the loop is never blocked
 -----------------------------
 * Records are collected on the loop's thread, as ``KafkaConsumer.poll`` collects on its own
-  (no actor round trip), when the fetch actor's lock is free at that moment (it is never
+  (no actor round trip), when the fetch buffer's lock is free at that moment (it is never
   waited for: the actor holds it while it handles one message) and the compiled decoder is
   in use (decoding one response then takes a few ms); they go into this consumer's buffer
   before anything is awaited.
@@ -39,8 +42,8 @@ returns, bounded by ``max.poll.interval.ms`` (the rebalance timeout): past it th
 cancelled, the partitions count as lost, and the next ``getmany`` / ``getone`` raises
 :class:`~kafka_actors.errors.KafkaTimeoutError` naming them (it is also logged). Before
 ``on_partitions_revoked`` runs, records of the revoked partitions still in this consumer's
-buffer are dropped (their position moved back to the first of them) and, with auto-commit,
-the consumed positions are committed (as Java commits before a revocation).
+buffer are dropped (their position moved back to the first of them); with auto-commit, the
+commit manager committed the consumed positions before the revocation started (as Java).
 
 ``rebalance.safe.commits=true`` (implemented once in :mod:`kafka_actors.actors.safe_commits`,
 shared with ``KafkaConsumer``): the revocation is further held until the records returned to
@@ -137,8 +140,8 @@ class _Buffered:
 class _LoopListener(ConsumerRebalanceListener):
     """What the facade calls (on the loop's thread): each callback becomes a task on the loop
     and a ``concurrent.futures.Future`` that completes (acknowledges) when the task ends. The
-    task drops the buffered records of revoked (or lost) partitions, commits the consumed
-    positions before a revocation (auto-commit), then runs the application's listener."""
+    task drops the buffered records of revoked (or lost) partitions, then runs the
+    application's listener (the commit before a revocation is the commit manager's)."""
 
     def __init__(self, consumer: AsyncKafkaConsumer) -> None:
         self._consumer = consumer
@@ -226,7 +229,8 @@ class _LoopRecords:
     the module docstring): the per-partition buffer, filled by collects on the loop or from
     the fetch actor; taking records out of it (deserialized by the core's
     :class:`~kafka_actors.core.HandOut`); giving them back; the consumed positions as the
-    application saw them (what ``commit()`` commits) and auto-commit on them."""
+    application saw them (what ``commit()`` commits; the consumed positions the commit
+    manager's auto-commit commits)."""
 
     def __init__(
         self,

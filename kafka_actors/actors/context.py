@@ -3,7 +3,8 @@
 Owns: :class:`ConsumerContext` (configuration, clock, scheduler, the shared
 :class:`~kafka_actors.protocol.subscription.SubscriptionState`, the handles by which actors find
 each other across restarts, and the few facts a restarted actor must find again: the member
-id, the known coordinator, the last cluster view, the negotiated API versions),
+id, the known coordinator, the last cluster view, the negotiated API versions; the consumer's
+one thread-safe fetch buffer),
 :class:`AppSignal` (the one condition variable that wakes application threads blocked in
 ``poll`` or a blocking call), :class:`Outcome` helpers for the ``concurrent.futures.Future``
 that carries each application event's result; the context holds the consumer's
