@@ -284,7 +284,7 @@ class _LoopRecords:
 
     def collect_now(self) -> bool:
         """Collect on the loop's thread, as ``KafkaConsumer.poll`` does on its own, when the
-        fetch actor's lock is free (else the caller asks the actor: the loop never waits for a
+        fetch buffer's lock is free (else the caller asks the actor: the loop never waits for a
         lock). True when records (or none) were deposited; False: ask the actor.
 
         Only with the compiled decoder: decoding happens at collect, a whole response of a

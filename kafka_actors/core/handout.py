@@ -87,9 +87,9 @@ class HandOut:
         return future
 
     def poll_records(self, max_records: int, trace: str) -> ConsumerRecords:
-        """``KafkaConsumer.poll``'s collect: on the caller's thread through the fetch actor's
-        collector (it waits for the fetch actor's lock, held only while the actor handles one
-        message), else an ask to the actor bounded by 30 s (so that an actor crashing on it
+        """``KafkaConsumer.poll``'s collect: on the caller's thread from the fetch buffer
+        (:class:`FetchCollector`; it waits for the buffer's lock, held by the fetch actor only
+        while it handles one message), else an ask to the actor bounded by 30 s (so that an actor crashing on it
         answers at once); then :meth:`hand_out`. Nothing when the actor is restarting."""
         if self._undeserializable:
             self._raise_undeserializable()
