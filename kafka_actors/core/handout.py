@@ -89,8 +89,9 @@ class HandOut:
     def poll_records(self, max_records: int, trace: str) -> ConsumerRecords:
         """``KafkaConsumer.poll``'s collect: on the caller's thread from the fetch buffer
         (:class:`FetchCollector`; it waits for the buffer's lock, held by the fetch actor only
-        while it handles one message), else an ask to the actor bounded by 30 s (so that an actor crashing on it
-        answers at once); then :meth:`hand_out`. Nothing when the actor is restarting."""
+        while it handles one message), else an ask to the actor bounded by 30 s (so that an
+        actor crashing on it answers at once); then :meth:`hand_out`. Nothing when the actor
+        is restarting."""
         if self._undeserializable:
             self._raise_undeserializable()
         result = self._collected(max_records, trace, columnar=False)
