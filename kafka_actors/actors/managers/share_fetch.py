@@ -213,12 +213,11 @@ class ShareFetchActor(RoutingManagerActor):
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
         manager: ShareFetchManager = self.manager
-        manager.last_fetch_response = None
-        super().on_response(request_id, response, now_ms)
-        handled = manager.last_fetch_response
-        if handled is not None:
-            latency, throttle_ms, bytes_by_topic = handled
-            self.ctx.metrics.fetch_response(latency, throttle_ms, bytes_by_topic)
+        stats = manager.on_response(request_id, response, now_ms)
+        if stats is not None:
+            self.ctx.metrics.fetch_response(
+                stats.latency_ms, stats.throttle_ms, stats.bytes_by_topic
+            )
         if manager.buffered_count:
             self.ctx.fetch_buffer.wakeup()
             self.ctx.signal.notify()
