@@ -4,13 +4,16 @@ Owns: the asyncio front end of one consumer — every API call as a coroutine th
 ``concurrent.futures.Future`` of its application event (bridged to the loop, never waited
 for on the loop's thread), a small buffer of records collected from the fetch actor but not
 yet returned (``getone`` / ``async for`` hand records out one by one), the consumed positions
-as the application saw them (what ``commit()`` commits), auto-commit (driven from the loop,
-on those positions), and rebalance listeners that may be coroutines.
+as the application saw them (what ``commit()`` commits; the consumed positions move as
+records are returned, and the commit manager's auto-commit commits them), and rebalance
+listeners that may be coroutines. Each call runs the core's poll step
+(:class:`~kafka_actors.core.poll.PollStep`) and awaits the loop's wake-up where
+``KafkaConsumer.poll`` blocks.
 
 How the loop is never blocked
 -----------------------------
 * Records are collected on the loop's thread, as ``KafkaConsumer.poll`` collects on its own
-  (no actor round trip), when the fetch actor's lock is free at that moment (it is never
+  (no actor round trip), when the fetch buffer's lock is free at that moment (it is never
   waited for: the actor holds it while it handles one message) and the compiled decoder is
   in use (decoding one response then takes a few ms); they go into this consumer's buffer
   before anything is awaited.
@@ -39,8 +42,8 @@ returns, bounded by ``max.poll.interval.ms`` (the rebalance timeout): past it th
 cancelled, the partitions count as lost, and the next ``getmany`` / ``getone`` raises
 :class:`~kafka_actors.errors.KafkaTimeoutError` naming them (it is also logged). Before
 ``on_partitions_revoked`` runs, records of the revoked partitions still in this consumer's
-buffer are dropped (their position moved back to the first of them) and, with auto-commit,
-the consumed positions are committed (as Java commits before a revocation).
+buffer are dropped (their position moved back to the first of them); with auto-commit, the
+commit manager committed the consumed positions before the revocation started (as Java).
 
 ``rebalance.safe.commits=true`` (implemented once in :mod:`kafka_actors.actors.safe_commits`,
 shared with ``KafkaConsumer``): the revocation is further held until the records returned to
@@ -64,7 +67,6 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
-from kafka_actors.actors.events import PollEvent
 from kafka_actors.actors.facade import ConsumerRebalanceListener
 from kafka_actors.aio_loop import LoopFrontEnd
 from kafka_actors.config import ConsumerConfig
@@ -75,6 +77,7 @@ from kafka_actors.core import (
     build_config,
     commit_offsets,
 )
+from kafka_actors.core.poll import PollStep
 from kafka_actors.errors import (
     ConsumerClosedError,
     KafkaTimeoutError,
@@ -137,8 +140,8 @@ class _Buffered:
 class _LoopListener(ConsumerRebalanceListener):
     """What the facade calls (on the loop's thread): each callback becomes a task on the loop
     and a ``concurrent.futures.Future`` that completes (acknowledges) when the task ends. The
-    task drops the buffered records of revoked (or lost) partitions, commits the consumed
-    positions before a revocation (auto-commit), then runs the application's listener."""
+    task drops the buffered records of revoked (or lost) partitions, then runs the
+    application's listener (the commit before a revocation is the commit manager's)."""
 
     def __init__(self, consumer: AsyncKafkaConsumer) -> None:
         self._consumer = consumer
@@ -185,15 +188,9 @@ class _LoopListener(ConsumerRebalanceListener):
         if method in (_REVOKED, _LOST):
             for tp in partitions:
                 consumer._records.drop(tp, rewind=method == _REVOKED)
-        if method == _REVOKED and consumer._auto_commit:
-            try:
-                await consumer.commit(timeout=consumer.config.max_poll_interval_ms / 1000.0)
-            except Exception as exc:
-                log.warning("auto_commit_before_revocation_failed", error=repr(exc))
         if method in (_REVOKED, _LOST):
             for tp in partitions:
                 consumer._records.consumed.pop(tp, None)
-                consumer._records.auto_committed.pop(tp, None)
         listener = consumer._listener
         if listener is None:
             return
@@ -232,7 +229,8 @@ class _LoopRecords:
     the module docstring): the per-partition buffer, filled by collects on the loop or from
     the fetch actor; taking records out of it (deserialized by the core's
     :class:`~kafka_actors.core.HandOut`); giving them back; the consumed positions as the
-    application saw them (what ``commit()`` commits) and auto-commit on them."""
+    application saw them (what ``commit()`` commits; the consumed positions the commit
+    manager's auto-commit commits)."""
 
     def __init__(
         self,
@@ -261,10 +259,6 @@ class _LoopRecords:
         #: Records per collect: a few polls' worth per round trip to the fetch actor.
         self._collect_size = max(2000, 4 * config.max_poll_records)
         self._collect_on_loop = _records.IMPLEMENTATION != "python"
-        self._auto_commit = consumer._auto_commit
-        self.auto_commit_due = 0.0
-        self.auto_committed: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._auto_commit_future: concurrent.futures.Future[Any] | None = None
 
     def collect(self, trace: str) -> bool:
         """Collect unless a collect is under way or the last found nothing and nothing
@@ -272,7 +266,7 @@ class _LoopRecords:
         thread); else a collect from the fetch actor may have started."""
         if self.collecting is None and (
             self.empty_at_generation is None
-            or self.empty_at_generation != self._ctx.fetch_generation
+            or self.empty_at_generation != self._ctx.fetch_buffer.generation
         ):
             if self.collect_now():
                 return True
@@ -290,7 +284,7 @@ class _LoopRecords:
 
     def collect_now(self) -> bool:
         """Collect on the loop's thread, as ``KafkaConsumer.poll`` does on its own, when the
-        fetch actor's lock is free (else the caller asks the actor: the loop never waits for a
+        fetch buffer's lock is free (else the caller asks the actor: the loop never waits for a
         lock). True when records (or none) were deposited; False: ask the actor.
 
         Only with the compiled decoder: decoding happens at collect, a whole response of a
@@ -300,7 +294,7 @@ class _LoopRecords:
         loop every switch interval."""
         if not self._collect_on_loop:
             return False
-        generation = self._ctx.fetch_generation
+        generation = self._ctx.fetch_buffer.generation
         ran, result = self._handout.try_collect_here(self._collect_size)
         if not ran or result is None:
             return False
@@ -313,9 +307,9 @@ class _LoopRecords:
         collect on the loop's thread: a round trip then only adds thread switches)."""
         if self.collecting is not None or self.collect_retry_at is not None:
             return
-        if self._collect_on_loop and self._ctx.fetch_try_collector is not None:
+        if self._collect_on_loop and self._ctx.fetch_buffer.is_open:
             return
-        if self.empty_at_generation == self._ctx.fetch_generation:
+        if self.empty_at_generation == self._ctx.fetch_buffer.generation:
             return  # the last collect found nothing and nothing arrived since
         buffered = 0
         for b in self.buffer.values():
@@ -326,7 +320,7 @@ class _LoopRecords:
 
     def start_collect(self, trace: str) -> None:
         loop = self._bind()
-        generation = self._ctx.fetch_generation
+        generation = self._ctx.fetch_buffer.generation
         done: asyncio.Future[None] = loop.create_future()
         self.collect_done = done
         future = self._handout.collect(self._collect_size, trace)
@@ -484,11 +478,14 @@ class _LoopRecords:
 
     def _returned(self, tp: TopicPartition, buffered: _Buffered, last: ConsumerRecord) -> None:
         """Records of ``tp`` up to ``last`` are returned to the application: what it consumed
-        (the consumed position once its buffer is empty), what rebalance-safe commits wait
-        for."""
+        (the consumed position: after ``last``, or where the collect ended once its buffer is
+        empty; what the commit manager's auto-commit commits), what rebalance-safe commits
+        wait for."""
         self.consumed[tp] = last
-        all_collected = tp not in self.buffer
-        self._handout.returned(tp, last, buffered.end if all_collected else None)
+        end = buffered.end
+        if tp in self.buffer or end is None:
+            end = FetchPosition(last.offset + 1, last.leader_epoch)
+        self._handout.returned(tp, last, end)
 
     def drop(self, tp: TopicPartition, *, rewind: bool) -> None:
         """Forget the buffered records of ``tp``; ``rewind``: move its position back to the
@@ -502,8 +499,8 @@ class _LoopRecords:
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """What the application consumed: the first record still buffered here, else the
-        consumed position (moved as a partition's buffer is returned in full, never by a
-        collect whose records are still on their way to this buffer)."""
+        consumed position (moved as records are returned, never by a collect whose records
+        are still on their way to this buffer)."""
         subs = self._ctx.subscriptions
         owned = subs.assigned_partitions()
         wanted = owned if partitions is None else [tp for tp in partitions if tp in owned]
@@ -519,34 +516,6 @@ class _LoopRecords:
             elif tp in consumed:
                 out[tp] = consumed[tp]
         return out
-
-    # -- auto-commit, on what the application consumed ------------------------------------
-
-    def maybe_auto_commit(self) -> None:
-        if not self._auto_commit or time.monotonic() < self.auto_commit_due:
-            return
-        self.auto_commit_due = time.monotonic() + self.config.auto_commit_interval_ms / 1000
-        self.auto_commit_now()
-
-    def auto_commit_now(self) -> None:
-        pending = self._auto_commit_future
-        if pending is not None and not pending.done():
-            return
-        offsets = self.consumed_offsets()
-        changed = {tp: om for tp, om in offsets.items() if self.auto_committed.get(tp) != om}
-        if not changed:
-            return
-        future = self._core.commit_async(changed, None, new_trace_id())
-        self._auto_commit_future = future
-
-        def done(f: concurrent.futures.Future[Any]) -> None:
-            error = f.exception()
-            if error is None:
-                self.auto_committed.update(changed)
-            else:
-                self._log.info("auto_commit_failed", error=str(error))
-
-        future.add_done_callback(done)
 
 
 class AsyncKafkaConsumer(LoopFrontEnd):
@@ -570,14 +539,11 @@ class AsyncKafkaConsumer(LoopFrontEnd):
     ) -> None:
         cfg = build_config(config, kwargs)
         self._auto_commit = cfg.enable_auto_commit
-        # Auto-commit runs here, on the positions the application was given (records in this
-        # consumer's buffer are not consumed yet); the actors' own auto-commit would commit
-        # the fetch positions, which run ahead of them.
-        inner_cfg = (
-            cfg.with_overrides({"enable.auto.commit": False}) if cfg.enable_auto_commit else cfg
-        )
+        # Auto-commit is the commit manager's (at auto.commit.interval.ms on the poll events,
+        # and before a revocation), on the consumed positions: moved as records leave this
+        # consumer's buffer for the application (records still buffered are not consumed).
         self._core = core = ConsumerCore(
-            inner_cfg,
+            cfg,
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
             faults=faults,
@@ -593,8 +559,15 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         self._init_loop()
         #: When the loop last had a turn during a call (see ``_get``).
         self._turn_at = 0.0
-        self._poll_event_due = 0.0
-        self._poll_event_sent_for: str | None = None
+        #: The poll step every front end shares (core).
+        self._step = PollStep(
+            core.ctx,
+            core.facade,
+            core.tree,
+            core,
+            group=core.uses_group,
+            commit_while_waiting=False,
+        )
         self._errors: list[BaseException] = []
         self._records = _LoopRecords(self, core, self.config, self._errors)
         self._callback_tasks: set[asyncio.Task[Any]] = set()
@@ -615,8 +588,6 @@ class AsyncKafkaConsumer(LoopFrontEnd):
     def _bind(self) -> asyncio.AbstractEventLoop:
         loop, first = self._bind_loop("AsyncKafkaConsumer")
         if first:
-            interval = self.config.auto_commit_interval_ms / 1000
-            self._records.auto_commit_due = time.monotonic() + interval
             if self._ctx.background:
                 loop.call_soon(self._on_wake)
         return loop
@@ -693,8 +664,6 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         if not wanted:
             raise ValueError("Empty assignment: use 'await consumer.unsubscribe()'")
         records = self._records
-        if self._auto_commit and records.consumed and self._loop is not None:
-            records.auto_commit_now()
         keep = set(wanted)
         for tp in list(records.buffer):
             if tp not in keep:
@@ -766,8 +735,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         trace = await self._start_call()
         records = self._records
         with traced(trace), self._ctx.metrics.polling():
-            self._poll_event_due = 0.0
-            records.maybe_auto_commit()
+            self._step.start(trace)
             while True:
                 wake_by = self._turn(trace)
                 done = records.collect_done
@@ -816,9 +784,8 @@ class AsyncKafkaConsumer(LoopFrontEnd):
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         trace = await self._start_call()
         with traced(trace), self._ctx.metrics.polling():
-            self._poll_event_due = 0.0
+            self._step.start(trace)
             records = self._records
-            records.maybe_auto_commit()
             while True:
                 wake_by = self._turn(trace)
                 out = records.take(wanted, limit)
@@ -859,31 +826,14 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         return new_trace_id()
 
     def _turn(self, trace: str) -> float:
-        """Each turn of a call's loop: the poll event, what the background reported, the
-        group protocol check, positions to update; when to send the next poll event."""
-        wake_by = self._send_poll_event(trace)
+        """Each turn of a call's loop: the group actors told again when due (a call still
+        waiting), what the background reported, the poll step's checks and positions
+        (:class:`~kafka_actors.core.poll.PollStep`); when to tell the group actors again."""
+        step = self._step
+        step.waited(trace)
         self._raise_pending()
-        self._core.check_group_protocol()
-        self._core.update_positions(trace)
-        return wake_by
-
-    def _send_poll_event(self, trace: str) -> float:
-        """Tell the membership manager the application polls (its poll timer, the join):
-        at each call, again while a call waits, and soon again when the tell was dropped
-        (the actor is starting). Returns when to send the next one."""
-        now = time.monotonic()
-        if not self._core.uses_group:
-            return now + 3600.0
-        if now >= self._poll_event_due:
-            waiting = self._poll_event_sent_for == trace  # again, for the same call
-            delivered = self._facade.tell("membership", PollEvent(trace, waiting=waiting))
-            if delivered:
-                self._poll_event_sent_for = trace
-                interval = min(1.0, self.config.max_poll_interval_ms / 3000.0)
-            else:
-                interval = self.config.retry_backoff_ms / 1000.0
-            self._poll_event_due = now + interval
-        return self._poll_event_due
+        step.turn(trace)
+        return step.next_event_at
 
     # -- commits ------------------------------------------------------------------------------
 

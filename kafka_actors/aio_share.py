@@ -134,22 +134,23 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
         async with self._poll_lock:
             with traced(trace):
                 core.begin_poll(trace)
-                ctx = self._ctx
+                step = self._step
+                step.start(trace)
                 #: The fetch generation when the last collect was asked, and when.
                 seen: int | None = None
                 asked = 0.0
                 while True:
                     self._raise_pending()
-                    facade.check_wakeup()
-                    core.check_supported()
+                    step.turn(trace)
                     core.raise_collect_error()
                     if core.has_kept():
                         return core.hand_out(trace)
                     now = time.monotonic()
                     # Ask the share fetch actor again only when records may have arrived
                     # since the last collect (or a little while passed), not at every wake-up.
-                    if seen is None or ctx.fetch_generation != seen or now - asked >= _POLL_WAIT_S:
-                        seen, asked = ctx.fetch_generation, now
+                    generation = step.generation
+                    if seen is None or generation != seen or now - asked >= _POLL_WAIT_S:
+                        seen, asked = generation, now
                         if core.collect(trace).done():
                             core.raise_collect_error()
                             if core.has_kept():

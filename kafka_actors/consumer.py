@@ -31,9 +31,9 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
-from kafka_actors.actors.events import PollEvent, PollLatch, PositionsChangedEvent
+from kafka_actors.actors.events import PositionsChangedEvent
 from kafka_actors.actors.facade import (
     CallTimeout,
     ConsumerRebalanceListener,
@@ -48,6 +48,7 @@ from kafka_actors.core import (
     build_config,
     commit_offsets,
 )
+from kafka_actors.core.poll import PollStep
 from kafka_actors.errors import KafkaTimeoutError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
@@ -68,10 +69,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-
-#: How often a poll waiting for records tells the group actors it is still polling.
-_POLL_EVENT_INTERVAL_S: Final = 0.1
-
 
 class KafkaConsumer:
     """A Kafka consumer built from actors (see :mod:`kafka_actors.consumer`).
@@ -113,8 +110,8 @@ class KafkaConsumer:
         self._facade = core.facade
         self._tree = core.tree
         self._poll_lock = threading.RLock()
-        #: The group actors' last PollEvent of a poll, until received (see _tell_poll).
-        self._poll_latches = {"membership": PollLatch(), "commit": PollLatch()}
+        #: The poll step every front end shares (core).
+        self._step = PollStep(core.ctx, core.facade, core.tree, core, group=core.uses_group)
         self._close_lock = threading.Lock()
 
     @property
@@ -230,24 +227,23 @@ class KafkaConsumer:
         return self._poll(timeout, collect, {})
 
     def _poll(self, timeout: float, collect: Callable[[str], _T], empty: _T) -> _T:
-        """The loop of ``poll()`` and ``poll_batches()``; ``collect(trace)`` hands out."""
+        """The loop of ``poll()`` and ``poll_batches()`` around the core's poll step
+        (:class:`~kafka_actors.core.poll.PollStep`), blocking on the context's signal while
+        it waits; ``collect(trace)`` hands out."""
         facade = self._facade
         facade.ensure_open()
         core = self._core
         ctx = self._ctx
+        step = self._step
         core.require_subscription()
-        uses_group = core.uses_group
         trace = new_trace_id()
         deadline = time.monotonic() + max(0.0, float(timeout))
         with traced(trace), self._poll_lock, ctx.metrics.polling():
-            if uses_group:
-                self._tell_poll(trace)
+            step.start(trace)
             while True:
                 facade.process_background()
-                facade.check_wakeup()
-                core.check_group_protocol()
-                core.update_positions(trace)
-                generation = ctx.fetch_generation
+                step.turn(trace)
+                generation = step.generation
                 records = collect(trace)
                 if records:
                     return records
@@ -256,46 +252,11 @@ class KafkaConsumer:
                 facade.tell("fetch", PositionsChangedEvent(trace))
 
                 def ready(seen: int = generation) -> bool:
-                    return (
-                        bool(ctx.background)
-                        or ctx.fetch_generation != seen
-                        or facade.wakeup_pending()
-                        or self._tree.fatal_error is not None
-                        or facade.closed
-                        or core.init_done()
-                    )
+                    return step.ready(seen)
 
-                # A waiting poll tells the group actors again every _POLL_EVENT_INTERVAL_S (Java
-                # sends a PollEvent per loop of poll()): with auto-commit, a new assignment is
-                # reconciled on a poll event only, which must not wait for the poll's timeout.
-                ctx.signal.wait_until(
-                    ready,
-                    min(deadline, time.monotonic() + _POLL_EVENT_INTERVAL_S)
-                    if uses_group
-                    else deadline,
-                )
+                ctx.signal.wait_until(ready, step.wait_until(deadline))
                 facade.ensure_open()
-                if uses_group:
-                    event = PollEvent(trace, waiting=True)
-                    facade.tell("membership", event)
-                    facade.tell("commit", event)
-
-    def _tell_poll(self, trace: str) -> None:
-        """A poll's PollEvent to the membership and commit actors, unless the one an earlier
-        poll told an actor is still in its inbox (:class:`PollLatch`): the actor reads its
-        clock for that event after this poll started, so it stands for this poll too (the
-        poll timer, auto-commit due, a rebalance to start). Saves a queue put and a thread
-        wake-up per poll and actor when polls come faster than the actors run. An event not
-        received within _POLL_EVENT_INTERVAL_S (a restarting actor's inbox) is not trusted."""
-        facade = self._facade
-        now = time.monotonic()
-        for target, latch in self._poll_latches.items():
-            if latch.pending and now - latch.told_at < _POLL_EVENT_INTERVAL_S:
-                continue
-            latch.pending = True
-            latch.told_at = now
-            if not facade.tell(target, PollEvent(trace, latch=latch)):
-                latch.pending = False
+                step.waited(trace)
 
     # -- waiting on the core's futures --------------------------------------------------------
 

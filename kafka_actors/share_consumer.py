@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from kafka_actors.core.poll import PollStep
 from kafka_actors.core.share_core import (
     AcknowledgementCommitCallback,
     ShareConsumerRecords,
@@ -74,6 +75,9 @@ class ShareFrontEnd:
         self.config = core.config
         self._ctx = core.ctx
         self._facade = core.facade
+        #: The poll step every front end shares (core); a share group's actors need no
+        #: PollEvent.
+        self._step = PollStep(core.ctx, core.facade, core.tree, core, group=False)
         self._setup()
 
     def _setup(self) -> None:
@@ -172,13 +176,14 @@ class KafkaShareConsumer(ShareFrontEnd):
         core.require_subscription()
         trace = new_trace_id()
         deadline = time.monotonic() + max(0.0, float(timeout))
+        step = self._step
         with traced(trace), self._poll_lock, ctx.metrics.polling():
             core.begin_poll(trace)
+            step.start(trace)
             while True:
                 facade.process_background()
-                facade.check_wakeup()
-                core.check_supported()
-                generation = ctx.fetch_generation
+                step.turn(trace)
+                generation = step.generation
                 core.raise_collect_error()
                 if not core.has_kept():
                     # Woken meanwhile, the collect still deposits its records for the next
@@ -191,13 +196,7 @@ class KafkaShareConsumer(ShareFrontEnd):
                     return ShareConsumerRecords({})
 
                 def ready(seen: int = generation) -> bool:
-                    return (
-                        bool(ctx.background)
-                        or ctx.fetch_generation != seen
-                        or facade.wakeup_pending()
-                        or core.tree.fatal_error is not None
-                        or facade.closed
-                    )
+                    return step.ready(seen)
 
                 ctx.signal.wait_until(ready, min(deadline, time.monotonic() + _POLL_WAIT_S))
                 facade.ensure_open()

@@ -3,7 +3,8 @@
 Owns: :class:`ConsumerContext` (configuration, clock, scheduler, the shared
 :class:`~kafka_actors.protocol.subscription.SubscriptionState`, the handles by which actors find
 each other across restarts, and the few facts a restarted actor must find again: the member
-id, the known coordinator, the last cluster view, the negotiated API versions),
+id, the known coordinator, the last cluster view, the negotiated API versions; the consumer's
+one thread-safe fetch buffer),
 :class:`AppSignal` (the one condition variable that wakes application threads blocked in
 ``poll`` or a blocking call), :class:`Outcome` helpers for the ``concurrent.futures.Future``
 that carries each application event's result; the context holds the consumer's
@@ -28,6 +29,7 @@ from kafka_actors.clock import Clock, Scheduler
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.log import get_logger
 from kafka_actors.metrics import ConsumerMetrics, MetricConfig
+from kafka_actors.protocol.fetch_buffer import FetchBuffer
 from kafka_actors.protocol.subscription import SubscriptionState
 from kafka_actors.protocol.versions import NegotiatedVersions
 from kafka_actors.supervisors import ChildRestartingError, ChildTable, SupervisorFatalError
@@ -133,16 +135,11 @@ class ConsumerContext:
     versions: NegotiatedVersions | None = None
     #: Background events for the application thread (appended by the facade actor).
     background: deque[Any] = field(default_factory=deque)
-    #: Grows when the fetch actor buffered new data (poll() waits for it to change).
-    fetch_generation: int = 0
-    #: The running fetch actor's direct collect (``collect(max_records, *, columnar=False) ->
-    #: FetchResult | None``) for the polling thread; None while no fetch actor runs (then poll
-    #: asks the actor).
-    fetch_collector: Callable[..., Any] | None = None
-    #: The same when the fetch actor's lock is free, never waiting for it
-    #: (``try_collect(max_records) -> (ran, FetchResult | None)``, ran False when the lock was
-    #: taken): the asyncio consumer collects on the loop's thread with it.
-    fetch_try_collector: Callable[..., tuple[bool, Any]] | None = None
+    #: The consumer's one fetch buffer: filled by the fetch actor's manager, collected from
+    #: on the polling thread (:class:`~kafka_actors.actors.fetch_collector.FetchCollector`);
+    #: its ``generation`` grows when data may be waiting (a poll that found nothing waits for
+    #: it to change; the share fetch actor keeps its records but grows it too).
+    fetch_buffer: FetchBuffer = field(init=False)
     #: Rebalance-safe commits (``rebalance.safe.commits``): RebalanceSafeCommits or None.
     safe_commits: Any = None
     #: Futures of application events not completed yet: failed if the tree gives up.
@@ -155,6 +152,9 @@ class ConsumerContext:
             MetricConfig.from_consumer_config(self.config),
             self.clock,
             assigned_partitions=subscriptions.num_assigned_partitions,
+        )
+        self.fetch_buffer = FetchBuffer(
+            subscriptions, client_id=self.config.client_id, group_id=self.config.group_id
         )
 
     def now_ms(self) -> int:

@@ -6,11 +6,13 @@ Thespian bridge, the Spark coordinator).
   application changes it, and every request to the actors as a future that never blocks.
 * :mod:`kafka_actors.core.handout`: :class:`HandOut`, the hand-out bookkeeping (collect,
   keep, rewind, deserialize, what was returned).
+* :mod:`kafka_actors.core.poll`: :class:`~kafka_actors.core.poll.PollStep`, one poll's steps
+  around its collect, for every front end (sync, asyncio, both share consumers).
 
 A front end builds one :class:`ConsumerCore` and uses its public API only; it waits on the
 futures (``KafkaConsumer``) or awaits them (``AsyncKafkaConsumer``).
 
-May touch: what its two modules touch.
+May touch: what its modules touch.
 """
 
 from kafka_actors.core.consumer_core import (

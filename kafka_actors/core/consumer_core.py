@@ -423,6 +423,12 @@ class ConsumerCore(ActorCore):
         if versions is not None and not versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT):
             raise UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
 
+    def prepare_collect(self, trace: str) -> None:
+        """Each poll turn before it collects (:class:`~kafka_actors.core.poll.PollStep`): the
+        group protocol check, then positions to update."""
+        self.check_group_protocol()
+        self.update_positions(trace)
+
     def require_subscription(self) -> None:
         if self.ctx.subscriptions.has_no_subscription_or_user_assignment():
             raise IllegalStateError(

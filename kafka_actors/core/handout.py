@@ -1,11 +1,12 @@
 """The hand-out bookkeeping of one consumer: records from the fetch actor to the application.
 
-Owns: collecting fetched records (on the caller's thread through the fetch actor's collector,
-or from the actor), the last check that a record handed out belongs to a partition the
-consumer still owns and may fetch (*keep*), moving a partition's position back to records
-that will not be returned (*rewind*, compare-and-set: a seek since wins), deserialization of
-keys and values on the caller's thread, a record a deserializer failed on (raised again while
-its partition's position stays at it), and what rebalance-safe commits must wait for.
+Owns: collecting fetched records (on the caller's thread from the consumer's fetch buffer
+through a :class:`~kafka_actors.actors.fetch_collector.FetchCollector`, or from the actor),
+the last check that a record handed out belongs to a partition the consumer still owns and
+may fetch (*keep*), moving a partition's position back to records that will not be returned
+(*rewind*, compare-and-set: a seek since wins), deserialization of keys and values on the
+caller's thread, a record a deserializer failed on (raised again while its partition's
+position stays at it), and what rebalance-safe commits must wait for.
 
 Both front ends use it: ``KafkaConsumer.poll`` hands a collect out in one go
 (:meth:`HandOut.hand_out`), ``KafkaConsumer.poll_batches`` the same in Arrow batches
@@ -13,7 +14,7 @@ Both front ends use it: ``KafkaConsumer.poll`` hands a collect out in one go
 :meth:`HandOut.admit`, :meth:`HandOut.rewind`, :meth:`HandOut.deserialize` and
 :meth:`HandOut.returned`.
 
-May touch: the consumer's context (subscription state, fetch collector, safe commits), the
+May touch: the consumer's context (subscription state, fetch buffer, safe commits), the
 fetch actor (collect), the serialization helpers.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 from kafka_actors.actors.context import ConsumerContext, fail
 from kafka_actors.actors.events import PositionsChangedEvent
 from kafka_actors.actors.facade import ConsumerRecords, Facade
+from kafka_actors.actors.fetch_collector import FetchCollector
 from kafka_actors.actors.managers import CollectEvent
 from kafka_actors.errors import IllegalStateError, RecordDeserializationError
 from kafka_actors.log import new_trace_id
@@ -57,6 +59,8 @@ class HandOut:
         self._facade = facade
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
+        #: Collects from the consumer's fetch buffer on the calling thread.
+        self.collector = FetchCollector(ctx)
         #: Per partition, a record a deserializer failed on, where its position stopped.
         self._undeserializable: dict[TopicPartition, ConsumerRecord] = {}
 
@@ -67,16 +71,12 @@ class HandOut:
     # -- collect -----------------------------------------------------------------------------
 
     def try_collect_here(self, max_records: int, *, columnar: bool = False) -> tuple[bool, Any]:
-        """Collect on this thread when the fetch actor's lock is free (never waited for):
-        ``(ran, FetchResult | None)``; not ran: ask the actor (:meth:`collect`).
-        ``columnar``: the records as column slices (``FetchResult.columns``)."""
-        try_collect = self._ctx.fetch_try_collector
-        if try_collect is None:
-            return False, None
-        ran, result = (
-            try_collect(max_records, columnar=True) if columnar else try_collect(max_records)
-        )
-        return ran, result
+        """Collect on this thread when the fetch buffer's lock is free (never waited for):
+        ``(ran, FetchResult | None)``; not ran (the lock taken, or no fetch actor fills the
+        buffer): ask the actor (:meth:`collect`). ``columnar``: the records as column slices
+        (``FetchResult.columns``)."""
+        result = self.collector.collect(max_records, columnar=columnar, wait=False)
+        return result is not None, result
 
     def collect(self, max_records: int, trace: str) -> concurrent.futures.Future[Any]:
         """Ask the fetch actor for up to ``max_records`` (a told event, never waited for):
@@ -87,10 +87,11 @@ class HandOut:
         return future
 
     def poll_records(self, max_records: int, trace: str) -> ConsumerRecords:
-        """``KafkaConsumer.poll``'s collect: on the caller's thread through the fetch actor's
-        collector (it waits for the fetch actor's lock, held only while the actor handles one
-        message), else an ask to the actor bounded by 30 s (so that an actor crashing on it
-        answers at once); then :meth:`hand_out`. Nothing when the actor is restarting."""
+        """``KafkaConsumer.poll``'s collect: on the caller's thread from the fetch buffer
+        (:class:`FetchCollector`; it waits for the buffer's lock, held by the fetch actor only
+        while it handles one message), else an ask to the actor bounded by 30 s (so that an
+        actor crashing on it answers at once); then :meth:`hand_out`. Nothing when the actor
+        is restarting."""
         if self._undeserializable:
             self._raise_undeserializable()
         result = self._collected(max_records, trace, columnar=False)
@@ -104,13 +105,9 @@ class HandOut:
         """A FetchResult collected as :meth:`poll_records` says, or None."""
         ctx = self._ctx
         try:
-            collector = ctx.fetch_collector  # on this thread, no actor round trip
-            if collector is None:
-                result = None
-            elif columnar:
-                result = collector(max_records, columnar=True)
-            else:
-                result = collector(max_records)
+            # On this thread, no actor round trip (waits for the buffer's lock, held only
+            # while the fetch actor handles one message).
+            result = self.collector.collect(max_records, columnar=columnar)
             if result is None:
                 event = CollectEvent(max_records, trace, columnar=columnar)
                 result = ctx.ask("fetch", event, timeout=30.0)

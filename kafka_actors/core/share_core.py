@@ -246,6 +246,15 @@ class ShareCore(ActorCore):
         if versions is not None and not versions.supports(ApiKey.SHARE_GROUP_HEARTBEAT):
             raise ShareGroupsNotSupportedError()
 
+    def prepare_collect(self, trace: str) -> None:
+        """Each poll turn before it collects (:class:`~kafka_actors.core.poll.PollStep`): the
+        brokers must support share groups."""
+        self.check_supported()
+
+    def init_done(self) -> bool:
+        """No positions lookup: a share group's broker holds the positions."""
+        return False
+
     def subscription(self) -> set[str]:
         return set(self.ctx.subscriptions.subscription)
 

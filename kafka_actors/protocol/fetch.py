@@ -11,8 +11,10 @@ per-partition Fetch errors, and fetch metrics. It follows the Java client's ``Ab
 ``FetchCollector`` / ``FetchBuffer`` (Kafka 4.x) — facts only.
 The parts live in their own modules, as Java's: the per-node session in
 :mod:`kafka_actors.protocol.fetch_session`, the buffer and :meth:`~FetchManager.collect` in
-:mod:`kafka_actors.protocol.fetch_buffer` (:class:`FetchManager` derives from its
-:class:`~kafka_actors.protocol.fetch_buffer.FetchBuffer`); this module keeps the requests,
+:mod:`kafka_actors.protocol.fetch_buffer` (the thread-safe
+:class:`~kafka_actors.protocol.fetch_buffer.FetchBuffer` a manager holds and fills, shared with
+the polling thread that collects from it), the settings in
+:mod:`kafka_actors.protocol.fetch_config`; this module keeps the requests,
 the responses and the metrics, and re-exports the public names.
 
 May touch: the shared :class:`~kafka_actors.protocol.subscription.SubscriptionState` (positions,
@@ -81,7 +83,6 @@ Choices, in one place:
 from __future__ import annotations
 
 import struct
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -110,7 +111,8 @@ from kafka_actors.errors import (
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.condition_log import ConditionLog
-from kafka_actors.protocol.fetch_buffer import FetchBuffer, FetchResult, _CompletedFetch
+from kafka_actors.protocol.fetch_buffer import CompletedFetch, FetchBuffer, FetchResult
+from kafka_actors.protocol.fetch_config import FetchConfig
 from kafka_actors.protocol.fetch_session import (
     _MIN_SESSION_VERSION,
     FINAL_EPOCH,
@@ -120,14 +122,10 @@ from kafka_actors.protocol.fetch_session import (
     SessionRequest,
 )
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
-from kafka_actors.protocol.records import (
-    DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
-)
 from kafka_actors.protocol.request_state import EventOutbox
 from kafka_actors.protocol.requests import FetchPartition, ForgottenTopic, fetch_request
 from kafka_actors.protocol.subscription import (
     FetchPosition,
-    IsolationLevel,
     LeaderAndEpoch,
     ResetKind,
     SubscriptionState,
@@ -137,8 +135,6 @@ from kafka_actors.protocol.versions import NegotiatedVersions
 if TYPE_CHECKING:
     import uuid
 
-    from kafka_actors.config import ConsumerConfig
-
 __all__ = [
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
@@ -147,6 +143,7 @@ __all__ = [
     "FetchConfig",
     "FetchManager",
     "FetchMetrics",
+    "FetchResponseStats",
     "FetchResult",
     "FetchSessionHandler",
     "MetadataRefreshNeeded",
@@ -219,61 +216,13 @@ class _EmptyCluster:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchConfig:
-    """The consumer settings fetching uses (Java names, Java defaults)."""
+class FetchResponseStats:
+    """One Fetch response handled, for Java's per-response sensors: its latency, its
+    ``throttle_time_ms`` and its record bytes by topic (:meth:`FetchManager.on_response`)."""
 
-    fetch_min_bytes: int = 1
-    fetch_max_bytes: int = 52_428_800
-    fetch_max_wait_ms: int = 500
-    max_partition_fetch_bytes: int = 1_048_576
-    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
-    client_rack: str = ""
-    check_crcs: bool = True
-    retry_backoff_ms: int = 100
-    metadata_max_age_ms: int = 300_000
-    max_poll_records: int = 500
-    #: Bound of the raw bytes buffered ahead of the application; None: fetch.max.bytes.
-    prefetch_buffer_bytes: int | None = None
-    #: Timeout of each Fetch request; None: the NetworkActor's request.timeout.ms.
-    request_timeout_ms: int | None = None
-    #: Fetch a partition with one buffered response again from where its data ends (see the
-    #: module docstring); False: Java's rule (no fetch while data is buffered). The consumer
-    #: turns it on (:meth:`from_consumer_config`).
-    fetch_ahead: bool = False
-    #: Bound on one batch's decompressed records (``max.decompressed.batch.bytes``).
-    max_decompressed_batch_bytes: int = DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES
-
-    @property
-    def buffer_limit(self) -> int:
-        return self.prefetch_buffer_bytes or self.fetch_max_bytes
-
-    @classmethod
-    def from_consumer_config(
-        cls,
-        config: ConsumerConfig,
-        *,
-        prefetch_buffer_bytes: int | None = None,
-        fetch_ahead: bool = True,
-    ) -> FetchConfig:
-        return cls(
-            fetch_min_bytes=config.fetch_min_bytes,
-            fetch_max_bytes=config.fetch_max_bytes,
-            fetch_max_wait_ms=config.fetch_max_wait_ms,
-            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
-            isolation_level=(
-                IsolationLevel.READ_COMMITTED
-                if config.isolation_level.lower() == "read_committed"
-                else IsolationLevel.READ_UNCOMMITTED
-            ),
-            client_rack=config.client_rack,
-            check_crcs=config.check_crcs,
-            retry_backoff_ms=config.retry_backoff_ms,
-            metadata_max_age_ms=config.metadata_max_age_ms,
-            max_poll_records=config.max_poll_records,
-            prefetch_buffer_bytes=prefetch_buffer_bytes,
-            fetch_ahead=fetch_ahead,
-            max_decompressed_batch_bytes=config.max_decompressed_batch_bytes,
-        )
+    latency_ms: int
+    throttle_ms: int
+    bytes_by_topic: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +294,7 @@ class _InFlight:
 # -- the manager ---------------------------------------------------------------------------
 
 
-class FetchManager(FetchBuffer, EventOutbox):
+class FetchManager(EventOutbox):
     """The pure fetch state machine (see the module docstring)."""
 
     def __init__(
@@ -356,9 +305,18 @@ class FetchManager(FetchBuffer, EventOutbox):
         fetch_version: int | None = None,
         client_id: str = "",
         group_id: str | None = None,
+        buffer: FetchBuffer | None = None,
     ) -> None:
         self._subs = subscriptions
         self._config = config if config is not None else FetchConfig()
+        #: Where responses' data waits for collect (shared with the polling thread when
+        #: given: the consumer's); emptied for this manager.
+        self.buffer = (
+            buffer
+            if buffer is not None
+            else FetchBuffer(subscriptions, client_id=client_id, group_id=group_id)
+        )
+        self._buffer_owner = self.buffer.reset(self._config)
         self._fetch_version = fetch_version
         self._cluster: ClusterView = _EmptyCluster()
         self._default_versions: NegotiatedVersions | None = None
@@ -371,10 +329,7 @@ class FetchManager(FetchBuffer, EventOutbox):
         self._unanswered: dict[int, int] = {}
         self._next_leader_refresh_ms = 0
         self._awaiting_metadata: set[TopicPartition] = set()
-        self._completed: deque[_CompletedFetch] = deque()
-        self._buffered_bytes = 0
         self._init_outbox()
-        self._last_assignment_id = -1
         self._closing = False
         self._log = get_logger("fetch", client_id=client_id, group_id=group_id)
         # For the log: failures lasting since the last success, keyed ("failed", node),
@@ -391,25 +346,35 @@ class FetchManager(FetchBuffer, EventOutbox):
         self._m_latency_last: int | None = None
         self._m_first_request: int | None = None
         self._m_last_response: int | None = None
-        self._m_records = 0
-        self._m_bytes = 0
         self._m_bytes_fetched = 0
-        self._m_lag: dict[TopicPartition, int] = {}
-        self._m_lag_assignment_id = -1
-        #: The last Fetch response handled, for Java's sensors (one record per response):
-        #: (latency ms, throttle_time_ms, record bytes by topic); None if it was ignored.
-        self.last_response: tuple[int, int, dict[str, int]] | None = None
-        #: The last collect: record bytes handed out by topic (drained responses), and the
-        #: lag and lead of the partitions it advanced.
-        self.last_collect_bytes: dict[str, int] = {}
-        self.last_collect_lag: dict[TopicPartition, int] = {}
-        self.last_collect_lead: dict[TopicPartition, int] = {}
 
     # -- inputs ------------------------------------------------------------------------------
 
     @property
     def config(self) -> FetchConfig:
         return self._config
+
+    # -- the buffer (see :class:`FetchBuffer`) ---------------------------------------------
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self.buffer.buffered_bytes
+
+    @property
+    def bytes_consumed(self) -> int:
+        return self.buffer.bytes_consumed
+
+    def buffered_partitions(self) -> frozenset[TopicPartition]:
+        return self.buffer.buffered_partitions()
+
+    def collect(self, max_records: int | None = None, *, columnar: bool = False) -> FetchResult:
+        """:meth:`FetchBuffer.collect` of this manager's buffer."""
+        return self.buffer.collect(max_records, columnar=columnar)
+
+    def release_buffer(self) -> None:
+        """This manager fills its buffer no more (its actor stopped): collects on the polling
+        thread answer None until a new manager resets it."""
+        self.buffer.close(self._buffer_owner)
 
     def session(self, node: int) -> FetchSessionHandler | None:
         return self._sessions.get(node)
@@ -447,7 +412,7 @@ class FetchManager(FetchBuffer, EventOutbox):
     # -- poll ------------------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> PollResult:
-        self._drop_stale_buffered()
+        self.buffer.drop_stale()
         requests: list[UnsentRequest] = []
         if self._closing:
             for node, handler in list(self._sessions.items()):
@@ -506,8 +471,8 @@ class FetchManager(FetchBuffer, EventOutbox):
         return None if common is None else (common.min, common.max)
 
     def _prepare_fetches(self, now_ms: int) -> list[UnsentRequest]:
-        buffer_full = self._buffered_bytes >= self._config.buffer_limit
-        chains = self._chains()
+        buffer_full = self.buffer.buffered_bytes >= self._config.buffer_limit
+        chains = self.buffer.chains()
         fetch_ahead = self._config.fetch_ahead
         positions = self._subs.fetchable_positions()
         by_node: dict[int, dict[TopicPartition, FetchPosition]] = {}
@@ -737,11 +702,12 @@ class FetchManager(FetchBuffer, EventOutbox):
                 "fetch_failed", node=in_flight.node, error=repr(error), **report.fields()
             )
 
-    def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
-        self.last_response = None
+    def on_response(self, request_id: int, response: Any, now_ms: int) -> FetchResponseStats | None:
+        """Handle a Fetch response: its statistics for Java's per-response sensors, or None
+        when it was ignored (not in flight any more, or a session close)."""
         in_flight = self._take(request_id)
         if in_flight is None or in_flight.closing:
-            return
+            return None
         latency = max(0, now_ms - in_flight.sent_ms)
         self._m_responses += 1
         self._m_latency_total += latency
@@ -753,7 +719,7 @@ class FetchManager(FetchBuffer, EventOutbox):
         # Java's fetch-throttle-time sensor: one sample per Fetch response, zeros included.
         self._m_throttle_total += throttle_ms
         self._m_throttle_max = max(self._m_throttle_max, throttle_ms)
-        self.last_response = (latency, throttle_ms, {})
+        stats = FetchResponseStats(latency, throttle_ms, {})
         self._node_backoff_until.pop(in_flight.node, None)
         self._unanswered.pop(in_flight.node, None)
         node = in_flight.node
@@ -789,21 +755,24 @@ class FetchManager(FetchBuffer, EventOutbox):
             report = self._failures.occurred(("error", node, top_error), now_ms)
             if report is not None:
                 self._log.info("fetch_error", node=node, error_code=top_error, **report.fields())
-            return
+            return stats
         if self._failures:
             self._fetch_recovered(node, now_ms)
         if not accepted:
             self._log.info("fetch_response_rejected", node=node)
-            return
+            return stats
         refresh: list[TopicPartition] = []
         for tp, part in data:
             requested = in_flight.partitions.get(tp)
             if requested is None:
                 continue
-            self._handle_partition(tp, part, requested.fetch_offset, in_flight, refresh, now_ms)
+            self._handle_partition(
+                tp, part, requested.fetch_offset, in_flight, refresh, now_ms, stats.bytes_by_topic
+            )
         if refresh:
             self._awaiting_metadata.update(refresh)
             self._events.append(MetadataRefreshNeeded("fetch partition error", tuple(refresh)))
+        return stats
 
     def _fetch_recovered(self, node: int, now_ms: int) -> None:
         """``node`` answered a fetch without a top-level error: its failures have ended."""
@@ -823,7 +792,10 @@ class FetchManager(FetchBuffer, EventOutbox):
         in_flight: _InFlight,
         refresh: list[TopicPartition],
         now_ms: int,
+        bytes_by_topic: dict[str, int],
     ) -> None:
+        """One partition of a response; ``bytes_by_topic``: the response's record bytes, by
+        topic, counted here."""
         code = int(part.error_code)
         if code == NO_ERROR and self._failures:
             cleared = self._failures.cleared(("unknown_server_error", tp), now_ms)
@@ -839,7 +811,8 @@ class FetchManager(FetchBuffer, EventOutbox):
             and state.position.offset == fetch_offset
         )
         if code == NO_ERROR:
-            if not at_position and not (state is not None and self._chain_end(tp) == fetch_offset):
+            continues = state is not None and self.buffer.chain_end(tp) == fetch_offset
+            if not at_position and not continues:
                 return  # fetched before a seek / reset / revocation: stale
             self._subs.update_partition_offsets(
                 tp,
@@ -856,12 +829,10 @@ class FetchManager(FetchBuffer, EventOutbox):
             if records:
                 raw = bytes(records)
                 self._m_bytes_fetched += len(raw)
-                if self.last_response is not None:
-                    by_topic = self.last_response[2]
-                    by_topic[tp.topic] = by_topic.get(tp.topic, 0) + len(raw)
+                bytes_by_topic[tp.topic] = bytes_by_topic.get(tp.topic, 0) + len(raw)
                 aborted = part.aborted_transactions
-                self._add_completed(
-                    _CompletedFetch(
+                self.buffer.add(
+                    CompletedFetch(
                         tp=tp,
                         fetch_offset=fetch_offset,
                         data=raw,
@@ -919,8 +890,8 @@ class FetchManager(FetchBuffer, EventOutbox):
                     topic=tp.topic,
                     partition=tp.partition,
                 )
-        self._add_completed(
-            _CompletedFetch(
+        self.buffer.add(
+            CompletedFetch(
                 tp=tp,
                 fetch_offset=fetch_offset,
                 data=b"",
@@ -951,11 +922,11 @@ class FetchManager(FetchBuffer, EventOutbox):
             last_fetch_latency_ms=self._m_latency_last,
             first_request_ms=self._m_first_request,
             last_response_ms=self._m_last_response,
-            records_consumed=self._m_records,
-            bytes_consumed=self._m_bytes,
+            records_consumed=self.buffer.records_consumed,
+            bytes_consumed=self.buffer.bytes_consumed,
             bytes_fetched=self._m_bytes_fetched,
-            buffered_bytes=self._buffered_bytes,
-            records_lag=dict(self._m_lag),
+            buffered_bytes=self.buffer.buffered_bytes,
+            records_lag=self.buffer.records_lag(),
         )
 
 

@@ -5,22 +5,30 @@ and chaining (data continues where the partition's position or the previous buff
 ends), dropping data of partitions no longer owned or moved, and :meth:`FetchBuffer.collect`:
 decoding at hand-out time, records handed out only for partitions still owned, fetchable and
 at the position the data continues, positions advanced, per-partition errors raised in order
-(:class:`FetchResult`). It follows the Java client's ``FetchBuffer`` / ``FetchCollector``; the
-requests, sessions and responses are :class:`~kafka_actors.protocol.fetch.FetchManager`'s,
-which derives from it (the choices are in :mod:`kafka_actors.protocol.fetch`).
+(:class:`FetchResult`, which also carries the collect's statistics: lag, lead and bytes per
+topic). It follows the Java client's ``FetchBuffer`` / ``FetchCollector``: one object, thread
+safe, shared by its producer (the fetch manager, :mod:`kafka_actors.protocol.fetch`, adding
+completed fetches on the fetch actor's thread) and its consumer (the collect, on the polling
+thread). Its lock (:attr:`FetchBuffer.lock`, re-entrant) guards every method; the fetch actor
+holds it while it handles one message, so that the manager's view of the buffer does not
+change under it. :attr:`FetchBuffer.generation` grows when data may be waiting
+(:meth:`FetchBuffer.wakeup`): a poll that found nothing waits for it to change.
 
 May touch: the shared :class:`~kafka_actors.protocol.subscription.SubscriptionState`
-(positions, through its atomic methods), nothing else; pure.
+(positions, through its atomic methods), nothing else; pure but for its lock.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka_actors.errors import KafkaError
+from kafka_actors.log import get_logger
+from kafka_actors.protocol.fetch_config import FetchConfig
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import (
     ConsumerRecord,
@@ -32,10 +40,6 @@ from kafka_actors.protocol.subscription import (
     FetchPosition,
     SubscriptionState,
 )
-
-if TYPE_CHECKING:
-    from kafka_actors.protocol.fetch import FetchConfig
-
 
 #: A columnar collect takes at most one response's records per partition: each partition's
 #: batch is then a zero-copy slice of one decoded response (two would be concatenated, a copy
@@ -67,7 +71,7 @@ class ColumnSlice:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    """What :meth:`FetchManager.collect` hands out.
+    """What :meth:`FetchBuffer.collect` hands out.
 
     ``records``: per partition, in offset order; ``columns``: the same from a columnar collect
     (``collect(columnar=True)``, then ``records`` is empty); ``positions``: the new position
@@ -82,6 +86,14 @@ class FetchResult:
     #: SubscriptionState.assignment_id when the result was collected.
     assignment_id: int = 0
     columns: Mapping[TopicPartition, tuple[ColumnSlice, ...]] = field(default_factory=dict)
+    #: The collect's statistics (for the consumed-records sensors): the lag and the lead of
+    #: the partitions it advanced, and the raw record bytes of the responses it drained, by
+    #: topic.
+    lag: Mapping[TopicPartition, int] = field(default_factory=dict)
+    lead: Mapping[TopicPartition, int] = field(default_factory=dict)
+    bytes_by_topic: Mapping[str, int] = field(default_factory=dict)
+    #: Buffered bytes the collect freed (drained or dropped): room for the next fetches.
+    freed_bytes: int = 0
 
     def still_owned(self, subscriptions: SubscriptionState) -> FetchResult:
         """This result without the records of partitions that, since it was collected, stopped
@@ -128,7 +140,7 @@ class FetchResult:
 
 
 @dataclass(slots=True, eq=False)
-class _CompletedFetch:
+class CompletedFetch:
     """One partition's data (or error) from one response, waiting in the buffer."""
 
     tp: TopicPartition
@@ -168,22 +180,68 @@ def _with_context(error: KafkaError, tp: TopicPartition, offset: int) -> KafkaEr
 
 
 class FetchBuffer:
-    """The buffer and collector half of the fetch manager (see the module docstring).
+    """The buffer of completed fetches and their collect (see the module docstring).
 
-    :class:`~kafka_actors.protocol.fetch.FetchManager` owns the state below (initialized in
-    its ``__init__``) and adds completed fetches from the responses it reads.
-    """
+    Built with the subscription state it advances; :meth:`reset` empties it for a new fetch
+    manager (with that manager's config) and opens it; :meth:`close` marks it as having no
+    producer (then :meth:`try_collect` answers None: the caller asks the fetch actor)."""
 
-    _subs: SubscriptionState
-    _config: FetchConfig
-    _log: Any
-    _completed: deque[_CompletedFetch]
-    _buffered_bytes: int
-    _last_assignment_id: int
-    _m_records: int
-    _m_bytes: int
-    _m_lag: dict[TopicPartition, int]
-    _m_lag_assignment_id: int
+    def __init__(
+        self,
+        subscriptions: SubscriptionState,
+        config: FetchConfig | None = None,
+        *,
+        client_id: str = "",
+        group_id: str | None = None,
+    ) -> None:
+        self._subs = subscriptions
+        self._log = get_logger("fetch", client_id=client_id, group_id=group_id)
+        #: Held by every method, and by the fetch actor while it handles one message.
+        self.lock = threading.RLock()
+        #: Grows when data (or an error) may be waiting at collect (:meth:`wakeup`).
+        self.generation = 0
+        self._open = False
+        #: Grows at every reset: which manager the buffer is open for.
+        self._owner = 0
+        self._config = config if config is not None else FetchConfig()
+        self._completed: deque[CompletedFetch] = deque()
+        self._buffered_bytes = 0
+        self._m_records = 0
+        self._m_bytes = 0
+        self._m_lag: dict[TopicPartition, int] = {}
+        self._m_lag_assignment_id = -1
+
+    def reset(self, config: FetchConfig) -> int:
+        """Empty, with the counters at zero and ``config``, and open: a new fetch manager.
+        Returns the token its :meth:`close` takes."""
+        with self.lock:
+            self._owner += 1
+            self._config = config
+            self._completed = deque()
+            self._buffered_bytes = 0
+            self._m_records = 0
+            self._m_bytes = 0
+            self._m_lag = {}
+            self._m_lag_assignment_id = -1
+            self._open = True
+            return self._owner
+
+    def close(self, owner: int) -> None:
+        """The fetch manager that :meth:`reset` it (``owner``, its token) fills it no more (its
+        actor stopped); nothing when another manager reset it since."""
+        with self.lock:
+            if owner == self._owner:
+                self._open = False
+
+    def wakeup(self) -> None:
+        """Data or an error may be waiting at collect: a waiting poll collects again."""
+        with self.lock:
+            self.generation += 1
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a fetch manager fills it (its actor runs)."""
+        return self._open
 
     @property
     def buffered_bytes(self) -> int:
@@ -194,30 +252,43 @@ class FetchBuffer:
         """Raw record bytes of the fetched data handed out so far (counted when drained)."""
         return self._m_bytes
 
+    @property
+    def records_consumed(self) -> int:
+        return self._m_records
+
+    def records_lag(self) -> dict[TopicPartition, int]:
+        """The last lag of every partition collected from and still assigned."""
+        with self.lock:
+            return dict(self._m_lag)
+
     def buffered_partitions(self) -> frozenset[TopicPartition]:
-        return frozenset(cf.tp for cf in self._completed)
+        with self.lock:
+            return frozenset(cf.tp for cf in self._completed)
 
-    def _add_completed(self, cf: _CompletedFetch) -> None:
-        self._completed.append(cf)
-        self._buffered_bytes += cf.size
+    def add(self, cf: CompletedFetch) -> None:
+        """A completed fetch (data or a partition error) from a response, in arrival order."""
+        with self.lock:
+            self._completed.append(cf)
+            self._buffered_bytes += cf.size
 
-    def _release(self, cf: _CompletedFetch) -> None:
+    def _release(self, cf: CompletedFetch) -> None:
         self._buffered_bytes -= cf.size
 
-    def _drop_stale_buffered(self) -> None:
+    def drop_stale(self) -> None:
         """Free buffered data that can never be handed out: partitions no longer assigned,
         pending revocation, or no longer at the offset the data continues."""
-        kept: deque[_CompletedFetch] = deque()
-        ends: dict[TopicPartition, int | None] = {}
-        for cf in self._completed:
-            if self._usable(cf, ignore_pause=True) or self._chained(cf, ends):
-                kept.append(cf)
-                ends[cf.tp] = cf.end_offset if cf.error is None else None
-            else:
-                self._release(cf)
-        self._completed = kept
+        with self.lock:
+            kept: deque[CompletedFetch] = deque()
+            ends: dict[TopicPartition, int | None] = {}
+            for cf in self._completed:
+                if self._usable(cf, ignore_pause=True) or self._chained(cf, ends):
+                    kept.append(cf)
+                    ends[cf.tp] = cf.end_offset if cf.error is None else None
+                else:
+                    self._release(cf)
+            self._completed = kept
 
-    def _chained(self, cf: _CompletedFetch, ends: Mapping[TopicPartition, int | None]) -> bool:
+    def _chained(self, cf: CompletedFetch, ends: Mapping[TopicPartition, int | None]) -> bool:
         """Whether ``cf`` continues the data before it (fetch ahead) of a partition still
         owned; ``ends``: where the data kept so far of each partition ends."""
         end = ends.get(cf.tp)
@@ -231,22 +302,25 @@ class FetchBuffer:
             or state.pending_on_assigned_callback
         )
 
-    def _chains(self) -> dict[TopicPartition, tuple[int, int | None]]:
+    def chains(self) -> dict[TopicPartition, tuple[int, int | None]]:
         """Per buffered partition: (buffered responses, where the last one's data ends)."""
-        chains: dict[TopicPartition, tuple[int, int | None]] = {}
-        for cf in self._completed:
-            count = chains[cf.tp][0] if cf.tp in chains else 0
-            chains[cf.tp] = (count + 1, cf.end_offset if cf.error is None else None)
-        return chains
+        with self.lock:
+            chains: dict[TopicPartition, tuple[int, int | None]] = {}
+            for cf in self._completed:
+                count = chains[cf.tp][0] if cf.tp in chains else 0
+                chains[cf.tp] = (count + 1, cf.end_offset if cf.error is None else None)
+            return chains
 
-    def _chain_end(self, tp: TopicPartition) -> int | None:
-        end: int | None = None
-        for cf in self._completed:
-            if cf.tp == tp:
-                end = cf.end_offset if cf.error is None else None
-        return end
+    def chain_end(self, tp: TopicPartition) -> int | None:
+        """Where the last buffered data of ``tp`` ends (None: none, or not known)."""
+        with self.lock:
+            end: int | None = None
+            for cf in self._completed:
+                if cf.tp == tp:
+                    end = cf.end_offset if cf.error is None else None
+            return end
 
-    def _usable(self, cf: _CompletedFetch, *, ignore_pause: bool) -> bool:
+    def _usable(self, cf: CompletedFetch, *, ignore_pause: bool) -> bool:
         state = self._subs.partition_state(cf.tp)
         if state is None or state.position is None or not state.has_valid_position:
             return False
@@ -255,6 +329,23 @@ class FetchBuffer:
         if state.paused and not ignore_pause:
             return False
         return state.position.offset == cf.next_offset
+
+    def try_collect(
+        self, max_records: int | None = None, *, columnar: bool = False, wait: bool = True
+    ) -> FetchResult | None:
+        """:meth:`collect` on the caller's thread while a fetch manager fills this buffer;
+        None when none does (not started, or its actor stopped), or, without ``wait``, when
+        the lock is taken right now (the asyncio loop never waits for it). On None the caller
+        asks the fetch actor instead."""
+        lock = self.lock
+        if not lock.acquire(blocking=wait):
+            return None
+        try:
+            if not self._open:
+                return None
+            return self.collect(max_records, columnar=columnar)
+        finally:
+            lock.release()
 
     def collect(self, max_records: int | None = None, *, columnar: bool = False) -> FetchResult:
         """Hand out up to ``max_records`` (default max.poll.records) buffered records.
@@ -273,15 +364,19 @@ class FetchBuffer:
         limit = self._config.max_poll_records if max_records is None else max_records
         if limit <= 0:
             raise ValueError("max_records must be positive")
+        with self.lock:
+            return self._collect(limit, columnar)
+
+    def _collect(self, limit: int, columnar: bool) -> FetchResult:
+        buffered_before = self._buffered_bytes
         assignment_id = self._subs.assignment_id
         records: dict[TopicPartition, list[Any]] = {}
         positions: dict[TopicPartition, FetchPosition] = {}
-        paused: list[_CompletedFetch] = []
+        paused: list[CompletedFetch] = []
         paused_ends: dict[TopicPartition, int | None] = {}
         remaining = limit
         error: KafkaError | None = None
         collected_bytes: dict[str, int] = {}
-        self.last_collect_bytes = collected_bytes
         while remaining > 0 and self._completed:
             cf = self._completed[0]
             state = self._subs.partition_state(cf.tp)
@@ -365,7 +460,6 @@ class FetchBuffer:
             lead = self._subs.partition_lead(tp)
             if lead is not None:
                 leads[tp] = lead
-        self.last_collect_lag, self.last_collect_lead = lags, leads
         # Lags of partitions no longer assigned go (the assigned set changes only with the
         # assignment id: checked again only then, not at every collect).
         current_id = self._subs.assignment_id
@@ -381,10 +475,14 @@ class FetchBuffer:
             error=error if not records else None,
             assignment_id=assignment_id,
             columns=by_partition if columnar else {},
+            lag=lags,
+            lead=leads,
+            bytes_by_topic=collected_bytes,
+            freed_bytes=buffered_before - self._buffered_bytes,
         )
 
     def _take_records(
-        self, cf: _CompletedFetch, limit: int, columnar: bool = False
+        self, cf: CompletedFetch, limit: int, columnar: bool = False
     ) -> tuple[list[Any], int, FetchPosition | None, bool]:
         """Up to ``limit`` records from ``cf``: (records, or one ColumnSlice when
         ``columnar``; how many records; new position or None; drained)."""

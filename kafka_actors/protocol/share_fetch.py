@@ -86,7 +86,7 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.fetch import MetadataRefreshNeeded
+from kafka_actors.protocol.fetch import FetchResponseStats, MetadataRefreshNeeded
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
 from kafka_actors.protocol.records import (
     DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
@@ -297,7 +297,6 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         self.acknowledgements_sent = 0
         self.acknowledgements_failed = 0
         self.acquisition_lock_timeout_ms: int | None = None
-        self.last_fetch_response: tuple[int, int, dict[str, int]] | None = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -668,10 +667,14 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         self._pacing.node_failed(in_flight.node, now_ms)
         self._complete_acks(in_flight, {tp: kafka_error for tp in in_flight.acks})
 
-    def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
+    def on_response(
+        self, request_id: int, response: Any, now_ms: int
+    ) -> FetchResponseStats | None:
+        """Handle a ShareFetch / ShareAcknowledge response: for a ShareFetch handled, its
+        statistics for Java's per-response fetch sensors; else None."""
         in_flight = self._take(request_id)
         if in_flight is None:
-            return
+            return None
         node = in_flight.node
         lock = getattr(response, "acquisition_lock_timeout", None)
         if lock is not None:
@@ -691,7 +694,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             self._complete_acks(in_flight, {tp: error for tp in in_flight.acks})
             if not error.retriable and top not in _SESSION_ERRORS and in_flight.kind == "fetch":
                 self._buffer_error(in_flight, error)
-            return
+            return None
         self._pacing.node_succeeded(node)
         if in_flight.kind == "close":
             self._closed_nodes.add(node)
@@ -743,13 +746,14 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
                         refresh.append(tp)
         for tp in in_flight.acks:
             results.setdefault(tp, None)
+        stats: FetchResponseStats | None = None
         if in_flight.kind == "fetch":
             latency = max(0, now_ms - in_flight.sent_ms)
             self.fetch_latency_total_ms += latency
             self.fetch_latency_max_ms = max(self.fetch_latency_max_ms, latency)
             throttle = getattr(response, "throttle_time", None)
             throttle_ms = round(throttle.total_seconds() * 1000) if throttle is not None else 0
-            self.last_fetch_response = (latency, throttle_ms, fetched_bytes)
+            stats = FetchResponseStats(latency, throttle_ms, fetched_bytes)
             if not fetched_bytes and not in_flight.acks:
                 self._dry.add(node)
         if refresh:
@@ -758,6 +762,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
                 MetadataRefreshNeeded("share fetch partition error", tuple(refresh))
             )
         self._complete_acks(in_flight, results)
+        return stats
 
     def _fetched_partition(
         self,

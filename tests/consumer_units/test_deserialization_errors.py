@@ -49,7 +49,9 @@ class _Log:
         self.subs = consumer._ctx.subscriptions
         self.logs = logs
 
-    def __call__(self, max_records: int) -> FetchResult:
+    def collect(
+        self, max_records: int, *, columnar: bool = False, wait: bool = True
+    ) -> FetchResult:
         records: dict[TopicPartition, tuple[ConsumerRecord, ...]] = {}
         positions: dict[TopicPartition, FetchPosition] = {}
         for tp, log in self.logs.items():
@@ -79,14 +81,10 @@ def _consumer(
         key_deserializer=key_deserializer,
         value_deserializer=value_deserializer,
     )
-    deadline = time.monotonic() + 30
-    while consumer._ctx.fetch_collector is None:  # the fetch actor installs its own first
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
     consumer.assign(list(logs))
     for tp in logs:
         consumer.seek(tp, 0)
-    consumer._ctx.fetch_collector = _Log(consumer, logs)
+    consumer._core.handout.collector = _Log(consumer, logs)  # type: ignore[assignment]
     return consumer
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import structlog.testing
 
-import kafka_actors.consumer as consumer_module
+import kafka_actors.core.poll as poll_module
 from kafka_actors import KafkaConsumer
 from kafka_actors.spark import coordinator as coordinator_module
 from kafka_actors.spark.coordinator import GroupMember
@@ -39,7 +39,7 @@ class _CountingConsumer(KafkaConsumer):
 def no_fixed_delays(monkeypatch: pytest.MonkeyPatch) -> None:
     # a waiting poll would re-send its poll event every 100 ms, and the polling thread polls
     # again every 0.5 s: both far beyond this test, so only the first poll's event counts
-    monkeypatch.setattr(consumer_module, "_POLL_EVENT_INTERVAL_S", 3600.0)
+    monkeypatch.setattr(poll_module, "POLL_EVENT_INTERVAL_S", 3600.0)
     monkeypatch.setattr(coordinator_module, "_POLL_TIMEOUT_S", 3600.0)
 
 

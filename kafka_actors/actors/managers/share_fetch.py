@@ -18,7 +18,8 @@ buffered and the acknowledgements not sent yet are lost with the old one, and th
 delivers those records again when their acquisition lock expires (nothing is lost).
 
 May touch: the NetworkActor (``Send``, through the shell), the shared context (metrics,
-``fetch_generation``, the signal), the share assignment, the other actors through the table.
+the fetch buffer's generation, the signal), the share assignment, the other actors through
+the table.
 """
 
 from __future__ import annotations
@@ -221,12 +222,11 @@ class ShareFetchActor(RoutingManagerActor):
 
     def on_response(self, request_id: int, response: Any, now_ms: int) -> None:
         manager: ShareFetchManager = self.manager
-        manager.last_fetch_response = None
-        super().on_response(request_id, response, now_ms)
-        handled = manager.last_fetch_response
-        if handled is not None:
-            latency, throttle_ms, bytes_by_topic = handled
-            self.ctx.metrics.fetch_response(latency, throttle_ms, bytes_by_topic)
+        stats = manager.on_response(request_id, response, now_ms)
+        if stats is not None:
+            self.ctx.metrics.fetch_response(
+                stats.latency_ms, stats.throttle_ms, stats.bytes_by_topic
+            )
         if manager.buffered_count:
-            self.ctx.fetch_generation += 1
+            self.ctx.fetch_buffer.wakeup()
             self.ctx.signal.notify()
