@@ -22,6 +22,7 @@ __all__ = [
     "AcknowledgeType",
     "AsyncKafkaConsumer",
     "AsyncKafkaShareConsumer",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
@@ -38,35 +39,41 @@ __all__ = [
 if TYPE_CHECKING:
     from kafka_actors.aio import AsyncKafkaConsumer
     from kafka_actors.aio_share import AsyncKafkaShareConsumer
-    from kafka_actors.consumer import (
-        ConsumerRebalanceListener,
-        ConsumerRecords,
-        KafkaConsumer,
-        RebalanceReply,
-    )
-    from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-    from kafka_actors.protocol.records import ConsumerRecord
-    from kafka_actors.share_consumer import (
+    from kafka_actors.consumer import KafkaConsumer
+    from kafka_actors.share_consumer import KafkaShareConsumer
+    from kafka_actors.structs import (
         AcknowledgeType,
-        KafkaShareConsumer,
+        ConsumerGroupMetadata,
+        ConsumerRebalanceListener,
+        ConsumerRecord,
+        ConsumerRecords,
+        OffsetAndMetadata,
+        RebalanceReply,
         ShareConsumerRecord,
         ShareConsumerRecords,
+        TopicPartition,
     )
 
 _LAZY = {
     "AsyncKafkaConsumer": "kafka_actors.aio",
     "KafkaConsumer": "kafka_actors.consumer",
-    "ConsumerRebalanceListener": "kafka_actors.consumer",
-    "ConsumerRecords": "kafka_actors.consumer",
-    "RebalanceReply": "kafka_actors.consumer",
-    "TopicPartition": "kafka_actors.protocol.messages",
-    "OffsetAndMetadata": "kafka_actors.protocol.messages",
-    "ConsumerRecord": "kafka_actors.protocol.records",
     "KafkaShareConsumer": "kafka_actors.share_consumer",
     "AsyncKafkaShareConsumer": "kafka_actors.aio_share",
-    "AcknowledgeType": "kafka_actors.share_consumer",
-    "ShareConsumerRecord": "kafka_actors.share_consumer",
-    "ShareConsumerRecords": "kafka_actors.share_consumer",
+    **dict.fromkeys(
+        (
+            "AcknowledgeType",
+            "ConsumerGroupMetadata",
+            "ConsumerRebalanceListener",
+            "ConsumerRecord",
+            "ConsumerRecords",
+            "OffsetAndMetadata",
+            "RebalanceReply",
+            "ShareConsumerRecord",
+            "ShareConsumerRecords",
+            "TopicPartition",
+        ),
+        "kafka_actors.structs",
+    ),
 }
 
 

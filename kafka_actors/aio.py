@@ -67,13 +67,11 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
-from kafka_actors.actors.facade import ConsumerRebalanceListener
 from kafka_actors.aio_loop import LoopFrontEnd
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.core import (
     DEFAULT_CLOSE_TIMEOUT_S,
     ConsumerCore,
-    ConsumerGroupMetadata,
     build_config,
     commit_offsets,
 )
@@ -93,6 +91,7 @@ from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.protocol.subscription import FetchPosition, ResetKind
 from kafka_actors.serialization import Deserializer
+from kafka_actors.structs import ConsumerGroupMetadata, ConsumerRebalanceListener
 from kafka_actors.supervisors import ChildRestartingError, FaultInjector, SupervisorFatalError
 
 __all__ = ["AsyncKafkaConsumer", "ConsumerRebalanceListener"]

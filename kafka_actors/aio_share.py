@@ -30,13 +30,13 @@ from types import TracebackType
 from typing import Final
 
 from kafka_actors.aio_loop import LoopFrontEnd
-from kafka_actors.core.share_core import ShareConsumerRecords
 from kafka_actors.errors import KafkaError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.share_fetch import ShareConsumerRecord
 from kafka_actors.share_consumer import ShareFrontEnd
+from kafka_actors.structs import ShareConsumerRecords
 
 __all__ = ["AsyncKafkaShareConsumer"]
 

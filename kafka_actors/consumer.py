@@ -34,17 +34,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from kafka_actors.actors.events import PositionsChangedEvent
-from kafka_actors.actors.facade import (
-    CallTimeout,
-    ConsumerRebalanceListener,
-    ConsumerRecords,
-    RebalanceReply,
-)
+from kafka_actors.actors.facade import CallTimeout
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.core import (
     DEFAULT_CLOSE_TIMEOUT_S,
     ConsumerCore,
-    ConsumerGroupMetadata,
     build_config,
     commit_offsets,
 )
@@ -58,15 +52,15 @@ from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
 from kafka_actors.protocol.subscription import ResetKind
 from kafka_actors.serialization import Deserializer
+from kafka_actors.structs import (
+    ConsumerGroupMetadata,
+    ConsumerRebalanceListener,
+    ConsumerRecords,
+    RebalanceReply,
+)
 from kafka_actors.supervisors import FaultInjector
 
-__all__ = [
-    "ConsumerGroupMetadata",
-    "ConsumerRebalanceListener",
-    "ConsumerRecords",
-    "KafkaConsumer",
-    "RebalanceReply",
-]
+__all__ = ["KafkaConsumer"]
 
 _T = TypeVar("_T")
 

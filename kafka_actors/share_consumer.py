@@ -28,7 +28,6 @@ from typing import Any, Final
 from kafka_actors.core.poll import PollStep
 from kafka_actors.core.share_core import (
     AcknowledgementCommitCallback,
-    ShareConsumerRecords,
     ShareCore,
     build_share_config,
 )
@@ -39,6 +38,7 @@ from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
 from kafka_actors.protocol.share_fetch import ShareConsumerRecord
 from kafka_actors.serialization import Deserializer
+from kafka_actors.structs import ShareConsumerRecords
 from kafka_actors.supervisors import FaultInjector
 
 __all__ = [

@@ -40,10 +40,9 @@ through the context, the user's listener and deserializers.
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -59,7 +58,7 @@ from kafka_actors.errors import (
 from kafka_actors.log import get_logger, traced
 from kafka_actors.protocol import membership as m848
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.structs import ConsumerRebalanceListener, RebalanceReply
 from kafka_actors.supervisors import (
     ChildContext,
     SupervisedActor,
@@ -69,68 +68,9 @@ from kafka_actors.supervisors import (
 __all__ = [
     "AsyncCommitDone",
     "CallTimeout",
-    "ConsumerRebalanceListener",
-    "ConsumerRecords",
     "Facade",
     "FacadeActor",
-    "RebalanceReply",
 ]
-
-
-class ConsumerRebalanceListener:
-    """Called on the polling thread when partitions are revoked, assigned or lost.
-
-    Override what you need. ``on_partitions_lost`` defaults to ``on_partitions_revoked``, as in
-    Java. Each method may defer its acknowledgement (see :mod:`kafka_actors.actors.facade`):
-    call ``consumer.defer_rebalance_ack()`` and ``ack()`` the reply later, or return a
-    ``concurrent.futures.Future``.
-    """
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
-        return None
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
-        return None
-
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
-        return self.on_partitions_revoked(lost)
-
-
-class RebalanceReply:
-    """The acknowledgement of one rebalance callback; ``ack()`` it from any thread, once."""
-
-    def __init__(
-        self,
-        facade: Facade,
-        event: Any,
-        method: str,
-    ) -> None:
-        self._facade = facade
-        self.event = event
-        self.method = method
-        self.partitions: frozenset[TopicPartition] = event.partitions
-        self.deferred = False
-        self._done = threading.Event()
-        self._lock = threading.Lock()
-        self._timer: Any = None
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def ack(self, error: BaseException | None = None) -> None:
-        """Acknowledge the callback (with ``error`` if it failed); later calls are ignored."""
-        with self._lock:
-            if self._done.is_set():
-                return
-            self._done.set()
-        if self._timer is not None:
-            self._timer.cancel()
-        self._facade._callback_done(self, error)
-
-    def __repr__(self) -> str:
-        state = "done" if self.done else ("deferred" if self.deferred else "running")
-        return f"<RebalanceReply {self.method} {sorted(map(str, self.partitions))} {state}>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,50 +80,6 @@ class AsyncCommitDone:
     callback: Callable[[Mapping[TopicPartition, Any], BaseException | None], Any]
     future: concurrent.futures.Future[Any]
     offsets: Mapping[TopicPartition, Any] | None
-
-
-class ConsumerRecords:
-    """Records of one poll, grouped by partition; iterable (partition order, then offsets)."""
-
-    __slots__ = ("_by_partition", "_count")
-
-    def __init__(self, by_partition: Mapping[TopicPartition, list[ConsumerRecord]]) -> None:
-        self._by_partition = {tp: recs for tp, recs in by_partition.items() if recs}
-        self._count = sum(len(r) for r in self._by_partition.values())
-
-    def __iter__(self) -> Iterator[ConsumerRecord]:
-        # A C-level iterator: no generator frame resumed per record.
-        return itertools.chain.from_iterable(self._by_partition.values())
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __bool__(self) -> bool:
-        return self._count > 0
-
-    def count(self) -> int:
-        return self._count
-
-    def is_empty(self) -> bool:
-        return self._count == 0
-
-    def partitions(self) -> set[TopicPartition]:
-        return set(self._by_partition)
-
-    def records(self, partition: TopicPartition | str) -> list[ConsumerRecord]:
-        """Records of one partition, or of every partition of a topic (a topic name)."""
-        if isinstance(partition, str):
-            return [r for tp, rs in self._by_partition.items() if tp.topic == partition for r in rs]
-        return list(self._by_partition.get(partition, ()))
-
-    def by_partition(self) -> dict[TopicPartition, list[ConsumerRecord]]:
-        return {tp: list(rs) for tp, rs in self._by_partition.items()}
-
-    def __repr__(self) -> str:
-        return f"<ConsumerRecords {self._count} records, {len(self._by_partition)} partitions>"
-
-
-EMPTY_RECORDS = ConsumerRecords({})
 
 
 class FacadeActor(SupervisedActor):
@@ -639,7 +535,7 @@ class Facade:
         with self._callback_lock:
             self._deferred[id(reply)] = reply
 
-    def _callback_done(self, reply: RebalanceReply, error: BaseException | None) -> None:
+    def callback_done(self, reply: RebalanceReply, error: BaseException | None) -> None:
         with self._callback_lock:
             self._deferred.pop(id(reply), None)
         event = reply.event

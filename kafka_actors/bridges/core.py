@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kafka_actors.actors.facade import ConsumerRebalanceListener, RebalanceReply
 from kafka_actors.bridges.errors import BridgeRequestFailedError, SubscriberFailedError
 from kafka_actors.bridges.messages import (
     Assign,
@@ -55,6 +54,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.structs import ConsumerRebalanceListener, RebalanceReply
 
 __all__ = [
     "MAX_IN_FLIGHT_BATCHES_LIMIT",

@@ -18,11 +18,11 @@ May touch: what its modules touch.
 from kafka_actors.core.consumer_core import (
     DEFAULT_CLOSE_TIMEOUT_S,
     ConsumerCore,
-    ConsumerGroupMetadata,
     build_config,
     commit_offsets,
 )
 from kafka_actors.core.handout import HandOut
+from kafka_actors.structs import ConsumerGroupMetadata
 
 __all__ = [
     "DEFAULT_CLOSE_TIMEOUT_S",

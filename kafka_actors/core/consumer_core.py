@@ -35,7 +35,6 @@ import random as _random
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from kafka_actors.actors.context import ConsumerContext, complete, fail
@@ -53,7 +52,6 @@ from kafka_actors.actors.events import (
 )
 from kafka_actors.actors.facade import (
     AsyncCommitDone,
-    ConsumerRebalanceListener,
     Facade,
     FacadeActor,
 )
@@ -92,6 +90,7 @@ from kafka_actors.protocol.subscription import (
     SubscriptionState,
 )
 from kafka_actors.serialization import Deserializer, as_deserializer
+from kafka_actors.structs import ConsumerGroupMetadata, ConsumerRebalanceListener
 from kafka_actors.supervisors import (
     ChildRestartingError,
     ChildSpec,
@@ -106,7 +105,6 @@ from kafka_actors.supervisors.supervisor import ShutdownResult, TreeStatus
 __all__ = [
     "DEFAULT_CLOSE_TIMEOUT_S",
     "ConsumerCore",
-    "ConsumerGroupMetadata",
     "build_config",
     "commit_offsets",
 ]
@@ -165,19 +163,6 @@ def commit_offsets(
             raise ValueError(f"Invalid negative offset {om.offset} for partition {tp}")
         out[tp] = om
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMetadata:
-    """Java's ConsumerGroupMetadata: for transactional producers (sendOffsetsToTransaction).
-
-    ``generation_id`` is the member epoch under the consumer protocol, the generation under
-    the classic one (-1 when not in the group)."""
-
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
 
 
 class _Request(concurrent.futures.Future[Any]):

@@ -26,7 +26,7 @@ from typing import Any
 
 from kafka_actors.actors.context import ConsumerContext, fail
 from kafka_actors.actors.events import PositionsChangedEvent
-from kafka_actors.actors.facade import ConsumerRecords, Facade
+from kafka_actors.actors.facade import Facade
 from kafka_actors.actors.fetch_collector import FetchCollector
 from kafka_actors.actors.managers import CollectEvent
 from kafka_actors.errors import IllegalStateError, RecordDeserializationError
@@ -37,6 +37,7 @@ from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import ConsumerRecord
 from kafka_actors.protocol.subscription import FetchPosition
 from kafka_actors.serialization import Deserializer, deserialize_records
+from kafka_actors.structs import ConsumerRecords
 from kafka_actors.supervisors import ChildRestartingError, SupervisorFatalError
 
 __all__ = ["HandOut"]

@@ -30,7 +30,7 @@ import concurrent.futures
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, cast
 
 from kafka_actors.actors.context import ConsumerContext, complete
@@ -62,11 +62,11 @@ from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
 from kafka_actors.protocol.share_fetch import AckResult, ShareCollectResult, ShareConsumerRecord
 from kafka_actors.serialization import Deserializer, as_deserializer, deserialize_records
+from kafka_actors.structs import ShareConsumerRecords
 from kafka_actors.supervisors import ChildRestartingError, ChildSpec, FaultInjector
 
 __all__ = [
     "AcknowledgementCommitCallback",
-    "ShareConsumerRecords",
     "ShareCore",
     "build_share_config",
 ]
@@ -112,40 +112,6 @@ def build_share_config(
             key="group.id",
         )
     return ConsumerConfig.from_dict(mapping)
-
-
-class ShareConsumerRecords:
-    """What ``poll()`` returns: the records of one poll, in partition order."""
-
-    __slots__ = ("_by_partition",)
-
-    def __init__(self, by_partition: Mapping[TopicPartition, list[ShareConsumerRecord]]) -> None:
-        self._by_partition = {tp: list(r) for tp, r in by_partition.items() if r}
-
-    def __iter__(self) -> Iterator[ShareConsumerRecord]:
-        for tp in sorted(self._by_partition):
-            yield from self._by_partition[tp]
-
-    def __len__(self) -> int:
-        return sum(len(r) for r in self._by_partition.values())
-
-    def __bool__(self) -> bool:
-        return bool(self._by_partition)
-
-    def count(self) -> int:
-        return len(self)
-
-    def is_empty(self) -> bool:
-        return not self._by_partition
-
-    def partitions(self) -> set[TopicPartition]:
-        return set(self._by_partition)
-
-    def records(self, partition: TopicPartition) -> list[ShareConsumerRecord]:
-        return list(self._by_partition.get(partition, ()))
-
-    def __repr__(self) -> str:
-        return f"ShareConsumerRecords({len(self)} records, {len(self._by_partition)} partitions)"
 
 
 def _runs(offsets: list[int]) -> list[tuple[int, int]]:

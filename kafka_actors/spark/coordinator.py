@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kafka_actors.consumer import ConsumerRebalanceListener, KafkaConsumer, RebalanceReply
+from kafka_actors.consumer import KafkaConsumer
 from kafka_actors.errors import FatalError, KafkaError, WakeupError
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.messages import TopicPartition
@@ -40,6 +40,7 @@ from kafka_actors.spark.offsets import (
 from kafka_actors.spark.options import SourceOptions
 from kafka_actors.spark.positions import resolve_bound
 from kafka_actors.spark.reader import DataLossError
+from kafka_actors.structs import ConsumerRebalanceListener, RebalanceReply
 
 __all__ = ["GroupMember", "last_committed_batch_end"]
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from kafka_actors import KafkaConsumer
-from kafka_actors.actors.facade import ConsumerRebalanceListener
 from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.structs import ConsumerRebalanceListener
 from kafka_actors.testing.broker import KafkaBroker
 from tests.consumer.helpers import base_config, produce, unique
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from kafka_actors import KafkaConsumer, TopicPartition
-from kafka_actors.actors.facade import ConsumerRebalanceListener
 from kafka_actors.errors import KafkaError
 from kafka_actors.protocol.messages import OffsetAndMetadata
+from kafka_actors.structs import ConsumerRebalanceListener
 
 
 def now_ms() -> int:
