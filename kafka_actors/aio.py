@@ -67,7 +67,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
-from kafka_actors.aio_loop import LoopFrontEnd
+from kafka_actors.aio_loop import EventLoopBridge
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.core import (
     DEFAULT_CLOSE_TIMEOUT_S,
@@ -517,7 +517,7 @@ class _LoopRecords:
         return out
 
 
-class AsyncKafkaConsumer(LoopFrontEnd):
+class AsyncKafkaConsumer:
     """A Kafka consumer for asyncio (see :mod:`kafka_actors.aio`).
 
     ``AsyncKafkaConsumer("topic", bootstrap_servers="localhost:9092", group_id="g")`` or with
@@ -555,7 +555,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         self._handout = core.handout
         self._log = _log.bind(client_id=self.config.client_id, group_id=cfg.group_id)
         self._listener: Any = None
-        self._init_loop()
+        self._loop_bridge = EventLoopBridge(core, self._drain_if_pending)
         #: When the loop last had a turn during a call (see ``_get``).
         self._turn_at = 0.0
         #: The poll step every front end shares (core).
@@ -585,14 +585,16 @@ class AsyncKafkaConsumer(LoopFrontEnd):
     # -- loop binding and wake-ups -------------------------------------------------------------
 
     def _bind(self) -> asyncio.AbstractEventLoop:
-        loop, first = self._bind_loop("AsyncKafkaConsumer")
+        loop, first = self._loop_bridge.bind("AsyncKafkaConsumer")
         if first:
             if self._ctx.background:
                 loop.call_soon(self._on_wake)
         return loop
 
     def _on_wake(self) -> None:
-        self._resolve_waiters()
+        self._loop_bridge.wake()
+
+    def _drain_if_pending(self) -> None:
         if self._ctx.background and not self._facade.closed:
             self._drain_background()
 
@@ -763,7 +765,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
                     return {}
                 if not ran:  # the fetch actor holds its lock for one message: soon free
                     wake_by = min(wake_by, time.monotonic() + 0.001)
-                await self._wait_wake(min(deadline, wake_by))
+                await self._loop_bridge.wait(min(deadline, wake_by))
                 self._turn_at = time.monotonic()
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
@@ -807,7 +809,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
                 retry_at = records.collect_retry_at
                 if retry_at is not None:
                     wake_by = min(wake_by, retry_at)
-                await self._wait_wake(min(deadline, wake_by))
+                await self._loop_bridge.wait(min(deadline, wake_by))
                 self._turn_at = time.monotonic()
 
     async def _start_call(self) -> str:
@@ -858,7 +860,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         named = self._facade.commit_timeout("commit", wanted, timeout)
         with traced(trace), named:
             future = self._core.commit(wanted, deadline, trace, "commit")
-            result: dict[TopicPartition, OffsetAndMetadata] = await self._await(
+            result: dict[TopicPartition, OffsetAndMetadata] = await self._loop_bridge.result(
                 future, deadline, "commit"
             )
             return result
@@ -875,7 +877,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
         with traced(trace), self._facade.committed_timeout(wanted, timeout):
             future = self._core.committed(wanted, deadline, trace)
-            result: dict[TopicPartition, OffsetAndMetadata | None] = await self._await(
+            result: dict[TopicPartition, OffsetAndMetadata | None] = await self._loop_bridge.result(
                 future, deadline, "committed"
             )
             return result
@@ -902,7 +904,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
                 core.update_positions(trace)
                 if time.monotonic() >= deadline:
                     raise named.error()
-                await self._wait_wake(min(deadline, time.monotonic() + 0.5))
+                await self._loop_bridge.wait(min(deadline, time.monotonic() + 0.5))
                 self._facade.raise_if_fatal()
 
     def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
@@ -979,7 +981,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
         with traced(trace), self._facade.list_offsets_timeout(kind, timestamps, timeout):
             future = self._core.list_offsets(kind, timestamps, deadline, trace)
-            return await self._await(future, deadline, kind)
+            return await self._loop_bridge.result(future, deadline, kind)
 
     async def list_topics(self, timeout: float | None = None) -> dict[str, list[PartitionInfo]]:
         """Every topic the user may see (internal topics excluded) → its partitions."""
@@ -1003,7 +1005,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
         deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
         with traced(trace), self._facade.metadata_timeout(topics, timeout):
             future = self._core.topic_metadata(topics, deadline, trace)
-            result: Mapping[str, tuple[PartitionInfo, ...]] = await self._await(
+            result: Mapping[str, tuple[PartitionInfo, ...]] = await self._loop_bridge.result(
                 future, deadline, "list_topics" if topics is None else "partitions_for"
             )
             return result
@@ -1074,7 +1076,7 @@ class AsyncKafkaConsumer(LoopFrontEnd):
                 self._closed = True
                 remaining = max(0.1, deadline - time.monotonic())
                 result = await asyncio.to_thread(core.stop_actors, remaining)
-                ctx.signal.remove_observer(self._signal_observer)
+                self._loop_bridge.detach()
                 for task in list(self._callback_tasks):
                     task.cancel()
                 self._on_wake()

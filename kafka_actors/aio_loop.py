@@ -1,14 +1,14 @@
 """What the asyncio front ends share (``AsyncKafkaConsumer``, ``AsyncKafkaShareConsumer``): the
 bridge between the actors' threads and one event loop.
 
-Owns: :class:`LoopFrontEnd`, the mixin binding a front end to the loop of its first coroutine
-call, the AppSignal observer that wakes that loop (coalesced ``call_soon_threadsafe``) when
-an actor notifies, waiting on the loop for the next wake-up (:meth:`LoopFrontEnd._wait_wake`)
-and awaiting a core request's ``concurrent.futures.Future`` up to a deadline
-(:meth:`LoopFrontEnd._await`: never waited for on the loop's thread; a request not answered,
-or whose caller is cancelled, is cancelled).
+Owns: :class:`EventLoopBridge`, an object each asyncio front end holds: it binds the front end
+to the loop of its first coroutine call, observes the core's AppSignal and wakes that loop
+(coalesced ``call_soon_threadsafe``) when an actor notifies, waits on the loop for the next
+wake-up (:meth:`EventLoopBridge.wait`) and awaits a core request's
+``concurrent.futures.Future`` up to a deadline (:meth:`EventLoopBridge.result`: never waited
+for on the loop's thread; a request not answered, or whose caller is cancelled, is cancelled).
 
-May touch: the front end's context (its AppSignal) and facade.
+May touch: the core's AppSignal and facade (through the core).
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
+from collections.abc import Callable
 from typing import Any
 
-from kafka_actors.actors.context import ConsumerContext
-from kafka_actors.actors.facade import Facade
 from kafka_actors.core.consumer_core import ActorCore
 from kafka_actors.errors import ConsumerClosedError
 
-__all__ = ["LoopFrontEnd"]
+__all__ = ["EventLoopBridge"]
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:
@@ -31,24 +30,23 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-class LoopFrontEnd:
-    """The loop side of an asyncio front end (see the module docstring). The front end sets
-    ``_ctx`` and ``_facade`` and calls :meth:`_init_loop` in its constructor."""
+class EventLoopBridge:
+    """The loop side of an asyncio front end (see the module docstring). ``on_wake`` (if
+    given) runs on the loop after the waiters are resolved, at every wake-up."""
 
-    _ctx: ConsumerContext
-    _facade: Facade
-
-    def _init_loop(self) -> None:
+    def __init__(self, core: ActorCore, on_wake: Callable[[], None] | None = None) -> None:
+        self._core = core
+        self._on_wake_extra = on_wake
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self._wake_scheduled = False
 
-    def _bind_loop(self, kind: str) -> tuple[asyncio.AbstractEventLoop, bool]:
+    def bind(self, kind: str) -> tuple[asyncio.AbstractEventLoop, bool]:
         """The loop this front end runs on, and whether this call bound it (the first)."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-            self._ctx.signal.add_observer(self._signal_observer)
+            self._core.ctx.signal.add_observer(self._signal_observer)
             return loop, True
         if asyncio.get_running_loop() is not loop:
             raise RuntimeError(f"An {kind} is bound to the event loop it first ran on")
@@ -63,21 +61,28 @@ class LoopFrontEnd:
             return
         self._wake_scheduled = True
         try:
-            loop.call_soon_threadsafe(self._on_wake)
+            loop.call_soon_threadsafe(self.wake)
         except RuntimeError:  # the loop is closed
             self._wake_scheduled = False
 
-    def _resolve_waiters(self) -> None:
+    def detach(self) -> None:
+        """Stop observing the core's signal (at close)."""
+        self._core.ctx.signal.remove_observer(self._signal_observer)
+
+    def resolve_waiters(self) -> None:
         self._wake_scheduled = False
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _on_wake(self) -> None:
-        self._resolve_waiters()
+    def wake(self) -> None:
+        """On the loop: end the waits, then the front end's own wake-up work."""
+        self.resolve_waiters()
+        if self._on_wake_extra is not None:
+            self._on_wake_extra()
 
-    async def _wait_wake(self, deadline: float) -> None:
+    async def wait(self, deadline: float) -> None:
         """Until the next wake-up or the monotonic ``deadline``."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -93,7 +98,7 @@ class LoopFrontEnd:
             if not waiter.done():
                 waiter.cancel()
 
-    async def _await(
+    async def result(
         self, future: concurrent.futures.Future[Any], deadline: float, what: str
     ) -> Any:
         """Await a request of the core on the loop, up to ``deadline``; a request not
@@ -108,7 +113,8 @@ class LoopFrontEnd:
         if done:
             return wrapped.result()
         wrapped.cancel()
-        self._facade.raise_if_fatal()
-        if self._facade.closed:
+        facade = self._core.facade
+        facade.raise_if_fatal()
+        if facade.closed:
             raise ConsumerClosedError(f"{what}: the consumer was closed")
         raise ActorCore.timeout_error(future, what)

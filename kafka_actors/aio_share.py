@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
 from typing import Final
 
-from kafka_actors.aio_loop import LoopFrontEnd
+from kafka_actors.aio_loop import EventLoopBridge
 from kafka_actors.errors import KafkaError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
@@ -46,19 +46,19 @@ _POLL_WAIT_S: Final = 0.1
 _ITER_POLL_S: Final = 1.0
 
 
-class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
+class AsyncKafkaShareConsumer(ShareFrontEnd):
     """A member of a share group for asyncio (see :mod:`kafka_actors.aio_share`); the
     constructor is ``KafkaShareConsumer``'s."""
 
     def _setup(self) -> None:
-        self._init_loop()
+        self._loop_bridge = EventLoopBridge(self._core)
         self._iterated: deque[ShareConsumerRecord] = deque()
         self._poll_lock: asyncio.Lock | None = None
         self._close_lock: asyncio.Lock | None = None
         self._closed = False
 
     def _bind(self) -> asyncio.AbstractEventLoop:
-        return self._bind_loop("AsyncKafkaShareConsumer")[0]
+        return self._loop_bridge.bind("AsyncKafkaShareConsumer")[0]
 
     def _raise_pending(self) -> None:
         self._facade.process_background()  # acknowledgement callbacks run here, on the loop
@@ -112,7 +112,7 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
             deadline = core.deadline(None)
             future = core.leave_group(deadline, trace)
             if future is not None:
-                await self._await(future, deadline, "unsubscribe")
+                await self._loop_bridge.result(future, deadline, "unsubscribe")
             core.drop_subscription(trace)
             self._raise_pending()
 
@@ -159,7 +159,7 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
                         return ShareConsumerRecords({})
                     # Until records arrive (the share fetch actor wakes the loop), a collect
                     # completes, or a little while passes: then collect again.
-                    await self._wait_wake(min(deadline, time.monotonic() + _POLL_WAIT_S))
+                    await self._loop_bridge.wait(min(deadline, time.monotonic() + _POLL_WAIT_S))
                     facade.ensure_open()
 
     # -- acknowledgements ---------------------------------------------------------------------
@@ -175,7 +175,7 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
         deadline = self._core.deadline(timeout)
         with traced(trace):
             future = self._core.commit(deadline, trace)
-            result: dict[TopicPartition, KafkaError | None] = await self._await(
+            result: dict[TopicPartition, KafkaError | None] = await self._loop_bridge.result(
                 future, deadline, "commit_sync"
             )
             self._raise_pending()
@@ -218,11 +218,11 @@ class AsyncKafkaShareConsumer(ShareFrontEnd, LoopFrontEnd):
                     try:
                         future = start()
                         if future is not None:
-                            await self._await(future, deadline, f"close(): {step}")
+                            await self._loop_bridge.result(future, deadline, f"close(): {step}")
                     except Exception as exc:
                         core.close_step_failed(step, exc)
                 core.end_steps()
                 self._closed = True
                 await asyncio.to_thread(core.stop, deadline)
-                self._ctx.signal.remove_observer(self._signal_observer)
-                self._on_wake()
+                self._loop_bridge.detach()
+                self._loop_bridge.wake()
