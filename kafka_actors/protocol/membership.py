@@ -19,9 +19,11 @@ manager makes. This module keeps the states' transitions, the inputs, the rebala
 (one outstanding, the rest in order) and the request-manager contract. The states are in
 :mod:`kafka_actors.protocol.member_state`, the events in
 :mod:`kafka_actors.protocol.group_events`, the configuration in
-:mod:`kafka_actors.protocol.membership_config` and the owned-partition bookkeeping both
-protocols share in :mod:`kafka_actors.protocol.group_member`; the public names are re-exported
-here.
+:mod:`kafka_actors.protocol.membership_config`. Like the classic manager, it owns its outbox
+(:class:`~kafka_actors.protocol.request_state.Outbox`: published events, ids) and the owned
+partitions it gives that outbox
+(:class:`~kafka_actors.protocol.group_member.OwnedPartitions`, shared by both protocols); the
+public names are re-exported here.
 
 May touch: nothing outside itself. No threads, sockets or clocks: the current time is always a
 parameter (``now_ms``, monotonic milliseconds) and randomness (backoff jitter) is injected.
@@ -97,7 +99,7 @@ from kafka_actors.protocol.group_events import (
     PauseFetching,
     RebalanceCallback,
 )
-from kafka_actors.protocol.group_member import GroupMemberBase
+from kafka_actors.protocol.group_member import OwnedPartitions
 from kafka_actors.protocol.heartbeat import (
     CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG,
     ConsumerHeartbeatRequestManager,
@@ -118,7 +120,7 @@ from kafka_actors.protocol.reconciliation import (
     LocalAssignment,
     Reconciliation,
 )
-from kafka_actors.protocol.request_state import ExponentialBackoff
+from kafka_actors.protocol.request_state import ExponentialBackoff, Outbox
 
 __all__ = [
     "CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG",
@@ -131,7 +133,6 @@ __all__ = [
     "CoordinatorUnknown",
     "ErrorEvent",
     "ExponentialBackoff",
-    "GroupMemberBase",
     "IllegalStateTransitionError",
     "InvokeAssigned",
     "InvokeLost",
@@ -186,10 +187,8 @@ class _PendingCallback:
     assignment: frozenset[TopicPartition] = frozenset()
 
 
-class ConsumerMembershipManager(GroupMemberBase):
+class ConsumerMembershipManager:
     """The KIP-848 member: state, heartbeats and reconciliation (see the module docstring)."""
-
-    _config: MembershipConfig
 
     def __init__(
         self,
@@ -210,7 +209,8 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._log = get_logger(
             "membership", client_id=client_id, group_id=config.group_id, member_id=self._member_id
         )
-        self._init_outbox()
+        # Events published since the last poll, and the request/callback/commit id counter.
+        self._outbox = Outbox()
 
         # Subscription.
         self._subscribed_topics: tuple[str, ...] = ()
@@ -218,9 +218,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._subscription_updated = False
 
         # Assignment: what the member owns (by name); by id and the target: the reconciler.
-        self._assignment: frozenset[TopicPartition] = frozenset()
-        self._awaiting_callback: frozenset[TopicPartition] = frozenset()
-        self._pending_revocation: frozenset[TopicPartition] = frozenset()
+        self._owned = OwnedPartitions(self._outbox)
         self._reconciler = AssignmentReconciler(self._log)
 
         # Rebalance callbacks: one outstanding, the rest in order.
@@ -241,6 +239,29 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._heartbeat = ConsumerHeartbeatRequestManager(config, self, random=random)
 
     # -- Observability ------------------------------------------------------------------------
+
+    @property
+    def group_id(self) -> str:
+        return self._config.group_id
+
+    @property
+    def group_instance_id(self) -> str | None:
+        return self._config.group_instance_id
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions the member owns now (including ones awaiting onPartitionsAssigned)."""
+        return self._owned.assignment
+
+    @property
+    def partitions_awaiting_callback(self) -> frozenset[TopicPartition]:
+        """Owned partitions not fetchable yet: their onPartitionsAssigned has not completed."""
+        return self._owned.awaiting_callback
+
+    @property
+    def partitions_pending_revocation(self) -> frozenset[TopicPartition]:
+        """Owned partitions being revoked: no records of them may be returned."""
+        return self._owned.pending_revocation
 
     @property
     def state(self) -> MemberState:
@@ -365,7 +386,7 @@ class ConsumerMembershipManager(GroupMemberBase):
                 # clears at once); it will not rejoin once the member is UNSUBSCRIBED.
                 self._transition_to(MemberState.UNSUBSCRIBED)
             if not self._leave_in_progress:
-                self._events.append(LeaveCompleted())
+                self._outbox.publish(LeaveCompleted())
             return
         if state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING):
             self._log.debug("leave_already_in_progress")
@@ -378,11 +399,11 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._transition_to(MemberState.PREPARE_LEAVING)
         self._leave_in_progress = True
         self._leave_deadline_ms = deadline_ms
-        owned = self._assignment
+        owned = self._owned.assignment
         if not run_callbacks:
             self._on_release_on_leave_done(None)
         elif self._member_epoch > 0:
-            self._pause_fetching(owned)
+            self._owned.pause_fetching(owned)
             self._request_callback(
                 RebalanceCallback.ON_PARTITIONS_REVOKED, owned, _CallbackPurpose.RELEASE_ON_LEAVE
             )
@@ -439,7 +460,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._maybe_reconcile(now_ms, can_commit=False)
         requests = self._heartbeat.poll(now_ms)
         self._maybe_reconcile(now_ms, can_commit=False)
-        events = self._drain_events()
+        events = self._outbox.drain()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -469,10 +490,10 @@ class ConsumerMembershipManager(GroupMemberBase):
 
     def new_id(self) -> int:
         """A request, callback or commit id of this member (never reused)."""
-        return self._new_id()
+        return self._outbox.new_id()
 
     def publish(self, event: Any) -> None:
-        self._publish(event)
+        self._outbox.publish(event)
 
     def poll_timer_expired(self, now_ms: int) -> bool:
         """max.poll.interval.ms passed since the application's last poll."""
@@ -540,20 +561,20 @@ class ConsumerMembershipManager(GroupMemberBase):
     def _maybe_reconcile(self, now_ms: int, *, can_commit: bool) -> None:
         step = self._reconciler.maybe_reconcile(
             self._state,
-            self._assignment,
+            self._owned.assignment,
             can_commit=can_commit,
             auto_commit=self._config.auto_commit_enabled,
         )
         if step is None:
             return
         if step.missing_topic_ids is not None:
-            self._events.append(NeedTopicNames(step.missing_topic_ids))
+            self._outbox.publish(NeedTopicNames(step.missing_topic_ids))
         if step.transition is not None:
             self._transition_to(step.transition)
         rec = step.started
         if rec is None:
             return
-        owned = self._assignment
+        owned = self._owned.assignment
         self._log.info(
             "reconciling",
             local_epoch=rec.resolved.local_epoch,
@@ -563,10 +584,10 @@ class ConsumerMembershipManager(GroupMemberBase):
             revoked=sorted(str(tp) for tp in rec.revoked),
             unresolved_topic_ids=sorted(step.unresolved_topic_ids),
         )
-        self._pause_fetching(rec.revoked)
+        self._owned.pause_fetching(rec.revoked)
         if self._config.auto_commit_enabled:
-            rec.commit_id = self._new_id()
-            self._events.append(
+            rec.commit_id = self._outbox.new_id()
+            self._outbox.publish(
                 CommitBeforeRevocation(
                     rec.revoked, now_ms + self._config.rebalance_timeout_ms, rec.commit_id
                 )
@@ -575,9 +596,9 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._revoke_then_assign(rec)
 
     def _revoke_then_assign(self, rec: Reconciliation) -> None:
-        revoked = rec.revoked & self._assignment  # only what is still owned
+        revoked = rec.revoked & self._owned.assignment  # only what is still owned
         if revoked:
-            self._pause_fetching(revoked)
+            self._owned.pause_fetching(revoked)
             self._request_callback(
                 RebalanceCallback.ON_PARTITIONS_REVOKED,
                 revoked,
@@ -588,9 +609,9 @@ class ConsumerMembershipManager(GroupMemberBase):
             self._assign(rec)
 
     def _assign(self, rec: Reconciliation) -> None:
-        added = rec.assigned - self._assignment
-        self._set_assignment(rec.assigned)
-        self._awaiting_callback = self._awaiting_callback | added
+        added = rec.assigned - self._owned.assignment
+        self._owned.set_assignment(rec.assigned)
+        self._owned.await_callback(added)
         self._request_callback(
             RebalanceCallback.ON_PARTITIONS_ASSIGNED,
             added,
@@ -601,7 +622,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         )
 
     def _clear_assignment(self) -> None:
-        self._set_assignment(frozenset())
+        self._owned.set_assignment(frozenset())
         self._reconciler.clear()
 
     # -- Rebalance callbacks -----------------------------------------------------------------
@@ -617,7 +638,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         always: bool = False,
     ) -> None:
         callback = _PendingCallback(
-            self._new_id(), method, partitions, purpose, reconciliation, assignment
+            self._outbox.new_id(), method, partitions, purpose, reconciliation, assignment
         )
         if not partitions and not always:
             # Nothing to release: Java does not invoke the listener; continue at once.
@@ -637,9 +658,14 @@ class ConsumerMembershipManager(GroupMemberBase):
 
     def _emit_callback(self, callback: _PendingCallback) -> None:
         self._callback_outstanding = callback
-        self._publish_callback(
-            callback.method, callback.partitions, callback.callback_id, callback.assignment
-        )
+        event: InvokeRevoked | InvokeAssigned | InvokeLost
+        if callback.method is RebalanceCallback.ON_PARTITIONS_REVOKED:
+            event = InvokeRevoked(callback.partitions, callback.callback_id)
+        elif callback.method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
+            event = InvokeAssigned(callback.partitions, callback.assignment, callback.callback_id)
+        else:
+            event = InvokeLost(callback.partitions, callback.callback_id)
+        self._outbox.publish(event)
 
     def _run_callback_continuation(
         self, callback: _PendingCallback, error: BaseException | None
@@ -659,7 +685,7 @@ class ConsumerMembershipManager(GroupMemberBase):
                 # Added partitions stay non-fetchable until a later reconciliation succeeds.
                 reconciler.failed(rec)
                 return
-            self._awaiting_callback = self._awaiting_callback - rec.assigned
+            self._owned.callback_done(rec.assigned)
             transition = reconciler.complete(rec, self._state)
             if transition is not None:
                 self._transition_to(transition)
@@ -702,7 +728,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         if epoch == self._member_epoch:
             return
         self._member_epoch = epoch
-        self._events.append(MemberEpochChanged(self._member_id, epoch if epoch > 0 else None))
+        self._outbox.publish(MemberEpochChanged(self._member_id, epoch if epoch > 0 else None))
 
     def _leave_group_epoch(self) -> int:
         if self._config.group_instance_id is not None:
@@ -738,13 +764,15 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._transition_to(MemberState.FENCED)
         self._update_member_epoch(JOIN_GROUP_MEMBER_EPOCH)
         self._request_callback(
-            RebalanceCallback.ON_PARTITIONS_LOST, self._assignment, _CallbackPurpose.LOST_ON_FENCE
+            RebalanceCallback.ON_PARTITIONS_LOST,
+            self._owned.assignment,
+            _CallbackPurpose.LOST_ON_FENCE,
         )
 
     def transition_to_fatal(
         self, error: KafkaError, *, consumer_protocol_unsupported: bool = False
     ) -> None:
-        self._events.append(
+        self._outbox.publish(
             ErrorEvent(
                 error, fatal=True, consumer_protocol_unsupported=consumer_protocol_unsupported
             )
@@ -754,13 +782,15 @@ class ConsumerMembershipManager(GroupMemberBase):
             return
         self._transition_to(MemberState.FATAL)
         self._log.error("member_fatal", error=str(error))
-        self._events.append(MemberEpochChanged(self._member_id, None))
+        self._outbox.publish(MemberEpochChanged(self._member_id, None))
         if previous in (MemberState.UNSUBSCRIBED, MemberState.LEAVING, MemberState.PREPARE_LEAVING):
             # Already left or leaving: no lost callback (a running release callback clears).
             self.complete_leave()
             return
         self._request_callback(
-            RebalanceCallback.ON_PARTITIONS_LOST, self._assignment, _CallbackPurpose.LOST_ON_FATAL
+            RebalanceCallback.ON_PARTITIONS_LOST,
+            self._owned.assignment,
+            _CallbackPurpose.LOST_ON_FATAL,
         )
 
     def transition_to_sending_leave_group(self, *, due_to_expired_poll_timer: bool) -> None:
@@ -779,7 +809,9 @@ class ConsumerMembershipManager(GroupMemberBase):
         self._transition_to(MemberState.STALE)
         self._stale_released = False
         self._request_callback(
-            RebalanceCallback.ON_PARTITIONS_LOST, self._assignment, _CallbackPurpose.LOST_ON_STALE
+            RebalanceCallback.ON_PARTITIONS_LOST,
+            self._owned.assignment,
+            _CallbackPurpose.LOST_ON_STALE,
         )
 
     def _maybe_rejoin_stale_member(self) -> None:
@@ -797,7 +829,7 @@ class ConsumerMembershipManager(GroupMemberBase):
         if self._leave_in_progress:
             self._leave_in_progress = False
             self._leave_deadline_ms = None
-            self._events.append(LeaveCompleted(timed_out=timed_out))
+            self._outbox.publish(LeaveCompleted(timed_out=timed_out))
 
     def _check_leave_deadline(self, now_ms: int) -> None:
         deadline = self._leave_deadline_ms
@@ -815,4 +847,4 @@ class ConsumerMembershipManager(GroupMemberBase):
             # Never two in flight: give up the leave heartbeat (the session timeout removes us).
             self._transition_to(MemberState.UNSUBSCRIBED)
         # Otherwise a LEAVING member sends its leave (response ignored) in this poll.
-        self._events.append(LeaveCompleted(timed_out=True))
+        self._outbox.publish(LeaveCompleted(timed_out=True))
