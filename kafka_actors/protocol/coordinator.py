@@ -53,7 +53,7 @@ from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.messages import ANY_NODE, PollResult, UnsentRequest
-from kafka_actors.protocol.request_state import EventOutbox, RequestState, retry_backoff
+from kafka_actors.protocol.request_state import Outbox, RequestState, retry_backoff
 from kafka_actors.protocol.requests import GROUP_KEY_TYPE, find_coordinator_request
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class _Coordinator:
     port: int
 
 
-class CoordinatorManager(EventOutbox):
+class CoordinatorManager:
     """Finds and keeps the group coordinator (see the module docstring)."""
 
     def __init__(
@@ -142,7 +142,7 @@ class CoordinatorManager(EventOutbox):
         self._config = config
         self._versions = versions
         self._log = get_logger("coordinator", client_id=client_id, group_id=config.group_id)
-        self._init_outbox()
+        self._outbox = Outbox()
         self._coordinator: _Coordinator | None = None
         self._in_flight: tuple[int, int] | None = None  # (request id, version)
         # RequestState: last response/failure time and the backoff that follows it.
@@ -188,7 +188,7 @@ class CoordinatorManager(EventOutbox):
         self._log.info("coordinator_unknown", reason=reason, node_id=self._coordinator.node_id)
         self._coordinator = None
         self._time_marked_unknown_ms = now_ms
-        self._events.append(CoordinatorChanged(None, reason=reason))
+        self._outbox.publish(CoordinatorChanged(None, reason=reason))
 
     # -- Request-manager contract -------------------------------------------------------------
 
@@ -200,7 +200,7 @@ class CoordinatorManager(EventOutbox):
                     requests = (self._send(),)
                 except KafkaError as exc:  # no common FindCoordinator version
                     self._on_error(exc, now_ms)
-        events = self._drain_events()
+        events = self._outbox.drain()
         next_poll: int | None = None
         if self._coordinator is None and self._in_flight is None:
             next_poll = self._request_state.remaining_backoff_ms(now_ms)
@@ -258,7 +258,7 @@ class CoordinatorManager(EventOutbox):
         request = find_coordinator_request(
             version, key=self._config.group_id, key_type=GROUP_KEY_TYPE
         )
-        request_id = self._new_id()
+        request_id = self._outbox.new_id()
         self._in_flight = (request_id, version)
         self._log.debug("find_coordinator", version=version)
         return UnsentRequest(
@@ -276,7 +276,7 @@ class CoordinatorManager(EventOutbox):
         self._log.info("coordinator_discovered", node_id=node_id, host=host, port=port)
         if (cleared := self._failures.cleared("find", now_ms)) is not None:
             self._log.info("find_coordinator_recovered", **cleared.fields())
-        self._events.append(CoordinatorChanged(node_id, host, port, reason="discovered"))
+        self._outbox.publish(CoordinatorChanged(node_id, host, port, reason="discovered"))
 
     def _on_error(self, error: KafkaError, now_ms: int) -> None:
         backoff_ms = self._request_state.on_failed_attempt(now_ms)
@@ -293,4 +293,4 @@ class CoordinatorManager(EventOutbox):
                 **report.fields(),
             )
         self._last_error = error
-        self._events.append(CoordinatorErrorEvent(error))
+        self._outbox.publish(CoordinatorErrorEvent(error))

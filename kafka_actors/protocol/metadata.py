@@ -86,7 +86,7 @@ from kafka_actors.log import get_logger
 from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.messages import ANY_NODE, PollResult, TopicPartition, UnsentRequest
-from kafka_actors.protocol.request_state import EventOutbox, RequestState, retry_backoff
+from kafka_actors.protocol.request_state import Outbox, RequestState, retry_backoff
 from kafka_actors.protocol.requests import metadata_request
 
 if TYPE_CHECKING:
@@ -324,7 +324,7 @@ class _InFlight:
     topics: frozenset[str] | None  # None: all topics
 
 
-class MetadataManager(EventOutbox):
+class MetadataManager:
     """Keeps the cluster view fresh for what the consumer needs (see the module docstring)."""
 
     def __init__(
@@ -338,7 +338,7 @@ class MetadataManager(EventOutbox):
         self._config = config
         self._versions = versions
         self._log = get_logger("metadata", client_id=client_id)
-        self._init_outbox()
+        self._outbox = Outbox()
 
         self._cluster = EMPTY_CLUSTER
         self._cluster_covers_all = False  # the last response listed every topic
@@ -442,7 +442,7 @@ class MetadataManager(EventOutbox):
         wanted = {str(t) for t in topic_ids}
         known = {t: n for t in wanted if (n := self._cluster.topic_name(t)) is not None}
         if len(known) == len(wanted):
-            self._events.append(TopicNamesResolved(MappingProxyType(known)))
+            self._outbox.publish(TopicNamesResolved(MappingProxyType(known)))
             return
         self._ids_to_resolve |= wanted
         self.request_update("topic ids to resolve")
@@ -472,7 +472,7 @@ class MetadataManager(EventOutbox):
         Returns the request key; a :class:`TopicMetadataCompleted` with that key follows (the
         partitions, or a typed error: KafkaTimeoutError at the deadline).
         """
-        key = self._new_id()
+        key = self._outbox.new_id()
         wanted = None if topics is None else frozenset(topics)
         self._waiters[key] = _Waiter(key, wanted, deadline_ms)
         if wanted is not None and not wanted:
@@ -492,10 +492,10 @@ class MetadataManager(EventOutbox):
                 requests = (self._send(now_ms),)
             except KafkaError as exc:  # no common Metadata version with the broker
                 self._on_failed_attempt(now_ms)
-                self._events.append(MetadataErrorEvent(exc))
+                self._outbox.publish(MetadataErrorEvent(exc))
                 for key in list(self._waiters):
                     self._complete(key, error=exc)
-        events = self._drain_events()
+        events = self._outbox.drain()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -522,7 +522,7 @@ class MetadataManager(EventOutbox):
             error = error_for_code(top_error)
             self._log.info("metadata_request_failed", error=repr(error))
             if not error.retriable:
-                self._events.append(MetadataErrorEvent(error))
+                self._outbox.publish(MetadataErrorEvent(error))
             return
         self._apply(response, in_flight, now_ms)
         self._expire_waiters(now_ms)
@@ -547,7 +547,7 @@ class MetadataManager(EventOutbox):
                 if isinstance(error, KafkaError)
                 else FatalConsumerError(f"Metadata request failed: {error!r}")
             )
-            self._events.append(MetadataErrorEvent(typed))
+            self._outbox.publish(MetadataErrorEvent(typed))
             for key in list(self._waiters):
                 self._complete(key, error=typed)
 
@@ -565,7 +565,7 @@ class MetadataManager(EventOutbox):
             topics=names,
             allow_auto_topic_creation=(names is not None and self._config.allow_auto_create_topics),
         )
-        request_id = self._new_id()
+        request_id = self._outbox.new_id()
         self._in_flight = _InFlight(request_id, version, wanted)
         self._request_state.on_send_attempt(now_ms)
         self._log.debug(
@@ -631,14 +631,14 @@ class MetadataManager(EventOutbox):
         else:
             self._request_state.on_successful_attempt(now_ms)
 
-        self._events.append(ClusterUpdated(cluster))
+        self._outbox.publish(ClusterUpdated(cluster))
         if self._pattern is not None:
             self._update_pattern_matches(cluster, covers_all=in_flight.topics is None)
         self._complete_waiters(cluster, errors, covers_all=in_flight.topics is None)
         if self._ids_to_resolve and in_flight.topics is None:
             names = {t: n for t in self._ids_to_resolve if (n := cluster.topic_name(t)) is not None}
             self._ids_to_resolve.clear()
-            self._events.append(TopicNamesResolved(MappingProxyType(names)))
+            self._outbox.publish(TopicNamesResolved(MappingProxyType(names)))
 
     def _topic_info(self, t: Any, old: Cluster, reliable_epochs: bool) -> TopicInfo:
         name = str(t.name)
@@ -727,7 +727,7 @@ class MetadataManager(EventOutbox):
                     self._log.warning(
                         "topic_metadata_error", topic=name, error_code=code, **report.fields()
                     )
-                self._events.append(MetadataErrorEvent(error_for_code(code, topic=name)))
+                self._outbox.publish(MetadataErrorEvent(error_for_code(code, topic=name)))
         # A wanted topic with a partition lacking a leader: ask again.
         if wanted is not None:
             for name in wanted:
@@ -771,7 +771,7 @@ class MetadataManager(EventOutbox):
         )
         if matched != self._matched:
             self._matched = matched
-            self._events.append(PatternSubscriptionMatched(self._pattern.pattern, matched))
+            self._outbox.publish(PatternSubscriptionMatched(self._pattern.pattern, matched))
 
     # -- Waiters -------------------------------------------------------------------------------
 
@@ -843,7 +843,7 @@ class MetadataManager(EventOutbox):
         if self._waiters.pop(key, None) is None:
             return
         frozen = None if result is None else MappingProxyType(dict(result))
-        self._events.append(TopicMetadataCompleted(key, result=frozen, error=error))
+        self._outbox.publish(TopicMetadataCompleted(key, result=frozen, error=error))
 
     # -- Timing --------------------------------------------------------------------------------
 

@@ -81,7 +81,7 @@ from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
 from kafka_actors.protocol.metadata import EMPTY_CLUSTER, Cluster
 from kafka_actors.protocol.records import IsolationLevel
-from kafka_actors.protocol.request_state import EventOutbox, retry_backoff
+from kafka_actors.protocol.request_state import Outbox, retry_backoff
 from kafka_actors.protocol.requests import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -237,7 +237,7 @@ class _SentValidation:
     positions: Mapping[TopicPartition, FetchPosition]
 
 
-class OffsetsManager(EventOutbox):
+class OffsetsManager:
     """ListOffsets lookups and position resets (see the module docstring).
 
     A little over 600 lines: user lookups (offsetsForTimes, beginning/end offsets), position
@@ -261,7 +261,7 @@ class OffsetsManager(EventOutbox):
         self._wall_clock_ms = wall_clock_ms
         self._backoff = retry_backoff(config, random)
         self._log = get_logger("offsets", client_id=client_id)
-        self._init_outbox()
+        self._outbox = Outbox()
         self._cluster = EMPTY_CLUSTER
         self._lookups: dict[int, _Lookup] = {}
         self._in_flight: dict[int, _Sent] = {}
@@ -333,7 +333,7 @@ class OffsetsManager(EventOutbox):
     def _add_lookup(
         self, kind: str, timestamps: dict[TopicPartition, int], deadline_ms: int, now_ms: int
     ) -> int:
-        key = self._new_id()
+        key = self._outbox.new_id()
         lookup = _Lookup(key, kind, timestamps, deadline_ms)
         self._lookups[key] = lookup
         if not timestamps:
@@ -349,7 +349,7 @@ class OffsetsManager(EventOutbox):
         requests = (
             self._poll_lookups(now_ms) + self._poll_resets(now_ms) + self._poll_validations(now_ms)
         )
-        events = self._drain_events()
+        events = self._outbox.drain()
         return PollResult(
             requests=requests,
             time_until_next_poll_ms=self._time_until_next_poll(now_ms),
@@ -394,7 +394,7 @@ class OffsetsManager(EventOutbox):
             self._resets_in_flight.difference_update(partitions)
             self._reset_failed(partitions, now_ms)
             if not typed.retriable:
-                self._events.append(ResetPositionsError(typed))
+                self._outbox.publish(ResetPositionsError(typed))
             return
         lookup = self._lookups.get(sent.lookup_key)
         if lookup is None:
@@ -486,10 +486,10 @@ class OffsetsManager(EventOutbox):
             del self._in_flight[request_id]
         if error is not None:
             self._log.info("list_offsets_lookup_failed", kind=lookup.kind, error=repr(error))
-            self._events.append(ListOffsetsCompleted(lookup.key, lookup.kind, error=error))
+            self._outbox.publish(ListOffsetsCompleted(lookup.key, lookup.kind, error=error))
             return
         result = {tp: lookup.results.get(tp) for tp in lookup.timestamps}
-        self._events.append(
+        self._outbox.publish(
             ListOffsetsCompleted(lookup.key, lookup.kind, result=MappingProxyType(result))
         )
 
@@ -527,7 +527,7 @@ class OffsetsManager(EventOutbox):
             requests = self._build_requests(todo, lookup_key=None, strategies=strategies)
         except KafkaError as exc:
             self._reset_failed(list(todo), now_ms)
-            self._events.append(ResetPositionsError(exc))
+            self._outbox.publish(ResetPositionsError(exc))
             return ()
         for request in requests:
             self._resets_in_flight.update(self._in_flight[request.request_id].timestamps)
@@ -540,7 +540,7 @@ class OffsetsManager(EventOutbox):
         if new:
             listed = sorted(current)
             self._log.info("no_offset_reset_policy", partitions=[str(tp) for tp in listed])
-            self._events.append(
+            self._outbox.publish(
                 ResetPositionsError(
                     NoOffsetForPartitionError(
                         partitions=[(tp.topic, tp.partition) for tp in listed]
@@ -577,7 +577,7 @@ class OffsetsManager(EventOutbox):
                 refresh.append(tp)
             else:
                 failed.append(tp)
-                self._events.append(ResetPositionsError(_partition_error(code, tp)))
+                self._outbox.publish(ResetPositionsError(_partition_error(code, tp)))
         if refresh:
             self._need_metadata("offset reset: leader moved or unknown", refresh)
         if failed:
@@ -669,7 +669,7 @@ class OffsetsManager(EventOutbox):
                     for tp, p in positions.items()
                 },
             )
-            request_id = self._new_id()
+            request_id = self._outbox.new_id()
             self._validations[request_id] = _SentValidation(node, MappingProxyType(dict(positions)))
             # Not again before the answer or the request's timeout (Java's
             # setNextAllowedRetry); completion clears it.
@@ -691,7 +691,7 @@ class OffsetsManager(EventOutbox):
 
     def _validated_here(self, partitions: list[TopicPartition]) -> None:
         if partitions:
-            self._events.append(PositionsValidated(tuple(partitions)))
+            self._outbox.publish(PositionsValidated(tuple(partitions)))
 
     def _on_validation_response(self, sent: _SentValidation, response: Any, now_ms: int) -> None:
         answers: dict[TopicPartition, Any] = {}
@@ -714,7 +714,7 @@ class OffsetsManager(EventOutbox):
                     retry.append(tp)
                 else:
                     self._validation_failed([tp], now_ms)
-                    self._events.append(ResetPositionsError(_partition_error(code, tp)))
+                    self._outbox.publish(ResetPositionsError(_partition_error(code, tp)))
                 continue
             end_epoch, end_offset = int(p.leader_epoch), int(p.end_offset)
             outcome = subs.maybe_complete_validation(tp, position, end_epoch, end_offset)
@@ -736,7 +736,7 @@ class OffsetsManager(EventOutbox):
             self._need_metadata("offset validation: leader moved or unknown", retry)
             self._validation_failed(retry, now_ms)
         if truncated:
-            self._events.append(
+            self._outbox.publish(
                 ResetPositionsError(
                     LogTruncationError(
                         fetch_offsets={
@@ -749,7 +749,7 @@ class OffsetsManager(EventOutbox):
                 )
             )
         if no_offset:
-            self._events.append(
+            self._outbox.publish(
                 ResetPositionsError(
                     NoOffsetForPartitionError(
                         partitions=[(tp.topic, tp.partition) for tp in sorted(no_offset)]
@@ -771,7 +771,7 @@ class OffsetsManager(EventOutbox):
             self._need_metadata("OffsetsForLeaderEpoch request failed", partitions)
         self._validation_failed(partitions, now_ms)
         if not typed.retriable:
-            self._events.append(ResetPositionsError(typed))
+            self._outbox.publish(ResetPositionsError(typed))
 
     def _validation_failed(self, partitions: list[TopicPartition], now_ms: int) -> None:
         for tp in partitions:
@@ -815,7 +815,7 @@ class OffsetsManager(EventOutbox):
                 current_leader_epochs={tp: epochs[tp] for tp in node_timestamps if tp in epochs},
                 timeout_ms=self._config.request_timeout_ms,
             )
-            request_id = self._new_id()
+            request_id = self._outbox.new_id()
             self._in_flight[request_id] = _Sent(
                 node=node,
                 timestamps=MappingProxyType(dict(node_timestamps)),
@@ -839,7 +839,7 @@ class OffsetsManager(EventOutbox):
         if not topics or topics <= self._refresh_requested_for:
             return  # asked already since the last cluster update
         self._refresh_requested_for |= topics
-        self._events.append(MetadataUpdateNeeded(reason, topics))
+        self._outbox.publish(MetadataUpdateNeeded(reason, topics))
 
     def _time_until_next_poll(self, now_ms: int) -> int | None:
         candidates: list[int] = []

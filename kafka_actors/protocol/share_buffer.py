@@ -17,8 +17,11 @@ assignment, or the share session forgetting it, releases nothing), so they are t
 to deliver and acknowledge (their acknowledgements go to the broker they came from); dropped,
 they would wait for their acquisition lock to expire before anyone got them. Only a buffered
 error of such a partition (no records) is dropped. The requests, sessions and acknowledgements are
-:class:`~kafka_actors.protocol.share_fetch.ShareFetchManager`'s, which derives from it (as
-the consumer's FetchManager derives from its FetchBuffer).
+:class:`~kafka_actors.protocol.share_fetch.ShareFetchManager`'s, which owns one buffer (as
+Java's ShareConsumeRequestManager and ShareFetchCollector share one ShareFetchBuffer): it adds
+what responses bring (:meth:`ShareFetchBuffer.add_records`, :meth:`ShareFetchBuffer.add_error`),
+passes the assignment in, and takes back from :meth:`ShareFetchBuffer.collect` the records and
+the gap acknowledgements (:class:`GapAcknowledgements`) to send.
 
 May touch: nothing outside itself; pure.
 """
@@ -44,10 +47,12 @@ from kafka_actors.protocol.share_acknowledgements import GAP, Acknowledgements, 
 
 __all__ = [
     "MAX_ACQUIRED_PER_PARTITION",
+    "GapAcknowledgements",
     "ShareCollectResult",
     "ShareCompletedFetch",
     "ShareConsumerRecord",
     "ShareFetchBuffer",
+    "ShareHandOut",
 ]
 
 #: The most acquired offsets one partition of one response may carry (a broker acquires about
@@ -97,67 +102,103 @@ class ShareCollectResult:
         return sum(len(r) for r in self.records.values())
 
 
+@dataclass(frozen=True, slots=True)
+class GapAcknowledgements:
+    """Acquired offsets of ``tp`` that are no record (GAP), or from a corrupt batch on
+    (RELEASE), found while decoding a response from broker ``node``: they go to that broker
+    with the partition's next acknowledgements."""
+
+    tp: TopicPartition
+    node: int
+    acknowledgements: Acknowledgements
+
+
+@dataclass(frozen=True, slots=True)
+class ShareHandOut:
+    """What :meth:`ShareFetchBuffer.collect` handed out, and the gap acknowledgements the
+    responses it decoded on the way produced (in decode order)."""
+
+    result: ShareCollectResult
+    gaps: tuple[GapAcknowledgements, ...]
+
+
 class ShareFetchBuffer:
     """Buffered share fetches and their hand-out (see the module docstring)."""
 
-    _buffer: deque[ShareCompletedFetch]
-    _buffered_bytes: int
-    _assignment: frozenset[TopicPartition]
-
-    def _init_buffer(self, *, check_crcs: bool, max_decompressed_batch_bytes: int) -> None:
-        self._buffer = deque()
-        self._buffered_bytes = 0
-        self._assignment = frozenset()
+    def __init__(self, *, check_crcs: bool, max_decompressed_batch_bytes: int) -> None:
+        self._completed: deque[ShareCompletedFetch] = deque()
+        self._bytes = 0
         self._check_crcs = check_crcs
         self._max_decompressed = max_decompressed_batch_bytes
-        #: Records handed out (a metric).
-        self.records_fetched = 0
 
     @property
     def buffered_bytes(self) -> int:
-        return self._buffered_bytes
+        return self._bytes
 
     @property
     def buffered_count(self) -> int:
         """Partition responses buffered (records or an error waiting for collect)."""
-        return len(self._buffer)
+        return len(self._completed)
 
-    @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        return self._assignment
+    def partitions_from(self, node: int) -> set[TopicPartition]:
+        """The partitions with a response from broker ``node`` buffered."""
+        return {b.tp for b in self._completed if b.node == node}
 
-    def _drop_unassigned(self) -> None:
-        """Drop the buffered errors of partitions no longer assigned (their records stay: see
-        the module docstring)."""
+    def started_on(self, node: int, partitions: frozenset[TopicPartition]) -> bool:
+        """Whether every buffered response of ``partitions`` from broker ``node`` was started
+        on by a collect (decoded, no error waiting)."""
+        for b in self._completed:
+            if b.node == node and b.tp in partitions and (b.records is None or b.error is not None):
+                return False
+        return True
+
+    def add_records(
+        self, tp: TopicPartition, node: int, data: bytes, acquired: list[tuple[int, int, int]]
+    ) -> None:
+        """Buffer one partition's record data from broker ``node`` with its acquired ranges
+        (sorted, disjoint: (first, last, delivery count))."""
+        self._add(ShareCompletedFetch(tp, node, data, acquired, len(data)))
+
+    def add_error(self, tp: TopicPartition, node: int, error: KafkaError) -> None:
+        """Buffer an error for ``tp``, raised to the application at collect."""
+        self._add(ShareCompletedFetch(tp, node, b"", [], 0, records=[], error=error))
+
+    def _add(self, buffered: ShareCompletedFetch) -> None:
+        self._completed.append(buffered)
+        self._bytes += buffered.size
+
+    def drop_unassigned(self, assignment: frozenset[TopicPartition]) -> None:
+        """Drop the buffered errors of partitions not in ``assignment`` (their records stay:
+        see the module docstring)."""
         kept: deque[ShareCompletedFetch] = deque()
-        for buffered in self._buffer:
-            if buffered.tp in self._assignment or buffered.acquired:
+        for buffered in self._completed:
+            if buffered.tp in assignment or buffered.acquired:
                 kept.append(buffered)
             else:
-                self._buffered_bytes -= buffered.size
-        self._buffer = kept
+                self._bytes -= buffered.size
+        self._completed = kept
 
-    def _clear_buffer(self) -> None:
-        self._buffer.clear()
-        self._buffered_bytes = 0
+    def clear(self) -> None:
+        self._completed.clear()
+        self._bytes = 0
 
-    def _add_buffered(self, buffered: ShareCompletedFetch) -> None:
-        self._buffer.append(buffered)
-        self._buffered_bytes += buffered.size
-
-    def collect(self, max_records: int) -> ShareCollectResult:
+    def collect(self, max_records: int, assignment: frozenset[TopicPartition]) -> ShareHandOut:
         """Up to ``max_records`` acquired records, in buffer order, decoded now; an error is
-        returned (not raised) once the records before it are handed out."""
+        returned (not raised) once the records before it are handed out. A buffered error of
+        a partition not in ``assignment`` is dropped."""
         out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
+        gaps: list[GapAcknowledgements] = []
         remaining = max_records
         error: KafkaError | None = None
-        while self._buffer and remaining > 0:
-            buffered = self._buffer[0]
-            if buffered.tp not in self._assignment and not buffered.acquired:
+        while self._completed and remaining > 0:
+            buffered = self._completed[0]
+            if buffered.tp not in assignment and not buffered.acquired:
                 self._drop_head()  # an error of a partition no longer assigned
                 continue
             if buffered.records is None:
-                self._decode(buffered)
+                acks = self._decode(buffered)
+                if acks:
+                    gaps.append(GapAcknowledgements(buffered.tp, buffered.node, acks))
             assert buffered.records is not None
             records = buffered.records
             if buffered.next_index < len(records):
@@ -173,14 +214,16 @@ class ShareFetchBuffer:
                 if buffered.error is not None:
                     break  # raised at the next collect, after these records
                 self._drop_head()
-        self.records_fetched += sum(len(v) for v in out.values())
-        return ShareCollectResult({tp: tuple(v) for tp, v in out.items()}, error)
+        result = ShareCollectResult({tp: tuple(v) for tp, v in out.items()}, error)
+        return ShareHandOut(result, tuple(gaps))
 
     def _drop_head(self) -> None:
-        buffered = self._buffer.popleft()
-        self._buffered_bytes -= buffered.size
+        buffered = self._completed.popleft()
+        self._bytes -= buffered.size
 
-    def _decode(self, buffered: ShareCompletedFetch) -> None:
+    def _decode(self, buffered: ShareCompletedFetch) -> Acknowledgements:
+        """Decode ``buffered``'s records (those inside an acquired range kept); returns the
+        acquired offsets that are no record, as gap (or release) acknowledgements."""
         tp = buffered.tp
         first_acquired = buffered.acquired[0][0] if buffered.acquired else 0
         decoded: DecodedRecords = decode_records(
@@ -223,10 +266,9 @@ class ShareFetchBuffer:
                 else:
                     self._settle_gap(acks, start, last, bad_from)
                     break
-        if acks:
-            self._gap_acknowledgements(tp, buffered.node, acks)
         if decoded.error is not None:
             buffered.error = decoded.error
+        return acks
 
     @staticmethod
     def _settle_gap(acks: Acknowledgements, first: int, last: int, bad_from: int | None) -> None:
@@ -237,8 +279,3 @@ class ShareFetchBuffer:
             acks.add_range(first, bad_from - 1, GAP)
             first = bad_from
         acks.add_range(first, last, AcknowledgeType.RELEASE)
-
-    def _gap_acknowledgements(self, tp: TopicPartition, node: int, acks: Acknowledgements) -> None:
-        """Acquired offsets that are no record (or from a corrupt batch on): the manager
-        sends them with the partition's next acknowledgements."""
-        raise NotImplementedError

@@ -7,10 +7,9 @@ added and forgotten as the assignment and the leaders change; a session error
 failed request starts a new one at epoch 0), one request in flight per broker, the buffer of
 fetched data (bounded: a broker is fetched from again while its partitions have records
 buffered only to prefetch, see below, and no broker is while ``fetch.max.bytes`` are
-buffered; the buffer and the hand-out of
-acquired records with their delivery counts are
-:class:`~kafka_actors.protocol.share_buffer.ShareFetchBuffer`'s, which it derives from), the
-acknowledgements pending per
+buffered; the buffer and the hand-out of acquired records with their delivery counts are a
+:class:`~kafka_actors.protocol.share_buffer.ShareFetchBuffer` object it owns), the
+assignment, the acknowledgements pending per
 partition (piggybacked on the next ShareFetch to the broker the records came from, or sent
 with ShareAcknowledge by :meth:`ShareFetchManager.commit` and at close), and the per-partition
 results of every acknowledgement (:class:`AcknowledgementsCommitted`, for the
@@ -91,13 +90,12 @@ from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentReq
 from kafka_actors.protocol.records import (
     DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
 )
-from kafka_actors.protocol.request_state import EventOutbox, retry_backoff
+from kafka_actors.protocol.request_state import Outbox, retry_backoff
 from kafka_actors.protocol.requests import share_acknowledge_request, share_fetch_request
 from kafka_actors.protocol.share_acknowledgements import GAP, Acknowledgements, AcknowledgeType
 from kafka_actors.protocol.share_buffer import (
     MAX_ACQUIRED_PER_PARTITION,
     ShareCollectResult,
-    ShareCompletedFetch,
     ShareConsumerRecord,
     ShareFetchBuffer,
 )
@@ -242,7 +240,7 @@ class _InFlight:
     names_by_id: dict[str, str]
 
 
-class ShareFetchManager(ShareFetchBuffer, EventOutbox):
+class ShareFetchManager:
     """Share sessions, the buffer and acknowledgements (see the module docstring)."""
 
     def __init__(
@@ -255,11 +253,12 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         client_id: str = "",
         random: Callable[[], float] = lambda: 0.5,
     ) -> None:
-        self._init_outbox()
-        self._init_buffer(
+        self._outbox = Outbox()
+        self._buffer = ShareFetchBuffer(
             check_crcs=config.check_crcs,
             max_decompressed_batch_bytes=config.max_decompressed_batch_bytes,
         )
+        self._assignment: frozenset[TopicPartition] = frozenset()
         self._config = config
         self._member_id = member_id
         self._fetch_version = fetch_version
@@ -290,6 +289,8 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         self._close_reported = False
         self._log = get_logger("share_fetch", client_id=client_id, group_id=config.group_id)
         # Metrics.
+        #: Records handed out.
+        self.records_fetched = 0
         self.bytes_fetched = 0
         self.fetch_requests = 0
         self.fetch_latency_total_ms = 0
@@ -299,6 +300,19 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         self.acquisition_lock_timeout_ms: int | None = None
 
     # -- state ------------------------------------------------------------------------------
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._buffer.buffered_bytes
+
+    @property
+    def buffered_count(self) -> int:
+        """Partition responses buffered (records or an error waiting for collect)."""
+        return self._buffer.buffered_count
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self._assignment
 
     def session(self, node: int) -> ShareSession | None:
         return self._sessions.get(node)
@@ -319,11 +333,19 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
     def on_assignment(self, assignment: Iterable[TopicPartition]) -> None:
         self._assignment = frozenset(assignment)
         self._pacing.retain(self._assignment)
-        self._drop_unassigned()
+        self._buffer.drop_unassigned(self._assignment)
         self._held = {tp: n for tp, n in self._held.items() if tp in self._assignment}
 
     def collect(self, max_records: int) -> ShareCollectResult:
-        result = super().collect(max_records)
+        """Up to ``max_records`` acquired records from the buffer (see
+        :meth:`~kafka_actors.protocol.share_buffer.ShareFetchBuffer.collect`); the gap
+        acknowledgements found on the way join the pending ones."""
+        hand_out = self._buffer.collect(max_records, self._assignment)
+        for gap in hand_out.gaps:
+            self._pending.setdefault(gap.tp, Acknowledgements()).merge(gap.acknowledgements)
+            self._ack_node[gap.tp] = gap.node
+        result = hand_out.result
+        self.records_fetched += result.record_count
         for tp, records in result.records.items():
             self._held[tp] = self._held.get(tp, 0) + len(records)
         return result
@@ -380,7 +402,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         share session (epoch -1); ``ShareCloseCompleted`` when done."""
         self._closing = True
         self._ack_now |= set(self._sessions)
-        self._clear_buffer()
+        self._buffer.clear()
 
     # -- the request-manager contract -------------------------------------------------------
 
@@ -417,9 +439,9 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             if not self._open_sessions():
                 self._close_reported = True
                 self._fail_all_pending(ShareSessionNotFoundError("The share consumer closed"))
-                self._events.append(ShareCloseCompleted())
+                self._outbox.publish(ShareCloseCompleted())
         self._check_commits()
-        return PollResult(tuple(requests), next_ms, self._drain_events())
+        return PollResult(tuple(requests), next_ms, self._outbox.drain())
 
     def _open_sessions(self) -> list[int]:
         return [n for n, s in self._sessions.items() if s.epoch > 0 and n not in self._closed_nodes]
@@ -458,8 +480,8 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             self._fail_acks_of(node, ShareSessionNotFoundError("No share session to close"))
             self._sessions.pop(node, None)
             return None
-        buffered = {b.tp for b in self._buffer if b.node == node}
-        room = self._buffered_bytes < self._config.max_bytes
+        buffered = self._buffer.partitions_from(node)
+        room = self._buffer.buffered_bytes < self._config.max_bytes
         may_fetch = bool(wanted) and not (buffered & wanted) and room
         if session.epoch > INITIAL_EPOCH:
             other = {tp: a for tp, a in all_acks.items() if tp not in wanted}
@@ -511,10 +533,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         (decoded, no error waiting), so at most one response per partition is ahead."""
         if not wanted or not room:
             return False
-        for b in self._buffer:
-            if b.node == node and b.tp in wanted and (b.records is None or b.error is not None):
-                return False
-        return True
+        return self._buffer.started_on(node, wanted)
 
     def _topic_ids(self, partitions: Iterable[TopicPartition]) -> dict[str, uuid.UUID]:
         cluster = self._cluster
@@ -625,7 +644,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         ids: Mapping[str, uuid.UUID],
         now_ms: int,
     ) -> UnsentRequest:
-        request_id = self._new_id()
+        request_id = self._outbox.new_id()
         self._in_flight[node] = _InFlight(
             node,
             kind,
@@ -758,7 +777,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
                 self._dry.add(node)
         if refresh:
             self._awaiting_metadata.update(refresh)
-            self._events.append(
+            self._outbox.publish(
                 MetadataRefreshNeeded("share fetch partition error", tuple(refresh))
             )
         self._complete_acks(in_flight, results)
@@ -782,9 +801,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
             self._pacing.partition_failed(tp, now_ms)
             error = error_for_code(code, part.error_message, topic=tp.topic, partition=tp.partition)
             if not error.retriable and tp in self._assignment:
-                self._add_buffered(
-                    ShareCompletedFetch(tp, in_flight.node, b"", [], 0, records=[], error=error)
-                )
+                self._buffer.add_error(tp, in_flight.node, error)
             return 0
         if tp not in in_flight.fetched:
             return 0  # not asked for: nothing was acquired for it
@@ -818,20 +835,14 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         data = part.records if part.records is not None else b""
         data = bytes(data)
         self._ack_node[tp] = in_flight.node
-        self._add_buffered(ShareCompletedFetch(tp, in_flight.node, data, merged, len(data)))
+        self._buffer.add_records(tp, in_flight.node, data, merged)
         self.bytes_fetched += len(data)
         return len(data)
-
-    def _gap_acknowledgements(self, tp: TopicPartition, node: int, acks: Acknowledgements) -> None:
-        self._pending.setdefault(tp, Acknowledgements()).merge(acks)
-        self._ack_node[tp] = node
 
     def _buffer_error(self, in_flight: _InFlight, error: KafkaError) -> None:
         for tp in sorted(in_flight.fetched):
             if tp in self._assignment:
-                self._add_buffered(
-                    ShareCompletedFetch(tp, in_flight.node, b"", [], 0, records=[], error=error)
-                )
+                self._buffer.add_error(tp, in_flight.node, error)
                 break
 
     # -- acknowledgement results ------------------------------------------------------------
@@ -863,7 +874,7 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         if not results:
             return
         self.acknowledgements_failed += sum(len(r.offsets) for r in results if r.error is not None)
-        self._events.append(AcknowledgementsCommitted(tuple(results)))
+        self._outbox.publish(AcknowledgementsCommitted(tuple(results)))
 
     def _fail_acks_of(self, node: int, error: KafkaError) -> None:
         failed = {tp: acks for tp, acks in self._acks_for(node).items()}
@@ -908,4 +919,4 @@ class ShareFetchManager(ShareFetchBuffer, EventOutbox):
         done = [cid for cid, (waiting, _found) in self._commits.items() if not waiting]
         for cid in done:
             _waiting, found = self._commits.pop(cid)
-            self._events.append(ShareCommitCompleted(cid, dict(found)))
+            self._outbox.publish(ShareCommitCompleted(cid, dict(found)))

@@ -62,7 +62,7 @@ from kafka_actors.protocol.messages import (
     TopicPartition,
     UnsentRequest,
 )
-from kafka_actors.protocol.request_state import EventOutbox, RequestState, retry_backoff
+from kafka_actors.protocol.request_state import Outbox, RequestState, retry_backoff
 from kafka_actors.protocol.requests import share_group_heartbeat_request
 
 __all__ = [
@@ -114,7 +114,7 @@ _REJOIN_CODES: Final = frozenset({FencedMemberEpochError.code, UnknownMemberIdEr
 _COORDINATOR_CODES: Final = frozenset({NotCoordinatorError.code, CoordinatorNotAvailableError.code})
 
 
-class ShareMembershipManager(EventOutbox):
+class ShareMembershipManager:
     """The share group member (see the module docstring)."""
 
     def __init__(
@@ -125,7 +125,7 @@ class ShareMembershipManager(EventOutbox):
         random: Callable[[], float],
         client_id: str = "",
     ) -> None:
-        self._init_outbox()
+        self._outbox = Outbox()
         self._config = config
         self._member_id = member_id
         self._epoch = JOIN_EPOCH
@@ -206,7 +206,7 @@ class ShareMembershipManager(EventOutbox):
         ):
             self._state = ShareMemberState.UNSUBSCRIBED
             self._set_assignment(frozenset())
-            self._publish(LeaveCompleted())
+            self._outbox.publish(LeaveCompleted())
             return
         self._state = ShareMemberState.LEAVING
         self._leave_deadline_ms = deadline_ms
@@ -226,7 +226,7 @@ class ShareMembershipManager(EventOutbox):
                 self._complete_leave(timed_out=True)
         if self._due(now_ms):
             requests = (self._send(now_ms),)
-        return PollResult(requests, self._next_poll_ms(now_ms), self._drain_events())
+        return PollResult(requests, self._next_poll_ms(now_ms), self._outbox.drain())
 
     def _due(self, now_ms: int) -> bool:
         if self._state in (ShareMemberState.UNSUBSCRIBED, ShareMemberState.FATAL):
@@ -275,7 +275,7 @@ class ShareMembershipManager(EventOutbox):
         if topics is not None:
             self._sent_topics = topics
         self._sent_rack = True
-        request_id = self._new_id()
+        request_id = self._outbox.new_id()
         self._in_flight = request_id
         self._in_flight_epoch = epoch
         self._last_sent_ms = now_ms
@@ -357,7 +357,7 @@ class ShareMembershipManager(EventOutbox):
             self._heartbeat_now = True
         elif code == TopicAuthorizationFailedError.code:
             # Reported to the application; the member keeps heartbeating (as Java).
-            self._publish(ErrorEvent(error, False))
+            self._outbox.publish(ErrorEvent(error, False))
             self._request_state.on_failed_attempt(now_ms)
             self._heartbeat_now = True
         else:
@@ -366,16 +366,16 @@ class ShareMembershipManager(EventOutbox):
     def _coordinator_lost(self, reason: str) -> None:
         if self._coordinator_known:
             self._coordinator_known = False
-            self._publish(CoordinatorUnknown(reason))
+            self._outbox.publish(CoordinatorUnknown(reason))
 
     def _fatal(self, error: KafkaError) -> None:
         self._log.error("share_membership_fatal", error=str(error))
         leaving = self._state is ShareMemberState.LEAVING
         self._state = ShareMemberState.FATAL
         self._set_assignment(frozenset())
-        self._publish(ErrorEvent(error, True))
+        self._outbox.publish(ErrorEvent(error, True))
         if leaving:
-            self._publish(LeaveCompleted())
+            self._outbox.publish(LeaveCompleted())
 
     def _join(self) -> None:
         self._state = ShareMemberState.JOINING
@@ -390,14 +390,14 @@ class ShareMembershipManager(EventOutbox):
         self._leave_deadline_ms = None
         self._target = {}
         self._set_assignment(frozenset())
-        self._publish(LeaveCompleted(timed_out))
+        self._outbox.publish(LeaveCompleted(timed_out))
 
     def _update_assignment(self) -> None:
         if self._state is not ShareMemberState.STABLE:
             return
         missing = frozenset(tid for tid in self._target if tid not in self._names)
         if missing:
-            self._publish(NeedTopicNames(missing))
+            self._outbox.publish(NeedTopicNames(missing))
         resolved = frozenset(
             TopicPartition(self._names[tid], p)
             for tid, parts in self._target.items()
@@ -409,4 +409,4 @@ class ShareMembershipManager(EventOutbox):
     def _set_assignment(self, assignment: frozenset[TopicPartition]) -> None:
         if assignment != self._assignment:
             self._assignment = assignment
-            self._publish(AssignmentChanged(assignment))
+            self._outbox.publish(AssignmentChanged(assignment))
