@@ -122,7 +122,7 @@ from kafka_actors.protocol.fetch_session import (
     SessionRequest,
 )
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
-from kafka_actors.protocol.request_state import EventOutbox
+from kafka_actors.protocol.request_state import Outbox
 from kafka_actors.protocol.requests import FetchPartition, ForgottenTopic, fetch_request
 from kafka_actors.protocol.subscription import (
     FetchPosition,
@@ -294,7 +294,7 @@ class _InFlight:
 # -- the manager ---------------------------------------------------------------------------
 
 
-class FetchManager(EventOutbox):
+class FetchManager:
     """The pure fetch state machine (see the module docstring)."""
 
     def __init__(
@@ -329,7 +329,7 @@ class FetchManager(EventOutbox):
         self._unanswered: dict[int, int] = {}
         self._next_leader_refresh_ms = 0
         self._awaiting_metadata: set[TopicPartition] = set()
-        self._init_outbox()
+        self._outbox = Outbox()
         self._closing = False
         self._log = get_logger("fetch", client_id=client_id, group_id=group_id)
         # For the log: failures lasting since the last success, keyed ("failed", node),
@@ -426,7 +426,7 @@ class FetchManager(EventOutbox):
         else:
             requests = self._prepare_fetches(now_ms)
         refresh_in = self._refresh_unreachable_leaders(now_ms)
-        events = self._drain_events()
+        events = self._outbox.drain()
         wait = self._time_until_next_poll(now_ms)
         if refresh_in is not None:
             wait = refresh_in if wait is None else min(wait, refresh_in)
@@ -453,7 +453,7 @@ class FetchManager(EventOutbox):
             return None
         if now_ms >= self._next_leader_refresh_ms:
             self._next_leader_refresh_ms = now_ms + _UNREACHABLE_LEADER_REFRESH_MS
-            self._events.append(MetadataRefreshNeeded("leader unreachable", tuple(sorted(stuck))))
+            self._outbox.publish(MetadataRefreshNeeded("leader unreachable", tuple(sorted(stuck))))
         return max(0, self._next_leader_refresh_ms - now_ms)
 
     def _time_until_next_poll(self, now_ms: int) -> int | None:
@@ -510,7 +510,7 @@ class FetchManager(EventOutbox):
             by_node.setdefault(node, {})[tp] = position
         if missing_leader:
             self._awaiting_metadata.update(missing_leader)
-            self._events.append(
+            self._outbox.publish(
                 MetadataRefreshNeeded("no known leader", tuple(sorted(missing_leader)))
             )
         requests: list[UnsentRequest] = []
@@ -580,7 +580,7 @@ class FetchManager(EventOutbox):
             )
         if waiting:
             self._awaiting_metadata.update(waiting)
-            self._events.append(MetadataRefreshNeeded("unknown topic id", tuple(waiting)))
+            self._outbox.publish(MetadataRefreshNeeded("unknown topic id", tuple(waiting)))
         if not partitions:
             return None
         uses_session = version >= _MIN_SESSION_VERSION
@@ -612,7 +612,7 @@ class FetchManager(EventOutbox):
             rack_id=self._config.client_rack,
             topic_ids=ids_used if version >= _MIN_TOPIC_ID_VERSION else None,
         )
-        request_id = self._new_id()
+        request_id = self._outbox.new_id()
         self._in_flight[request_id] = _InFlight(
             node=node,
             version=version,
@@ -663,7 +663,7 @@ class FetchManager(EventOutbox):
             rack_id=self._config.client_rack,
             topic_ids={},
         )
-        request_id = self._new_id()
+        request_id = self._outbox.new_id()
         self._in_flight[request_id] = _InFlight(
             node=node,
             version=version,
@@ -771,7 +771,7 @@ class FetchManager(EventOutbox):
             )
         if refresh:
             self._awaiting_metadata.update(refresh)
-            self._events.append(MetadataRefreshNeeded("fetch partition error", tuple(refresh)))
+            self._outbox.publish(MetadataRefreshNeeded("fetch partition error", tuple(refresh)))
         return stats
 
     def _fetch_recovered(self, node: int, now_ms: int) -> None:

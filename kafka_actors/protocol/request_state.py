@@ -5,9 +5,9 @@ Owns: :class:`ExponentialBackoff` (Java's ``org.apache.kafka.common.utils.Expone
 time of the last response or failure and the backoff that follows it), :func:`retry_backoff`
 (the ``retry.backoff.ms`` / ``retry.backoff.max.ms`` backoff every manager uses),
 :class:`RetriedRequest` (one request a manager keeps several of and retries on its own:
-attempts, the request in flight, the next retry, the last error) and :class:`EventOutbox` (the
-events a manager publishes through ``PollResult.events`` and its request-id counter; a mixin) with
-:class:`Outbox` (the same, as an object a manager owns and hands to its collaborators).
+attempts, the request in flight, the next retry, the last error) and :class:`Outbox` (the events
+a manager publishes through ``PollResult.events`` and its request-id counter: an object the
+manager owns and hands to its collaborators).
 
 May touch: nothing outside itself. Pure: the time is always a parameter (``now_ms``, monotonic
 milliseconds) and randomness (the backoff jitter) is injected as a ``() -> float`` in [0, 1).
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = [
     "RETRY_BACKOFF_JITTER",
     "RETRY_BACKOFF_MULTIPLIER",
-    "EventOutbox",
     "ExponentialBackoff",
     "Outbox",
     "RequestState",
@@ -198,39 +197,10 @@ class RetriedRequest:
         return self.retry_at_ms
 
 
-class EventOutbox:
-    """The events a manager published since its last ``poll`` and its request-id counter.
-
-    A mixin: managers call :meth:`_init_outbox` in ``__init__``, :meth:`_publish` (or append to
-    ``_events``) for each event, :meth:`_drain_events` in ``poll`` and :meth:`_new_id` for each
-    request (ids start at 1 and are never reused by one manager).
-    """
-
-    _events: list[Any]
-    _next_id: int
-
-    def _init_outbox(self) -> None:
-        self._events = []
-        self._next_id = 1
-
-    def _publish(self, event: Any) -> None:
-        self._events.append(event)
-
-    def _drain_events(self) -> tuple[Any, ...]:
-        events = tuple(self._events)
-        self._events.clear()
-        return events
-
-    def _new_id(self) -> int:
-        value = self._next_id
-        self._next_id += 1
-        return value
-
-
 class Outbox:
-    """The same as :class:`EventOutbox`, as an object a manager owns and hands to its
-    collaborators: the events published since the last ``poll`` and the request-id counter
-    (ids start at 1 and are never reused by one outbox)."""
+    """The events a manager published since its last ``poll`` and its request-id counter, as
+    an object the manager owns and hands to its collaborators (ids start at 1 and are never
+    reused by one outbox)."""
 
     __slots__ = ("_events", "_next_id")
 

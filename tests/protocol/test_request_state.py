@@ -1,10 +1,10 @@
-"""The request-manager skeleton: ExponentialBackoff, RequestState, EventOutbox."""
+"""The request-manager skeleton: ExponentialBackoff, RequestState, Outbox."""
 
 from __future__ import annotations
 
 from kafka_actors.protocol.request_state import (
-    EventOutbox,
     ExponentialBackoff,
+    Outbox,
     RequestState,
     RetriedRequest,
 )
@@ -34,13 +34,12 @@ def test_request_state_send_restarts_the_wait_and_clear_keeps_the_count() -> Non
 
 
 def test_outbox_drains_in_order_and_ids_are_never_reused() -> None:
-    box = EventOutbox()
-    box._init_outbox()
-    box._publish("a")
-    box._publish("b")
-    assert box._drain_events() == ("a", "b")
-    assert box._drain_events() == ()
-    assert [box._new_id() for _ in range(3)] == [1, 2, 3]
+    box = Outbox()
+    box.publish("a")
+    box.publish("b")
+    assert box.drain() == ("a", "b")
+    assert box.drain() == ()
+    assert [box.new_id() for _ in range(3)] == [1, 2, 3]
 
 
 def test_retried_request_counts_sends_and_backs_off_by_them() -> None:
