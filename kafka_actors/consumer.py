@@ -33,8 +33,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from kafka_actors.actors.events import PositionsChangedEvent
-from kafka_actors.actors.facade import CallTimeout
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.core import (
     DEFAULT_CLOSE_TIMEOUT_S,
@@ -43,7 +41,7 @@ from kafka_actors.core import (
     commit_offsets,
 )
 from kafka_actors.core.poll import PollStep
-from kafka_actors.errors import KafkaTimeoutError
+from kafka_actors.errors import CallTimeout, KafkaTimeoutError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol import records as _records
@@ -243,7 +241,7 @@ class KafkaConsumer:
                     return records
                 if time.monotonic() >= deadline:
                     return empty
-                facade.tell("fetch", PositionsChangedEvent(trace))
+                step.idle(trace)
 
                 def ready(seen: int = generation) -> bool:
                     return step.ready(seen)

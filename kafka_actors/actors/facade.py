@@ -49,6 +49,7 @@ from typing import Any, cast
 from kafka_actors.actors.context import ConsumerContext, Routed
 from kafka_actors.actors.events import CallbackCompletedEvent
 from kafka_actors.errors import (
+    CallTimeout,
     ConsumerClosedError,
     FatalConsumerError,
     KafkaError,
@@ -67,7 +68,6 @@ from kafka_actors.supervisors import (
 
 __all__ = [
     "AsyncCommitDone",
-    "CallTimeout",
     "Facade",
     "FacadeActor",
 ]
@@ -107,66 +107,6 @@ def partition_names(partitions: Any) -> str:
     """``orders-0, orders-1`` (sorted), or ``none``."""
     names = sorted(str(tp) for tp in partitions)
     return ", ".join(names) if names else "none"
-
-
-class CallTimeout:
-    """Names what a blocking call waited for in its KafkaTimeoutError (issue 10).
-
-    Used as ``with CallTimeout(...):`` around the call's wait: a KafkaTimeoutError escaping
-    (the facade's own at the deadline, or the request manager's) is raised again as::
-
-        position(orders-0) timed out after 60000 ms (default.api.timeout.ms) waiting for
-        the offset reset of orders-0 (ListOffsets to node 1): <the manager's detail>
-
-    ``waiting_for`` is called only then, so it describes the state at the timeout (which
-    coordinator, which leader). The new error keeps the cause's topic/partition/node and
-    chains it as ``__cause__``.
-    """
-
-    __slots__ = ("call", "source", "timeout_ms", "waiting_for")
-
-    def __init__(
-        self,
-        call: str,
-        timeout: float | None,
-        default_ms: int,
-        waiting_for: Callable[[], str],
-        *,
-        key: str = "default.api.timeout.ms",
-    ) -> None:
-        self.call = call
-        if timeout is None:
-            self.timeout_ms, self.source = int(default_ms), key
-        else:
-            self.timeout_ms, self.source = round(max(0.0, float(timeout)) * 1000), "timeout"
-        self.waiting_for = waiting_for
-
-    def error(self, cause: KafkaTimeoutError | None = None) -> KafkaTimeoutError:
-        try:
-            what = self.waiting_for()
-        except Exception as exc:  # a description must never hide the timeout
-            what = f"an answer (state unavailable: {exc!r})"
-        message = (
-            f"{self.call} timed out after {self.timeout_ms} ms ({self.source}) waiting for {what}"
-        )
-        if cause is not None and cause.message and not cause.message.endswith(" timed out"):
-            message += f": {cause.message}"
-        error = KafkaTimeoutError(
-            message,
-            topic=None if cause is None else cause.topic,
-            partition=None if cause is None else cause.partition,
-            node=None if cause is None else cause.node,
-        )
-        error.__cause__ = cause
-        error._named_call = True  # type: ignore[attr-defined]
-        return error
-
-    def __enter__(self) -> CallTimeout:
-        return self
-
-    def __exit__(self, _type: Any, exc: BaseException | None, _tb: Any) -> None:
-        if isinstance(exc, KafkaTimeoutError) and not getattr(exc, "_named_call", False):
-            raise self.error(exc) from exc
 
 
 class Facade:

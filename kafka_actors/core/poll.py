@@ -22,7 +22,7 @@ import time
 from typing import Final, Protocol
 
 from kafka_actors.actors.context import ConsumerContext
-from kafka_actors.actors.events import PollEvent, PollLatch
+from kafka_actors.actors.events import PollEvent, PollLatch, PositionsChangedEvent
 from kafka_actors.actors.facade import Facade
 from kafka_actors.supervisors import SupervisorTree
 
@@ -108,6 +108,11 @@ class PollStep:
         background reported): a pending ``wakeup()``, the core's checks and positions."""
         self._facade.check_wakeup()
         self._core.prepare_collect(trace)
+
+    def idle(self, trace: str) -> None:
+        """A collect found nothing and the poll is about to wait (the sync front end): the
+        fetch actor looks at the positions again, in case a seek or a reset moved them."""
+        self._facade.tell("fetch", PositionsChangedEvent(trace))
 
     def ready(self, seen: int) -> bool:
         """Whether a poll waiting since it found nothing at generation ``seen`` should look
