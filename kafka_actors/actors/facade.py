@@ -57,7 +57,7 @@ from kafka_actors.errors import (
     WakeupError,
 )
 from kafka_actors.log import get_logger, traced
-from kafka_actors.protocol import membership as m848
+from kafka_actors.protocol import group_events
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.structs import ConsumerRebalanceListener, RebalanceReply
 from kafka_actors.supervisors import (
@@ -232,19 +232,14 @@ class Facade:
         if state is not None and state.awaiting_reset:
             strategy = state.reset_strategy
             kind = f"{strategy.kind.value} " if strategy is not None else ""
-            return (
-                f"the {kind}offset reset of {tp} "
-                f"({self.describe_leaders([tp], 'ListOffsets')})"
-            )
+            return f"the {kind}offset reset of {tp} ({self.describe_leaders([tp], 'ListOffsets')})"
         if state is not None and state.awaiting_validation:
             return (
                 f"the validation of the position of {tp} after a leader change "
                 f"({self.describe_leaders([tp], 'OffsetForLeaderEpoch')})"
             )
         if self.ctx.config.group_id is not None:
-            return (
-                f"the committed offset of {tp} (OffsetFetch to {self.describe_coordinator()})"
-            )
+            return f"the committed offset of {tp} (OffsetFetch to {self.describe_coordinator()})"
         return f"the initial position of {tp} ({self.describe_leaders([tp], 'ListOffsets')})"
 
     # -- the CallTimeout of each blocking call -------------------------------------------------
@@ -270,8 +265,9 @@ class Facade:
             f"committed({names})",
             timeout,
             self._default_ms(),
-            lambda: f"the committed offsets of {names} (OffsetFetch to "
-            f"{self.describe_coordinator()})",
+            lambda: (
+                f"the committed offsets of {names} (OffsetFetch to {self.describe_coordinator()})"
+            ),
         )
 
     def position_timeout(self, tp: TopicPartition, timeout: float | None) -> CallTimeout:
@@ -289,8 +285,10 @@ class Facade:
             f"{kind}({names})",
             timeout,
             self._default_ms(),
-            lambda: f"the {which} offsets of {names} "
-            f"({self.describe_leaders(partitions, 'ListOffsets')})",
+            lambda: (
+                f"the {which} offsets of {names} "
+                f"({self.describe_leaders(partitions, 'ListOffsets')})"
+            ),
         )
 
     def metadata_timeout(self, topics: Any, timeout: float | None) -> CallTimeout:
@@ -365,7 +363,10 @@ class Facade:
                 event = queue.popleft()
             except IndexError:
                 break
-            if isinstance(event, (m848.InvokeRevoked, m848.InvokeAssigned, m848.InvokeLost)):
+            if isinstance(
+                event,
+                (group_events.InvokeRevoked, group_events.InvokeAssigned, group_events.InvokeLost),
+            ):
                 if run_callbacks:
                     self._invoke(event)
                 else:
@@ -373,7 +374,7 @@ class Facade:
                     break
             elif isinstance(event, AsyncCommitDone):
                 self._run_commit_callback(event)
-            elif isinstance(event, m848.ErrorEvent):
+            elif isinstance(event, group_events.ErrorEvent):
                 if event.consumer_protocol_unsupported:
                     self.group_protocol_error = event.error
                 elif event.fatal:
@@ -418,9 +419,9 @@ class Facade:
         return reply
 
     def _invoke(self, event: Any) -> None:
-        if isinstance(event, m848.InvokeRevoked):
+        if isinstance(event, group_events.InvokeRevoked):
             method = "on_partitions_revoked"
-        elif isinstance(event, m848.InvokeAssigned):
+        elif isinstance(event, group_events.InvokeAssigned):
             method = "on_partitions_assigned"
         else:
             method = "on_partitions_lost"
@@ -480,18 +481,18 @@ class Facade:
             self._deferred.pop(id(reply), None)
         event = reply.event
         safe = self.ctx.safe_commits
-        if safe is not None and isinstance(event, m848.InvokeRevoked):
+        if safe is not None and isinstance(event, group_events.InvokeRevoked):
             # rebalance.safe.commits: acknowledge once the records handed out for the revoked
             # partitions are committed (or the maximum duration passed).
             safe.after_committed(event.partitions, lambda: self._acknowledge(reply, error))
             return
-        if safe is not None and isinstance(event, m848.InvokeLost):
+        if safe is not None and isinstance(event, group_events.InvokeLost):
             safe.forget(event.partitions)
         self._acknowledge(reply, error)
 
     def _acknowledge(self, reply: RebalanceReply, error: BaseException | None) -> None:
         event = reply.event
-        if isinstance(event, m848.InvokeAssigned) and error is None:
+        if isinstance(event, group_events.InvokeAssigned) and error is None:
             self.ctx.subscriptions.enable_fetching_for_new_partitions(event.partitions)
         if error is not None and reply.deferred:
             self.log.error("rebalance_callback_failed", method=reply.method, error=repr(error))

@@ -166,7 +166,6 @@ __all__ = [
     "JOIN_GROUP_TIMEOUT_LAPSE_MS",
     "NO_GENERATION_ID",
     "ClassicMemberState",
-    "ClassicMembershipConfig",
     "ClassicMembershipManager",
     "NeedPartitionCounts",
 ]

@@ -175,7 +175,6 @@ from kafka_actors.protocol.subscription import SubscriptionState
 __all__ = [
     "AutoCommitCompleted",
     "CommitCompleted",
-    "CommitConfig",
     "CommitForRevocationDone",
     "CommitManager",
     "CommittedOffsetsFetched",

@@ -140,7 +140,6 @@ __all__ = [
     "INITIAL_EPOCH",
     "INVALID_SESSION_ID",
     "ClusterView",
-    "FetchConfig",
     "FetchManager",
     "FetchMetrics",
     "FetchResponseStats",

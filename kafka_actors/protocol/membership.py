@@ -141,7 +141,6 @@ __all__ = [
     "LocalAssignment",
     "MemberEpochChanged",
     "MemberState",
-    "MembershipConfig",
     "NeedTopicNames",
     "PauseFetching",
     "RebalanceCallback",

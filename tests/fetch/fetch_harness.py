@@ -13,7 +13,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafka_actors.protocol.fetch import FINAL_EPOCH, FetchConfig, FetchManager
+from kafka_actors.protocol.fetch import FINAL_EPOCH, FetchManager
+from kafka_actors.protocol.fetch_config import FetchConfig
 from kafka_actors.protocol.messages import TopicPartition, UnsentRequest
 from kafka_actors.protocol.metadata import Cluster, Node, PartitionInfo, TopicInfo
 from kafka_actors.protocol.record_builder import RecordSpec, build_batch

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_actors.protocol.fetch import FetchConfig, FetchManager
+from kafka_actors.protocol.fetch import FetchManager
+from kafka_actors.protocol.fetch_config import FetchConfig
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.record_builder import build_control_batch
 

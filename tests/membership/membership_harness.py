@@ -11,7 +11,8 @@ from kio.schema.consumer_group_heartbeat.v1 import response as hb_resp
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i32Timedelta
 
-from kafka_actors.protocol.membership import ConsumerMembershipManager, MembershipConfig
+from kafka_actors.protocol.membership import ConsumerMembershipManager
+from kafka_actors.protocol.membership_config import MembershipConfig
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
 
 MEMBER_ID = "member-uuid-0001"

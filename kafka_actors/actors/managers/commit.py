@@ -34,11 +34,11 @@ from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.commit import (
     AutoCommitCompleted,
     CommitCompleted,
-    CommitConfig,
     CommitForRevocationDone,
     CommitManager,
     PositionsInitialized,
 )
+from kafka_actors.protocol.commit_config import CommitConfig
 from kafka_actors.protocol.coordinator import CoordinatorChanged
 from kafka_actors.protocol.metadata import ClusterUpdated
 from kafka_actors.supervisors import ChildContext

@@ -27,7 +27,8 @@ from kafka_actors.actors.fetch_collector import count_collected
 from kafka_actors.actors.routing import RoutingManagerActor, feed_cluster
 from kafka_actors.errors import KafkaError
 from kafka_actors.protocol.commit import PositionsInitialized
-from kafka_actors.protocol.fetch import FetchConfig, FetchManager
+from kafka_actors.protocol.fetch import FetchManager
+from kafka_actors.protocol.fetch_config import FetchConfig
 from kafka_actors.protocol.membership import AssignmentChanged, PauseFetching
 from kafka_actors.protocol.metadata import ClusterUpdated
 from kafka_actors.supervisors import ChildContext

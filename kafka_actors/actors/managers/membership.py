@@ -40,7 +40,9 @@ from kafka_actors.protocol import classic_membership as classic
 from kafka_actors.protocol import group_events
 from kafka_actors.protocol import membership as m848
 from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.classic_config import ClassicMembershipConfig
 from kafka_actors.protocol.coordinator import CoordinatorChanged
+from kafka_actors.protocol.membership_config import MembershipConfig
 from kafka_actors.protocol.messages import PollResult, TopicPartition
 from kafka_actors.protocol.metadata import ClusterUpdated, PatternSubscriptionMatched
 from kafka_actors.supervisors import ChildContext
@@ -139,7 +141,7 @@ class MembershipActor(RoutingManagerActor):
             return member_id if member_id is not None else m848.default_member_id()
 
         manager = m848.ConsumerMembershipManager(
-            m848.MembershipConfig.from_consumer_config(
+            MembershipConfig.from_consumer_config(
                 ctx.config, heartbeat_api_version=min(version, 1)
             ),
             random=ctx.random,
@@ -153,7 +155,7 @@ class MembershipActor(RoutingManagerActor):
         ctx = self.ctx
         versions = ctx.versions
         assert versions is not None
-        config = classic.ClassicMembershipConfig.from_consumer_config(
+        config = ClassicMembershipConfig.from_consumer_config(
             ctx.config,
             join_group_version=versions.version_for(ApiKey.JOIN_GROUP),
             sync_group_version=versions.version_for(ApiKey.SYNC_GROUP),
