@@ -16,9 +16,13 @@ import uuid
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from kafka_actors.protocol.apis import response_type
-from kafka_actors.protocol.bounds import check_response
-from kafka_actors.protocol.wire import decode_response, encode_response, response_header_type
+from kafka_actors.protocol.wire.apis import response_type
+from kafka_actors.protocol.wire.bounds import check_response
+from kafka_actors.protocol.wire.framing import (
+    decode_response,
+    encode_response,
+    response_header_type,
+)
 
 
 def fetch_frame(partitions: int = 8, record_bytes: int = 1 << 20) -> tuple[bytes, type]:

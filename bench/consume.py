@@ -534,7 +534,7 @@ def child(args: argparse.Namespace) -> int:
         profiler.dump_stats(args.profile)
     impl = ""
     if args.child.startswith("kafka-actors"):
-        from kafka_actors.protocol import records as _records
+        from kafka_actors.protocol.records import decode as _records
 
         impl = _records.IMPLEMENTATION
     result = {
@@ -644,7 +644,7 @@ class Baseline:
             "from setuptools import Extension, setup; "
             "setup(name='baseline', script_args=['build_ext', '--build-lib', "
             f"{str(self.path)!r}, '--build-temp', 'tmp'], ext_modules=[Extension("
-            f"'kafka_actors.protocol._crecords', [{str(source)!r}])])"
+            f"'kafka_actors.protocol.records._crecords', [{str(source)!r}])])"
         )
         scratch = tempfile.mkdtemp(prefix="kafka-actors-baseline-build-")
         built = subprocess.run(

@@ -14,7 +14,7 @@ and ConsumerRecord tuples (``materialize=True``, as the consumer decodes: the na
 keeps spans and builds each record when read), iterated one by one, and taken in slices of
 500 as the consumer's polls take them (``max.poll.records``' default); and twice on the
 pure-Python path (the same module's Python code). ``--mypyc`` also compiles
-kafka_actors/protocol/records.py unchanged with mypyc (into a temporary directory; needs a C
+kafka_actors/protocol/records/decode.py unchanged with mypyc (into a temporary directory; needs a C
 compiler) and measures that build (the compiled step the native path replaced).
 
     .venv/bin/python bench/decode.py [--records 100000] [--repeat 9] [--headers] [--mypyc]
@@ -36,9 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from kafka_actors.protocol import records as records_module
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch
-from kafka_actors.protocol.records import (
+from kafka_actors.protocol.records import decode as records_module
+from kafka_actors.protocol.records.build import RecordSpec, build_batch
+from kafka_actors.protocol.records.decode import (
     CompressionType,
     DecodedRecords,
     decode_records,
@@ -104,7 +104,7 @@ def _arrow_reader(with_headers: bool) -> Callable[[bytes], int]:
     its data's size, checked against the data buffer), and the headers' list offsets."""
     import pyarrow.compute as pc
 
-    from kafka_actors.protocol.arrow import record_batch
+    from kafka_actors.protocol.records.arrow import record_batch
 
     def binary_size(arr: object) -> int:
         # offsets buffer's last int32 == data buffer's size (every value's bytes are in it)
@@ -256,7 +256,7 @@ def _check_arrow(columns: DecodedRecords, native: DecodedRecords, with_headers: 
     """The Arrow row decodes what the list columns hold (checked once, outside the timing)."""
     import pyarrow as pa
 
-    from kafka_actors.protocol.arrow import record_batch
+    from kafka_actors.protocol.records.arrow import record_batch
 
     rb = record_batch(native, 0, len(native), with_headers)
     batch = rb.to_pydict()

@@ -12,9 +12,9 @@ from functools import partial
 
 import cramjam
 
-from kafka_actors.protocol import records
-from kafka_actors.protocol.record_builder import compress
-from kafka_actors.protocol.records import CompressionType
+from kafka_actors.protocol.records import decode as records
+from kafka_actors.protocol.records.build import compress
+from kafka_actors.protocol.records.decode import CompressionType
 
 OLD = {
     CompressionType.GZIP: lambda p: bytes(cramjam.gzip.decompress(p)),

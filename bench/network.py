@@ -34,7 +34,7 @@ import pykka
 from kafka_actors import log
 from kafka_actors.actors.network import NetworkActor, RequestFailed, Send, request
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.protocol import requests as rq
+from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.testing import KafkaBroker
 from kafka_actors.testing.client import BlockingKafkaConnection
 

@@ -31,7 +31,7 @@ _log.configure(level="WARNING")
 from thespian.actors import ActorSystem  # noqa: E402
 
 from kafka_actors import KafkaConsumer  # noqa: E402
-from kafka_actors.protocol.records import ConsumerRecord  # noqa: E402
+from kafka_actors.protocol.records.decode import ConsumerRecord  # noqa: E402
 from kafka_actors.testing.broker import KafkaBroker  # noqa: E402
 from kafka_actors.thespian import (  # noqa: E402
     Close,

@@ -39,7 +39,7 @@ import pykka  # noqa: E402
 
 from kafka_actors import KafkaConsumer  # noqa: E402
 from kafka_actors.protocol.messages import TopicPartition  # noqa: E402
-from kafka_actors.protocol.records import ConsumerRecord  # noqa: E402
+from kafka_actors.protocol.records.decode import ConsumerRecord  # noqa: E402
 from kafka_actors.pykka import (  # noqa: E402
     Close,
     Closed,

@@ -38,7 +38,7 @@ from thespian.actors import Actor, ActorSystem  # noqa: E402
 
 from kafka_actors import KafkaConsumer  # noqa: E402
 from kafka_actors.protocol.messages import TopicPartition  # noqa: E402
-from kafka_actors.protocol.records import ConsumerRecord  # noqa: E402
+from kafka_actors.protocol.records.decode import ConsumerRecord  # noqa: E402
 from kafka_actors.thespian import (  # noqa: E402
     BridgeStats,
     Close,

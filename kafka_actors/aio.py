@@ -83,12 +83,12 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.metrics import MetricsView
-from kafka_actors.protocol import records as _records
-from kafka_actors.protocol.arrow import records_batch
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
-from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.offsets.list_offsets import LookupKind, OffsetAndTimestamp
+from kafka_actors.protocol.records import decode as _records
+from kafka_actors.protocol.records.arrow import records_batch
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.protocol.subscription import FetchPosition, ResetKind
 from kafka_actors.serialization import Deserializer
 from kafka_actors.structs import ConsumerGroupMetadata, ConsumerRebalanceListener

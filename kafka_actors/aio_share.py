@@ -34,7 +34,7 @@ from kafka_actors.errors import KafkaError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.share_fetch import ShareConsumerRecord
+from kafka_actors.protocol.share.fetch import ShareConsumerRecord
 from kafka_actors.share_consumer import ShareFrontEnd
 from kafka_actors.structs import ShareConsumerRecords
 

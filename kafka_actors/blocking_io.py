@@ -5,7 +5,7 @@ timeout-blocking) socket, with socket failures turned into the project's typed e
 the Spark executors' range reader (:mod:`kafka_actors.spark.reader`) and the testkit's
 :class:`~kafka_actors.testing.client.BlockingKafkaConnection`, which both keep one request in
 flight at a time. The consumer itself never uses it: its sockets belong to the NetworkActor.
-May touch: the socket it is given, a :class:`~kafka_actors.protocol.wire.FrameDecoder`.
+May touch: the socket it is given, a :class:`~kafka_actors.protocol.wire.framing.FrameDecoder`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import socket
 from typing import Final
 
 from kafka_actors.errors import DisconnectedError, KafkaTimeoutError, ProtocolError
-from kafka_actors.protocol.wire import FrameDecoder
+from kafka_actors.protocol.wire.framing import FrameDecoder
 
 __all__ = ["read_frame", "write_frame"]
 

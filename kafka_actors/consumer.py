@@ -44,10 +44,10 @@ from kafka_actors.core.poll import PollStep
 from kafka_actors.errors import CallTimeout, KafkaTimeoutError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
-from kafka_actors.protocol import records as _records
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
-from kafka_actors.protocol.offsets import LookupKind, OffsetAndTimestamp
+from kafka_actors.protocol.offsets.list_offsets import LookupKind, OffsetAndTimestamp
+from kafka_actors.protocol.records import decode as _records
 from kafka_actors.protocol.subscription import ResetKind
 from kafka_actors.serialization import Deserializer
 from kafka_actors.structs import (

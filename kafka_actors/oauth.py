@@ -3,9 +3,9 @@
 Owns: :class:`OAuthBearerTokenSource`, one worker thread per consumer that obtains access
 tokens (the OIDC client-credentials flow over HTTP, or the user's token provider callable,
 sync or async), keeps the current one, and fetches the next before expiry on the schedule of
-``sasl.login.refresh.*`` (:func:`kafka_actors.protocol.oauth.refresh_at`); failures are retried
-with ``sasl.login.retry.backoff.ms`` .. ``sasl.login.retry.backoff.max.ms`` (exponential, jitter
-0.2). May touch: urllib (the token endpoint only), threading, the wall clock (token expiries
+``sasl.login.refresh.*`` (:func:`kafka_actors.protocol.connection.oauth.refresh_at`); failures are
+retried with ``sasl.login.retry.backoff.ms`` .. ``sasl.login.retry.backoff.max.ms`` (exponential,
+jitter 0.2). May touch: urllib (the token endpoint only), threading, the wall clock (token expiries
 are epoch seconds), logging (never a token or a secret).
 
 The NetworkActor never waits for it: :meth:`OAuthBearerTokenSource.current` answers at once
@@ -35,7 +35,7 @@ from kafka_actors.errors import (
     OAuthTokenUnavailableError,
 )
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.oauth import (
+from kafka_actors.protocol.connection.oauth import (
     MAX_TOKEN_RESPONSE_BYTES,
     OAuthBearerToken,
     RefreshSettings,

@@ -26,7 +26,7 @@ The kind is decided once, when the consumer is built (:func:`as_deserializer`); 
 records whose deserializers are all plain (or absent) goes through the same loop as before,
 so plain callables cost nothing more per record.
 
-May touch: the records (:class:`~kafka_actors.protocol.records.ConsumerRecord`) and the
+May touch: the records (:class:`~kafka_actors.protocol.records.decode.ConsumerRecord`) and the
 errors module; nothing else.
 """
 
@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
 from kafka_actors.errors import DeserializationOrigin, RecordDeserializationError
-from kafka_actors.protocol.records import ConsumerRecord, Headers
+from kafka_actors.protocol.records.decode import ConsumerRecord, Headers
 
 __all__ = [
     "ContextDeserializer",

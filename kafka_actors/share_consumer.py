@@ -35,8 +35,8 @@ from kafka_actors.errors import KafkaError, KafkaTimeoutError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
-from kafka_actors.protocol.share_fetch import ShareConsumerRecord
+from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
+from kafka_actors.protocol.share.fetch import ShareConsumerRecord
 from kafka_actors.serialization import Deserializer
 from kafka_actors.structs import ShareConsumerRecords
 from kafka_actors.supervisors import FaultInjector

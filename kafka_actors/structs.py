@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
-from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
-from kafka_actors.protocol.share_buffer import ShareConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
+from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
+from kafka_actors.protocol.share.buffer import ShareConsumerRecord
 
 __all__ = [
     "EMPTY_RECORDS",

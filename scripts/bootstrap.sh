@@ -17,17 +17,17 @@ if [ ! -f "$STAMP" ] || ! grep -qxF "$WANT" "$STAMP"; then
     # Several extras sets may share one venv: remember each that was installed.
     echo "$WANT" >> "$STAMP"
 fi
-# The install built the native record path (kafka_actors/protocol/_crecords.c) when a C
+# The install built the native record path (kafka_actors/protocol/records/_crecords.c) when a C
 # compiler was present; an editable install does not rebuild it when the C source changes.
 # Rebuilt when the C source changed since the last attempt (an attempt without a compiler is
 # not repeated for the same source: the pure-Python path is used and says why).
-SO="$(ls kafka_actors/protocol/_crecords.*.so 2>/dev/null | head -1 || true)"
+SO="$(ls kafka_actors/protocol/records/_crecords.*.so 2>/dev/null | head -1 || true)"
 NATIVE_STAMP=".venv/.kafka-actors-native"
-SRC_HASH="$(sha256sum kafka_actors/protocol/_crecords.c setup.py | sha256sum | cut -c1-16)"
-if { [ -z "$SO" ] || [ kafka_actors/protocol/_crecords.c -nt "$SO" ]; } \
+SRC_HASH="$(sha256sum kafka_actors/protocol/records/_crecords.c setup.py | sha256sum | cut -c1-16)"
+if { [ -z "$SO" ] || [ kafka_actors/protocol/records/_crecords.c -nt "$SO" ]; } \
     && ! grep -qxF "$SRC_HASH" "$NATIVE_STAMP" 2>/dev/null; then
     .venv/bin/python -m pip install --quiet --no-deps -e . \
         || echo "warning: reinstall failed" >&2
     echo "$SRC_HASH" > "$NATIVE_STAMP"
 fi
-.venv/bin/python -c "from kafka_actors.protocol import records as r; print('record path:', r.IMPLEMENTATION, r.NATIVE_UNAVAILABLE_REASON)"
+.venv/bin/python -c "from kafka_actors.protocol.records import decode as r; print('record path:', r.IMPLEMENTATION, r.NATIVE_UNAVAILABLE_REASON)"

@@ -18,7 +18,7 @@ $PY -m pytest --durations=30 --reruns 1 "$@"
 rc=$?
 # The pure-Python record path too (what an install without a C compiler runs): the decoder's
 # own tests only, when the first run used the native path.
-if [ "$rc" -eq 0 ] && [ "$($PY -c 'from kafka_actors.protocol import records as r; print(r.IMPLEMENTATION)')" = native ]; then
+if [ "$rc" -eq 0 ] && [ "$($PY -c 'from kafka_actors.protocol.records import decode as r; print(r.IMPLEMENTATION)')" = native ]; then
     echo "== pytest: pure-Python record path (KAFKA_ACTORS_PURE_PYTHON=1)"
     KAFKA_ACTORS_PURE_PYTHON=1 $PY -m pytest -p no:cacheprovider tests/records -m "not broker"
     rc=$?

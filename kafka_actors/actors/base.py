@@ -39,10 +39,10 @@ from kafka_actors.errors import (
     UnsupportedVersionError,
 )
 from kafka_actors.log import current_trace_id, get_logger, traced
-from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE, PollResult, UnsentRequest
 from kafka_actors.protocol.request_state import RequestState, retry_backoff
-from kafka_actors.protocol.versions import NegotiatedVersions, api_versions_request
+from kafka_actors.protocol.wire.apis import ApiKey
+from kafka_actors.protocol.wire.versions import NegotiatedVersions, api_versions_request
 from kafka_actors.supervisors import ChildContext, ChildRestartingError, SupervisedActor
 
 __all__ = ["BackgroundError", "ManagerActor", "Tick"]

@@ -29,9 +29,9 @@ from kafka_actors.clock import Clock, Scheduler
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.log import get_logger
 from kafka_actors.metrics import ConsumerMetrics, MetricConfig
-from kafka_actors.protocol.fetch_buffer import FetchBuffer
+from kafka_actors.protocol.fetch.buffer import FetchBuffer
 from kafka_actors.protocol.subscription import SubscriptionState
-from kafka_actors.protocol.versions import NegotiatedVersions
+from kafka_actors.protocol.wire.versions import NegotiatedVersions
 from kafka_actors.supervisors import ChildRestartingError, ChildTable, SupervisorFatalError
 
 __all__ = [

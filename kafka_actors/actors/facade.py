@@ -57,7 +57,7 @@ from kafka_actors.errors import (
     WakeupError,
 )
 from kafka_actors.log import get_logger, traced
-from kafka_actors.protocol import group_events
+from kafka_actors.protocol.group import events as group_events
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.structs import ConsumerRebalanceListener, RebalanceReply
 from kafka_actors.supervisors import (

@@ -1,7 +1,7 @@
 """Records from the consumer's fetch buffer to the polling thread: :class:`FetchCollector`.
 
 Owns: collecting from the consumer's one
-:class:`~kafka_actors.protocol.fetch_buffer.FetchBuffer` (``ctx.fetch_buffer``) on the caller's
+:class:`~kafka_actors.protocol.fetch.buffer.FetchBuffer` (``ctx.fetch_buffer``) on the caller's
 thread, as Java's ``FetchCollector`` runs on the application thread over a thread-safe
 ``FetchBuffer``; recording each collect's statistics (records, bytes, lag, lead: return values
 of the collect) in the consumer's metrics (:func:`count_collected`, also used by the fetch
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from kafka_actors.actors.context import ConsumerContext
 from kafka_actors.actors.events import PositionsChangedEvent
-from kafka_actors.protocol.fetch_buffer import FetchResult
+from kafka_actors.protocol.fetch.buffer import FetchResult
 
 __all__ = ["FetchCollector", "count_collected"]
 

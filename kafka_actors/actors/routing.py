@@ -45,17 +45,9 @@ from kafka_actors.actors.events import (
     RefreshMetadataEvent,
     TopicNames,
 )
-from kafka_actors.protocol.classic_membership import NeedPartitionCounts
-from kafka_actors.protocol.commit import (
-    AutoCommitCompleted,
-    CommitCompleted,
-    CommitForRevocationDone,
-    CommittedOffsetsFetched,
-    PositionsInitialized,
-)
-from kafka_actors.protocol.coordinator import CoordinatorChanged, CoordinatorErrorEvent
-from kafka_actors.protocol.fetch import MetadataRefreshNeeded
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.fetch.manager import MetadataRefreshNeeded
+from kafka_actors.protocol.group.classic.membership import NeedPartitionCounts
+from kafka_actors.protocol.group.consumer.membership import (
     AssignmentChanged,
     CommitBeforeRevocation,
     CoordinatorUnknown,
@@ -68,6 +60,7 @@ from kafka_actors.protocol.membership import (
     NeedTopicNames,
     PauseFetching,
 )
+from kafka_actors.protocol.group.coordinator import CoordinatorChanged, CoordinatorErrorEvent
 from kafka_actors.protocol.metadata import (
     ClusterUpdated,
     MetadataErrorEvent,
@@ -75,13 +68,20 @@ from kafka_actors.protocol.metadata import (
     TopicMetadataCompleted,
     TopicNamesResolved,
 )
-from kafka_actors.protocol.offsets import (
+from kafka_actors.protocol.offsets.commit import (
+    AutoCommitCompleted,
+    CommitCompleted,
+    CommitForRevocationDone,
+    CommittedOffsetsFetched,
+    PositionsInitialized,
+)
+from kafka_actors.protocol.offsets.list_offsets import (
     ListOffsetsCompleted,
     MetadataUpdateNeeded,
     PositionsValidated,
     ResetPositionsError,
 )
-from kafka_actors.protocol.share_fetch import (
+from kafka_actors.protocol.share.fetch import (
     AcknowledgementsCommitted,
     ShareCloseCompleted,
     ShareCommitCompleted,

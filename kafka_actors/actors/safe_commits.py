@@ -1,6 +1,6 @@
 """Rebalance-safe commits, the thread-safe shell shared by the sync and asyncio consumers.
 
-Owns: :class:`RebalanceSafeCommits`, the :class:`~kafka_actors.protocol.safe_commits.
+Owns: :class:`RebalanceSafeCommits`, the :class:`~kafka_actors.protocol.group.safe_commits.
 SafeCommitTracker` of one consumer behind a lock, with the timer that bounds each wait by
 ``rebalance.safe.commits.max.duration.ms``. Who feeds it:
 
@@ -30,8 +30,8 @@ from typing import Any, cast
 
 from kafka_actors.clock import Cancellable, Clock, Scheduler
 from kafka_actors.log import get_logger
+from kafka_actors.protocol.group.safe_commits import SafeCommitTracker, Settled
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.safe_commits import SafeCommitTracker, Settled
 
 __all__ = ["RebalanceSafeCommits"]
 

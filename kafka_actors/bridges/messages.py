@@ -4,7 +4,7 @@ Owns: one frozen dataclass per message kind shared by the Thespian bridge
 (:mod:`kafka_actors.thespian`) and the pykka bridge (:mod:`kafka_actors.pykka`); each bridge
 adds what its runtime needs (Thespian: ``Configure`` and the ``PoisonMessage`` returns; pykka:
 ``Call``, the reply address Thespian gives implicitly as the sender). All of them pickle
-(records are :class:`~kafka_actors.protocol.records.ConsumerRecord` named tuples, partitions
+(records are :class:`~kafka_actors.protocol.records.decode.ConsumerRecord` named tuples, partitions
 :class:`~kafka_actors.protocol.messages.TopicPartition` dataclasses, errors travel as
 :class:`ErrorInfo` values, never as exception objects), so they cross process boundaries under
 Thespian's ``multiprocTCPBase``.
@@ -31,7 +31,7 @@ from typing import Any
 
 from kafka_actors.errors import KafkaError
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 
 __all__ = [
     "Assign",

@@ -24,11 +24,11 @@ from kafka_actors.errors import (
     UnsupportedVersionError,
     raise_for_code,
 )
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.assignors import decode_assignment
+from kafka_actors.protocol.group.classic.assignors import decode_assignment
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.versions import NegotiatedVersions, api_versions_request
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import ApiKey
+from kafka_actors.protocol.wire.versions import NegotiatedVersions, api_versions_request
 from kafka_actors.retrying import PacedRetry
 
 _T = TypeVar("_T")

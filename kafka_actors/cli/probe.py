@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import ApiKey, api_name
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import decode_records
+from kafka_actors.protocol.records.decode import decode_records
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import ApiKey, api_name
 
 __all__ = ["probe", "produce_demo"]
 

@@ -78,10 +78,9 @@ from kafka_actors.errors import (
     UnsupportedVersionError,
 )
 from kafka_actors.log import get_logger, new_trace_id
-from kafka_actors.protocol import records as _records
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.membership import CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG
+from kafka_actors.protocol.group.consumer.membership import CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.records import decode as _records
 from kafka_actors.protocol.request_state import RequestState, retry_backoff
 from kafka_actors.protocol.subscription import (
     FetchPosition,
@@ -89,6 +88,7 @@ from kafka_actors.protocol.subscription import (
     ResetKind,
     SubscriptionState,
 )
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.serialization import Deserializer, as_deserializer
 from kafka_actors.structs import ConsumerGroupMetadata, ConsumerRebalanceListener
 from kafka_actors.supervisors import (

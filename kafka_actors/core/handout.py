@@ -31,10 +31,10 @@ from kafka_actors.actors.fetch_collector import FetchCollector
 from kafka_actors.actors.managers import CollectEvent
 from kafka_actors.errors import IllegalStateError, RecordDeserializationError
 from kafka_actors.log import new_trace_id
-from kafka_actors.protocol.arrow import concat_batches, record_batch, require_pyarrow
-from kafka_actors.protocol.fetch_buffer import ColumnSlice
+from kafka_actors.protocol.fetch.buffer import ColumnSlice
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.arrow import concat_batches, record_batch, require_pyarrow
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.protocol.subscription import FetchPosition
 from kafka_actors.serialization import Deserializer, deserialize_records
 from kafka_actors.structs import ConsumerRecords
@@ -141,7 +141,7 @@ class HandOut:
     ) -> dict[TopicPartition, Any]:
         """``KafkaConsumer.poll_batches``'s collect: as :meth:`poll_records`, with the records
         as column slices (no Python object per record), handed out as one
-        ``pyarrow.RecordBatch`` per partition (:mod:`kafka_actors.protocol.arrow`). The same
+        ``pyarrow.RecordBatch`` per partition (:mod:`kafka_actors.protocol.records.arrow`). The same
         bookkeeping as :meth:`hand_out` without deserializers: only partitions still owned and
         fetchable, their consumed positions moved as the batches are returned; when making
         the batches fails, every position moves back to its records (compare-and-set), so

@@ -56,11 +56,11 @@ from kafka_actors.errors import (
     ShareGroupsNotSupportedError,
     UnsupportedVersionError,
 )
-from kafka_actors.protocol import records as _records
-from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
-from kafka_actors.protocol.share_fetch import AckResult, ShareCollectResult, ShareConsumerRecord
+from kafka_actors.protocol.records import decode as _records
+from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
+from kafka_actors.protocol.share.fetch import AckResult, ShareCollectResult, ShareConsumerRecord
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.serialization import Deserializer, as_deserializer, deserialize_records
 from kafka_actors.structs import ShareConsumerRecords
 from kafka_actors.supervisors import ChildRestartingError, ChildSpec, FaultInjector

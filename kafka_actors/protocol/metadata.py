@@ -10,7 +10,7 @@ client's ``Metadata`` / ``ConsumerMetadata`` / ``TopicMetadataRequestManager`` (
 
 May touch: nothing outside itself. Pure: the time is a parameter (``now_ms``, monotonic
 milliseconds) and randomness (backoff jitter) is injected. It builds Metadata requests with
-:func:`kafka_actors.protocol.requests.metadata_request` and reads kio responses; errors are
+:func:`kafka_actors.protocol.wire.requests.metadata_request` and reads kio responses; errors are
 :mod:`kafka_actors.errors` classes.
 
 Driving it (the request-manager contract of :mod:`kafka_actors.protocol.messages`):
@@ -83,15 +83,15 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.messages import ANY_NODE, PollResult, TopicPartition, UnsentRequest
 from kafka_actors.protocol.request_state import Outbox, RequestState, retry_backoff
-from kafka_actors.protocol.requests import metadata_request
+from kafka_actors.protocol.wire.apis import ApiKey
+from kafka_actors.protocol.wire.requests import metadata_request
 
 if TYPE_CHECKING:
     from kafka_actors.config import ConsumerConfig
-    from kafka_actors.protocol.versions import NegotiatedVersions
+    from kafka_actors.protocol.wire.versions import NegotiatedVersions
 
 __all__ = [
     "UNKNOWN_TOPIC_ATTEMPTS",

@@ -26,7 +26,7 @@ one lock guards it and every public method is atomic. Values handed out are immu
 Time is always a parameter (``now_ms``); nothing here reads a clock, does I/O or logs.
 
 May touch: :mod:`kafka_actors.errors`, :mod:`kafka_actors.protocol.messages` and the
-``IsolationLevel`` of :mod:`kafka_actors.protocol.records` (re-exported here) only.
+``IsolationLevel`` of :mod:`kafka_actors.protocol.records.decode` (re-exported here) only.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from datetime import timedelta
 
 from kafka_actors.errors import IllegalStateError
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.records import IsolationLevel
+from kafka_actors.protocol.records.decode import IsolationLevel
 
 __all__ = [
     "FetchPosition",

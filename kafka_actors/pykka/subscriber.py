@@ -40,7 +40,7 @@ from kafka_actors.bridges.messages import (
 from kafka_actors.bridges.subscriber import RebalanceHandling
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.pykka.messages import BatchFailed, Call
 
 __all__ = ["StreamSubscriber"]

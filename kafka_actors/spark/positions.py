@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 
 from kafka_actors.errors import ConfigError
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.offsets import OffsetAndTimestamp
+from kafka_actors.protocol.offsets.list_offsets import OffsetAndTimestamp
 from kafka_actors.spark.offsets import EARLIEST, LATEST, Bound, OffsetRange
 from kafka_actors.spark.options import SourceOptions
 

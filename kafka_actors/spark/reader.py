@@ -9,7 +9,7 @@ loss handling), the source's Arrow schema and the conversion of decoded record c
 range, so a small blocking loop on one connection is all it needs.
 
 May touch: sockets, the pure protocol package (wire, versions, requests, records, sasl, tls),
-the config, errors, pyarrow (the batches are :mod:`kafka_actors.protocol.arrow`'s, as the
+the config, errors, pyarrow (the batches are :mod:`kafka_actors.protocol.records.arrow`'s, as the
 columnar poll's). Connections are pooled per Python worker process (Spark reuses
 its Python workers), keyed by the connection settings, and closed at process exit.
 
@@ -46,21 +46,21 @@ from kafka_actors.errors import (
     ProtocolError,
     error_for_code,
 )
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import ApiKey, response_type_for
-from kafka_actors.protocol.arrow import arrow_schema, record_batch
+from kafka_actors.protocol.connection.sasl import SaslExchange, mechanism_from_config
+from kafka_actors.protocol.connection.tls import build_ssl_context
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import DecodedRecords, IsolationLevel, decode_records
-from kafka_actors.protocol.sasl import SaslExchange, mechanism_from_config
-from kafka_actors.protocol.tls import build_ssl_context
-from kafka_actors.protocol.versions import ApiVersionsHandshake, Done, NegotiatedVersions
-from kafka_actors.protocol.wire import (
+from kafka_actors.protocol.records.arrow import arrow_schema, record_batch
+from kafka_actors.protocol.records.decode import DecodedRecords, IsolationLevel, decode_records
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import ApiKey, response_type_for
+from kafka_actors.protocol.wire.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     CorrelationIds,
     FrameDecoder,
     decode_response,
     encode_request,
 )
+from kafka_actors.protocol.wire.versions import ApiVersionsHandshake, Done, NegotiatedVersions
 from kafka_actors.retrying import PacedRetry
 
 __all__ = [
@@ -81,7 +81,7 @@ SPARK_SCHEMA: Final = (
 SPARK_SCHEMA_WITH_HEADERS: Final = (
     SPARK_SCHEMA + ", headers array<struct<key: string, value: binary>>"
 )
-#: The columnar poll's schema (:mod:`kafka_actors.protocol.arrow`): both read the same way.
+#: The columnar poll's schema (:mod:`kafka_actors.protocol.records.arrow`): both read the same way.
 ARROW_SCHEMA: Final = arrow_schema(False)
 ARROW_SCHEMA_WITH_HEADERS: Final = arrow_schema(True)
 

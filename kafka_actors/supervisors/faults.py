@@ -23,7 +23,7 @@ API (all methods thread-safe, usable while the consumer runs; rules apply in the
     faults.clear()                   # remove every rule
 
 APIs are named as Kafka names them (``"ConsumerGroupHeartbeat"``, ``"OffsetCommit"``; the
-:class:`~kafka_actors.protocol.apis.ApiKey` member or its name, ``"CONSUMER_GROUP_HEARTBEAT"``,
+:class:`~kafka_actors.protocol.wire.apis.ApiKey` member or its name, ``"CONSUMER_GROUP_HEARTBEAT"``,
 work too), errors by Kafka's error name (``"FENCED_MEMBER_EPOCH"``, any case) or by their
 :mod:`kafka_actors.errors` class (``FencedMemberEpochError``) or an instance of it; the raw
 numbers (``error_response(68, 110)``) keep working. An unknown name raises ValueError listing
@@ -76,7 +76,7 @@ def _norm(name: str) -> str:
 
 def api_key_of(api: ApiLike) -> int:
     """The API key of ``api`` given by Kafka's name, an ApiKey member or name, or a number."""
-    from kafka_actors.protocol.apis import ApiKey
+    from kafka_actors.protocol.wire.apis import ApiKey
 
     if isinstance(api, bool):
         raise TypeError(f"not an API: {api!r}")

@@ -28,16 +28,16 @@ from kafka_actors.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
 )
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import ApiKey, response_type_for
-from kafka_actors.protocol.versions import ApiVersionsHandshake, Done, NegotiatedVersions
-from kafka_actors.protocol.wire import (
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import ApiKey, response_type_for
+from kafka_actors.protocol.wire.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     CorrelationIds,
     FrameDecoder,
     decode_response,
     encode_request,
 )
+from kafka_actors.protocol.wire.versions import ApiVersionsHandshake, Done, NegotiatedVersions
 
 __all__ = ["BUILDERS", "BlockingKafkaConnection", "parse_bootstrap"]
 
@@ -210,7 +210,7 @@ class BlockingKafkaConnection:
         return frame
 
     def request(self, api: ApiKey, *, version: int | None = None, **fields: Any) -> Any:
-        """Build a request with the builder of ``api`` from ``kafka_actors.protocol.requests``
+        """Build a request with the builder of ``api`` from ``kafka_actors.protocol.wire.requests``
         at ``version`` (default: the negotiated one), send it and return the response."""
         chosen = self.version_for(api) if version is None else version
         return self.send(BUILDERS[api](chosen, **fields))

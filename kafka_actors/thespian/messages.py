@@ -3,7 +3,7 @@
 Owns: :class:`Configure` (creating the bridge's consumer). The other message kinds are shared
 with the pykka bridge and live in :mod:`kafka_actors.bridges.messages`; they are re-exported
 here under their old names. All of them pickle (records are
-:class:`~kafka_actors.protocol.records.ConsumerRecord` named tuples, partitions
+:class:`~kafka_actors.protocol.records.decode.ConsumerRecord` named tuples, partitions
 :class:`~kafka_actors.protocol.messages.TopicPartition` dataclasses, errors travel as
 :class:`ErrorInfo` values, never as exception objects), so they cross process boundaries under
 ``multiprocTCPBase``. Actor addresses are Thespian's own ``ActorAddress`` values.

@@ -42,7 +42,7 @@ from thespian.actors import Actor, PoisonMessage
 from kafka_actors.bridges.subscriber import RebalanceHandling
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.thespian.errors import BridgeRequestFailedError
 from kafka_actors.thespian.messages import (
     BatchRejected,

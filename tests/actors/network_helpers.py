@@ -17,7 +17,7 @@ from kafka_actors.actors.network import (
     request,
 )
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.protocol import requests as rq
+from kafka_actors.protocol.wire import requests as rq
 
 
 def network_config(bootstrap: str, **overrides: Any) -> ConsumerConfig:

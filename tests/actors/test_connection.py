@@ -32,9 +32,7 @@ from kafka_actors.errors import (
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
 )
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import ApiKey, request_type
-from kafka_actors.protocol.connection import (
+from kafka_actors.protocol.connection.node import (
     Broken,
     Completed,
     ConnectionSettings,
@@ -46,8 +44,10 @@ from kafka_actors.protocol.connection import (
     Reauthenticated,
     exponential_backoff,
 )
-from kafka_actors.protocol.sasl import PlainMechanism
-from kafka_actors.protocol.wire import FrameDecoder, decode_request, encode_response
+from kafka_actors.protocol.connection.sasl import PlainMechanism
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import ApiKey, request_type
+from kafka_actors.protocol.wire.framing import FrameDecoder, decode_request, encode_response
 
 ZERO32 = i32Timedelta.parse(datetime.timedelta(0))
 ZERO64 = i64Timedelta.parse(datetime.timedelta(0))

@@ -16,7 +16,7 @@ import pytest
 
 from kafka_actors.actors.network import GetNodeStates, bootstrap_node_id
 from kafka_actors.errors import KafkaConnectionError, KafkaError
-from kafka_actors.protocol import requests as rq
+from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.testing import KafkaBroker
 from tests.actors.network_helpers import events, metadata, network_config, send
 

@@ -23,7 +23,7 @@ from kafka_actors.actors.network import (
 from kafka_actors.clock import ManualClock
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import ConfigError
-from kafka_actors.protocol.connection import ConnectionState, NodeConnection
+from kafka_actors.protocol.connection.node import ConnectionState, NodeConnection
 from tests.actors.network_helpers import events, long_fetch, metadata, network_config, send
 from tests.actors.test_connection import (
     FakeBroker,
@@ -198,7 +198,7 @@ def test_minus_one_keeps_the_os_default(silent_listener: socket.socket, start_ne
 
 
 def metadata_request() -> Any:
-    from kafka_actors.protocol import requests as rq
+    from kafka_actors.protocol.wire import requests as rq
 
     return rq.metadata_request(12, topics=None)
 

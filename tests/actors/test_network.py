@@ -27,9 +27,9 @@ from kafka_actors.errors import (
     KafkaTimeoutError,
     UnknownTopicOrPartitionError,
 )
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.versions import api_versions_request
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import ApiKey
+from kafka_actors.protocol.wire.versions import api_versions_request
 from kafka_actors.supervisors import FaultInjector
 from tests.actors.network_helpers import (
     events,

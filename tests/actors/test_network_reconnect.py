@@ -14,7 +14,7 @@ import pytest
 
 from kafka_actors.actors.network import RequestFailed, Response
 from kafka_actors.errors import KafkaConnectionError
-from kafka_actors.protocol import requests as rq
+from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.testing import KafkaBroker
 from tests.actors.network_helpers import events, metadata, network_config, send
 

@@ -14,7 +14,7 @@ import pytest
 
 from kafka_actors.actors.network import ANY_NODE, RequestFailed, Response
 from kafka_actors.errors import AuthenticationError, SaslAuthenticationFailedError
-from kafka_actors.protocol import requests as rq
+from kafka_actors.protocol.wire import requests as rq
 from tests.actors.network_helpers import events, metadata, network_config, send
 
 StartNetwork = Callable[..., pykka.ActorRef[Any]]

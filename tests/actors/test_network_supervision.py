@@ -20,7 +20,7 @@ import pytest
 from kafka_actors.actors.network import RequestFailed, Response, Send
 from kafka_actors.errors import ConsumerClosedError
 from kafka_actors.log import get_logger, new_trace_id, traced
-from kafka_actors.protocol import requests as rq
+from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.supervisors import (
     ChildContext,
     ChildRestartingError,

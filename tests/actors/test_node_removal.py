@@ -28,8 +28,8 @@ from kafka_actors.actors.network import (
 )
 from kafka_actors.clock import ManualClock
 from kafka_actors.errors import DisconnectedError, KafkaError
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.coordinator import coordinator_connection_id
+from kafka_actors.protocol.group.coordinator import coordinator_connection_id
+from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.supervisors import FaultInjector
 from kafka_actors.testing import KafkaBroker, KafkaCluster
 from tests.actors.network_helpers import events, metadata, network_config, send

@@ -29,9 +29,9 @@ from kafka_actors import KafkaConsumer
 from kafka_actors.actors.network import Response
 from kafka_actors.errors import BrokersUnreachableError, KafkaError
 from kafka_actors.metrics import CONSUMER, ConsumerMetrics
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.supervisors import FaultInjector
 from kafka_actors.testing import KafkaBroker
 from tests.actors.network_helpers import events, metadata, network_config, send

@@ -35,17 +35,10 @@ from kafka_actors.actors.managers import (
 from kafka_actors.actors.network import UpdateNodes
 from kafka_actors.errors import KafkaError
 from kafka_actors.log import get_logger
-from kafka_actors.protocol import classic_membership as classic
-from kafka_actors.protocol import group_events
-from kafka_actors.protocol.commit import (
-    AutoCommitCompleted,
-    CommitCompleted,
-    CommitForRevocationDone,
-    CommittedOffsetsFetched,
-    PositionsInitialized,
-)
-from kafka_actors.protocol.coordinator import CoordinatorChanged, CoordinatorErrorEvent
-from kafka_actors.protocol.fetch import MetadataRefreshNeeded
+from kafka_actors.protocol.fetch.manager import MetadataRefreshNeeded
+from kafka_actors.protocol.group import events as group_events
+from kafka_actors.protocol.group.classic import membership as classic
+from kafka_actors.protocol.group.coordinator import CoordinatorChanged, CoordinatorErrorEvent
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import (
     ClusterUpdated,
@@ -53,7 +46,14 @@ from kafka_actors.protocol.metadata import (
     PatternSubscriptionMatched,
     TopicMetadataCompleted,
 )
-from kafka_actors.protocol.offsets import (
+from kafka_actors.protocol.offsets.commit import (
+    AutoCommitCompleted,
+    CommitCompleted,
+    CommitForRevocationDone,
+    CommittedOffsetsFetched,
+    PositionsInitialized,
+)
+from kafka_actors.protocol.offsets.list_offsets import (
     ListOffsetsCompleted,
     LookupKind,
     MetadataUpdateNeeded,

@@ -1,5 +1,5 @@
 """The routing table covers every event: each event class a request manager publishes (found
-by reading ``kafka_actors/protocol/*.py``), each event an actor builds for another, has a row in
+by reading ``kafka_actors/protocol/**/*.py``), each event an actor builds for another, has a row in
 :data:`~kafka_actors.actors.routing.ROUTES`; an event without a row is reported at error, not
 dropped in silence."""
 
@@ -71,7 +71,7 @@ def _module_of(path: Path) -> Any:
 
 #: protocol modules whose state machines are not request managers: the per-node connection
 #: (``NodeConnection``) reports its events to the NetworkActor that drives it, nothing routes them
-NOT_MANAGERS = frozenset({"connection.py"})
+NOT_MANAGERS = frozenset({"connection"})
 
 
 def published_by_managers() -> dict[type, str]:
@@ -79,8 +79,8 @@ def published_by_managers() -> dict[type, str]:
     and the like: a call of append/publish/emit/put on something named *event* or *outbox*),
     with where it is published."""
     classes: dict[type, str] = {}
-    for path in sorted((PACKAGE / "protocol").glob("*.py")):
-        if path.name in NOT_MANAGERS:
+    for path in sorted((PACKAGE / "protocol").rglob("*.py")):
+        if path.relative_to(PACKAGE / "protocol").parts[0] in NOT_MANAGERS:
             continue
         module = _module_of(path)
         for call, function in _calls(path):

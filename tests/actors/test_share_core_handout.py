@@ -14,9 +14,9 @@ from kafka_actors.actors.managers.share_fetch import ShareAcknowledgeEvent
 from kafka_actors.core.share_core import ShareCore, build_share_config
 from kafka_actors.errors import IllegalStateError, RecordDeserializationError
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import TimestampType
-from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
-from kafka_actors.protocol.share_fetch import ShareCollectResult, ShareConsumerRecord
+from kafka_actors.protocol.records.decode import TimestampType
+from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
+from kafka_actors.protocol.share.fetch import ShareCollectResult, ShareConsumerRecord
 
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
 ACCEPT, RELEASE, RENEW = (int(t) for t in (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, 4))

@@ -13,11 +13,11 @@ from kafka_actors.actors.managers.share_fetch import ShareFetchActor
 from kafka_actors.actors.managers.share_membership import ShareMembershipActor
 from kafka_actors.actors.routing import ACTORS, CALLER, POLLER, ROUTES, To, route_of
 from kafka_actors.log import get_logger
-from kafka_actors.protocol import group_events
-from kafka_actors.protocol.coordinator import CoordinatorChanged
-from kafka_actors.protocol.fetch import MetadataRefreshNeeded
+from kafka_actors.protocol.fetch.manager import MetadataRefreshNeeded
+from kafka_actors.protocol.group import events as group_events
+from kafka_actors.protocol.group.coordinator import CoordinatorChanged
 from kafka_actors.protocol.metadata import ClusterUpdated
-from kafka_actors.protocol.share_fetch import (
+from kafka_actors.protocol.share.fetch import (
     AcknowledgementsCommitted,
     ShareCloseCompleted,
     ShareCommitCompleted,

@@ -11,7 +11,7 @@ from typing import Any
 
 from kafka_actors import TopicPartition
 from kafka_actors.aio import AsyncKafkaConsumer, _Buffered
-from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 
 TP = TopicPartition("t", 0)
 

@@ -17,7 +17,7 @@ import pytest
 from kafka_actors import TopicPartition
 from kafka_actors.aio import AsyncKafkaConsumer, _Buffered
 from kafka_actors.errors import DeserializationOrigin, RecordDeserializationError
-from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)

@@ -13,7 +13,7 @@ import pytest
 from kafka_actors import TopicPartition
 from kafka_actors.aio import AsyncKafkaConsumer
 from kafka_actors.errors import IllegalStateError
-from kafka_actors.protocol import arrow
+from kafka_actors.protocol.records import arrow
 from tests.consumer.helpers import base_config, produce, unique
 from tests.consumer.test_poll_batches import Rows, records_by_partition
 from tests.records.test_columnar import batch_rows

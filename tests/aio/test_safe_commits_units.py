@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kafka_actors.actors.safe_commits import RebalanceSafeCommits
 from kafka_actors.clock import ManualClock
+from kafka_actors.protocol.group.safe_commits import SafeCommitTracker
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.safe_commits import SafeCommitTracker
 
 A, B, C = (TopicPartition("t", p) for p in range(3))
 

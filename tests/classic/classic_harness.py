@@ -25,18 +25,18 @@ from kio.schema.sync_group.v5 import request as sync_req
 from kio.schema.sync_group.v5 import response as sync_resp
 from kio.static.primitive import i32, i32Timedelta
 
-from kafka_actors.protocol.assignors import (
+from kafka_actors.protocol.group.classic.assignors import (
     Assignment,
     encode_assignment,
     select_group_protocol,
 )
-from kafka_actors.protocol.classic_membership import (
+from kafka_actors.protocol.group.classic.membership import (
     ClassicMembershipConfig,
     ClassicMembershipManager,
     ClassicMemberState,
     NeedPartitionCounts,
 )
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.consumer.membership import (
     CommitBeforeRevocation,
     InvokeAssigned,
     InvokeLost,

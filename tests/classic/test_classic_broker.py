@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.classic_membership import (
+from kafka_actors.protocol.group.classic.membership import (
     ClassicMembershipConfig,
     ClassicMembershipManager,
     ClassicMemberState,
     NeedPartitionCounts,
 )
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.consumer.membership import (
     CommitBeforeRevocation,
     CoordinatorUnknown,
     ErrorEvent,
@@ -27,6 +26,7 @@ from kafka_actors.protocol.membership import (
     LeaveCompleted,
 )
 from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.testing.client import BlockingKafkaConnection
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]

@@ -9,15 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from kafka_actors.errors import ProtocolError
-from kafka_actors.protocol.assignors import (
+from kafka_actors.protocol.group.classic.assignors import (
     Subscription,
     decode_assignment,
     decode_subscription,
     encode_subscription,
 )
-from kafka_actors.protocol.classic_config import ClassicMembershipConfig
-from kafka_actors.protocol.classic_heartbeat import ClassicHeartbeat
-from kafka_actors.protocol.classic_rebalance import (
+from kafka_actors.protocol.group.classic.config import ClassicMembershipConfig
+from kafka_actors.protocol.group.classic.heartbeat import ClassicHeartbeat
+from kafka_actors.protocol.group.classic.rebalance import (
     NO_GENERATION,
     NO_GENERATION_ID,
     NO_MEMBER_ID,
@@ -28,7 +28,7 @@ from kafka_actors.protocol.classic_rebalance import (
     decode_member_subscriptions,
     join_protocols,
 )
-from kafka_actors.protocol.group_events import (
+from kafka_actors.protocol.group.events import (
     AssignmentChanged,
     InvokeAssigned,
     InvokeLost,
@@ -36,7 +36,7 @@ from kafka_actors.protocol.group_events import (
     PauseFetching,
     RebalanceCallback,
 )
-from kafka_actors.protocol.group_member import OwnedPartitions
+from kafka_actors.protocol.group.owned_partitions import OwnedPartitions
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.request_state import Outbox, retry_backoff
 

@@ -15,9 +15,9 @@ from kafka_actors.errors import (
     InconsistentGroupProtocolError,
     UnsupportedVersionError,
 )
-from kafka_actors.protocol.assignors import decode_subscription
-from kafka_actors.protocol.classic_membership import ClassicMemberState
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.classic.assignors import decode_subscription
+from kafka_actors.protocol.group.classic.membership import ClassicMemberState
+from kafka_actors.protocol.group.consumer.membership import (
     CommitBeforeRevocation,
     CoordinatorUnknown,
     ErrorEvent,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-from kafka_actors.protocol.classic_membership import ClassicMemberState
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.classic.membership import ClassicMemberState
+from kafka_actors.protocol.group.consumer.membership import (
     AssignmentChanged,
     InvokeAssigned,
     InvokeLost,

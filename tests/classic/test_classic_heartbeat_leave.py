@@ -9,9 +9,13 @@ from kio.schema.leave_group.v5 import request as leave_req
 from kio.schema.sync_group.v5 import request as sync_req
 
 from kafka_actors.errors import DisconnectedError, KafkaError
-from kafka_actors.protocol.assignors import Subscription, decode_subscription, encode_subscription
-from kafka_actors.protocol.classic_membership import ClassicMemberState, NeedPartitionCounts
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.classic.assignors import (
+    Subscription,
+    decode_subscription,
+    encode_subscription,
+)
+from kafka_actors.protocol.group.classic.membership import ClassicMemberState, NeedPartitionCounts
+from kafka_actors.protocol.group.consumer.membership import (
     CoordinatorUnknown,
     InvokeAssigned,
     InvokeLost,

@@ -8,19 +8,19 @@ from kio.schema.join_group.v9 import request as join_req
 from kio.schema.sync_group.v5 import request as sync_req
 
 from kafka_actors.errors import ConfigError
-from kafka_actors.protocol.assignors import (
+from kafka_actors.protocol.group.classic.assignors import (
     Subscription,
     decode_assignment,
     decode_subscription,
     encode_subscription,
 )
-from kafka_actors.protocol.classic_membership import (
+from kafka_actors.protocol.group.classic.membership import (
     JOIN_GROUP_TIMEOUT_LAPSE_MS,
     ClassicMembershipConfig,
     ClassicMemberState,
     NeedPartitionCounts,
 )
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.consumer.membership import (
     AssignmentChanged,
     CommitBeforeRevocation,
     InvokeAssigned,

@@ -11,7 +11,7 @@ import pytest
 from kio.schema.heartbeat.v4 import request as hb_req
 from kio.schema.join_group.v9 import request as join_req
 
-from kafka_actors.protocol.classic_membership import ClassicMemberState
+from kafka_actors.protocol.group.classic.membership import ClassicMemberState
 
 from .classic_harness import (
     COORDINATOR_NOT_AVAILABLE,

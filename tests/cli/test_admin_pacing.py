@@ -18,7 +18,7 @@ from kafka_actors.errors import (
     CoordinatorNotAvailableError,
     KafkaError,
 )
-from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.retrying import PacedRetry
 from tests.protocol.java_backoff import MARGIN, java_max_requests
 

@@ -8,10 +8,10 @@ import pytest
 from kafka_actors.cli.admin import GroupDescription, MemberDescription, group_lag
 from kafka_actors.cli.tables import format_table
 from kafka_actors.errors import UnsupportedVersionError
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import CLIENT_VERSIONS, ApiKey, request_type
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.wire import decode_request, encode_request
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, ApiKey, request_type
+from kafka_actors.protocol.wire.framing import decode_request, encode_request
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from kafka_actors.cli import _parser
 from kafka_actors.cli.consume import StartSpec, parse_offset_specs
 from kafka_actors.cli.output import RecordFormatter
-from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 
 RECORD = ConsumerRecord(
     "orders",

@@ -19,14 +19,14 @@ from kio.schema.offset_fetch.v10 import response as of10
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
-from kafka_actors.protocol.commit import CommitManager
-from kafka_actors.protocol.commit_config import CommitConfig
 from kafka_actors.protocol.messages import (
     OffsetAndMetadata,
     PollResult,
     TopicPartition,
     UnsentRequest,
 )
+from kafka_actors.protocol.offsets.commit import CommitManager
+from kafka_actors.protocol.offsets.config import CommitConfig
 from kafka_actors.protocol.subscription import (
     FetchPosition,
     OffsetResetStrategy,

@@ -13,18 +13,18 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i32Timedelta
 
 from kafka_actors.errors import CoordinatorLoadInProgressError, KafkaTimeoutError
-from kafka_actors.protocol.commit import (
-    AutoCommitCompleted,
-    CommitCompleted,
-    CommitForRevocationDone,
-)
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.consumer.membership import (
     CommitBeforeRevocation,
     ConsumerMembershipManager,
     InvokeAssigned,
     InvokeRevoked,
     MemberEpochChanged,
     MembershipConfig,
+)
+from kafka_actors.protocol.offsets.commit import (
+    AutoCommitCompleted,
+    CommitCompleted,
+    CommitForRevocationDone,
 )
 
 from .harness import MEMBER_ID, TOPIC_IDS, Harness, oam, request_offsets, tp

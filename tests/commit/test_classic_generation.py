@@ -13,8 +13,8 @@ from __future__ import annotations
 from kio.schema.sync_group.v5 import request as sync_req
 
 from kafka_actors.errors import CommitFailedError, RebalanceInProgressError
-from kafka_actors.protocol.commit import CommitCompleted
-from kafka_actors.protocol.membership import MemberEpochChanged
+from kafka_actors.protocol.group.consumer.membership import MemberEpochChanged
+from kafka_actors.protocol.offsets.commit import CommitCompleted
 from kafka_actors.protocol.subscription import FetchPosition
 from tests.classic.classic_harness import Driver, join_response, sync_response
 

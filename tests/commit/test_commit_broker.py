@@ -14,17 +14,17 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_actors.errors import KafkaError
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.commit import (
+from kafka_actors.protocol.group.consumer.membership import CoordinatorUnknown
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.offsets.commit import (
     CommitCompleted,
     CommitConfig,
     CommitManager,
     CommittedOffsetsFetched,
     PositionsInitialized,
 )
-from kafka_actors.protocol.membership import CoordinatorUnknown
-from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.subscription import FetchPosition, OffsetResetStrategy, SubscriptionState
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.testing.broker import KafkaBroker
 from kafka_actors.testing.client import BlockingKafkaConnection
 

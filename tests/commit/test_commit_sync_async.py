@@ -13,8 +13,8 @@ from kafka_actors.errors import (
     DisconnectedError,
     KafkaTimeoutError,
 )
-from kafka_actors.protocol.commit import CommitCompleted
-from kafka_actors.protocol.membership import CoordinatorUnknown, MemberEpochChanged
+from kafka_actors.protocol.group.consumer.membership import CoordinatorUnknown, MemberEpochChanged
+from kafka_actors.protocol.offsets.commit import CommitCompleted
 
 from .harness import COORDINATOR, GROUP, MEMBER_ID, TOPIC_IDS, Harness, oam, request_offsets, tp
 

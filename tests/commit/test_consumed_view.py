@@ -6,9 +6,9 @@ application never received loses them when the consumer stops or the partition m
 
 from __future__ import annotations
 
-from kafka_actors.protocol.membership import CommitBeforeRevocation
+from kafka_actors.protocol.group.consumer.membership import CommitBeforeRevocation
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.record_builder import build_control_batch
+from kafka_actors.protocol.records.build import build_control_batch
 from kafka_actors.protocol.subscription import FetchPosition, SubscriptionState
 from tests.fetch.fetch_harness import Part, batch, fetch_response, requested, setup
 

@@ -6,8 +6,8 @@ import pytest
 
 from kafka_actors import errors
 from kafka_actors.errors import KafkaTimeoutError, NoOffsetForPartitionError
-from kafka_actors.protocol.commit import CommittedOffsetsFetched, PositionsInitialized
-from kafka_actors.protocol.membership import CoordinatorUnknown
+from kafka_actors.protocol.group.consumer.membership import CoordinatorUnknown
+from kafka_actors.protocol.offsets.commit import CommittedOffsetsFetched, PositionsInitialized
 from kafka_actors.protocol.subscription import FetchPosition, FetchState, ResetKind
 
 from .harness import (

@@ -13,14 +13,14 @@ from kafka_actors.errors import (
     NotCoordinatorError,
 )
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.commit_config import CommitConfig, CoordinatorLink
-from kafka_actors.protocol.group_events import CoordinatorUnknown
+from kafka_actors.protocol.group.events import CoordinatorUnknown
 from kafka_actors.protocol.messages import UnsentRequest
-from kafka_actors.protocol.offset_fetch import (
+from kafka_actors.protocol.offsets.committed import (
     CommittedOffsetsFetched,
     OffsetFetchRequests,
     PositionsInitialized,
 )
+from kafka_actors.protocol.offsets.config import CommitConfig, CoordinatorLink
 from kafka_actors.protocol.request_state import ExponentialBackoff, Outbox
 from kafka_actors.protocol.subscription import (
     FetchPosition,

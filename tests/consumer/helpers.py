@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafka_actors import KafkaConsumer
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 
 if TYPE_CHECKING:
     from kafka_actors.testing import KafkaCluster

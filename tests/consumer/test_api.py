@@ -19,7 +19,7 @@ from kafka_actors.errors import (
     NoOffsetForPartitionError,
     WakeupError,
 )
-from kafka_actors.protocol import records as records_module
+from kafka_actors.protocol.records import decode as records_module
 from tests.consumer.helpers import base_config, poll_until, produce, unique
 
 pytestmark = pytest.mark.broker

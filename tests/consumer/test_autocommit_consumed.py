@@ -23,7 +23,7 @@ import pytest
 
 from kafka_actors import KafkaConsumer, TopicPartition
 from kafka_actors.actors.events import PollEvent
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.protocol.subscription import FetchPosition
 from tests.consumer.helpers import base_config, produce, unique
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kafka_actors import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from tests.consumer.helpers import base_config, poll_until, produce, unique
 
 pytestmark = pytest.mark.broker

@@ -22,8 +22,8 @@ from confluent_kafka.admin import AdminClient
 
 from kafka_actors import KafkaConsumer
 from kafka_actors.errors import LogTruncationError
-from kafka_actors.protocol import offsets as offsets_module
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.offsets import list_offsets as offsets_module
 from kafka_actors.protocol.subscription import SubscriptionState, ValidationOutcome
 from kafka_actors.testing.broker import KafkaBroker, KafkaCluster
 from tests.consumer.helpers import base_config, poll_until, produce, unique

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from kafka_actors import KafkaConsumer
-from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.supervisors import FaultInjector
 from kafka_actors.testing.mock import MockCluster
 

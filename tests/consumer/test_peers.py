@@ -62,8 +62,8 @@ def test_consumer_protocol_unsupported_fails_clearly(
     which leaves it out of the negotiated versions exactly as such a broker does."""
     from types import MappingProxyType
 
-    from kafka_actors.protocol import versions
-    from kafka_actors.protocol.apis import CLIENT_VERSIONS, ApiKey
+    from kafka_actors.protocol.wire import versions
+    from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, ApiKey
 
     without = {k: v for k, v in CLIENT_VERSIONS.items() if k != ApiKey.CONSUMER_GROUP_HEARTBEAT}
     monkeypatch.setattr(versions, "CLIENT_VERSIONS", MappingProxyType(without))

@@ -13,8 +13,8 @@ import pytest
 
 from kafka_actors import KafkaConsumer, TopicPartition
 from kafka_actors.errors import IllegalStateError, MissingDependencyError
-from kafka_actors.protocol import arrow
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records import arrow
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from tests.consumer.helpers import base_config, poll_until, produce, unique
 from tests.records.test_columnar import batch_rows, row_of
 

@@ -25,9 +25,9 @@ from kio.static.primitive import f64
 
 from kafka_actors import KafkaConsumer
 from kafka_actors.metrics import FETCH_MANAGER
-from kafka_actors.protocol.connection import NodeConnection
+from kafka_actors.protocol.connection.node import NodeConnection
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.wire import decode_response
+from kafka_actors.protocol.wire.framing import decode_response
 from kafka_actors.testing.client import BlockingKafkaConnection
 from tests.consumer.helpers import unique
 

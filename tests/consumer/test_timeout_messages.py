@@ -19,8 +19,8 @@ import pytest
 from kafka_actors import KafkaConsumer
 from kafka_actors.aio import AsyncKafkaConsumer
 from kafka_actors.errors import KafkaTimeoutError
-from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.supervisors import FaultInjector
 from tests.consumer.helpers import unique
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from kafka_actors import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from tests.consumer.helpers import produce, unique
 from tests.consumer_resilience.common import PROTOCOLS, member_config, wait_until
 

@@ -30,7 +30,7 @@ import pytest
 
 from kafka_actors import KafkaConsumer, TopicPartition
 from kafka_actors.errors import KafkaError
-from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.supervisors import FaultInjector
 from kafka_actors.testing.broker import KafkaCluster
 from tests.consumer.helpers import broker_index, leaders_of, unique

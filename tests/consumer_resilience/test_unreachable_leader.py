@@ -6,7 +6,7 @@ a killed leader were never fetched again)."""
 from __future__ import annotations
 
 from kafka_actors.errors import DisconnectedError, KafkaTimeoutError
-from kafka_actors.protocol.fetch import MetadataRefreshNeeded
+from kafka_actors.protocol.fetch.manager import MetadataRefreshNeeded
 from kafka_actors.protocol.messages import TopicPartition
 from tests.fetch.fetch_harness import Part, by_node, cluster, fetch_response, requested, setup
 

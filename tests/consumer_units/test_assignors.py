@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_actors.errors import InconsistentGroupProtocolError
-from kafka_actors.protocol.assignors import (
+from kafka_actors.protocol.group.classic.assignors import (
     ASSIGNORS,
     Assignment,
     CooperativeStickyAssignor,

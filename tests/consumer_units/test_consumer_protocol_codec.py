@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_actors.errors import ProtocolError
-from kafka_actors.protocol.assignors import (
+from kafka_actors.protocol.group.classic.assignors import (
     HIGHEST_SUPPORTED_VERSION,
     Assignment,
     CooperativeStickyAssignor,
@@ -20,10 +20,10 @@ from kafka_actors.protocol.assignors import (
     encode_assignment,
     encode_subscription,
 )
-from kafka_actors.protocol.assignors import (
+from kafka_actors.protocol.group.classic.assignors import (
     decode_sticky_user_data as decode_sticky,
 )
-from kafka_actors.protocol.assignors import (
+from kafka_actors.protocol.group.classic.assignors import (
     encode_sticky_user_data as encode_sticky,
 )
 from kafka_actors.protocol.messages import TopicPartition as TP

@@ -18,8 +18,8 @@ import pytest
 
 from kafka_actors import KafkaConsumer, TopicPartition
 from kafka_actors.errors import DeserializationOrigin, RecordDeserializationError
-from kafka_actors.protocol.fetch import FetchResult
-from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+from kafka_actors.protocol.fetch.manager import FetchResult
+from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 from kafka_actors.protocol.subscription import FetchPosition
 
 TP0 = TopicPartition("t", 0)

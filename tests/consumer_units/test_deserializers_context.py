@@ -18,7 +18,7 @@ from confluent_kafka.serialization import (
 from kafka_actors import KafkaConsumer
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import ConfigError, DeserializationOrigin, RecordDeserializationError
-from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 from kafka_actors.serialization import (
     ContextDeserializer,
     DeserializationContext,

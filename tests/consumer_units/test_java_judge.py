@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from kafka_actors.config import ASSIGNOR_CLASS_NAMES, ConsumerConfig, config_keys, parse_jaas_config
 from kafka_actors.errors import ConfigError
-from kafka_actors.protocol.assignors import (
+from kafka_actors.protocol.group.classic.assignors import (
     Assignment,
     Subscription,
     decode_assignment,

@@ -13,7 +13,7 @@ from typing import Any
 from kafka_actors.actors.events import CallbackCompletedEvent
 from kafka_actors.actors.facade import Facade
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.protocol import group_events
+from kafka_actors.protocol.group import events as group_events
 from kafka_actors.protocol.messages import TopicPartition
 
 TP = TopicPartition("orders", 0)

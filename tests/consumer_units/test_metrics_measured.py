@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from kafka_actors.actors.context import ConsumerMetrics
-from kafka_actors.protocol.fetch import FetchMetrics
+from kafka_actors.protocol.fetch.manager import FetchMetrics
 
 
 def test_time_between_poll_last_is_the_gap_between_the_last_two_polls() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from kafka_actors.actors.events import PollEvent
 from kafka_actors.core.poll import PollStep
-from kafka_actors.protocol.fetch_buffer import FetchBuffer
+from kafka_actors.protocol.fetch.buffer import FetchBuffer
 from kafka_actors.protocol.subscription import SubscriptionState
 
 

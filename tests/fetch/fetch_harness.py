@@ -13,11 +13,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafka_actors.protocol.fetch import FINAL_EPOCH, FetchManager
-from kafka_actors.protocol.fetch_config import FetchConfig
+from kafka_actors.protocol.fetch.config import FetchConfig
+from kafka_actors.protocol.fetch.manager import FINAL_EPOCH, FetchManager
 from kafka_actors.protocol.messages import TopicPartition, UnsentRequest
 from kafka_actors.protocol.metadata import Cluster, Node, PartitionInfo, TopicInfo
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch
+from kafka_actors.protocol.records.build import RecordSpec, build_batch
 from kafka_actors.protocol.subscription import SubscriptionState
 
 TOPIC_IDS = {

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from kafka_actors.protocol.fetch_buffer import ColumnSlice, FetchResult
+from kafka_actors.protocol.fetch.buffer import ColumnSlice, FetchResult
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import slice_records
+from kafka_actors.protocol.records.decode import slice_records
 
 from .fetch_harness import Part, batch, setup
 from .test_fetch_ahead import respond

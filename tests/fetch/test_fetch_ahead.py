@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_actors.protocol.fetch import FetchManager
-from kafka_actors.protocol.fetch_config import FetchConfig
+from kafka_actors.protocol.fetch.config import FetchConfig
+from kafka_actors.protocol.fetch.manager import FetchManager
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.record_builder import build_control_batch
+from kafka_actors.protocol.records.build import build_control_batch
 
 from .fetch_harness import Part, batch, fetch_response, requested, setup
 

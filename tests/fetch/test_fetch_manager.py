@@ -16,16 +16,15 @@ from kafka_actors.errors import (
     OffsetOutOfRangeError,
     TopicAuthorizationFailedError,
 )
-from kafka_actors.protocol.apis import ApiKey, VersionRange
-from kafka_actors.protocol.fetch import (
+from kafka_actors.protocol.fetch.manager import (
     FINAL_EPOCH,
     FetchConfig,
     FetchManager,
     MetadataRefreshNeeded,
 )
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.record_builder import build_control_batch
-from kafka_actors.protocol.records import IsolationLevel
+from kafka_actors.protocol.records.build import build_control_batch
+from kafka_actors.protocol.records.decode import IsolationLevel
 from kafka_actors.protocol.subscription import (
     EARLIEST,
     LATEST,
@@ -34,7 +33,8 @@ from kafka_actors.protocol.subscription import (
     LeaderAndEpoch,
     SubscriptionState,
 )
-from kafka_actors.protocol.versions import NegotiatedVersions
+from kafka_actors.protocol.wire.apis import ApiKey, VersionRange
+from kafka_actors.protocol.wire.versions import NegotiatedVersions
 
 from .fetch_harness import (
     TOPIC_IDS,
@@ -811,8 +811,8 @@ def test_forgetting_a_whole_topic_stays_incremental_with_topic_ids() -> None:
 
 
 def test_session_handler_sends_only_added_and_changed_partitions() -> None:
-    from kafka_actors.protocol.fetch import FetchSessionHandler
-    from kafka_actors.protocol.requests import FetchPartition
+    from kafka_actors.protocol.fetch.manager import FetchSessionHandler
+    from kafka_actors.protocol.wire.requests import FetchPartition
 
     def fp(tp: TopicPartition, offset: int, epoch: int = -1) -> FetchPartition:
         return FetchPartition(tp.topic, tp.partition, offset, 100, current_leader_epoch=epoch)
@@ -841,8 +841,8 @@ def test_session_handler_sends_only_added_and_changed_partitions() -> None:
 
 
 def test_session_handler_topic_id_change_forces_full_fetch() -> None:
-    from kafka_actors.protocol.fetch import FetchSessionHandler
-    from kafka_actors.protocol.requests import FetchPartition
+    from kafka_actors.protocol.fetch.manager import FetchSessionHandler
+    from kafka_actors.protocol.wire.requests import FetchPartition
 
     part = FetchPartition("t", 0, 0, 100)
     handler = FetchSessionHandler(1)
@@ -859,8 +859,8 @@ def test_batch_decompressing_past_the_bound_raises_after_the_good_records() -> N
     """max.decompressed.batch.bytes reaches the decoder from the fetch path (issue 10)."""
     from kafka_actors.config import ConsumerConfig
     from kafka_actors.errors import DecompressedBatchTooLargeError
-    from kafka_actors.protocol.record_builder import RecordSpec, build_batch
-    from kafka_actors.protocol.records import CompressionType
+    from kafka_actors.protocol.records.build import RecordSpec, build_batch
+    from kafka_actors.protocol.records.decode import CompressionType
 
     config = ConsumerConfig.from_dict(
         {"bootstrap.servers": "h:1", "max.decompressed.batch.bytes": 100_000}

@@ -4,9 +4,9 @@ values, the response's statistics as on_response's return value."""
 
 from __future__ import annotations
 
-from kafka_actors.protocol.fetch import FetchManager
-from kafka_actors.protocol.fetch_buffer import FetchBuffer
-from kafka_actors.protocol.fetch_config import FetchConfig
+from kafka_actors.protocol.fetch.buffer import FetchBuffer
+from kafka_actors.protocol.fetch.config import FetchConfig
+from kafka_actors.protocol.fetch.manager import FetchManager
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.subscription import SubscriptionState
 

@@ -26,9 +26,9 @@ SMOKE = textwrap.dedent(
     """
     import json, sys
     from kafka_actors.errors import CorruptRecordError
-    from kafka_actors.protocol import records
-    from kafka_actors.protocol.record_builder import RecordSpec, build_batch
-    from kafka_actors.protocol.records import CompressionType, ConsumerRecord, decode_records
+    from kafka_actors.protocol.records import decode as records
+    from kafka_actors.protocol.records.build import RecordSpec, build_batch
+    from kafka_actors.protocol.records.decode import CompressionType, ConsumerRecord, decode_records
 
     specs = [RecordSpec(key=b"k%d" % i, value=b"v" * i, headers=(("h", b"%d" % i),))
              for i in range(50)]

@@ -199,7 +199,7 @@ def test_find_coordinator_failures_warn_once_per_interval_with_a_count() -> None
     """GROUP_AUTHORIZATION_FAILED answered at every attempt for 100 s (backoff up to 1 s):
     WARNING at the start and at most every 30 s after (with a count), INFO when the
     coordinator is found. Fails on the old code (a WARNING at every attempt, ~100 here)."""
-    from kafka_actors.protocol.coordinator import CoordinatorConfig, CoordinatorManager
+    from kafka_actors.protocol.group.coordinator import CoordinatorConfig, CoordinatorManager
     from tests.managers.harness import find_coordinator_response
 
     out = _capture()

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_actors.protocol.apis import CLIENT_VERSIONS, ApiKey, VersionRange
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
-from kafka_actors.protocol.versions import NegotiatedVersions
+from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, ApiKey, VersionRange
+from kafka_actors.protocol.wire.versions import NegotiatedVersions
 
 TOPIC_IDS = {
     "orders": uuid.UUID("00000000-0000-4000-8000-000000000001"),

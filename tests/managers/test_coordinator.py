@@ -10,7 +10,7 @@ from kafka_actors.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
-from kafka_actors.protocol.coordinator import (
+from kafka_actors.protocol.group.coordinator import (
     CoordinatorChanged,
     CoordinatorConfig,
     CoordinatorErrorEvent,
@@ -18,7 +18,7 @@ from kafka_actors.protocol.coordinator import (
     coordinator_connection_id,
 )
 from kafka_actors.protocol.messages import ANY_NODE
-from kafka_actors.protocol.versions import NegotiatedVersions
+from kafka_actors.protocol.wire.versions import NegotiatedVersions
 from tests.managers.harness import (
     events_of,
     find_coordinator_response,

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from kafka_actors.errors import UnknownTopicOrPartitionError
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.coordinator import (
+from kafka_actors.protocol.group.coordinator import (
     CoordinatorChanged,
     CoordinatorConfig,
     CoordinatorManager,
@@ -30,13 +29,14 @@ from kafka_actors.protocol.metadata import (
     MetadataManager,
     TopicMetadataCompleted,
 )
-from kafka_actors.protocol.offsets import (
+from kafka_actors.protocol.offsets.list_offsets import (
     ListOffsetsCompleted,
     OffsetAndTimestamp,
     OffsetsConfig,
     OffsetsManager,
 )
 from kafka_actors.protocol.subscription import OffsetResetStrategy, ResetKind, SubscriptionState
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.testing.client import BlockingKafkaConnection
 from tests.managers.harness import seeded_random, tp
 

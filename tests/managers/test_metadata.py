@@ -30,7 +30,7 @@ from kafka_actors.protocol.metadata import (
     TopicMetadataCompleted,
     TopicNamesResolved,
 )
-from kafka_actors.protocol.versions import NegotiatedVersions
+from kafka_actors.protocol.wire.versions import NegotiatedVersions
 from tests.managers.harness import (
     TOPIC_IDS,
     P,

@@ -13,9 +13,8 @@ from kafka_actors.errors import (
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
 )
-from kafka_actors.protocol.apis import ApiKey
 from kafka_actors.protocol.messages import UnsentRequest
-from kafka_actors.protocol.offsets import (
+from kafka_actors.protocol.offsets.list_offsets import (
     MetadataUpdateNeeded,
     OffsetsConfig,
     OffsetsManager,
@@ -31,6 +30,7 @@ from kafka_actors.protocol.subscription import (
     SubscriptionState,
     ValidationOutcome,
 )
+from kafka_actors.protocol.wire.apis import ApiKey
 from tests.managers.harness import events_of, only_request, seeded_random, tp, versions
 from tests.managers.test_offsets import cluster
 

@@ -17,7 +17,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.protocol.messages import UnsentRequest
 from kafka_actors.protocol.metadata import Cluster, Node, PartitionInfo, TopicInfo
-from kafka_actors.protocol.offsets import (
+from kafka_actors.protocol.offsets.list_offsets import (
     ListOffsetsCompleted,
     MetadataUpdateNeeded,
     OffsetAndTimestamp,
@@ -25,7 +25,7 @@ from kafka_actors.protocol.offsets import (
     OffsetsManager,
     ResetPositionsError,
 )
-from kafka_actors.protocol.records import IsolationLevel
+from kafka_actors.protocol.records.decode import IsolationLevel
 from kafka_actors.protocol.subscription import (
     FetchPosition,
     FetchState,

@@ -11,8 +11,8 @@ from kio.schema.consumer_group_heartbeat.v1 import response as hb_resp
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i32Timedelta
 
-from kafka_actors.protocol.membership import ConsumerMembershipManager
-from kafka_actors.protocol.membership_config import MembershipConfig
+from kafka_actors.protocol.group.consumer.config import MembershipConfig
+from kafka_actors.protocol.group.consumer.membership import ConsumerMembershipManager
 from kafka_actors.protocol.messages import PollResult, TopicPartition, UnsentRequest
 
 MEMBER_ID = "member-uuid-0001"
@@ -159,7 +159,7 @@ class Harness:
 
     def complete_all_callbacks(self, error: BaseException | None = None) -> None:
         """Complete every Invoke* event (and commit) published until none is outstanding."""
-        from kafka_actors.protocol.membership import (
+        from kafka_actors.protocol.group.consumer.membership import (
             CommitBeforeRevocation,
             InvokeAssigned,
             InvokeLost,
@@ -201,7 +201,7 @@ class Harness:
 
     def ack(self) -> UnsentRequest:
         """The acknowledging heartbeat: sent now, or already sent by an earlier poll."""
-        from kafka_actors.protocol.membership import MemberState
+        from kafka_actors.protocol.group.consumer.membership import MemberState
 
         if self.m.state is MemberState.ACKNOWLEDGING:
             return self.heartbeat()

@@ -15,19 +15,19 @@ from membership_harness import NAMES_BY_ID, TOPIC_IDS, tps
 
 from kafka_actors.errors import KafkaError
 from kafka_actors.log import get_logger
-from kafka_actors.protocol.group_events import CoordinatorUnknown
-from kafka_actors.protocol.heartbeat import (
+from kafka_actors.protocol.group.consumer.config import MembershipConfig
+from kafka_actors.protocol.group.consumer.heartbeat import (
     ConsumerHeartbeatRequestManager,
     HeartbeatRequestState,
     HeartbeatState,
 )
-from kafka_actors.protocol.member_state import MemberState
-from kafka_actors.protocol.membership_config import MembershipConfig
-from kafka_actors.protocol.reconciliation import (
+from kafka_actors.protocol.group.consumer.reconciliation import (
     NONE_ASSIGNMENT,
     AssignmentReconciler,
     LocalAssignment,
 )
+from kafka_actors.protocol.group.consumer.states import MemberState
+from kafka_actors.protocol.group.events import CoordinatorUnknown
 from kafka_actors.protocol.request_state import retry_backoff
 
 S = MemberState

@@ -13,7 +13,7 @@ from __future__ import annotations
 from membership_harness import MEMBER_ID, Harness, tps
 
 from kafka_actors import errors
-from kafka_actors.protocol import membership as pm
+from kafka_actors.protocol.group.consumer import membership as pm
 
 S = pm.MemberState
 GROUP_ID_NOT_FOUND = 69

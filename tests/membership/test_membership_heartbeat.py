@@ -10,7 +10,7 @@ from kio.schema.consumer_group_heartbeat.v1 import request as hb_v1
 from membership_harness import MEMBER_ID, TOPIC_IDS, Harness, ms, tps
 
 from kafka_actors.errors import UnsupportedVersionError
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.consumer.membership import (
     AssignmentChanged,
     ErrorEvent,
     InvokeAssigned,

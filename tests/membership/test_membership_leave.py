@@ -8,7 +8,7 @@ import pytest
 from membership_harness import MEMBER_ID, Harness, tps
 
 from kafka_actors import errors
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.consumer.membership import (
     AssignmentChanged,
     ErrorEvent,
     InvokeLost,

@@ -9,7 +9,7 @@ import itertools
 import pytest
 from membership_harness import Harness
 
-from kafka_actors.protocol.member_state import MemberState as S
+from kafka_actors.protocol.group.consumer.states import MemberState as S
 
 # retry.backoff.ms=100, retry.backoff.max.ms=1000, jitter 0.2: the smallest waits are 80, 160,
 # 320, 640, then 800 each. In a 10 s window that allows 1 + 4 + (10_000 - 1_200) // 800 = 16

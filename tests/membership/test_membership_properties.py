@@ -32,7 +32,7 @@ from hypothesis.stateful import (
 from membership_harness import TOPIC_IDS, Harness, make_response
 
 from kafka_actors import errors
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.consumer.membership import (
     AssignmentChanged,
     CommitBeforeRevocation,
     InvokeAssigned,

@@ -7,7 +7,7 @@ from typing import Any
 from membership_harness import MEMBER_ID, TOPIC_IDS, Harness, tps
 
 from kafka_actors.errors import RequestTimedOutError
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.consumer.membership import (
     AssignmentChanged,
     CommitBeforeRevocation,
     InvokeAssigned,

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from membership_harness import MEMBER_ID, Harness
 
-from kafka_actors.protocol.membership import (
+from kafka_actors.protocol.group.consumer.membership import (
     ConsumerMembershipManager,
     IllegalStateTransitionError,
     MembershipConfig,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.wire.apis import ApiKey
 from tests.pacing.cases import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,

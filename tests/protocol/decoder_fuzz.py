@@ -37,9 +37,9 @@ from kio.serial import entity_reader
 from kio.static.primitive import Records
 
 from kafka_actors.errors import ProtocolError
-from kafka_actors.protocol.apis import CLIENT_VERSIONS, response_type
-from kafka_actors.protocol.bounds import check_entity
-from kafka_actors.protocol.wire import (
+from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, response_type
+from kafka_actors.protocol.wire.bounds import check_entity
+from kafka_actors.protocol.wire.framing import (
     decode_response,
     decode_response_with_header,
     encode_response,

@@ -16,11 +16,11 @@ import pytest
 from kio.serial import entity_reader
 
 from kafka_actors.errors import InvalidFrameError, ProtocolError, TruncatedFrameError
-from kafka_actors.protocol import bounds
-from kafka_actors.protocol.apis import CLIENT_VERSIONS, response_type
-from kafka_actors.protocol.assignors import Assignment, encode_assignment
+from kafka_actors.protocol.group.classic.assignors import Assignment, encode_assignment
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.wire import decode_response, encode_response
+from kafka_actors.protocol.wire import bounds
+from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, response_type
+from kafka_actors.protocol.wire.framing import decode_response, encode_response
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,8 +48,8 @@ def test_issue_frame_raises_a_typed_error_in_a_child_process() -> None:
     child = run_child(
         f"""
         from kafka_actors.errors import TruncatedFrameError
-        from kafka_actors.protocol.apis import response_type
-        from kafka_actors.protocol.wire import decode_response
+        from kafka_actors.protocol.wire.apis import response_type
+        from kafka_actors.protocol.wire.framing import decode_response
         try:
             decode_response({HUGE_BROKER_COUNT!r}, response_type(3, 13), correlation_id=5)
         except TruncatedFrameError as exc:
@@ -70,7 +70,7 @@ def test_huge_counts_in_consumer_protocol_assignment_are_typed_errors_in_a_child
     child = run_child(
         f"""
         from kafka_actors.errors import ProtocolError
-        from kafka_actors.protocol.assignors import decode_assignment
+        from kafka_actors.protocol.group.classic.assignors import decode_assignment
         for data in ({huge_topics!r}, {huge_partitions!r}):
             try:
                 decode_assignment(data)
@@ -210,8 +210,8 @@ def test_plan_source_is_readable_python() -> None:
 
 
 def test_request_frames_are_bounded_too() -> None:
-    from kafka_actors.protocol.apis import request_type
-    from kafka_actors.protocol.wire import decode_request, encode_request
+    from kafka_actors.protocol.wire.apis import request_type
+    from kafka_actors.protocol.wire.framing import decode_request, encode_request
 
     request_cls = request_type(3, 12)
     module = sys.modules[request_cls.__module__]
@@ -231,7 +231,7 @@ def test_request_frames_are_bounded_too() -> None:
 
 
 def test_subscription_round_trip_unchanged() -> None:
-    from kafka_actors.protocol.assignors import (
+    from kafka_actors.protocol.group.classic.assignors import (
         Subscription,
         decode_subscription,
         encode_subscription,
@@ -248,7 +248,7 @@ def test_api_versions_handshake_with_huge_counts_is_typed_in_a_child_process() -
         """
         import struct
         from kafka_actors.errors import KafkaError, TruncatedFrameError
-        from kafka_actors.protocol.versions import ApiVersionsHandshake
+        from kafka_actors.protocol.wire.versions import ApiVersionsHandshake
 
         handshake = ApiVersionsHandshake()
         request, version = handshake.initial_request()

@@ -17,10 +17,10 @@ from kafka_actors.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import CLIENT_VERSIONS, ApiKey, response_type_for
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.wire import decode_response
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, ApiKey, response_type_for
+from kafka_actors.protocol.wire.framing import decode_response
 from kafka_actors.testing.client import BlockingKafkaConnection
 
 pytestmark = pytest.mark.timeout(600)
@@ -233,8 +233,8 @@ def test_too_new_api_versions_gets_the_v0_form_answer(cluster: Any) -> None:
 
     from kio.schema.api_versions.v0 import ApiVersionsResponse as ApiVersionsResponseV0
 
-    from kafka_actors.protocol.versions import ApiVersionsHandshake, Retry
-    from kafka_actors.protocol.wire import FrameDecoder, decode_response
+    from kafka_actors.protocol.wire.framing import FrameDecoder, decode_response
+    from kafka_actors.protocol.wire.versions import ApiVersionsHandshake, Retry
     from kafka_actors.testing.client import parse_bootstrap
 
     host, port = parse_bootstrap(cluster.bootstrap_servers)[0]

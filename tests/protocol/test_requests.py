@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from kafka_actors.errors import InvalidMetadataError, UnsupportedVersionError
-from kafka_actors.protocol import apis
-from kafka_actors.protocol import requests as rq
-from kafka_actors.protocol.apis import CLIENT_VERSIONS, ApiKey
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.wire import decode_request, encode_request
+from kafka_actors.protocol.wire import apis
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, ApiKey
+from kafka_actors.protocol.wire.framing import decode_request, encode_request
 
 TOPIC_ID = uuid.UUID("8d3f7a0e-1c2b-4e5f-9a6b-7c8d9e0f1a2b")
 TOPIC_IDS = {"orders": TOPIC_ID}

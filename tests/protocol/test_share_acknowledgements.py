@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_actors.protocol.share_acknowledgements import GAP, Acknowledgements, AcknowledgeType
+from kafka_actors.protocol.share.acknowledgements import GAP, Acknowledgements, AcknowledgeType
 
 
 def test_types_are_kafkas() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from kafka_actors.errors import TopicAuthorizationFailedError
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch
-from kafka_actors.protocol.share_acknowledgements import GAP
-from kafka_actors.protocol.share_buffer import ShareFetchBuffer
+from kafka_actors.protocol.records.build import RecordSpec, build_batch
+from kafka_actors.protocol.share.acknowledgements import GAP
+from kafka_actors.protocol.share.buffer import ShareFetchBuffer
 
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
 ASSIGNED = frozenset({A0, A1})

@@ -17,12 +17,11 @@ from kafka_actors.errors import (
     ShareSessionNotFoundError,
     TopicAuthorizationFailedError,
 )
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.fetch import MetadataRefreshNeeded
+from kafka_actors.protocol.fetch.manager import MetadataRefreshNeeded
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch, concat
-from kafka_actors.protocol.share_acknowledgements import AcknowledgeType
-from kafka_actors.protocol.share_fetch import (
+from kafka_actors.protocol.records.build import RecordSpec, build_batch, concat
+from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
+from kafka_actors.protocol.share.fetch import (
     MAX_ACQUIRED_PER_PARTITION,
     AcknowledgementsCommitted,
     AckResult,
@@ -32,6 +31,7 @@ from kafka_actors.protocol.share_fetch import (
     ShareFetchManager,
     next_epoch,
 )
+from kafka_actors.protocol.wire.apis import ApiKey
 
 A_ID = uuid.UUID("aaaaaaaa-0000-0000-0000-000000000001")
 B_ID = uuid.UUID("bbbbbbbb-0000-0000-0000-000000000002")

@@ -19,8 +19,7 @@ from kafka_actors.errors import (
     UnknownMemberIdError,
     UnsupportedVersionError,
 )
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.group_events import (
+from kafka_actors.protocol.group.events import (
     AssignmentChanged,
     CoordinatorUnknown,
     ErrorEvent,
@@ -28,11 +27,12 @@ from kafka_actors.protocol.group_events import (
     NeedTopicNames,
 )
 from kafka_actors.protocol.messages import COORDINATOR_NODE, TopicPartition
-from kafka_actors.protocol.share_membership import (
+from kafka_actors.protocol.share.membership import (
     ShareMembershipConfig,
     ShareMembershipManager,
     ShareMemberState,
 )
+from kafka_actors.protocol.wire.apis import ApiKey
 
 TOPIC_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
 

@@ -28,11 +28,11 @@ from kafka_actors.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.group_events import CoordinatorUnknown
+from kafka_actors.protocol.group.events import CoordinatorUnknown
 from kafka_actors.protocol.messages import TopicPartition, UnsentRequest
-from kafka_actors.protocol.share_fetch import ShareFetchConfig, ShareFetchManager
-from kafka_actors.protocol.share_membership import ShareMembershipConfig, ShareMembershipManager
+from kafka_actors.protocol.share.fetch import ShareFetchConfig, ShareFetchManager
+from kafka_actors.protocol.share.membership import ShareMembershipConfig, ShareMembershipManager
+from kafka_actors.protocol.wire.apis import ApiKey
 from tests.protocol.java_backoff import MARGIN, java_max_requests
 
 WINDOW_MS = 10_000

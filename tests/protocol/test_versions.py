@@ -29,9 +29,10 @@ from kafka_actors.errors import (
     UnknownApiError,
     UnsupportedVersionError,
 )
-from kafka_actors.protocol import apis
-from kafka_actors.protocol.apis import CLIENT_VERSIONS, ApiKey, VersionRange
-from kafka_actors.protocol.versions import (
+from kafka_actors.protocol.wire import apis
+from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, ApiKey, VersionRange
+from kafka_actors.protocol.wire.framing import decode_request, encode_request, encode_response
+from kafka_actors.protocol.wire.versions import (
     CLIENT_SOFTWARE_NAME,
     ApiVersionsHandshake,
     Done,
@@ -39,7 +40,6 @@ from kafka_actors.protocol.versions import (
     Retry,
     api_versions_request,
 )
-from kafka_actors.protocol.wire import decode_request, encode_request, encode_response
 
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
 

@@ -29,8 +29,8 @@ from kafka_actors.errors import (
     TruncatedFrameError,
     UnknownApiError,
 )
-from kafka_actors.protocol import apis
-from kafka_actors.protocol.wire import (
+from kafka_actors.protocol.wire import apis
+from kafka_actors.protocol.wire.framing import (
     CorrelationIds,
     FrameDecoder,
     decode_request,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pykka
 
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.pykka import (
     CommitFailed,
     CommitOk,

@@ -13,7 +13,7 @@ import pytest
 from kafka_actors import KafkaConsumer
 from kafka_actors.errors import ConfigError
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.pykka import (
     Assign,
     BatchFailed,

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.records import (
+from kafka_actors.protocol.records.decode import (
     DecodedRecords,
     IsolationLevel,
     TimestampType,
     decode_records,
 )
-from kafka_actors.protocol.requests import FetchPartition
+from kafka_actors.protocol.wire.apis import ApiKey
+from kafka_actors.protocol.wire.requests import FetchPartition
 from kafka_actors.testing.client import BlockingKafkaConnection
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

@@ -1,5 +1,5 @@
 """Columnar decoding (``decode_records(columnar=True)``) and its Arrow batches
-(:mod:`kafka_actors.protocol.arrow`): the rows of the batch are the records the record path
+(:mod:`kafka_actors.protocol.records.arrow`): the rows of the batch are the records the record path
 gives, on the native path (Arrow buffers filled in C) and on the pure path, for every codec,
 headers, nulls, control batches, aborted transactions, truncated and corrupted input."""
 
@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_actors.errors import KafkaError
-from kafka_actors.protocol import arrow, records
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch, build_control_batch
-from kafka_actors.protocol.records import (
+from kafka_actors.protocol.records import arrow
+from kafka_actors.protocol.records import decode as records
+from kafka_actors.protocol.records.build import RecordSpec, build_batch, build_control_batch
+from kafka_actors.protocol.records.decode import (
     CompressionType,
     ConsumerRecord,
     TimestampType,

@@ -1,4 +1,4 @@
-"""Unit tests of the record batch v2 decoder (kafka_actors.protocol.records)."""
+"""Unit tests of the record batch v2 decoder (kafka_actors.protocol.records.decode)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import struct
 import pytest
 
 from kafka_actors.errors import CorruptRecordError, KafkaError, UnsupportedRecordFormatError
-from kafka_actors.protocol.record_builder import (
+from kafka_actors.protocol.records.build import (
     RecordSpec,
     build_batch,
     build_control_batch,
     encode_varint,
 )
-from kafka_actors.protocol.records import (
+from kafka_actors.protocol.records.decode import (
     AbortedTransaction,
     CompressionType,
     ConsumerRecord,

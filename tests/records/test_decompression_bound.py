@@ -19,9 +19,9 @@ import pytest
 from crc32c import crc32c
 
 from kafka_actors.errors import CorruptRecordError, DecompressedBatchTooLargeError
-from kafka_actors.protocol import records
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch, compress
-from kafka_actors.protocol.records import (
+from kafka_actors.protocol.records import decode as records
+from kafka_actors.protocol.records.build import RecordSpec, build_batch, compress
+from kafka_actors.protocol.records.decode import (
     DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES,
     CompressionType,
     decode_records,
@@ -147,7 +147,7 @@ def test_decompression_bombs_raise_without_large_allocations_in_a_child(
     code = f"""
         import json, resource
         from kafka_actors.errors import DecompressedBatchTooLargeError
-        from kafka_actors.protocol import records
+        from kafka_actors.protocol.records import decode as records
         batches = {{k: bytes.fromhex(v) for k, v in json.load(open({str(path)!r})).items()}}
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result = {{"implementation": records.IMPLEMENTATION}}

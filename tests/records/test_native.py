@@ -1,4 +1,4 @@
-"""The native record path (kafka_actors/protocol/_crecords.c) against the pure-Python one:
+"""The native record path (kafka_actors/protocol/records/_crecords.c) against the pure-Python one:
 same columns, same records, same errors, on valid and corrupted input; and how the path in
 use is chosen and reported."""
 
@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_actors.errors import CorruptRecordError, KafkaError, OffsetOutOfRangeError
-from kafka_actors.protocol import records
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch, build_control_batch
-from kafka_actors.protocol.records import (
+from kafka_actors.protocol.records import decode as records
+from kafka_actors.protocol.records.build import RecordSpec, build_batch, build_control_batch
+from kafka_actors.protocol.records.decode import (
     AbortedTransaction,
     CompressionType,
     ConsumerRecord,
@@ -110,7 +110,7 @@ def test_implementation_is_reported() -> None:
 
 def test_environment_forces_pure_python() -> None:
     code = (
-        "from kafka_actors.protocol import records as r;"
+        "from kafka_actors.protocol.records import decode as r;"
         " print(r.IMPLEMENTATION, r.NATIVE_UNAVAILABLE_REASON)"
     )
     out = subprocess.run(

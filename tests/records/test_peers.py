@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch
-from kafka_actors.protocol.records import CompressionType, TimestampType, decode_records
+from kafka_actors.protocol.records.build import RecordSpec, build_batch
+from kafka_actors.protocol.records.decode import CompressionType, TimestampType, decode_records
 
 Row = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 

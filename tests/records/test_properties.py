@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_actors.errors import KafkaError
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch, build_control_batch
-from kafka_actors.protocol.records import (
+from kafka_actors.protocol.records.build import RecordSpec, build_batch, build_control_batch
+from kafka_actors.protocol.records.decode import (
     AbortedTransaction,
     CompressionType,
     IsolationLevel,

@@ -19,12 +19,12 @@ from kafka_actors.errors import (
     SslAuthenticationError,
     UnsupportedSaslMechanismError,
 )
-from kafka_actors.protocol.apis import ApiKey, response_type_for
-from kafka_actors.protocol.requests import metadata_request
-from kafka_actors.protocol.sasl import SaslExchange, mechanism_from_config
-from kafka_actors.protocol.tls import TlsChannel, build_ssl_context
-from kafka_actors.protocol.versions import ApiVersionsHandshake, Done, NegotiatedVersions
-from kafka_actors.protocol.wire import decode_response, encode_request
+from kafka_actors.protocol.connection.sasl import SaslExchange, mechanism_from_config
+from kafka_actors.protocol.connection.tls import TlsChannel, build_ssl_context
+from kafka_actors.protocol.wire.apis import ApiKey, response_type_for
+from kafka_actors.protocol.wire.framing import decode_response, encode_request
+from kafka_actors.protocol.wire.requests import metadata_request
+from kafka_actors.protocol.wire.versions import ApiVersionsHandshake, Done, NegotiatedVersions
 from kafka_actors.testing.broker import KafkaBroker
 
 pytestmark = pytest.mark.broker

@@ -28,7 +28,7 @@ from kafka_actors.oauth import (
     provider_fetcher,
     token_source_from_config,
 )
-from kafka_actors.protocol.oauth import (
+from kafka_actors.protocol.connection.oauth import (
     OAuthBearerMechanism,
     OAuthBearerToken,
     RefreshSettings,
@@ -36,7 +36,7 @@ from kafka_actors.protocol.oauth import (
     parse_token_response,
     refresh_at,
 )
-from kafka_actors.protocol.sasl import mechanism_from_config
+from kafka_actors.protocol.connection.sasl import mechanism_from_config
 
 SECRET = "s3cr3t-client-secret"
 

@@ -33,8 +33,7 @@ from kafka_actors.errors import (
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
 )
-from kafka_actors.protocol.apis import ApiKey, VersionRange, request_type, response_type
-from kafka_actors.protocol.sasl import (
+from kafka_actors.protocol.connection.sasl import (
     MIN_SCRAM_ITERATIONS,
     PlainMechanism,
     SaslExchange,
@@ -44,8 +43,9 @@ from kafka_actors.protocol.sasl import (
     escape_sasl_name,
     mechanism_from_config,
 )
-from kafka_actors.protocol.versions import NegotiatedVersions
-from kafka_actors.protocol.wire import decode_request, decode_response, encode_response
+from kafka_actors.protocol.wire.apis import ApiKey, VersionRange, request_type, response_type
+from kafka_actors.protocol.wire.framing import decode_request, decode_response, encode_response
+from kafka_actors.protocol.wire.versions import NegotiatedVersions
 
 SECRET = "hunter2-very-SECRET-pw"
 
@@ -279,7 +279,7 @@ def test_scram_iterations_above_the_maximum_are_refused_before_pbkdf2(iterations
 
 def test_scram_iterations_at_the_bounds_are_accepted() -> None:
     from kafka_actors.errors import ScramIterationsError
-    from kafka_actors.protocol.sasl import MAX_SCRAM_ITERATIONS
+    from kafka_actors.protocol.connection.sasl import MAX_SCRAM_ITERATIONS
 
     for iterations in (MIN_SCRAM_ITERATIONS, 16384, MAX_SCRAM_ITERATIONS):
         server = ScramServer("sha256", "alice", SECRET, iterations=iterations)
@@ -561,7 +561,7 @@ def test_arbitrary_server_final_bytes_never_complete(data: bytes) -> None:
 
 
 def test_exchange_requests_encode_and_decode() -> None:
-    from kafka_actors.protocol.wire import encode_request
+    from kafka_actors.protocol.wire.framing import encode_request
 
     exchange = SaslExchange(PlainMechanism("alice", SECRET), versions())
     handshake = sent(exchange)

@@ -30,7 +30,7 @@ from kafka_actors.errors import (
     KafkaConnectionError,
     SslAuthenticationError,
 )
-from kafka_actors.protocol.tls import TlsChannel, build_ssl_context
+from kafka_actors.protocol.connection.tls import TlsChannel, build_ssl_context
 from kafka_actors.testing.security import TestCertificates, make_certificates
 
 KEY_PASSWORD = "key-pass-SECRET-7"

@@ -11,7 +11,7 @@ import pytest
 
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import ConfigError
-from kafka_actors.protocol.tls import build_ssl_context, openssl_cipher_name
+from kafka_actors.protocol.connection.tls import build_ssl_context, openssl_cipher_name
 
 BASE = {"bootstrap.servers": "localhost:9092", "security.protocol": "SSL"}
 

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.consumer import KafkaConsumer
 from kafka_actors.errors import ConfigError, SslAuthenticationError
-from kafka_actors.protocol.tls import TlsChannel, build_ssl_context
+from kafka_actors.protocol.connection.tls import TlsChannel, build_ssl_context
 from kafka_actors.testing.broker import KafkaBroker
 from kafka_actors.testing.security import ListenerSpec
 

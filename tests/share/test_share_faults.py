@@ -17,7 +17,7 @@ import pytest
 
 from kafka_actors import KafkaShareConsumer
 from kafka_actors.actors.network import Response
-from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.supervisors import FaultInjector
 from kafka_actors.testing.share import set_share_group_config
 from tests.consumer.helpers import produce, unique

@@ -11,7 +11,7 @@ import pytest
 
 from kafka_actors.errors import ConfigError
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.offsets import OffsetAndTimestamp
+from kafka_actors.protocol.offsets.list_offsets import OffsetAndTimestamp
 from kafka_actors.spark.offsets import Bound, OffsetRange, split_ranges
 from kafka_actors.spark.options import BATCH_OPTIONS, STREAM_OPTIONS, SourceOptions
 from kafka_actors.spark.positions import resolve_bound

@@ -30,10 +30,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 import kafka_actors.spark.reader as reader_module
-from kafka_actors.protocol import records
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.record_builder import RecordSpec, build_batch
-from kafka_actors.protocol.wire import FrameDecoder, decode_response, encode_response
+from kafka_actors.protocol.records import decode as records
+from kafka_actors.protocol.records.build import RecordSpec, build_batch
+from kafka_actors.protocol.wire.framing import FrameDecoder, decode_response, encode_response
 from kafka_actors.spark.reader import RangeReader
 from kafka_actors.testing.mock import MockCluster
 from tests.fetch.fetch_harness import Part, fetch_response

@@ -108,7 +108,7 @@ def test_counts_are_exact_under_concurrency() -> None:
 
 def test_apis_and_errors_by_kafkas_names_classes_and_numbers() -> None:
     from kafka_actors.errors import FencedMemberEpochError, NotCoordinatorError
-    from kafka_actors.protocol.apis import ApiKey
+    from kafka_actors.protocol.wire.apis import ApiKey
 
     f = FaultInjector()
     f.error_response("ConsumerGroupHeartbeat", "FENCED_MEMBER_EPOCH")

@@ -13,7 +13,7 @@ from typing import Any
 from thespian.actors import Actor
 
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.thespian import (
     BatchRejected,
     Commit,

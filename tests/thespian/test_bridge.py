@@ -20,7 +20,7 @@ import pytest
 
 from kafka_actors import KafkaConsumer
 from kafka_actors.protocol.messages import TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.thespian import (
     Assign,
     BridgeStats,

@@ -8,7 +8,7 @@ import pytest
 
 from kafka_actors.errors import NotCoordinatorError
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.records import ConsumerRecord, TimestampType
+from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 from kafka_actors.thespian.errors import SubscriberFailedError
 from kafka_actors.thespian.messages import (
     BatchRejected,

@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kafka_actors.protocol import bounds
+from kafka_actors.protocol.wire import bounds
 
 Encoding = Literal["int16", "int32", "uvarint"]
 

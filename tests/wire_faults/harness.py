@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.wire.apis import ApiKey
 from tests.wire_faults.proxy import FaultProxy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -357,8 +357,8 @@ def recovery_only(found: list[str]) -> bool:
 
 _DECODE = """
 import json, sys
-from kafka_actors.protocol.apis import response_type
-from kafka_actors.protocol.wire import decode_response
+from kafka_actors.protocol.wire.apis import response_type
+from kafka_actors.protocol.wire.framing import decode_response
 for api, version, frame in json.loads(sys.stdin.read()):
     try:
         decode_response(bytes.fromhex(frame)[4:], response_type(api, version))

@@ -28,8 +28,8 @@ from typing import Any
 
 import kio.schema.response_header.v1 as response_header_v1
 
-from kafka_actors.protocol.apis import ApiKey, api_name, response_type
-from kafka_actors.protocol.wire import (
+from kafka_actors.protocol.wire.apis import ApiKey, api_name, response_type
+from kafka_actors.protocol.wire.framing import (
     decode_response_with_header,
     encode_response,
     response_header_type,

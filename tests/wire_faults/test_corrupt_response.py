@@ -21,7 +21,7 @@ from kafka_actors.errors import (
     KafkaConnectionError,
     ProtocolError,
 )
-from kafka_actors.protocol.connection import Broken, ConnectionState, Failed, NodeConnection
+from kafka_actors.protocol.connection.node import Broken, ConnectionState, Failed, NodeConnection
 from tests.actors.test_connection import (
     NODE,
     FakeBroker,

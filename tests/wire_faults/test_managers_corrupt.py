@@ -7,7 +7,7 @@ The end-to-end cases of every API are in test_faults.py (short run); these pin t
 from __future__ import annotations
 
 from kafka_actors.errors import CorruptResponseError
-from kafka_actors.protocol.coordinator import CoordinatorErrorEvent
+from kafka_actors.protocol.group.coordinator import CoordinatorErrorEvent
 from kafka_actors.protocol.metadata import MetadataErrorEvent
 from tests.managers.harness import events_of, only_request
 from tests.managers.test_coordinator import manager as coordinator_manager

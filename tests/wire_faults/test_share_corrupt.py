@@ -18,7 +18,7 @@ import pytest
 
 from kafka_actors import KafkaShareConsumer
 from kafka_actors.errors import KafkaError
-from kafka_actors.protocol.apis import ApiKey
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.testing.share import set_share_group_config
 from tests.consumer.helpers import produce, unique
 from tests.wire_faults.proxy import FaultProxy

@@ -1,4 +1,4 @@
-"""The commit actor: the shell of :class:`~kafka_actors.protocol.commit.CommitManager`
+"""The commit actor: the shell of :class:`~kafka_actors.protocol.offsets.commit.CommitManager`
 (OffsetCommit and OffsetFetch: commit_sync / commit_async / auto-commit, committed offsets,
 positions from committed offsets).
 
@@ -29,18 +29,18 @@ from kafka_actors.actors.events import (
     ResetPositionsEvent,
 )
 from kafka_actors.actors.routing import RoutingManagerActor
-from kafka_actors.protocol import group_events
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.commit import (
+from kafka_actors.protocol.group import events as group_events
+from kafka_actors.protocol.group.coordinator import CoordinatorChanged
+from kafka_actors.protocol.metadata import ClusterUpdated
+from kafka_actors.protocol.offsets.commit import (
     AutoCommitCompleted,
     CommitCompleted,
     CommitForRevocationDone,
     CommitManager,
     PositionsInitialized,
 )
-from kafka_actors.protocol.commit_config import CommitConfig
-from kafka_actors.protocol.coordinator import CoordinatorChanged
-from kafka_actors.protocol.metadata import ClusterUpdated
+from kafka_actors.protocol.offsets.config import CommitConfig
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.supervisors import ChildContext
 
 __all__ = ["CommitActor", "CommitDone"]

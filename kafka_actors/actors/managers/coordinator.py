@@ -1,5 +1,5 @@
 """The coordinator actor: the shell of
-:class:`~kafka_actors.protocol.coordinator.CoordinatorManager` (FindCoordinator).
+:class:`~kafka_actors.protocol.group.coordinator.CoordinatorManager` (FindCoordinator).
 
 Owns: where the group coordinator is, for the other actors: ``ctx.coordinator_id`` (the
 coordinator's own connection id, Java's ``2**31 - 1 - node``, told to the NetworkActor with
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from kafka_actors.actors.network import UpdateNodes
 from kafka_actors.actors.routing import RoutingManagerActor
-from kafka_actors.protocol.coordinator import (
+from kafka_actors.protocol.group.consumer.membership import CoordinatorUnknown
+from kafka_actors.protocol.group.coordinator import (
     CoordinatorChanged,
     CoordinatorConfig,
     CoordinatorManager,
 )
-from kafka_actors.protocol.membership import CoordinatorUnknown
 
 __all__ = ["CoordinatorActor"]
 

@@ -1,8 +1,8 @@
-"""The fetch actor: the shell of :class:`~kafka_actors.protocol.fetch.FetchManager` (Fetch,
+"""The fetch actor: the shell of :class:`~kafka_actors.protocol.fetch.manager.FetchManager` (Fetch,
 fetch sessions), the producer of the consumer's fetch buffer.
 
 Owns: filling the consumer's one thread-safe
-:class:`~kafka_actors.protocol.fetch_buffer.FetchBuffer` (``ctx.fetch_buffer``, emptied for
+:class:`~kafka_actors.protocol.fetch.buffer.FetchBuffer` (``ctx.fetch_buffer``, emptied for
 each incarnation's manager, closed when it ends) while holding the buffer's lock for every
 message it handles, the fetch-response metrics, and waking the polling thread when data is
 buffered (``FetchBuffer.wakeup`` and the signal). The polling thread collects from the buffer
@@ -26,11 +26,11 @@ from kafka_actors.actors.events import PositionsChangedEvent
 from kafka_actors.actors.fetch_collector import count_collected
 from kafka_actors.actors.routing import RoutingManagerActor, feed_cluster
 from kafka_actors.errors import KafkaError
-from kafka_actors.protocol.commit import PositionsInitialized
-from kafka_actors.protocol.fetch import FetchManager
-from kafka_actors.protocol.fetch_config import FetchConfig
-from kafka_actors.protocol.membership import AssignmentChanged, PauseFetching
+from kafka_actors.protocol.fetch.config import FetchConfig
+from kafka_actors.protocol.fetch.manager import FetchManager
+from kafka_actors.protocol.group.consumer.membership import AssignmentChanged, PauseFetching
 from kafka_actors.protocol.metadata import ClusterUpdated
+from kafka_actors.protocol.offsets.commit import PositionsInitialized
 from kafka_actors.supervisors import ChildContext
 
 __all__ = ["CloseFetchEvent", "CollectEvent", "FetchActor", "FetchMetricsEvent"]

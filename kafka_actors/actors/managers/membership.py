@@ -1,7 +1,7 @@
 """The membership actor: the shell of the group member, KIP-848
-(:class:`~kafka_actors.protocol.membership.ConsumerMembershipManager`,
+(:class:`~kafka_actors.protocol.group.consumer.membership.ConsumerMembershipManager`,
 ``group.protocol=consumer``) or classic
-(:class:`~kafka_actors.protocol.classic_membership.ClassicMembershipManager`), chosen by the
+(:class:`~kafka_actors.protocol.group.classic.membership.ClassicMembershipManager`), chosen by the
 config.
 
 Owns: the member's identity that survives a restart (``ctx.member_id`` / ``member_epoch``;
@@ -36,15 +36,15 @@ from kafka_actors.actors.events import (
 from kafka_actors.actors.managers.metadata import subscription_inputs
 from kafka_actors.actors.routing import RoutingManagerActor
 from kafka_actors.errors import UnsupportedVersionError
-from kafka_actors.protocol import classic_membership as classic
-from kafka_actors.protocol import group_events
-from kafka_actors.protocol import membership as m848
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.classic_config import ClassicMembershipConfig
-from kafka_actors.protocol.coordinator import CoordinatorChanged
-from kafka_actors.protocol.membership_config import MembershipConfig
+from kafka_actors.protocol.group import events as group_events
+from kafka_actors.protocol.group.classic import membership as classic
+from kafka_actors.protocol.group.classic.config import ClassicMembershipConfig
+from kafka_actors.protocol.group.consumer import membership as m848
+from kafka_actors.protocol.group.consumer.config import MembershipConfig
+from kafka_actors.protocol.group.coordinator import CoordinatorChanged
 from kafka_actors.protocol.messages import PollResult, TopicPartition
 from kafka_actors.protocol.metadata import ClusterUpdated, PatternSubscriptionMatched
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.supervisors import ChildContext
 
 __all__ = ["MembershipActor"]

@@ -26,8 +26,8 @@ from kafka_actors.actors.events import (
     TopicNames,
 )
 from kafka_actors.actors.routing import RoutingManagerActor
-from kafka_actors.protocol import classic_membership as classic
-from kafka_actors.protocol import group_events
+from kafka_actors.protocol.group import events as group_events
+from kafka_actors.protocol.group.classic import membership as classic
 from kafka_actors.protocol.metadata import (
     ClusterUpdated,
     MetadataConfig,
@@ -35,7 +35,7 @@ from kafka_actors.protocol.metadata import (
     PatternSubscriptionMatched,
     TopicMetadataCompleted,
 )
-from kafka_actors.protocol.offsets import MetadataUpdateNeeded
+from kafka_actors.protocol.offsets.list_offsets import MetadataUpdateNeeded
 from kafka_actors.protocol.subscription import SubscriptionType
 from kafka_actors.supervisors import ChildContext
 

@@ -1,6 +1,7 @@
-"""The offsets actor: the shell of :class:`~kafka_actors.protocol.offsets.OffsetsManager`
-(ListOffsets lookups, position resets, and the validation of positions against the leader
-epoch with OffsetsForLeaderEpoch, KIP-320).
+"""The offsets actor: the shell of
+:class:`~kafka_actors.protocol.offsets.list_offsets.OffsetsManager` (ListOffsets lookups, position
+resets, and the validation of positions against the leader epoch with OffsetsForLeaderEpoch,
+KIP-320).
 
 Owns: the futures of ``beginning_offsets`` / ``end_offsets`` / ``offsets_for_times`` (by lookup
 key) and telling the fetch actor when positions may have changed (after each response, and
@@ -20,10 +21,10 @@ from typing import Any
 from kafka_actors.actors.context import ConsumerContext, complete, fail
 from kafka_actors.actors.events import ListOffsetsEvent, PositionsChangedEvent
 from kafka_actors.actors.routing import RoutingManagerActor, feed_cluster
-from kafka_actors.protocol.commit import PositionsInitialized
-from kafka_actors.protocol.membership import AssignmentChanged
+from kafka_actors.protocol.group.consumer.membership import AssignmentChanged
 from kafka_actors.protocol.metadata import ClusterUpdated
-from kafka_actors.protocol.offsets import (
+from kafka_actors.protocol.offsets.commit import PositionsInitialized
+from kafka_actors.protocol.offsets.list_offsets import (
     ListOffsetsCompleted,
     LookupKind,
     OffsetsConfig,

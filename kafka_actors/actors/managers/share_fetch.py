@@ -1,5 +1,5 @@
 """The share fetch actor: the shell of
-:class:`~kafka_actors.protocol.share_fetch.ShareFetchManager` (ShareFetch, ShareAcknowledge,
+:class:`~kafka_actors.protocol.share.fetch.ShareFetchManager` (ShareFetch, ShareAcknowledge,
 share sessions, the buffer of acquired records, acknowledgements).
 
 Owns: the facade's requests to it (defined here): :class:`ShareCollectEvent` (hand out up to
@@ -33,11 +33,10 @@ from typing import Any
 from kafka_actors.actors.context import ConsumerContext, complete
 from kafka_actors.actors.managers.share_membership import ShareAssignment
 from kafka_actors.actors.routing import RoutingManagerActor, feed_cluster
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.group_events import AssignmentChanged
+from kafka_actors.protocol.group.events import AssignmentChanged
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.metadata import ClusterUpdated
-from kafka_actors.protocol.share_fetch import (
+from kafka_actors.protocol.share.fetch import (
     AcknowledgementsCommitted,
     AckResult,
     ShareCloseCompleted,
@@ -45,6 +44,7 @@ from kafka_actors.protocol.share_fetch import (
     ShareFetchConfig,
     ShareFetchManager,
 )
+from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.supervisors import ChildContext
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The NetworkActor: every broker connection of a consumer, and the request managers' supervisor.
 
 Owns: the sockets (the only code in kafka-actors that touches them), one
-:class:`~kafka_actors.protocol.connection.NodeConnection` per node (bootstrap servers as pseudo
+:class:`~kafka_actors.protocol.connection.node.NodeConnection` per node (bootstrap servers as pseudo
 nodes), the map node id → address learned from Metadata responses, the requests other actors
 send (:class:`Send`) and their replies (:class:`Response` / :class:`RequestFailed`), fault
 injection at the network level, and the supervision of its child actors. May touch: sockets,
@@ -25,7 +25,7 @@ One actor, one thread, one state; its code is split by seam, a module each:
 * :mod:`.transport`: one socket (optionally TLS); name resolution.
 * :mod:`.security`: the default SASL / TLS factories from the configuration.
 * The per-node connection state machine is pure and lives in
-  :mod:`kafka_actors.protocol.connection`; the pykka internals the mailbox relies on, in
+  :mod:`kafka_actors.protocol.connection.node`; the pykka internals the mailbox relies on, in
   :mod:`kafka_actors.runtime`.
 
 How it wakes up (no busy polling, no sleep loops)

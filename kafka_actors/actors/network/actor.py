@@ -43,14 +43,14 @@ from kafka_actors.log import get_logger, traced
 from kafka_actors.metrics import ConsumerMetrics
 from kafka_actors.oauth import token_source_from_config
 from kafka_actors.protocol.condition_log import REPEAT_INTERVAL_MS, ConditionLog
-from kafka_actors.protocol.connection import (
+from kafka_actors.protocol.connection.node import (
     ConnectionSettings,
     ConnectionState,
     Failed,
     MechanismFactory,
     PendingRequest,
 )
-from kafka_actors.protocol.tls import TlsChannel
+from kafka_actors.protocol.connection.tls import TlsChannel
 from kafka_actors.supervisors import (
     ChildContext,
     ChildSpec,
@@ -67,7 +67,7 @@ __all__ = ["NetworkActor"]
 class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
     """Owns the connections; supervises ``children`` (see :mod:`kafka_actors.actors.network`).
 
-    ``sasl``: a factory of SASL mechanisms (``kafka_actors.protocol.sasl``), one per
+    ``sasl``: a factory of SASL mechanisms (``kafka_actors.protocol.connection.sasl``), one per
     connection attempt (None: no SASL); ``tls``: a factory ``(server_hostname, node) ->
     TlsChannel`` (None: no TLS). By default both are built from ``config`` (security.protocol,
     sasl.*, ssl.*): a bad setting raises ConfigError when the actor is created.

@@ -1,7 +1,7 @@
 """The NetworkActor's connections: nodes, addresses, DNS, sockets, TLS, and closing them.
 
 Owns (as :class:`NetworkConnections`, a part of the NetworkActor; see :mod:`.state`): the node
-registry (a :class:`~kafka_actors.protocol.connection.NodeConnection` per node, its address
+registry (a :class:`~kafka_actors.protocol.connection.node.NodeConnection` per node, its address
 and the addresses its name resolved to), connection attempts (host names resolved on a small
 resolver thread pool, never on the actor thread), socket options, the TCP connect and the TLS
 handshake, reading and writing, the selector registrations, idle closes, closing a node after
@@ -32,7 +32,7 @@ from kafka_actors.errors import (
     KafkaConnectionError,
     KafkaError,
 )
-from kafka_actors.protocol.connection import ConnectionState, NodeConnection
+from kafka_actors.protocol.connection.node import ConnectionState, NodeConnection
 from kafka_actors.protocol.messages import ANY_NODE
 
 __all__ = ["NetworkConnections"]

@@ -18,9 +18,9 @@ from kafka_actors.actors.network.messages import BOOTSTRAP_NODE, ConnectionEvent
 from kafka_actors.actors.network.state import NetworkBase
 from kafka_actors.config import BrokerAddress
 from kafka_actors.errors import BrokersUnreachableError, DisconnectedError
-from kafka_actors.protocol.apis import ApiKey
-from kafka_actors.protocol.connection import Failed, PendingRequest
+from kafka_actors.protocol.connection.node import Failed, PendingRequest
 from kafka_actors.protocol.messages import ANY_NODE
+from kafka_actors.protocol.wire.apis import ApiKey
 
 __all__ = ["NetworkRebootstrap"]
 

@@ -40,8 +40,7 @@ from kafka_actors.errors import (
     error_for_code,
 )
 from kafka_actors.log import traced
-from kafka_actors.protocol.apis import ApiKey, api_name
-from kafka_actors.protocol.connection import (
+from kafka_actors.protocol.connection.node import (
     Broken,
     Completed,
     Event,
@@ -51,6 +50,7 @@ from kafka_actors.protocol.connection import (
     Reauthenticated,
 )
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
+from kafka_actors.protocol.wire.apis import ApiKey, api_name
 from kafka_actors.runtime import AlreadySet
 from kafka_actors.supervisors import Delay, Drop, ErrorCode
 

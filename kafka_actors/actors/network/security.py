@@ -2,8 +2,8 @@
 
 Owns: turning ``security.protocol``, ``sasl.*`` and ``ssl.*`` into the factories the
 NetworkActor takes (one SASL mechanism per connection attempt; one TLS channel per socket).
-May touch: :mod:`kafka_actors.protocol.sasl`, :mod:`kafka_actors.protocol.tls`, the OAUTHBEARER
-token source it is given.
+May touch: :mod:`kafka_actors.protocol.connection.sasl`,
+:mod:`kafka_actors.protocol.connection.tls`, the OAUTHBEARER token source it is given.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.oauth import OAuthBearerTokenSource
-from kafka_actors.protocol.connection import MechanismFactory
-from kafka_actors.protocol.sasl import SaslMechanism, mechanism_from_config
-from kafka_actors.protocol.tls import TlsChannel, build_ssl_context
+from kafka_actors.protocol.connection.node import MechanismFactory
+from kafka_actors.protocol.connection.sasl import SaslMechanism, mechanism_from_config
+from kafka_actors.protocol.connection.tls import TlsChannel, build_ssl_context
 
 __all__ = [
     "default_sasl",

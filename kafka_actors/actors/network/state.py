@@ -28,7 +28,7 @@ from kafka_actors.errors import KafkaError
 from kafka_actors.metrics import ConsumerMetrics
 from kafka_actors.oauth import OAuthBearerTokenSource
 from kafka_actors.protocol.condition_log import ConditionLog
-from kafka_actors.protocol.connection import (
+from kafka_actors.protocol.connection.node import (
     Completed,
     ConnectionSettings,
     Event,
@@ -36,7 +36,7 @@ from kafka_actors.protocol.connection import (
     NodeConnection,
     PendingRequest,
 )
-from kafka_actors.protocol.tls import TlsChannel
+from kafka_actors.protocol.connection.tls import TlsChannel
 from kafka_actors.supervisors import SupervisedActor, Supervision
 
 __all__ = [

@@ -1,9 +1,9 @@
 """One broker socket as the NetworkActor drives it (:class:`Transport`), and host name resolution.
 
-Owns: a non-blocking socket, optionally under TLS (:class:`~kafka_actors.protocol.tls.TlsChannel`),
-and the bytes not written yet; the resolver signature and the system resolver
-(``getaddrinfo``; called on the resolver threads, never on the actor's). May touch: the socket
-it is given, ``socket`` name resolution.
+Owns: a non-blocking socket, optionally under TLS
+(:class:`~kafka_actors.protocol.connection.tls.TlsChannel`), and the bytes not written yet; the
+resolver signature and the system resolver (``getaddrinfo``; called on the resolver threads, never
+on the actor's). May touch: the socket it is given, ``socket`` name resolution.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from kafka_actors.errors import DisconnectedError, KafkaError
-from kafka_actors.protocol.tls import TlsChannel
+from kafka_actors.protocol.connection.tls import TlsChannel
 
 __all__ = [
     "RECV_SIZE",

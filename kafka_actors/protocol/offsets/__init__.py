@@ -1,0 +1,3 @@
+"""Offsets: OffsetCommit (``commit``), committed offsets by OffsetFetch (``committed``)
+and ListOffsets for resets and lookups (``list_offsets``). Pure.
+"""

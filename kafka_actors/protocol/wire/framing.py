@@ -1,0 +1,381 @@
+"""Kafka wire framing, request/response headers and correlation ids (pure, no I/O).
+
+Owns: the 4-byte big-endian size prefix, request headers v1/v2 and response headers v0/v1
+(chosen by kio's per-message ``__header_schema__``: flexible versions use request header v2 and
+response header v1; ApiVersions responses always use response header v0), correlation id
+allocation and matching, and the conversion of every decoding failure into
+:class:`kafka_actors.errors.ProtocolError` subclasses. May touch: kio codecs, kafka_actors.errors.
+
+A *frame* here is what follows the size prefix: ``FrameDecoder.feed`` yields frames,
+``decode_response`` takes one. ``encode_request`` returns the whole frame including the size
+prefix, ready for a socket.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Callable
+from typing import Any, Final, TypeVar, cast
+
+import kio.schema.request_header.v1 as request_header_v1
+import kio.schema.request_header.v2 as request_header_v2
+import kio.schema.response_header.v0 as response_header_v0
+import kio.schema.response_header.v1 as response_header_v1
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import BufferUnderflow
+from kio.static.primitive import i16, i32
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from kafka_actors.errors import (
+    CorrelationIdMismatchError,
+    FrameTooLargeError,
+    InvalidFrameError,
+    KafkaError,
+    ProtocolError,
+    TruncatedFrameError,
+    UnknownApiError,
+)
+from kafka_actors.protocol.wire.bounds import check_request, check_response
+
+__all__ = [
+    "API_VERSIONS_KEY",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "CorrelationIds",
+    "FrameDecoder",
+    "RequestHeader",
+    "ResponseHeader",
+    "decode_request",
+    "decode_response",
+    "decode_response_with_header",
+    "encode_request",
+    "encode_response",
+    "read_correlation_id",
+    "request_header_type",
+    "response_header_type",
+]
+
+#: ApiVersions' API key: its responses always use response header v0 (KIP-511).
+API_VERSIONS_KEY: Final = 18
+#: Largest frame the decoder accepts unless told otherwise (Kafka's fetch.max.bytes default is
+#: 50 MiB; message.max.bytes on a topic can make a single batch larger than that).
+DEFAULT_MAX_FRAME_SIZE: Final = 128 * 1024 * 1024
+
+_SIZE = struct.Struct(">i")
+_MAX_CORRELATION_ID: Final = 2**31 - 1
+
+RequestHeader = request_header_v1.RequestHeader | request_header_v2.RequestHeader
+ResponseHeader = response_header_v0.ResponseHeader | response_header_v1.ResponseHeader
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+# -- Headers -----------------------------------------------------------------------------------
+
+
+def request_header_type(
+    request_type: type[RequestPayload] | RequestPayload,
+) -> type[RequestHeader]:
+    """Request header class for a request type: v2 for flexible versions, else v1."""
+    header = request_type.__header_schema__
+    if header not in (request_header_v1.RequestHeader, request_header_v2.RequestHeader):
+        raise UnknownApiError(f"{request_type!r} has no request header schema")
+    return header
+
+
+def response_header_type(
+    response_type: type[ResponsePayload] | ResponsePayload,
+) -> type[ResponseHeader]:
+    """Response header class for a response type: v1 for flexible versions, else v0;
+    always v0 for ApiVersions."""
+    if response_type.__api_key__ == API_VERSIONS_KEY:
+        return response_header_v0.ResponseHeader
+    header = response_type.__header_schema__
+    if header not in (response_header_v0.ResponseHeader, response_header_v1.ResponseHeader):
+        raise UnknownApiError(f"{response_type!r} has no response header schema")
+    return header
+
+
+# -- Correlation ids ---------------------------------------------------------------------------
+
+
+class CorrelationIds:
+    """Allocates correlation ids for one connection: 0, 1, 2 ... wrapping at 2**31-1 to 0."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self, start: int = 0) -> None:
+        if not 0 <= start <= _MAX_CORRELATION_ID:
+            raise ValueError(f"correlation id start {start} out of range")
+        self._next = start
+
+    def next(self) -> int:
+        value = self._next
+        self._next = 0 if value == _MAX_CORRELATION_ID else value + 1
+        return value
+
+    def peek(self) -> int:
+        return self._next
+
+
+# -- Encoding ----------------------------------------------------------------------------------
+
+
+def _prefixed(write: Callable[[io.BytesIO], None]) -> bytes:
+    buffer = io.BytesIO()
+    buffer.write(b"\x00\x00\x00\x00")
+    write(buffer)
+    data = buffer.getbuffer()
+    size = len(data) - 4
+    _SIZE.pack_into(data, 0, size)
+    del data
+    return buffer.getvalue()
+
+
+def encode_request(
+    request: RequestPayload,
+    *,
+    correlation_id: int,
+    client_id: str | None,
+) -> bytes:
+    """Encode ``request`` with its header as one size-prefixed frame.
+
+    The API key and version come from the request's kio class. Raises ProtocolError when the
+    request cannot be encoded (a field value out of its type's range, a wrong type).
+    """
+    header_type = request_header_type(request)
+
+    def write(buffer: io.BytesIO) -> None:
+        header = header_type(
+            request_api_key=i16(request.__api_key__),
+            request_api_version=i16(request.__version__),
+            correlation_id=i32(correlation_id),
+            client_id=client_id,
+        )
+        entity_writer(header_type)(buffer, header)
+        entity_writer(type(request))(buffer, request)
+
+    try:
+        return _prefixed(write)
+    except Exception as exc:
+        raise ProtocolError(f"Cannot encode {type(request).__name__}: {exc}") from exc
+
+
+def encode_response(response: ResponsePayload, *, correlation_id: int) -> bytes:
+    """Encode ``response`` with its header as one size-prefixed frame (tests, fakes)."""
+    header_type = response_header_type(response)
+    header: ResponseHeader
+    if header_type is response_header_v0.ResponseHeader:
+        header = response_header_v0.ResponseHeader(correlation_id=i32(correlation_id))
+    else:
+        header = response_header_v1.ResponseHeader(correlation_id=i32(correlation_id))
+
+    def write(buffer: io.BytesIO) -> None:
+        entity_writer(header_type)(buffer, header)
+        entity_writer(type(response))(buffer, response)
+
+    try:
+        return _prefixed(write)
+    except Exception as exc:
+        raise ProtocolError(f"Cannot encode {type(response).__name__}: {exc}") from exc
+
+
+# -- Decoding ----------------------------------------------------------------------------------
+
+
+def _read(
+    reader: Callable[[Any, int], tuple[T, int]], frame: Any, offset: int, what: str
+) -> tuple[T, int]:
+    """Run a kio reader and turn any failure into a ProtocolError subclass."""
+    try:
+        return reader(frame, offset)
+    except KafkaError:
+        raise
+    except BufferUnderflow as exc:
+        raise TruncatedFrameError(f"Frame ended inside the {what}") from exc
+    except RecursionError as exc:  # pragma: no cover - defensive
+        raise InvalidFrameError(f"Cannot decode the {what}: nested too deep") from exc
+    except MemoryError as exc:
+        raise InvalidFrameError(f"Cannot decode the {what}: size field too large") from exc
+    except Exception as exc:
+        raise InvalidFrameError(f"Cannot decode the {what}: {exc}") from exc
+
+
+def read_correlation_id(frame: bytes | bytearray | memoryview) -> int:
+    """The correlation id at the start of a response frame (every response header starts
+    with it)."""
+    if len(frame) < 4:
+        raise TruncatedFrameError(f"Response frame of {len(frame)} bytes has no correlation id")
+    value: int = _SIZE.unpack_from(frame, 0)[0]
+    return value
+
+
+def decode_response_with_header(
+    frame: bytes | bytearray | memoryview,
+    response_type: type[R],
+    *,
+    correlation_id: int | None = None,
+    strict: bool = False,
+) -> tuple[ResponseHeader, R]:
+    """Decode a response frame (bytes after the size prefix) into its header and body.
+
+    ``response_type`` is the kio response class of the request's API and version. When
+    ``correlation_id`` is given, a different id in the header raises
+    CorrelationIdMismatchError. Bytes left after the body are ignored unless ``strict``
+    (then they raise InvalidFrameError): librdkafka's mock cluster, a test peer, writes one
+    byte more than the schema has in Metadata v13 responses. Every decoding failure raises a
+    ProtocolError subclass.
+    """
+    rtype = cast(type[ResponsePayload], response_type)
+    header_type = response_header_type(rtype)
+    # Every length and count bounded by the bytes that remain before kio's native reader
+    # allocates for them (a huge count aborts the process: see protocol.bounds).
+    check_response(frame, header_type, rtype)
+    header, used = _read(entity_reader(header_type), frame, 0, "response header")
+    if correlation_id is not None and header.correlation_id != correlation_id:
+        raise CorrelationIdMismatchError(expected=correlation_id, received=header.correlation_id)
+    body, body_size = _read(
+        entity_reader(rtype), frame, used, f"{rtype.__name__} v{rtype.__version__} body"
+    )
+    end = used + body_size
+    if strict and end != len(frame):
+        raise InvalidFrameError(
+            f"{rtype.__name__} v{rtype.__version__}: {len(frame) - end} bytes left after the body"
+        )
+    return header, cast(R, body)
+
+
+def decode_response(
+    frame: bytes | bytearray | memoryview,
+    response_type: type[R],
+    *,
+    correlation_id: int | None = None,
+    strict: bool = False,
+) -> R:
+    """Decode a response frame (bytes after the size prefix) into its body; see
+    :func:`decode_response_with_header`."""
+    return decode_response_with_header(
+        frame, response_type, correlation_id=correlation_id, strict=strict
+    )[1]
+
+
+def decode_request(
+    frame: bytes | bytearray | memoryview,
+    request_type_for: Callable[[int, int], type[RequestPayload]],
+) -> tuple[RequestHeader, RequestPayload]:
+    """Decode a request frame (bytes after the size prefix) into header and body.
+
+    ``request_type_for(api_key, api_version)`` names the body's class (see
+    ``kafka_actors.protocol.wire.apis.request_type``). For tests and fake brokers.
+    """
+    if len(frame) < 4:
+        raise TruncatedFrameError("Request frame too short for API key and version")
+    api_key, api_version = struct.unpack_from(">hh", frame, 0)
+    try:
+        body_type = request_type_for(api_key, api_version)
+    except KafkaError:
+        raise
+    except Exception as exc:
+        raise UnknownApiError(f"No codec for API {api_key} v{api_version}") from exc
+    header_type = request_header_type(body_type)
+    check_request(frame, header_type, body_type)
+    header, used = _read(entity_reader(header_type), frame, 0, "request header")
+    body, size = _read(entity_reader(body_type), frame, used, "request body")
+    if used + size != len(frame):
+        raise InvalidFrameError(f"{len(frame) - used - size} bytes left after the request body")
+    return header, body
+
+
+# -- Incremental framing -----------------------------------------------------------------------
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames (the bytes after each 4-byte size prefix).
+
+    ``feed(data)`` returns the frames completed by ``data`` (possibly none). A size prefix
+    larger than ``max_frame_size`` raises FrameTooLargeError as soon as the prefix arrives, a
+    negative one raises InvalidFrameError; after either the decoder stays failed and raises
+    the same error on every later feed (the connection must be closed).
+
+    Each frame is copied once: sliced from the chunk that holds all of it, or joined from
+    views of the chunks it spans (a large Fetch response arrives in many reads), never
+    gathered in a growing buffer first.
+    """
+
+    __slots__ = ("_error", "_expected", "_have", "_head", "_parts", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        if max_frame_size < 0:
+            raise ValueError("max_frame_size must be >= 0")
+        self.max_frame_size = max_frame_size
+        #: Bytes of a size prefix split across reads.
+        self._head = b""
+        #: Size of the frame being received (its prefix read), else None.
+        self._expected: int | None = None
+        #: Views of the received part of that frame, and their total length.
+        self._parts: list[memoryview] = []
+        self._have = 0
+        self._error: ProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as part of a frame."""
+        if self._expected is None:
+            return len(self._head)
+        return 4 + self._have
+
+    @property
+    def bytes_needed(self) -> int:
+        """Bytes still missing to complete the next size prefix or frame (a read-size hint)."""
+        if self._expected is None:
+            return 4 - len(self._head)
+        return self._expected - self._have
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        if self._error is not None:
+            raise self._error
+        if not isinstance(data, bytes):
+            data = bytes(data)  # the caller may reuse its buffer; views below must not change
+        frames: list[bytes] = []
+        pos = 0
+        total = len(data)
+        while pos < total:
+            expected = self._expected
+            if expected is None:
+                if not self._head and total - pos >= 4:
+                    size: int = _SIZE.unpack_from(data, pos)[0]
+                    pos += 4
+                else:
+                    head = self._head + data[pos : pos + 4 - len(self._head)]
+                    pos += len(head) - len(self._head)
+                    if len(head) < 4:
+                        self._head = head
+                        break
+                    self._head = b""
+                    size = _SIZE.unpack(head)[0]
+                if size < 0:
+                    self._error = InvalidFrameError(f"Negative frame size {size}")
+                    raise self._error
+                if size > self.max_frame_size:
+                    self._error = FrameTooLargeError(size, self.max_frame_size)
+                    raise self._error
+                expected = self._expected = size
+            need = expected - self._have
+            if not self._have and total - pos >= need:
+                frames.append(data[pos : pos + need])  # all of it in this chunk
+                pos += need
+                self._expected = None
+                continue
+            take = min(need, total - pos)
+            if not take:
+                break  # the prefix ended this chunk
+            self._parts.append(memoryview(data)[pos : pos + take])
+            self._have += take
+            pos += take
+            if self._have == expected:
+                frames.append(b"".join(self._parts))
+                self._parts = []
+                self._have = 0
+                self._expected = None
+        return frames

@@ -1,0 +1,307 @@
+"""ApiVersions negotiation: a small pure state machine the network actor drives per connection.
+
+Owns: building ApiVersions requests, reading the broker's answer (including the v0-form
+UNSUPPORTED_VERSION answer a broker gives to a too-new ApiVersions request), and picking the
+highest version both sides support per API. May touch: wire, apis, errors, ``_version`` (the
+client software version). Pure: no I/O.
+
+Usage by a connection owner::
+
+    handshake = ApiVersionsHandshake()
+    request, version = handshake.initial_request()
+    send(encode_request(request, correlation_id=cid, client_id=client_id))
+    while True:
+        step = handshake.handle_response_bytes(frame)   # frame: bytes after the size prefix
+        if isinstance(step, Done):
+            versions = step.versions                     # NegotiatedVersions
+            break
+        send(encode_request(step.request, ...))          # Retry: a lower ApiVersions version
+
+A broker that does not support the ApiVersions version asked for answers with error code 35
+(UNSUPPORTED_VERSION) in the v0 response form (header v0, ``error_code``, ``api_keys``) whatever
+version was asked (KIP-511). The handshake then retries with the broker's highest ApiVersions
+version from that list (or v0 if it lists none), strictly lower than the one that failed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kafka_actors._version import __version__
+from kafka_actors.errors import (
+    InvalidFrameError,
+    TruncatedFrameError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kafka_actors.protocol.wire.apis import (
+    CLIENT_VERSIONS,
+    ApiKey,
+    VersionRange,
+    api_name,
+    request_type,
+    response_type,
+)
+from kafka_actors.protocol.wire.framing import decode_response, read_correlation_id
+
+__all__ = [
+    "CLIENT_SOFTWARE_NAME",
+    "CLIENT_SOFTWARE_VERSION",
+    "ApiVersionsHandshake",
+    "Done",
+    "NegotiatedVersions",
+    "Retry",
+    "api_versions_request",
+]
+
+CLIENT_SOFTWARE_NAME: Final = "kafka-actors"
+CLIENT_SOFTWARE_VERSION: Final = __version__
+
+_ERROR_CODE_AT: Final = 4  # every ApiVersions response body starts with error_code (int16)
+
+
+def api_versions_request(
+    version: int,
+    *,
+    client_software_name: str = CLIENT_SOFTWARE_NAME,
+    client_software_version: str = CLIENT_SOFTWARE_VERSION,
+) -> Any:
+    """An ApiVersions request at ``version`` (v3+ carry the client software name/version)."""
+    cls: Any = request_type(ApiKey.API_VERSIONS, version)
+    if version >= 3:
+        return cls(
+            client_software_name=client_software_name,
+            client_software_version=client_software_version,
+        )
+    return cls()
+
+
+@dataclass(frozen=True, slots=True)
+class NegotiatedVersions:
+    """The broker's supported API ranges, intersected with the client's on demand.
+
+    ``broker`` maps API key to the broker's range; ``client`` to the client's. ``version_for``
+    returns the highest version in both.
+    """
+
+    broker: Mapping[int, VersionRange]
+    client: Mapping[int, VersionRange] = field(default_factory=lambda: dict(CLIENT_VERSIONS))
+    #: The ApiVersions version the broker answered.
+    api_versions_version: int = 0
+
+    @classmethod
+    def from_api_keys(
+        cls,
+        api_keys: Iterable[Any],
+        *,
+        client: Mapping[int, VersionRange] | None = None,
+        api_versions_version: int = 0,
+    ) -> NegotiatedVersions:
+        """Build from a response's ``api_keys`` entries (``api_key``, ``min_version``,
+        ``max_version``); entries with an empty range are ignored."""
+        broker: dict[int, VersionRange] = {}
+        for entry in api_keys:
+            low, high = int(entry.min_version), int(entry.max_version)
+            if low <= high:
+                broker[int(entry.api_key)] = VersionRange(low, high)
+        return cls(
+            broker=broker,
+            client=dict(CLIENT_VERSIONS) if client is None else dict(client),
+            api_versions_version=api_versions_version,
+        )
+
+    def range_for(self, api: int) -> VersionRange | None:
+        """Versions both sides support for ``api``, or None."""
+        ours, theirs = self.client.get(api), self.broker.get(api)
+        if ours is None or theirs is None:
+            return None
+        return ours.intersect(theirs)
+
+    def supports(self, api: int) -> bool:
+        return self.range_for(api) is not None
+
+    def version_for(self, api: int, *, min_version: int | None = None) -> int:
+        """Highest version of ``api`` both sides support.
+
+        ``min_version`` demands at least that version (a feature needing it). Raises
+        UnsupportedVersionError naming the API and both ranges when there is no such version.
+        """
+        ours, theirs = self.client.get(api), self.broker.get(api)
+        common = self.range_for(api)
+        if common is not None and min_version is not None:
+            common = common.intersect(VersionRange(min_version, max(min_version, common.max)))
+        if common is None:
+            need = f" (at least v{min_version})" if min_version is not None else ""
+            raise UnsupportedVersionError(
+                f"No common version for {api_name(api)}{need}: client supports "
+                f"{ours if ours is not None else 'none'}, broker supports "
+                f"{theirs if theirs is not None else 'none'}"
+            )
+        return common.max
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """Negotiation finished."""
+
+    versions: NegotiatedVersions
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """The broker refused the ApiVersions version: send ``request`` (at ``version``) instead."""
+
+    request: Any
+    version: int
+
+
+class ApiVersionsHandshake:
+    """Pure state machine for one connection's ApiVersions exchange (see module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        client_software_name: str = CLIENT_SOFTWARE_NAME,
+        client_software_version: str = CLIENT_SOFTWARE_VERSION,
+        client_versions: Mapping[int, VersionRange] | None = None,
+        max_version: int | None = None,
+    ) -> None:
+        self._name = client_software_name
+        self._software_version = client_software_version
+        self._client = dict(CLIENT_VERSIONS) if client_versions is None else dict(client_versions)
+        ours = self._client[ApiKey.API_VERSIONS]
+        self._version = ours.max if max_version is None else min(max_version, ours.max)
+        if self._version < ours.min:
+            raise UnsupportedVersionError(f"ApiVersions v{self._version} is below {ours}")
+        self._done = False
+        # One fallback per connection: the broker named the version it takes (or v0 when it
+        # named none); a refusal of that one too ends the exchange (the connection is closed
+        # and retried after its reconnect backoff), instead of one request per lower version.
+        self._fell_back = False
+
+    @property
+    def version(self) -> int:
+        """The ApiVersions version of the request currently outstanding."""
+        return self._version
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def _request(self) -> Any:
+        return api_versions_request(
+            self._version,
+            client_software_name=self._name,
+            client_software_version=self._software_version,
+        )
+
+    def initial_request(self) -> tuple[Any, int]:
+        """The first request to send and its version."""
+        return self._request(), self._version
+
+    def handle_response_bytes(
+        self,
+        frame: bytes | bytearray | memoryview,
+        *,
+        correlation_id: int | None = None,
+    ) -> Done | Retry:
+        """Feed the answer to the outstanding request (a frame without its size prefix).
+
+        Returns Done with the negotiated versions, or Retry with a lower-version request.
+        Raises the KafkaError of any other error code, UnsupportedVersionError when no lower
+        version is left to try, and ProtocolError subclasses for undecodable frames.
+        """
+        if self._done:
+            raise RuntimeError("ApiVersions handshake already finished")
+        if len(frame) < _ERROR_CODE_AT + 2:
+            raise TruncatedFrameError("ApiVersions response too short for its error code")
+        read_correlation_id(frame)
+        (error_code,) = struct.unpack_from(">h", frame, _ERROR_CODE_AT)
+        if error_code == UnsupportedVersionError.code:
+            return self._fallback(frame, correlation_id)
+        response: Any = decode_response(
+            frame,
+            response_type(ApiKey.API_VERSIONS, self._version),
+            correlation_id=correlation_id,
+        )
+        if int(response.error_code) != 0:
+            raise error_for_code(int(response.error_code))
+        self._done = True
+        return Done(
+            NegotiatedVersions.from_api_keys(
+                response.api_keys, client=self._client, api_versions_version=self._version
+            )
+        )
+
+    def _fallback(self, frame: bytes | bytearray | memoryview, correlation_id: int | None) -> Retry:
+        try:
+            response: Any = decode_response(
+                frame,
+                response_type(ApiKey.API_VERSIONS, 0),
+                correlation_id=correlation_id,
+            )
+        except InvalidFrameError:
+            # A v0 body that does not decode (some brokers send nothing after the error code):
+            # fall back to v0, as Java does when the list names no ApiVersions range.
+            response = None
+        broker_max: int | None = None
+        if response is not None:
+            for entry in response.api_keys:
+                if int(entry.api_key) == ApiKey.API_VERSIONS:
+                    broker_max = int(entry.max_version)
+        else:
+            broker_max = _scan_varint_counted_api_keys(frame)
+        failed = self._version
+        candidate = 0 if broker_max is None else min(broker_max, failed - 1)
+        ours = self._client[ApiKey.API_VERSIONS]
+        if self._fell_back:
+            raise UnsupportedVersionError(
+                f"Broker refused ApiVersions v{failed}, the version it offered after refusing "
+                "a higher one"
+            )
+        if candidate >= failed or candidate < ours.min or failed == ours.min:
+            raise UnsupportedVersionError(
+                f"Broker refused ApiVersions v{failed} and offers no lower version this client "
+                f"supports (client {ours}, broker max "
+                f"{'unknown' if broker_max is None else f'v{broker_max}'})"
+            )
+        self._version = candidate
+        self._fell_back = True
+        return Retry(self._request(), candidate)
+
+
+def _scan_varint_counted_api_keys(frame: bytes | bytearray | memoryview) -> int | None:
+    """ApiVersions' max version from an UNSUPPORTED_VERSION answer whose ``api_keys`` count is
+    a varint instead of v0's int32.
+
+    librdkafka's mock cluster (a test peer; confluent-kafka 2.16) answers that way: error code,
+    one varint count byte, then (api_key, min, max) int16 triples. The count is read both as a
+    plain and as a compact (N+1) count; the ApiVersions entry is used only when the triples fit
+    the frame. Returns None when nothing sensible is found (the caller falls back to v0).
+    """
+    data = bytes(frame)
+    position = _ERROR_CODE_AT + 2
+    count = 0
+    shift = 0
+    for _ in range(5):
+        if position >= len(data):
+            return None
+        byte = data[position]
+        position += 1
+        count |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    else:
+        return None
+    for entries in (count, count - 1):
+        if entries < 1 or position + 6 * entries > len(data):
+            continue
+        for index in range(entries):
+            api_key, _low, high = struct.unpack_from(">hhh", data, position + 6 * index)
+            if api_key == ApiKey.API_VERSIONS and high >= 0:
+                return int(high)
+    return None
