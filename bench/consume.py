@@ -534,8 +534,10 @@ def child(args: argparse.Namespace) -> int:
         profiler.dump_stats(args.profile)
     impl = ""
     if args.child.startswith("kafka-actors"):
-        from kafka_actors.protocol.records import decode as _records
-
+        try:  # the record decoder's module: protocol/records/decode since the protocol wings
+            _records = importlib.import_module("kafka_actors.protocol.records.decode")
+        except ImportError:  # a baseline from before them
+            _records = importlib.import_module("kafka_actors.protocol.records")
         impl = _records.IMPLEMENTATION
     result = {
         "client": args.child,
@@ -639,12 +641,17 @@ class Baseline:
         self._root = root
         # the extension alone (setup.py's Extension), built outside the checkout so that no
         # pyproject.toml is read (the venv's setuptools may be older than the build's)
-        source = self.path / "kafka_actors" / "protocol" / "_crecords.c"
+        # (where the C source is: protocol/records/ since the protocol wings, protocol/ before)
+        source = self.path / "kafka_actors" / "protocol" / "records" / "_crecords.c"
+        extension = "kafka_actors.protocol.records._crecords"
+        if not source.exists():
+            source = self.path / "kafka_actors" / "protocol" / "_crecords.c"
+            extension = "kafka_actors.protocol._crecords"
         build = (
             "from setuptools import Extension, setup; "
             "setup(name='baseline', script_args=['build_ext', '--build-lib', "
             f"{str(self.path)!r}, '--build-temp', 'tmp'], ext_modules=[Extension("
-            f"'kafka_actors.protocol.records._crecords', [{str(source)!r}])])"
+            f"{extension!r}, [{str(source)!r}])])"
         )
         scratch = tempfile.mkdtemp(prefix="kafka-actors-baseline-build-")
         built = subprocess.run(
