@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 
@@ -21,3 +24,66 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="seed of the wire fault cases (default: fixed for the short run, random for the "
         "long one; printed either way)",
     )
+
+
+# --- Running the suite side by side (pytest-xdist, ``--dist loadgroup``) -------------------
+#
+# Each xdist worker is its own process with its own session fixtures, so a session broker is
+# started once per worker that needs it. Cheap ones (one KRaft node, the in-process mock) are
+# left to spread: the tests using them are independent (unique topics and groups) and a
+# worker's broker is started once. Expensive or stateful ones are kept on one worker by an
+# ``xdist_group``: a test module that starts its own brokers in a module fixture runs whole on
+# one worker (its brokers start once), and the tests of a heavy session fixture (the 3-broker
+# cluster, Kafka 3.9, the secured node, Spark) run on one worker.
+#
+# Order: xdist hands tests out in collection order as workers free up, so the files that take
+# longest go first (``tests/durations.json``, seconds per file from a full run; refresh with
+# ``python scripts/test_durations.py --update junit.xml``); within a file the order is kept.
+
+_SPREAD_SESSION_FIXTURES = frozenset({"kafka_broker", "share_broker", "mock_cluster"})
+_DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    heavy_session: list[str] = []
+    for name, defs in info.name2fixturedefs.items():
+        if not defs:
+            continue
+        scope = defs[-1].scope
+        if scope in ("module", "class", "package"):
+            return f"file:{item.path.relative_to(item.config.rootpath)}"
+        if scope == "session" and name not in _SPREAD_SESSION_FIXTURES:
+            if defs[-1].baseid == "" and name in _CHEAP_SESSION_FIXTURES:
+                continue
+            heavy_session.append(name)
+    if heavy_session:
+        return "session:" + sorted(heavy_session)[0]
+    return None
+
+
+# Session fixtures of pytest and its plugins that start nothing.
+_CHEAP_SESSION_FIXTURES = frozenset(
+    {"tmp_path_factory", "worker_id", "testrun_uid", "tmpdir_factory", "cache", "anyio_backend"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    try:
+        per_file: dict[str, float] = json.loads(_DURATIONS.read_text())
+    except (OSError, ValueError):
+        per_file = {}
+    root = config.rootpath
+
+    def weight(item: pytest.Item) -> float:
+        return per_file.get(str(item.path.relative_to(root)), 0.0)
+
+    # A stable sort: files by descending measured time, each file's own order kept.
+    items.sort(key=lambda it: -weight(it))
+    if config.getoption("dist", "no") == "loadgroup":
+        for item in items:
+            group = _xdist_group(item)
+            if group is not None:
+                item.add_marker(pytest.mark.xdist_group(group))

@@ -65,6 +65,31 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
 
 
+_MARK_OF_FIXTURE = {
+    "kafka_broker": "broker",
+    "kafka_broker_39": "broker",
+    "kafka_broker_secured": "broker",
+    "share_broker": "broker",
+    "share_group": "broker",
+    "kafka_cluster": "cluster",
+    "mock_cluster": "mock",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses a testkit cluster fixture carries its marker (``broker``, ``cluster``
+    (also ``broker``), ``mock``), so ``-m "not broker and not mock"`` selects what runs without
+    one, whether or not the test module marked itself."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, mark in _MARK_OF_FIXTURE.items():
+            if fixture in names:
+                if item.get_closest_marker(mark) is None:
+                    item.add_marker(mark)
+                if mark == "cluster" and item.get_closest_marker("broker") is None:
+                    item.add_marker("broker")
+
+
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[KafkaBroker]:
     """One combined broker+controller KRaft node of the newest Kafka 4.x (session)."""

@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 # Run once (not rerun on failure): it is slow, and a failure is not flakiness.
-pytestmark = [pytest.mark.install, pytest.mark.timeout(900), pytest.mark.flaky(reruns=0)]
+pytestmark = [pytest.mark.install, pytest.mark.timeout(900)]
 
 SMOKE = textwrap.dedent(
     """

@@ -1,7 +1,7 @@
 """The kafka-actors source on a real Spark standalone cluster (not ``local[*]``): a master and
 two workers started here from the installed pyspark as separate processes (1 core, 512m each,
 loopback only), executors in their own JVMs with their own Python workers, the driver in its own
-process (``cluster_driver.py``). One test (long: one rerun at most):
+process (``cluster_driver.py``). One test (long):
 
 1. the streaming query reads the topic into Parquet, is stopped midway and restarted from its
    checkpoint; at the stop, the group's committed offsets equal the last batch Spark
@@ -40,8 +40,6 @@ pytestmark = [
     pytest.mark.broker,
     pytest.mark.spark_cluster,
     pytest.mark.timeout(1200),
-    # one rerun (for a loaded machine); a failure says which check and shows the driver's log
-    pytest.mark.flaky(reruns=1),
 ]
 
 RECORDS = int(os.environ.get("KAFKA_ACTORS_SPARK_CLUSTER_RECORDS", "20000"))
