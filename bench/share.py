@@ -35,9 +35,10 @@ the first over the time after it (the rate once the member is in the group; not 
 "cpu s" the child's CPU time over that span; "redelivered" the records that came with a
 delivery count above 1 (a lock that ran out). Ratios: ``ka/peer rate`` is kafka-actors (sync,
 implicit) records/s over the row's (> 1: we are faster), ``peer/ka cpu`` the row's CPU time
-over ours. When ``kafka_actors`` has no share consumer
-(yet), only the peers run, the script says so, and the ratios are taken over
-``confluent-kafka``'s row instead (without the asyncio one, the sync clients run alone).
+over ours (over ``confluent-kafka``'s row when ``--clients`` leaves ours out). A client that
+fails (our share consumers included: an import error is a failure, never a reason to leave
+them out) stops the run with an error, and one that read fewer records than produced makes
+the script exit with 1 after the table.
 
     .venv/bin/python bench/share.py [--records 20000] [--value-size 100] [--partitions 1]
         [--repeat 1] [--clients kafka-actors,confluent-kafka,...] [--bootstrap HOST:PORT]
@@ -107,21 +108,6 @@ NEEDS = {
     "kafka-actors async iter": "AsyncKafkaShareConsumer",
     "kafka-actors big polls": "KafkaShareConsumer",
 }
-
-
-def share_api_missing() -> list[str]:
-    """Which of our share consumers kafka_actors lacks (yet)."""
-    try:
-        module = importlib.import_module("kafka_actors")
-    except ImportError:
-        return sorted(set(NEEDS.values()))
-    missing = []
-    for name in sorted(set(NEEDS.values())):
-        try:
-            getattr(module, name)
-        except (ImportError, AttributeError):
-            missing.append(name)
-    return missing
 
 
 # -- the children: one client each ------------------------------------------------------------
@@ -350,12 +336,14 @@ def run_java(broker: Any, topic: str, n: int) -> dict[str, Any]:
     }
 
 
-def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
+def print_table(title: str, results: list[dict[str, Any]], n: int) -> list[str]:
+    """Print the table; return the clients that read fewer than ``n`` records."""
     base = next((r for r in results if r["client"] == "kafka-actors"), None)
     base_name = "ka"
     if base is None:
         base = next((r for r in results if r["client"] == "confluent-kafka"), None)
         base_name = "ck"
+    short: list[str] = []
     print(f"\n{title}")
     print(
         f"{'client':26} {'records/s':>11} {'MB/s':>7} {'total s':>8} {'first s':>8} "
@@ -380,6 +368,8 @@ def print_table(title: str, results: list[dict[str, Any]], n: int) -> None:
         )
         if r["records"] < n:
             print(f"  !! {r['client']} consumed {r['records']} records, expected {n}")
+            short.append(r["client"])
+    return short
 
 
 def main() -> int:
@@ -401,15 +391,6 @@ def main() -> int:
     unknown = set(clients) - set(CLIENTS)
     if unknown:
         parser.error(f"unknown clients {sorted(unknown)}; known: {', '.join(CLIENTS)}")
-    missing = share_api_missing()
-    if missing:
-        skipped = [c for c in clients if NEEDS.get(c) in missing]
-        clients = [c for c in clients if c not in skipped]
-        only = "peers only" if not any(c in OURS for c in clients) else "some of ours"
-        print(
-            f"{only}: kafka_actors has no {', '.join(missing)}; "
-            f"not run: {', '.join(skipped) or 'none'}"
-        )
     from kafka_actors.testing import KafkaBroker, share_broker_config
 
     broker: Any = None
@@ -452,10 +433,13 @@ def main() -> int:
         title = f"{topic}: {args.partitions} partition(s)"
         if args.repeat > 1:
             title += f", best of {args.repeat} (by wall time)"
-        print_table(title, [best[c] for c in clients if c in best], args.records)
+        short = print_table(title, [best[c] for c in clients if c in best], args.records)
     finally:
         if broker is not None:
             broker.stop()
+    if short:
+        print(f"FAILED: {', '.join(short)} read fewer than {args.records:,} records")
+        return 1
     return 0
 
 

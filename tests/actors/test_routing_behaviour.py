@@ -14,7 +14,9 @@ import itertools
 from types import SimpleNamespace
 from typing import Any
 
+import pykka
 import pytest
+import structlog
 
 from kafka_actors.actors.context import Routed
 from kafka_actors.actors.events import (
@@ -234,6 +236,35 @@ def test_coordinator_found_is_told_to_the_network_then_membership_and_commit() -
     actor.route(CoordinatorChanged(None, reason="lost"))
     assert ctx.coordinator_id is None
     assert _kinds(ctx) == [("membership", "CoordinatorChanged"), ("commit", "CoordinatorChanged")]
+
+
+class _DeadNetwork:
+    """A NetworkActor that stopped (the consumer closing) or one that fails otherwise."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def tell(self, message: Any) -> None:
+        raise self.error
+
+
+def test_coordinator_found_with_the_network_gone_is_logged_and_still_routed() -> None:
+    actor, ctx = _actor(CoordinatorActor, network=_DeadNetwork(pykka.ActorDeadError("gone")))
+    event = CoordinatorChanged(3, "localhost", 9092, reason="discovered")
+    with structlog.testing.capture_logs() as logs:
+        actor.route(event)
+    assert [(e["event"], e["log_level"]) for e in logs] == [("network_gone", "debug")]
+    assert logs[0]["update"] == "coordinator_address"
+    assert (logs[0]["node"], logs[0]["connection"]) == (3, event.connection_id)
+    assert ctx.coordinator_id == event.connection_id
+    assert _kinds(ctx) == [("membership", "CoordinatorChanged"), ("commit", "CoordinatorChanged")]
+
+
+def test_coordinator_found_with_a_failing_network_is_not_swallowed() -> None:
+    actor, ctx = _actor(CoordinatorActor, network=_DeadNetwork(RuntimeError("broken")))
+    with pytest.raises(RuntimeError, match="broken"):
+        actor.route(CoordinatorChanged(3, "localhost", 9092, reason="discovered"))
+    assert ctx.sent == []
 
 
 def test_coordinator_error_goes_to_the_facade() -> None:

@@ -117,19 +117,43 @@ def test_auto_commit_disabled_sends_nothing() -> None:
 
 def test_commit_on_close_commits_all_consumed_until_the_close_deadline() -> None:
     h = Harness(auto_commit=True)
-    h.own({tp("a", 0): 10})
+    h.own({tp("a", 0): 10, tp("a", 1): 20})
+    h.subs.seek(tp("a", 1), 25)  # consumed further since the assignment
+    consumed = {tp("a", 0): oam(10), tp("a", 1): oam(25)}
+    assert h.m.last_committed == {}
     h.m.commit_on_close(h.now + 2_000, "close")
-    h.ok(h.send(), {tp("a", 0): 15})  # retried
-    h.advance(2_000)
+    first = h.send()
+    assert request_offsets(first) == consumed
+    h.ok(first, {tp("a", 0): 14})  # COORDINATOR_LOAD_IN_PROGRESS: retried before the deadline
+    assert h.take(CommitCompleted) == []
+    assert h.m.last_committed == {}  # a failed attempt stored nothing
+    h.advance(1_000)
+    second = h.send()
+    assert request_offsets(second) == consumed
+    h.ok(second)
     (done,) = h.take(CommitCompleted)
+    assert done.request_key == "close" and done.error is None
+    assert done.offsets == consumed
+    # What the coordinator acknowledged as committed: every consumed position.
+    assert h.m.last_committed == consumed
+
+    # Retried until the close deadline, no longer: then it fails with a timeout.
+    late = Harness(auto_commit=True)
+    late.own({tp("a", 0): 10})
+    late.m.commit_on_close(late.now + 2_000, "close")
+    late.ok(late.send(), {tp("a", 0): 14})
+    late.advance(2_000)
+    (done,) = late.take(CommitCompleted)
     assert done.request_key == "close"
     assert isinstance(done.error, KafkaTimeoutError)
+    assert late.m.last_committed == {}
 
     off = Harness(auto_commit=False)
     off.own({tp("a", 0): 10})
     off.m.commit_on_close(off.now + 2_000, "close")
     result = off.nothing_sent()
     assert [e.error for e in result.events if isinstance(e, CommitCompleted)] == [None]
+    assert off.m.last_committed == {}  # auto-commit off: close commits nothing
 
 
 # -- before a revocation --------------------------------------------------------------------------

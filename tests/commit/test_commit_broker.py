@@ -10,8 +10,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import confluent_kafka as ck
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from kafka_actors.errors import KafkaError
 from kafka_actors.protocol.group.consumer.membership import CoordinatorUnknown
@@ -184,3 +185,53 @@ def test_standalone_commit_read_back_and_described_by_kafka_tools(
         if len(columns) >= 5 and columns[0] == group and columns[1] == topic:
             described[int(columns[2])] = columns[3]  # PARTITION -> CURRENT-OFFSET
     assert described == {0: "7", 1: "5"}, proc.stdout
+
+
+def test_commit_on_close_is_read_back_by_a_fresh_reader(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    """The commit on close stores all consumed positions: another client's committed() for
+    the group reads exactly those."""
+    topic = kafka_topic(kafka_broker, partitions=2)
+    group = f"close-{topic}"
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    consumed = {p0: OffsetAndMetadata(4), p1: OffsetAndMetadata(9)}
+
+    with BlockingKafkaConnection.bootstrap(kafka_broker.bootstrap_servers) as conn:
+        config = CommitConfig(
+            group_id=group,
+            group_protocol="classic",  # standalone: no member id, generation -1
+            auto_commit_enabled=True,  # the commit on close is auto-commit's
+            offset_commit_version=conn.version_for(ApiKey.OFFSET_COMMIT),
+            offset_fetch_version=conn.version_for(ApiKey.OFFSET_FETCH),
+        )
+        topic_ids = _topic_ids(conn, topic)
+        coordinator = _coordinator(conn, group)
+
+        subs = SubscriptionState(OffsetResetStrategy.of("earliest"))
+        subs.assign_from_user([p0, p1])
+        for tp, offset in consumed.items():
+            subs.seek(tp, FetchPosition(offset.offset))
+        closing = CommitManager(config, subs, random=random.Random(2).random)
+        closing.on_topic_ids(topic_ids)
+        closing.on_coordinator_changed(coordinator)
+        closing.commit_on_close(_now() + 30_000, "close")
+        (done,) = [
+            e
+            for e in _drive(closing, conn, group, CommitCompleted)
+            if isinstance(e, CommitCompleted)
+        ]
+        assert done.error is None, done.error
+        assert done.offsets == consumed
+
+    # Read back by another client: confluent-kafka's committed() for the group.
+    reader = Consumer(
+        {"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": group, "log_level": 3}
+    )
+    try:
+        read = reader.committed([ck.TopicPartition(topic, 0), ck.TopicPartition(topic, 1)], 30)
+    finally:
+        reader.close()
+    assert {TopicPartition(r.topic, r.partition): r.offset for r in read} == {
+        tp: offset.offset for tp, offset in consumed.items()
+    }

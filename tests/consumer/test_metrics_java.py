@@ -45,7 +45,11 @@ def test_fetch_manager_metrics_move_as_records_are_read(
     with KafkaConsumer(config) as consumer:
         consumer.assign([t0, t1])
         names = set(consumer.metrics())
-        assert MetricName("fetch-rate", FETCH_MANAGER, {"client-id": consumer.config.client_id})
+        # The client-level fetch-rate is registered under Java's name, group and tags
+        # (client-id only) from the start, not only once something was fetched.
+        client = {"client-id": consumer.config.client_id}
+        fetch_rate = MetricName("fetch-rate", FETCH_MANAGER, client)
+        assert fetch_rate in names, sorted(map(str, names))
         assert all("partition" not in n.tags for n in names)  # nothing read yet
         lags: dict[str, list[float]] = {"0": [], "1": []}
         leads: list[float] = []
@@ -92,7 +96,10 @@ def test_fetch_manager_metrics_move_as_records_are_read(
         assert value(consumer, FETCH_MANAGER, "fetch-size-max", topic=topic) > 0
         assert value(consumer, FETCH_MANAGER, "fetch-size-avg", topic=topic) > 0
         fetches = value(consumer, FETCH_MANAGER, "fetch-total")
-        assert fetches >= 1 and value(consumer, FETCH_MANAGER, "fetch-rate") > 0
+        # Looked up by that MetricName: the metric find() reads, and it moved.
+        view = consumer.metrics()
+        assert view[fetch_rate] is view.find(FETCH_MANAGER, "fetch-rate")
+        assert fetches >= 1 and view[fetch_rate].value() > 0
         # Caught up: each Fetch waits up to fetch.max.wait.ms (100) at the broker.
         consumer.poll(1.0)
         assert value(consumer, FETCH_MANAGER, "fetch-total") > fetches

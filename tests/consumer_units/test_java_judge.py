@@ -5,13 +5,14 @@ ConsumerProtocol and assignors. Java members of a classic group read our JoinGro
 bytes with exactly that ConsumerProtocol, and a Java leader assigns with exactly those
 assignors, so agreement here is agreement with Java members in the same group.
 
-Needs a JDK and Kafka's jars already in the testkit's cache (kafka_actors.testing.jars;
-the broker fixtures resolve them); skipped otherwise.
+Needs a JDK and Kafka's jars: the jars come from the testkit's cache, resolved into it on
+first use as the broker fixtures do (``python -m kafka_actors.testing fetch`` fills it
+beforehand). A missing JDK, a cache that cannot be resolved or a judge that does not compile
+fails the tests: it is never a skip.
 """
 
 from __future__ import annotations
 
-import shutil
 import struct
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -34,31 +35,23 @@ from kafka_actors.protocol.group.classic.assignors import (
     get_assignor,
 )
 from kafka_actors.protocol.messages import TopicPartition as TP
+from kafka_actors.testing.broker import _java
 
 SOURCE = Path(__file__).parent / "java" / "ConsumerProtocolJudge.java"
 
 
-def _find_jars() -> list[Path] | None:
-    """kafka-clients and slf4j-api from the testkit's cache, if Kafka is already resolved there.
+def _jars() -> list[Path]:
+    """kafka-clients and slf4j-api of the testkit's default Kafka (resolved once, cached)."""
+    from kafka_actors.testing import jars
 
-    Never downloads: this is a unit test; the broker tests resolve the jars.
-    """
-    try:
-        from kafka_actors.testing import jars
-    except ImportError:
-        return None
-    stamp = jars.cache_root() / f"kafka-{jars.default_version()}" / "resolved.json"
-    if not stamp.exists():
-        return None
-    try:
-        classpath = jars.resolve().broker_classpath
-    except Exception:  # a broken cache: skip rather than fail a unit test
-        return None
-    wanted = [
-        next((p for p in classpath if p.name.startswith(prefix)), None)
+    classpath = jars.resolve().broker_classpath
+    wanted = {
+        prefix: next((p for p in classpath if p.name.startswith(prefix)), None)
         for prefix in ("kafka-clients-", "slf4j-api-")
-    ]
-    return None if None in wanted else [p for p in wanted if p is not None]
+    }
+    missing = [prefix for prefix, path in wanted.items() if path is None]
+    assert not missing, f"the Kafka class path has no {missing}: {[p.name for p in classpath]}"
+    return [p for p in wanted.values() if p is not None]
 
 
 class Judge:
@@ -77,10 +70,10 @@ class Judge:
 
 @pytest.fixture(scope="module")
 def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
-    jars = _find_jars()
-    javac, java = shutil.which("javac"), shutil.which("java")
-    if jars is None or javac is None or java is None:
-        pytest.skip("needs a JDK and Kafka's jars in the testkit cache (run a broker test first)")
+    jars = _jars()
+    java = _java()  # the JVM the testkit runs brokers with (JAVA_HOME, else PATH)
+    javac = str(Path(java).with_name("javac"))
+    assert Path(javac).exists(), f"no javac beside {java}: the judge needs a JDK"
     classes = tmp_path_factory.mktemp("judge")
     classpath = ":".join(str(j) for j in jars)
     subprocess.run(

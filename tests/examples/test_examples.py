@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from tests.consumer.helpers import unique
-from tests.share.helpers import ASYNC, needs_share_consumer, share_missing
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -105,10 +104,9 @@ def test_share_work_queue_needs_a_real_cluster_and_consent() -> None:
 
 
 @pytest.mark.broker
-@needs_share_consumer
 def test_share_work_queue_on_a_real_broker(share_broker: Any) -> None:
-    # Three threads and two asyncio workers (threads only while there is no asyncio one).
-    aio = share_missing(*ASYNC) is None
+    # Three threads and two asyncio workers (the example's defaults): sync and asyncio share
+    # consumers in one share group.
     done = _run(
         "share_work_queue.py",
         "--bootstrap-servers",
@@ -116,7 +114,6 @@ def test_share_work_queue_on_a_real_broker(share_broker: Any) -> None:
         "--produce-demo",
         "--records",
         "1000",
-        *(() if aio else ("--async-workers", "0")),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "999 of 999 good jobs processed" in done.stdout

@@ -1,5 +1,5 @@
 """Helpers of the share-group tests: producing (all at once or trickled while members
-consume), the share API when it is there, and bookkeeping of who got which offset."""
+consume), the share API, and bookkeeping of who got which offset."""
 
 from __future__ import annotations
 
@@ -9,40 +9,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pytest
-
-
-def share_missing(*names: str) -> str | None:
-    """Why our share consumer (``names`` of ``kafka_actors``) cannot be used here
-    (``None``: it can)."""
-    import importlib
-
-    try:
-        module = importlib.import_module("kafka_actors")
-        for name in names:
-            getattr(module, name)
-    except (ImportError, AttributeError) as exc:
-        return f"kafka_actors' share consumer cannot be imported (issue #13): {exc}"
-    return None
-
-
 SYNC = ("KafkaShareConsumer", "AcknowledgeType", "TopicPartition")
 ASYNC = (*SYNC, "AsyncKafkaShareConsumer")
 
-#: Marks a test that needs our sync share consumer: skipped before any fixture starts a broker.
-needs_share_consumer = pytest.mark.skipif(
-    share_missing(*SYNC) is not None, reason=share_missing(*SYNC) or ""
-)
-#: The same for a test that also needs the asyncio share consumer.
-needs_async_share_consumer = pytest.mark.skipif(
-    share_missing(*ASYNC) is not None, reason=share_missing(*ASYNC) or ""
-)
-
 
 def share_api() -> Any:
-    """The ``kafka_actors`` module (its share consumer names checked by the marks above)."""
+    """The ``kafka_actors`` module, with its share consumer names (:data:`ASYNC`) loaded: a
+    share consumer that cannot be imported fails the test that asks for it (never a skip)."""
     import kafka_actors
 
+    for name in ASYNC:
+        getattr(kafka_actors, name)  # lazily imported: an import error surfaces here
     return kafka_actors
 
 

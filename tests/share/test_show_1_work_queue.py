@@ -15,14 +15,11 @@ import pytest
 
 from kafka_actors.testing import KafkaBroker
 from tests.share.helpers import (
-    needs_async_share_consumer,
     poll_for,
     share_api,
     share_config,
     trickle,
 )
-
-pytestmark = needs_async_share_consumer
 
 N = 2000
 WORK_S = 0.01  # each batch "takes" this long: a worker, not a tight loop

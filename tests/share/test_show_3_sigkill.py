@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from kafka_actors.testing import KafkaBroker
-from tests.share.helpers import needs_share_consumer, produce, share_api, share_config
-
-pytestmark = needs_share_consumer
+from tests.share.helpers import produce, share_api, share_config
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 20

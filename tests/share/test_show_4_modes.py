@@ -14,14 +14,11 @@ import pytest
 from kafka_actors.testing import KafkaBroker
 from tests.share.helpers import (
     first_batch,
-    needs_share_consumer,
     poll_for,
     produce,
     share_api,
     share_config,
 )
-
-pytestmark = needs_share_consumer
 
 
 class Callback:

@@ -14,15 +14,12 @@ import pytest
 from kafka_actors.testing import KafkaBroker
 from kafka_actors.testing.java_share import JavaShareConsumer
 from tests.share.helpers import (
-    needs_async_share_consumer,
     poll_for,
     produce,
     share_api,
     share_config,
     trickle,
 )
-
-pytestmark = needs_async_share_consumer
 
 N = 2000
 

@@ -82,6 +82,7 @@ class State:
     errors: tuple[str, ...]
     positions: dict[TopicPartition, int]
     reordered: int  # stream messages that arrived before a predecessor (put back in order)
+    held_early: int  # stream messages still waiting for a predecessor that has not come
 
 
 class RecordingSubscriber(StreamSubscriber):
@@ -181,6 +182,7 @@ class RecordingSubscriber(StreamSubscriber):
                     errors=tuple(self.errors),
                     positions=dict(self.positions),
                     reordered=self.reordered,
+                    held_early=len(self._early),
                 ),
             )
 

@@ -14,6 +14,8 @@ May touch: the NetworkActor (``Send``, ``UpdateNodes``), the shared context
 
 from __future__ import annotations
 
+import pykka
+
 from kafka_actors.actors.network import UpdateNodes
 from kafka_actors.actors.routing import RoutingManagerActor
 from kafka_actors.protocol.group.consumer.membership import CoordinatorUnknown
@@ -54,8 +56,15 @@ class CoordinatorActor(RoutingManagerActor):
             assert connection is not None
             try:
                 self.network.tell(UpdateNodes(((connection, event.host, event.port),)))
-            except Exception:
-                pass
+            except pykka.ActorDeadError:
+                # The NetworkActor stopped (the consumer is closing): no connection is made
+                # any more, so there is nothing to tell; as every manager actor's send does.
+                self.log.debug(
+                    "network_gone",
+                    update="coordinator_address",
+                    node=event.node_id,
+                    connection=connection,
+                )
             self.ctx.coordinator_id = connection
         else:
             self.ctx.coordinator_id = None
