@@ -295,6 +295,30 @@ def _columnar_error(data: bytes, **kw: Any) -> tuple[str, Any]:
     return "ok", None
 
 
+@pytest.mark.parametrize(
+    ("specs", "base_offset", "fetch_offset"),
+    [
+        ([RecordSpec(value=b"a", timestamp=2**62), RecordSpec(value=b"b", timestamp=5)], 0, 1),
+        (
+            [RecordSpec(value=b"a", offset_delta=-1), RecordSpec(value=b"b", offset_delta=1)],
+            -(2**63),
+            -(2**63) + 1,
+        ),
+    ],
+    ids=["timestamp-past-microseconds", "offset-below-int64"],
+)
+def test_a_record_dropped_below_the_fetch_offset_is_not_refused_by_the_columns(
+    specs: list[RecordSpec], base_offset: int, fetch_offset: int
+) -> None:
+    """A record below the fetch offset is dropped, not put in a column: an offset or timestamp
+    the columns could not hold does not refuse its batch (the record path hands out the rest of
+    it), on both paths."""
+    data = build_batch(specs, base_offset=base_offset)
+    kind, (rows, _next, _consumed, error) = _same(data, fetch_offset=fetch_offset)
+    assert kind == "ok" and error is None
+    assert [(r["offset"], r["value"]) for r in rows] == [(base_offset + 1, b"b")]
+
+
 @pytest.mark.skipif(records._native is None, reason="the native path's Arrow sink")
 def test_full_columns_stop_before_a_batch_as_before_a_truncated_one() -> None:
     """An Arrow binary column holds 2 GiB (int32 offsets): decoding stops before the batch
