@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_actors.errors import KafkaError
+from kafka_actors.errors import CorruptRecordError, KafkaError
 from kafka_actors.protocol.records import arrow
 from kafka_actors.protocol.records import decode as records
 from kafka_actors.protocol.records.build import RecordSpec, build_batch, build_control_batch
@@ -197,21 +197,28 @@ def test_corrupted_input_gives_the_same_rows_or_error(
     partial: bool,
 ) -> None:
     for buf, kw in corrupted_cases(case, data, check_crcs, partial):
-        if _past_microseconds(buf, **kw):
-            # a corrupted timestamp past Arrow's microseconds: the columnar path refuses the
-            # batch by design (test_timestamps_past_the_microsecond_range_...), the record
-            # path hands the value out
+        if _columns_refuse(buf, **kw):
+            # a corrupted offset or timestamp past what Arrow's int64 columns hold: the columnar
+            # path refuses the batch by design (test_timestamps_past_the_microsecond_range_...),
+            # the record path hands the value out
             continue
         _same(buf, **kw)
 
 
-_MICROS_RANGE = range(-(2**63), 2**63)
+_INT64_RANGE = range(-(2**63), 2**63)
 
 
-def _past_microseconds(data: bytes, **kw: Any) -> bool:
-    """Whether the record path hands out a timestamp whose microseconds leave int64."""
-    kind, result = _rows(data, **kw)
-    return kind == "ok" and any(row["timestamp"] not in _MICROS_RANGE for row in result[0])
+def _columns_refuse(data: bytes, **kw: Any) -> bool:
+    """Whether the record path decodes a record the columns cannot hold (an offset past int64,
+    a timestamp whose microseconds leave int64) before its first error, if any: the columnar
+    path refuses that batch, at its base offset, ahead of any later error. The records before
+    the first error are those ``partial_on_error`` hands out, whatever ``kw`` asks for (the
+    record path raising on a later batch does not make the refused one go away)."""
+    kind, result = _rows(data, **{**kw, "partial_on_error": True})
+    return kind == "ok" and any(
+        row["offset"] not in _INT64_RANGE or row["timestamp"] not in _INT64_RANGE
+        for row in result[0]
+    )
 
 
 @settings(max_examples=100, deadline=None)
@@ -259,6 +266,57 @@ def test_timestamps_past_the_microsecond_range_are_corrupt_in_columns_on_both_pa
                  "timestamp": 5000, "timestampType": 0}
             ]  # fmt: skip
             assert [r.timestamp for r in decode_records(data, "t", 3)] == [5, 2**62]
+
+
+def test_a_batch_past_microseconds_before_a_corrupt_one_is_the_columnar_error() -> None:
+    """Without ``partial_on_error``: the columnar path raises at the batch it cannot hold (the
+    first error it meets), the record path hands that batch out and raises at the corrupt batch
+    after it. Alike on both paths; the differential fuzz skips the case (hypothesis found it:
+    the record path's error at offset 12, the columnar one at the refused batch's 2**56)."""
+    good = build_batch([RecordSpec(value=b"a", timestamp=2**62)], base_offset=2**56)
+    bad = bytearray(build_batch([RecordSpec(value=b"b")], base_offset=2**56 + 1))
+    bad[-1] ^= 0xFF  # the CRC no longer matches
+    data = good + bytes(bad)
+    for path in PATHS:
+        with _path(path):
+            assert _rows(data, check_crcs=True) == ("error", (CorruptRecordError, 2**56 + 1))
+            assert _columnar_error(data, check_crcs=True) == (
+                "error",
+                (CorruptRecordError, 2**56, "microsecond"),
+            )
+            assert _columns_refuse(data, check_crcs=True)
+
+
+def _columnar_error(data: bytes, **kw: Any) -> tuple[str, Any]:
+    try:
+        decode_records(data, "t", 3, columnar=True, **kw)
+    except KafkaError as exc:
+        return "error", (type(exc), exc.offset, "microsecond" if "microsecond" in str(exc) else "")
+    return "ok", None
+
+
+@pytest.mark.parametrize(
+    ("specs", "base_offset", "fetch_offset"),
+    [
+        ([RecordSpec(value=b"a", timestamp=2**62), RecordSpec(value=b"b", timestamp=5)], 0, 1),
+        (
+            [RecordSpec(value=b"a", offset_delta=-1), RecordSpec(value=b"b", offset_delta=1)],
+            -(2**63),
+            -(2**63) + 1,
+        ),
+    ],
+    ids=["timestamp-past-microseconds", "offset-below-int64"],
+)
+def test_a_record_dropped_below_the_fetch_offset_is_not_refused_by_the_columns(
+    specs: list[RecordSpec], base_offset: int, fetch_offset: int
+) -> None:
+    """A record below the fetch offset is dropped, not put in a column: an offset or timestamp
+    the columns could not hold does not refuse its batch (the record path hands out the rest of
+    it), on both paths."""
+    data = build_batch(specs, base_offset=base_offset)
+    kind, (rows, _next, _consumed, error) = _same(data, fetch_offset=fetch_offset)
+    assert kind == "ok" and error is None
+    assert [(r["offset"], r["value"]) for r in rows] == [(base_offset + 1, b"b")]
 
 
 @pytest.mark.skipif(records._native is None, reason="the native path's Arrow sink")

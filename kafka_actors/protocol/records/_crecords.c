@@ -1141,8 +1141,11 @@ arrow_headers(Arrow *a, const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, Fault 
     return 0;
 }
 
-/* decode_batch_records, into an Arrow sink: 0 ok, 1 corrupt, -1 error. A record offset past
- * int64 (only in a malformed batch: the last offset was checked) is corrupt here. */
+/* decode_batch_records, into an Arrow sink: 0 ok, 1 corrupt, -1 error. A kept record whose
+ * offset is past int64 (only in a malformed batch: the last offset was checked) or whose
+ * timestamp's microseconds leave int64 is corrupt here (the columns cannot hold it); a record
+ * dropped below the fetch offset is checked only as the record path checks it (its offset and
+ * timestamp are not put in a column). */
 static int
 decode_batch_arrow(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t count,
                    int64_t base_offset, int64_t base_ts, int log_append, int64_t max_ts,
@@ -1156,16 +1159,9 @@ decode_batch_arrow(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t cou
         if ((rc = parse_record(b, &pos, end, i, count, &r, f)))
             return rc;
         int64_t offset, ts;
-        if (__builtin_add_overflow(base_offset, r.off_delta, &offset))
-            return FAULT(f, "record offset overflows int64");
-        if (log_append)
-            ts = max_ts;
-        else if (__builtin_add_overflow(base_ts, r.ts_delta, &ts))
-            return FAULT(f, "record timestamp overflows int64");
-        if (__builtin_mul_overflow(ts, (int64_t)1000, &ts))
-            return FAULT(f, "record timestamp is out of the range of a microsecond timestamp");
+        int ovf = __builtin_add_overflow(base_offset, r.off_delta, &offset);
         if (dropping) {
-            if (offset < fetch_offset) {
+            if (ovf ? r.off_delta < 0 : offset < fetch_offset) { /* as decode_batch_records */
                 if (!r.no_headers) { /* checked as the record path checks it */
                     ArrowMark m;
                     arrow_mark(a, &m);
@@ -1178,6 +1174,14 @@ decode_batch_arrow(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, int64_t cou
             }
             dropping = 0;
         }
+        if (ovf)
+            return FAULT(f, "record offset overflows int64");
+        if (log_append)
+            ts = max_ts;
+        else if (__builtin_add_overflow(base_ts, r.ts_delta, &ts))
+            return FAULT(f, "record timestamp overflows int64");
+        if (__builtin_mul_overflow(ts, (int64_t)1000, &ts))
+            return FAULT(f, "record timestamp is out of the range of a microsecond timestamp");
         if (!r.no_headers && (rc = arrow_headers(a, b, r.headers, r.end, f)))
             return rc;
         if ((rc = bin_put(&a->bin[BIN_KEY], a->n, b + r.key, r.key_len, f)) ||

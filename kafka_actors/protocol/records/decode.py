@@ -1044,11 +1044,11 @@ def _decode_into(
                 n = len(out.offsets)
                 if attributes & _ATTR_TIMESTAMP_TYPE:
                     out.timestamps[first:] = [max_timestamp] * (n - first)
-                if columnar and n > first:
-                    _check_columnar(out, first)
                 if base_offset < fetch_offset:
                     _drop_below(out, first, fetch_offset)
                     n = len(out.offsets)
+                if columnar and n > first:
+                    _check_columnar(out, first)
                 if n > first:
                     batch_ends.append(n)
                     out.batch_timestamp_types.append(
@@ -1071,7 +1071,8 @@ _MAX_TIMESTAMP_MS = _INT64_MAX // 1000
 
 
 def _check_columnar(out: DecodedRecords, first: int) -> None:
-    """What the native path's Arrow sink refuses in the records of a batch (from ``first``):
+    """What the native path's Arrow sink refuses in the kept records of a batch (from ``first``,
+    after those below the fetch offset are dropped: a dropped record is not put in a column):
     offsets past int64, timestamps whose microseconds do not fit int64 (only in malformed or
     absurd batches)."""
     offsets = out.offsets[first:]
