@@ -586,6 +586,12 @@ class WorkScheduler:
     def running(self) -> int:
         return self._running
 
+    def record(self, work_id: int) -> ConsumerRecord | None:
+        """The record of a started, not yet completed ``work_id`` (None: completed or
+        abandoned)."""
+        work = self._works.get(work_id)
+        return None if work is None else work.record
+
     def snapshot(self, now_ms: int) -> WorkSnapshot:
         config = self.config
         paused: list[PausedPartition] = []
