@@ -218,6 +218,9 @@ class ParallelConsumer:
             max_workers=max_concurrency, thread_name_prefix="kafka-actors-parallel"
         )
         self._outcomes: queue.SimpleQueue[tuple[int, BaseException | None]] = queue.SimpleQueue()
+        self._commit_results: queue.SimpleQueue[
+            tuple[dict[TopicPartition, OffsetAndMetadata], BaseException | None, bool]
+        ] = queue.SimpleQueue()
         self._producer: DeadLetterProducer | None = None
         self._stop = threading.Event()
         self._closed = False
@@ -331,9 +334,11 @@ class ParallelConsumer:
                 self._producer.poll()
             self._start_ready()
             self._apply_pauses()
-            self._finish_revocations()
+            finished = self._due_revocations()
             self._auto_commit_if_due()
             timeout = self._poll_timeout()
+        for revocation in finished:
+            self._finish(revocation)
         if not poll:
             return
         with self._wake_lock:
@@ -397,6 +402,14 @@ class ParallelConsumer:
     def _apply_outcomes(self) -> None:
         scheduler = self._scheduler
         now = self._now_ms()
+        while not self._commit_results.empty():
+            offsets, error, cancelled = self._commit_results.get_nowait()
+            if error is None and not cancelled:
+                scheduler.committed(offsets)
+                self._commits += 1
+            else:
+                self._commit_failures += 1
+                self._log.warning("commit_failed", error=repr(error))
         while True:
             try:
                 work_id, error = self._outcomes.get_nowait()
@@ -532,14 +545,11 @@ class ParallelConsumer:
         future: concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]],
         offsets: dict[TopicPartition, OffsetAndMetadata],
     ) -> None:
+        # On the thread that completed the commit (an actor's): never take the lock here,
+        # the loop applies it (a commit_sync under the lock would wait for that actor).
         error = future.exception() if not future.cancelled() else None
-        with self._lock:
-            if error is None and not future.cancelled():
-                self._scheduler.committed(offsets)
-                self._commits += 1
-            else:
-                self._commit_failures += 1
-                self._log.warning("commit_failed", error=repr(error))
+        self._commit_results.put((offsets, error, future.cancelled()))
+        self._wake()
 
     def _commit_sync(
         self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_s: float
@@ -557,7 +567,6 @@ class ParallelConsumer:
                 self._commit_failures += 1
                 self._log.warning("commit_failed", error=repr(exc), partitions=len(offsets))
                 return False
-            self._scheduler.committed(offsets)
             self._commits += 1
             return True
         return False
@@ -602,10 +611,13 @@ class ParallelConsumer:
         with self._lock:
             self._scheduler.begin_revoke(partitions)
             revocation = _Revocation(partitions, self._now_ms() + self._revocation_timeout_ms)
-            if self._scheduler.revoke_pending(partitions) == 0:
-                self._finish(revocation)
-                return None
-            self._revocations.append(revocation)
+            idle = self._scheduler.revoke_pending(partitions) == 0
+            if not idle:
+                self._revocations.append(revocation)
+        if idle:
+            self._finish(revocation)
+            return None
+        with self._lock:
             self._log.info(
                 "revocation_waiting",
                 partitions=sorted(map(str, partitions)),
@@ -613,9 +625,12 @@ class ParallelConsumer:
             )
             return revocation.future
 
-    def _finish_revocations(self) -> None:
+    def _due_revocations(self) -> list[_Revocation]:
+        """Revocations whose running records are done or whose deadline passed (taken off
+        the list; the caller finishes them outside the lock)."""
+        due: list[_Revocation] = []
         if not self._revocations:
-            return
+            return due
         now = self._now_ms()
         for revocation in list(self._revocations):
             pending = self._scheduler.revoke_pending(revocation.partitions)
@@ -628,18 +643,26 @@ class ParallelConsumer:
                     partitions=sorted(map(str, revocation.partitions)),
                     abandoned=pending,
                 )
-            self._finish(revocation)
+            due.append(revocation)
+        return due
 
     def _finish(self, revocation: _Revocation) -> None:
+        """Commit a revocation's partitions, forget them, acknowledge (never called with the
+        lock held: the commit waits for the consumer's actors)."""
         partitions = revocation.partitions
-        offsets = self._scheduler.commit_offsets(partitions)
+        with self._lock:
+            offsets = self._scheduler.commit_offsets(partitions)
         commit_s = min(self._default_api_timeout_ms, self._max_poll_interval_ms // 4) / 1000
-        self._commit_sync(offsets, commit_s)
-        self._scheduler.remove(partitions)
-        for tp in partitions:
-            self._paused.pop(tp, None)
+        ok = self._commit_sync(offsets, commit_s)
+        with self._lock:
+            if ok:
+                self._scheduler.committed(offsets)
+            self._scheduler.remove(partitions)
+            for tp in partitions:
+                self._paused.pop(tp, None)
         self._log.info("partitions_revoked", partitions=sorted(map(str, partitions)))
-        revocation.future.set_result(None)
+        if not revocation.future.done():
+            revocation.future.set_result(None)
 
     def _on_lost(self, lost: set[TopicPartition]) -> None:
         with self._lock:
@@ -649,7 +672,8 @@ class ParallelConsumer:
             for revocation in list(self._revocations):
                 if revocation.partitions & lost:
                     self._revocations.remove(revocation)
-                    revocation.future.set_result(None)
+                    if not revocation.future.done():
+                        revocation.future.set_result(None)
         self._log.warning("partitions_lost", partitions=sorted(map(str, lost)), abandoned=abandoned)
 
     # -- close -----------------------------------------------------------------------------
@@ -693,13 +717,17 @@ class ParallelConsumer:
             self._wait_outcome(min(0.05, max(0.0, deadline - self._clock.monotonic())))
         with self._lock:
             self._apply_outcomes()
-            if self._error is None and self._subscribed:
-                offsets = self._scheduler.commit_offsets(everything)
-                remaining = max(0.5, deadline - self._clock.monotonic())
-                self._commit_sync(offsets, remaining)
+            offsets = self._scheduler.commit_offsets(everything)
+        if self._error is None and self._subscribed:
+            remaining = max(0.5, deadline - self._clock.monotonic())
+            if self._commit_sync(offsets, remaining):
+                with self._lock:
+                    self._scheduler.committed(offsets)
+        with self._lock:
             self._scheduler.remove(everything)
             for revocation in self._revocations:
-                revocation.future.set_result(None)
+                if not revocation.future.done():
+                    revocation.future.set_result(None)
             self._revocations.clear()
 
     def _wait_outcome(self, timeout: float) -> None:
