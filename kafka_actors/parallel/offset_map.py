@@ -20,8 +20,8 @@ reset by a tool keeps someone else's metadata, or none) and is one of:
 * ``B`` bitmap: ``varint(nbits)`` then the bits, least significant bit first;
 * ``r`` / ``b``: the same payloads zlib-compressed.
 
-The encoder writes the smallest of the four (the raw one on a tie). Measured with
-``bench/parallel.py --map-sizes`` (numbers in ``docs/parallel.md``): run-length wins for
+The encoder writes the smallest of the four (the raw one on a tie). Measured (the table in
+``docs/parallel.md``): run-length wins for
 completed ranges (a slow record with everything after it done: ~15 characters whatever the
 width), the compressed forms for patterns (strict alternation of completed and incomplete
 over 100,000 offsets: 64 characters), the raw bitmap for the true worst case, random
