@@ -312,9 +312,14 @@ class ParallelConsumer:
             self._run_done.set()
 
     def stop(self) -> None:
-        """Make :meth:`run` return soon (safe from any thread and from a signal handler)."""
+        """Make :meth:`run` return soon (safe from any thread and from a signal handler).
+
+        On the loop's own thread (a signal handler interrupting ``run()``) it only sets a
+        flag: taking the wake lock there could wait for the very frame it interrupted; the
+        poll's timeout (at most 100 ms) ends the turn."""
         self._stop.set()
-        self._wake()
+        if threading.get_ident() != self._run_thread:
+            self._wake()
 
     def _wake(self) -> None:
         """Interrupt the poll in progress, if one is, once."""
