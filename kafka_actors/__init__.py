@@ -4,6 +4,7 @@ One import root. Sub-packages: ``protocol`` (pure wire code), ``actors`` (pykka 
 ``supervisors`` (supervision trees and fault injection), ``testing`` (the testkit).
 
 The public API: :class:`KafkaConsumer`, :class:`AsyncKafkaConsumer` (asyncio),
+:class:`ParallelConsumer` (records handled concurrently inside partitions, key-ordered),
 :class:`KafkaShareConsumer`, :class:`AsyncKafkaShareConsumer` (share groups, KIP-932) with
 :class:`AcknowledgeType`, :class:`ShareConsumerRecord`, :class:`ShareConsumerRecords`,
 :class:`ConsumerRebalanceListener`,
@@ -29,6 +30,7 @@ __all__ = [
     "KafkaConsumer",
     "KafkaShareConsumer",
     "OffsetAndMetadata",
+    "ParallelConsumer",
     "RebalanceReply",
     "ShareConsumerRecord",
     "ShareConsumerRecords",
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from kafka_actors.aio import AsyncKafkaConsumer
     from kafka_actors.aio_share import AsyncKafkaShareConsumer
     from kafka_actors.consumer import KafkaConsumer
+    from kafka_actors.parallel.consumer import ParallelConsumer
     from kafka_actors.share_consumer import KafkaShareConsumer
     from kafka_actors.structs import (
         AcknowledgeType,
@@ -58,6 +61,7 @@ _LAZY = {
     "AsyncKafkaConsumer": "kafka_actors.aio",
     "KafkaConsumer": "kafka_actors.consumer",
     "KafkaShareConsumer": "kafka_actors.share_consumer",
+    "ParallelConsumer": "kafka_actors.parallel.consumer",
     "AsyncKafkaShareConsumer": "kafka_actors.aio_share",
     **dict.fromkeys(
         (

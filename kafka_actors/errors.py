@@ -74,6 +74,8 @@ __all__ = [
     "OAuthTokenRetrievalError",
     "OAuthTokenUnavailableError",
     "OffsetError",
+    "OffsetMapError",
+    "PartitionStoppedError",
     "ProtocolError",
     "RecordDeserializationError",
     "RetriableError",
@@ -1181,6 +1183,22 @@ class ConsumerClosedError(FatalError):
 class IllegalStateError(FatalError):
     """A call that the client's current state does not allow (Java IllegalStateException):
     mixing subscription types, asking the position of an unassigned partition, ..."""
+
+
+class OffsetMapError(FatalError):
+    """A commit's metadata carries a parallel consumer's offset map
+    (:mod:`kafka_actors.parallel.offset_map`) that cannot be read: truncated, corrupt, of an
+    unknown version, for another offset than the one committed, or wider than the bounds a
+    decoder accepts. The parallel consumer ignores such a map (it handles the records again:
+    at least once) and logs this error; it never allocates from a length it was not able to
+    bound. Carries the topic, partition and committed offset when known."""
+
+
+class PartitionStoppedError(FatalError):
+    """A parallel consumer stopped a partition: one of its records failed ``max_attempts``
+    times and there is no dead-letter topic, under the ``on_failure="stop"`` policy. The
+    partition starts no more records and its committed offset stays before the record
+    (``health()`` lists it); the handler's last exception is chained as ``__cause__``."""
 
 
 class MissingDependencyError(FatalError):

@@ -54,6 +54,10 @@ ALLOWED: dict[str, frozenset[str]] = {
 FRONT_ENDS = ("consumer", "aio", "aio_loop", "share_consumer", "aio_share")
 for _front_end in FRONT_ENDS:
     ALLOWED[_front_end] = LEAVES | {"protocol", "supervisors", "structs", "core"} | set(FRONT_ENDS)
+#: Parallel processing is a front end on the front ends: it drives a KafkaConsumer through
+#: its public API (its pure core, ``parallel/scheduler.py`` and below, imports only
+#: protocol and the leaves).
+ALLOWED["parallel"] = LEAVES | {"protocol", "supervisors", "structs"} | set(FRONT_ENDS)
 
 
 def _layer(path: Path) -> str:
@@ -118,6 +122,14 @@ def test_no_protocol_module_imports_the_package_root() -> None:
 def test_structs_supervisors_actors_and_core_import_no_layer_above_them() -> None:
     for layer in ("structs", "supervisors", "actors", "core"):
         assert _offenders(layer) == {}, layer
+
+
+def test_parallel_reaches_the_consumer_only_through_front_ends_and_its_core_is_pure() -> None:
+    assert _offenders("parallel") == {}
+    pure = ("offset_map", "window", "scheduler", "messages")
+    for name in pure:
+        layers = set(_imported_layers(PACKAGE / "parallel" / f"{name}.py"))
+        assert layers <= {"errors", "protocol", "parallel"}, (name, layers)
 
 
 def test_front_ends_reach_the_actors_only_through_the_core() -> None:

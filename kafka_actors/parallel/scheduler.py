@@ -1,0 +1,648 @@
+"""What may start now: the pure core of parallel processing.
+
+Owns: :class:`WorkConfig` (the options, checked) and :class:`WorkScheduler`: per assigned
+partition a :class:`~kafka_actors.parallel.window.CompletionWindow` and its queues, the
+records in flight, retries (each record's
+:class:`~kafka_actors.protocol.request_state.RetriedRequest` with Java's exponential backoff
+and jitter, ``retry_backoff_ms`` .. ``retry_backoff_max_ms``), dead letters, the failure
+policy, revocation, what to commit and what to pause. May touch: :mod:`.window`,
+:mod:`.offset_map`, :mod:`.messages`, the protocol's request state; no threads, no sockets,
+no clock of its own (every call that needs the time takes ``now_ms``) and randomness (the
+jitter) injected.
+
+How records move. :meth:`WorkScheduler.offer` takes the records a poll returned for a
+partition; records already completed (by the map of the committed metadata) are skipped. A
+record waits in its partition's *ready* queue, or, under key ordering, behind the record of
+its key that is ahead of it (``held``). :meth:`WorkScheduler.take_ready` hands out up to
+``max_concurrency`` running records, partitions in turn, as long as the partition is not
+revoking or stopped, has fewer than ``max_in_flight_per_partition`` records in flight, and
+its offset map, with every record in flight completed, would still fit
+``offset_metadata_max_bytes`` (back-pressure: the partition waits; the map is never dropped).
+A record stays *in flight* from its start until it completes: while its handler runs, while
+it waits for a retry (its key waits with it; other keys go on), and while its dead letter is
+being produced. Only completion (success, dead letter acknowledged, skipped by policy) moves
+the partition's committed offset.
+
+Null keys under key ordering: each record without a key is its own key. A null key says the
+producer asked for no order (Kafka's default partitioner spreads such records over
+partitions), so serializing them as one key, as Confluent's Parallel Consumer does (its
+issue #183), would only make every keyless record wait for the slowest one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from kafka_actors.errors import ConfigError, OffsetMapError
+from kafka_actors.parallel import offset_map
+from kafka_actors.parallel.messages import (
+    DeadLetter,
+    DeadLetterDue,
+    FailureDecision,
+    FailurePolicy,
+    InFlightRecord,
+    Ordering,
+    PartitionStopped,
+    PausedPartition,
+    PauseReason,
+    RecordSkipped,
+    RetryScheduled,
+    StoppedPartition,
+    Task,
+)
+from kafka_actors.parallel.window import CompletionWindow
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.records.decode import ConsumerRecord
+from kafka_actors.protocol.request_state import ExponentialBackoff, RetriedRequest, retry_backoff
+
+__all__ = ["AssignResult", "WorkConfig", "WorkCounters", "WorkScheduler", "WorkSnapshot"]
+
+#: Kafka's default ``offset.metadata.max.bytes`` (the broker's limit on commit metadata).
+DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096
+_PARTITION_KEY: Hashable = ()  # the one key of a partition under partition ordering
+
+
+@dataclass(frozen=True, slots=True)
+class WorkConfig:
+    """The options of parallel processing (``docs/parallel.md``); invalid values raise
+    :class:`~kafka_actors.errors.ConfigError` naming the option."""
+
+    ordering: Ordering = Ordering.KEY
+    max_concurrency: int = 64
+    #: Records in flight in one partition (default: ``max_concurrency``).
+    max_in_flight_per_partition: int = 0
+    #: Records received and not started in one partition before its fetching pauses.
+    max_buffered_per_partition: int = 1000
+    #: Offsets above the committed one (received, in flight or completed) in one partition
+    #: before its fetching pauses: bounds the window's memory (one byte per offset).
+    max_uncommitted_per_partition: int = 100_000
+    max_attempts: int = 5
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 30_000
+    dead_letters: bool = False
+    on_failure: FailurePolicy = FailurePolicy.STOP
+    offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "ordering", Ordering(self.ordering))
+        except ValueError:
+            raise ConfigError(
+                f"ordering must be one of key, partition, unordered; got {self.ordering!r}",
+                key="ordering",
+            ) from None
+        try:
+            object.__setattr__(self, "on_failure", FailurePolicy(self.on_failure))
+        except ValueError:
+            raise ConfigError(
+                f"on_failure must be stop or skip; got {self.on_failure!r}", key="on_failure"
+            ) from None
+        for name in (
+            "max_concurrency",
+            "max_buffered_per_partition",
+            "max_uncommitted_per_partition",
+            "max_attempts",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an int >= 1, got {value!r}", key=name)
+        if self.max_in_flight_per_partition < 0:
+            raise ConfigError("max_in_flight_per_partition must be >= 0", key="max_in_flight")
+        if self.max_in_flight_per_partition == 0:
+            object.__setattr__(self, "max_in_flight_per_partition", self.max_concurrency)
+        if self.retry_backoff_ms < 0 or self.retry_backoff_max_ms < self.retry_backoff_ms:
+            raise ConfigError(
+                "retry_backoff_ms must be >= 0 and <= retry_backoff_max_ms",
+                key="retry_backoff_ms",
+            )
+        smallest = offset_map.encoded_size_bound(2**63 - 1, 0, 1)
+        if self.offset_metadata_max_bytes < smallest + 8:
+            raise ConfigError(
+                f"offset_metadata_max_bytes must be at least {smallest + 8} (a map of one "
+                f"completed run), got {self.offset_metadata_max_bytes}",
+                key="offset_metadata_max_bytes",
+            )
+
+
+@dataclass(slots=True)
+class WorkCounters:
+    """Totals since the scheduler was made (``metrics()``)."""
+
+    received: int = 0
+    skipped_completed: int = 0
+    started: int = 0
+    succeeded: int = 0
+    failed_attempts: int = 0
+    retried: int = 0
+    exhausted: int = 0
+    dead_lettered: int = 0
+    dead_letter_failures: int = 0
+    abandoned: int = 0
+    stopped: int = 0
+    abandoned_in_flight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkSnapshot:
+    """The scheduler's state at one moment (for ``health()`` and ``metrics()``)."""
+
+    assignment: frozenset[TopicPartition]
+    in_flight: int
+    running: int
+    retrying: int
+    dead_lettering: int
+    buffered: int
+    oldest_in_flight: InFlightRecord | None
+    paused: tuple[PausedPartition, ...]
+    stopped: tuple[StoppedPartition, ...]
+    revoking: frozenset[TopicPartition]
+    committed_map_bytes: dict[TopicPartition, int]
+    counters: WorkCounters
+
+
+@dataclass(frozen=True, slots=True)
+class AssignResult:
+    """What an assignment read from its committed metadata: completed offsets inherited, or
+    the error of a map that could not be used (then records are handled again)."""
+
+    partition: TopicPartition
+    committed: int | None
+    inherited_completed: int
+    map_error: OffsetMapError | None
+
+
+class _Work:
+    """One record from its receipt until it completes (internal, mutable)."""
+
+    __slots__ = (
+        "dead_letter",
+        "error",
+        "id",
+        "key",
+        "owner",
+        "record",
+        "request",
+        "started_ms",
+        "state",
+    )
+
+    def __init__(self, work_id: int, record: ConsumerRecord, owner: _Partition, key: Hashable):
+        self.id = work_id
+        self.record = record
+        self.owner = owner
+        self.key = key
+        #: The handler attempts: Java's per-request state (attempts, retry time).
+        self.request = RetriedRequest()
+        #: The dead letter's produce attempts, once there is one.
+        self.dead_letter: RetriedRequest | None = None
+        self.started_ms = 0
+        self.state = "ready"  # ready | running | retry | dead_letter | stopped
+        self.error: BaseException | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Partition:
+    """One assigned partition's work (internal)."""
+
+    tp: TopicPartition
+    committed: OffsetAndMetadata | None
+    inherited: offset_map.OffsetMap | None
+    window: CompletionWindow | None = None
+    ready: deque[_Work] = field(default_factory=deque)
+    held: dict[Hashable, deque[_Work]] = field(default_factory=dict)
+    buffered: int = 0
+    in_flight: int = 0
+    running: int = 0
+    dead_lettering: int = 0
+    revoking: bool = False
+    stopped: StoppedPartition | None = None
+    last_committed: tuple[int, str] | None = None
+    committed_map_bytes: int = 0
+
+
+class WorkScheduler:
+    """The pure core of parallel processing (module doc). Not thread-safe: its owner calls
+    it from one thread (or under a lock)."""
+
+    def __init__(self, config: WorkConfig, random: Callable[[], float]) -> None:
+        self.config = config
+        self._backoff: ExponentialBackoff = retry_backoff(config, random)
+        self._partitions: dict[TopicPartition, _Partition] = {}
+        self._works: dict[int, _Work] = {}
+        self._ids = itertools.count(1)
+        self._due: list[tuple[int, int, int]] = []  # (due ms, seq, work id)
+        self._seq = itertools.count()
+        self._running = 0
+        self._turn = 0
+        self.counters = WorkCounters()
+
+    @property
+    def backoff(self) -> ExponentialBackoff:
+        return self._backoff
+
+    # -- assignment ------------------------------------------------------------------------
+
+    def assign(self, tp: TopicPartition, committed: OffsetAndMetadata | None) -> AssignResult:
+        """Take ``tp`` with its committed offset (None: none yet); the map in the committed
+        metadata marks records that need no handling. A map that cannot be read is reported
+        and ignored (its records are handled again: at least once)."""
+        inherited: offset_map.OffsetMap | None = None
+        error: OffsetMapError | None = None
+        if committed is not None:
+            try:
+                inherited = offset_map.decode(
+                    committed.metadata,
+                    committed.offset,
+                    max_span=self.config.max_uncommitted_per_partition
+                    + offset_map.DEFAULT_MAX_SPAN,
+                )
+            except OffsetMapError as exc:
+                exc.topic, exc.partition, exc.offset = tp.topic, tp.partition, committed.offset
+                error = exc
+        part = _Partition(tp, committed, inherited)
+        if committed is not None:
+            part.window = CompletionWindow(committed.offset, inherited)
+            part.last_committed = (committed.offset, committed.metadata)
+        self._partitions[tp] = part
+        return AssignResult(
+            tp,
+            None if committed is None else committed.offset,
+            0 if inherited is None else inherited.completed_count,
+            error,
+        )
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return frozenset(self._partitions)
+
+    def begin_revoke(self, partitions: Iterable[TopicPartition]) -> None:
+        """Start no more records of ``partitions`` (their in-flight ones go on)."""
+        for tp in partitions:
+            part = self._partitions.get(tp)
+            if part is not None:
+                part.revoking = True
+
+    def revoke_pending(self, partitions: Iterable[TopicPartition]) -> int:
+        """Records of ``partitions`` whose handler runs or whose dead letter is being
+        produced: what a revocation waits for (records waiting for a retry are not awaited:
+        they are not completed, so the next owner handles them)."""
+        total = 0
+        for tp in partitions:
+            part = self._partitions.get(tp)
+            if part is not None:
+                total += part.running + part.dead_lettering
+        return total
+
+    def remove(self, partitions: Iterable[TopicPartition]) -> int:
+        """Forget ``partitions`` (revoked after their commit, or lost): their records in
+        flight are abandoned (a late result is ignored). Returns how many were in flight."""
+        abandoned = 0
+        for tp in partitions:
+            part = self._partitions.pop(tp, None)
+            if part is None:
+                continue
+            for work in [w for w in self._works.values() if w.owner is part]:
+                del self._works[work.id]
+                abandoned += 1
+                if work.state == "running":
+                    self._running -= 1
+        self.counters.abandoned_in_flight += abandoned
+        return abandoned
+
+    # -- records in ------------------------------------------------------------------------
+
+    def offer(self, tp: TopicPartition, records: Sequence[ConsumerRecord]) -> int:
+        """Records a poll returned for ``tp``, in offset order; returns how many are work
+        (the others were completed before, by the inherited map, or are not ours)."""
+        part = self._partitions.get(tp)
+        if part is None or not records:
+            return 0
+        window = part.window
+        if window is None:
+            window = part.window = CompletionWindow(records[0].offset, part.inherited)
+        ordering = self.config.ordering
+        counters = self.counters
+        added = 0
+        for record in records:
+            counters.received += 1
+            if not window.receive(record.offset):
+                counters.skipped_completed += 1
+                continue
+            key: Hashable
+            if ordering is Ordering.KEY:
+                key = record.key
+            elif ordering is Ordering.PARTITION:
+                key = _PARTITION_KEY
+            else:
+                key = None
+            work = _Work(next(self._ids), record, part, key)
+            part.buffered += 1
+            added += 1
+            if key is None:
+                part.ready.append(work)
+                continue
+            queue = part.held.get(key)
+            if queue is None:
+                part.held[key] = deque()
+                part.ready.append(work)
+            else:
+                queue.append(work)
+        return added
+
+    # -- what starts -----------------------------------------------------------------------
+
+    def take_ready(self, now_ms: int) -> list[Task | DeadLetter]:
+        """What starts now: due retries and dead letters first, then new records, partitions
+        in turn, within the bounds (module doc)."""
+        out: list[Task | DeadLetter] = []
+        limit = self.config.max_concurrency
+        due = self._due
+        while due and due[0][0] <= now_ms:
+            work = self._works.get(due[0][2])
+            if work is not None and work.state == "retry":
+                if self._running >= limit and not work.owner.revoking:
+                    break
+                heapq.heappop(due)
+                if work.owner.revoking:
+                    continue  # not awaited by the revocation; the next owner handles it
+                work.state = "running"
+                work.owner.running += 1
+                self._running += 1
+                work.request.on_send_attempt(work.id)
+                out.append(Task(work.id, work.record, work.request.attempts))
+                continue
+            heapq.heappop(due)
+            if work is not None and work.state == "dead_letter":
+                out.append(self._dead_letter(work))
+        if self._running >= limit or not self._partitions:
+            return out
+        parts = list(self._partitions.values())
+        n = len(parts)
+        self._turn = (self._turn + 1) % n
+        max_bytes = self.config.offset_metadata_max_bytes
+        per_partition = self.config.max_in_flight_per_partition
+        progress = True
+        while progress and self._running < limit:
+            progress = False
+            for k in range(n):
+                part = parts[(self._turn + k) % n]
+                if not part.ready or part.revoking or part.stopped is not None:
+                    continue
+                if part.in_flight >= per_partition:
+                    continue
+                window = part.window
+                assert window is not None
+                if window.size_bound(part.in_flight + 1) > max_bytes:
+                    continue
+                work = part.ready.popleft()
+                part.buffered -= 1
+                part.in_flight += 1
+                part.running += 1
+                self._running += 1
+                work.state = "running"
+                work.started_ms = now_ms
+                work.request.on_send_attempt(work.id)
+                self._works[work.id] = work
+                self.counters.started += 1
+                out.append(Task(work.id, work.record, 1))
+                progress = True
+                if self._running >= limit:
+                    break
+        return out
+
+    def next_due_ms(self) -> int | None:
+        """When the earliest retry or dead-letter resend is due (None: none waits)."""
+        while self._due and self._due[0][2] not in self._works:
+            heapq.heappop(self._due)
+        return self._due[0][0] if self._due else None
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def succeeded(self, work_id: int) -> bool:
+        """The handler returned for ``work_id``; False when the record was abandoned (its
+        partition was revoked or lost meanwhile): the result is ignored."""
+        work = self._works.get(work_id)
+        if work is None or work.state != "running":
+            return False
+        self._stop_running(work)
+        self.counters.succeeded += 1
+        self._complete(work)
+        return True
+
+    def failed(self, work_id: int, error: BaseException, now_ms: int) -> FailureDecision | None:
+        """The handler raised ``error`` for ``work_id``: a retry after the backoff (its key
+        waits), a dead letter, the partition stopped, or the record skipped (policy). None
+        when the record was abandoned meanwhile."""
+        work = self._works.get(work_id)
+        if work is None or work.state != "running":
+            return None
+        self._stop_running(work)
+        self.counters.failed_attempts += 1
+        work.error = error
+        config = self.config
+        if work.request.attempts < config.max_attempts:
+            retry_at = work.request.schedule_retry(now_ms, self._backoff)
+            work.state = "retry"
+            heapq.heappush(self._due, (retry_at, next(self._seq), work.id))
+            self.counters.retried += 1
+            return RetryScheduled(work.id, work.request.attempts, retry_at - now_ms, retry_at)
+        self.counters.exhausted += 1
+        tp = work.owner.tp
+        if config.dead_letters:
+            work.state = "dead_letter"
+            work.owner.dead_lettering += 1
+            work.dead_letter = RetriedRequest()
+            return DeadLetterDue(self._dead_letter(work))
+        if config.on_failure is FailurePolicy.SKIP:
+            self.counters.abandoned += 1
+            self._complete(work)
+            return RecordSkipped(tp, work.record.offset, work.request.attempts)
+        work.state = "stopped"
+        stopped = StoppedPartition(
+            tp, work.record.offset, work.request.attempts, type(error).__name__, str(error)
+        )
+        work.owner.stopped = stopped
+        self.counters.stopped += 1
+        return PartitionStopped(stopped)
+
+    def dead_lettered(self, work_id: int) -> bool:
+        """The broker acknowledged the dead letter of ``work_id``: the record completes."""
+        work = self._works.get(work_id)
+        if work is None or work.state != "dead_letter":
+            return False
+        work.owner.dead_lettering -= 1
+        self.counters.dead_lettered += 1
+        self._complete(work)
+        return True
+
+    def dead_letter_failed(self, work_id: int, now_ms: int) -> int | None:
+        """Producing the dead letter of ``work_id`` failed: it is produced again after the
+        backoff (the record stays in flight, its key waits). Returns the retry time."""
+        work = self._works.get(work_id)
+        if work is None or work.state != "dead_letter" or work.dead_letter is None:
+            return None
+        self.counters.dead_letter_failures += 1
+        retry_at = work.dead_letter.schedule_retry(now_ms, self._backoff)
+        heapq.heappush(self._due, (retry_at, next(self._seq), work.id))
+        return retry_at
+
+    def _dead_letter(self, work: _Work) -> DeadLetter:
+        request = work.dead_letter
+        assert request is not None
+        request.on_send_attempt(work.id)
+        error = work.error
+        return DeadLetter(
+            work.id,
+            work.record,
+            work.request.attempts,
+            type(error).__name__ if error is not None else "",
+            str(error) if error is not None else "",
+            request.attempts,
+        )
+
+    def _stop_running(self, work: _Work) -> None:
+        work.owner.running -= 1
+        self._running -= 1
+
+    def _complete(self, work: _Work) -> None:
+        part = work.owner
+        del self._works[work.id]
+        work.state = "done"
+        part.in_flight -= 1
+        assert part.window is not None
+        part.window.complete(work.record.offset)
+        key = work.key
+        if key is not None:
+            queue = part.held.get(key)
+            if queue:
+                part.ready.append(queue.popleft())
+            else:
+                part.held.pop(key, None)
+
+    # -- commits ---------------------------------------------------------------------------
+
+    def commit_offsets(
+        self, partitions: Iterable[TopicPartition] | None = None, *, force: bool = False
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Per partition, its lowest incomplete offset with the map of the completed ones
+        above it in the metadata, where it changed since the last commit (or ``force``). A
+        partition whose map does not fit is left out (its last commit stands: the map is
+        never dropped); back-pressure keeps that from happening."""
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        max_bytes = self.config.offset_metadata_max_bytes
+        wanted = self._partitions if partitions is None else partitions
+        for tp in wanted:
+            part = self._partitions.get(tp)
+            if part is None or part.window is None:
+                continue
+            window = part.window
+            metadata = window.encode() if window.span else ""
+            if not offset_map.fits(metadata, max_bytes):
+                continue
+            value = (window.base, metadata)
+            if force or value != part.last_committed:
+                out[tp] = OffsetAndMetadata(window.base, metadata)
+        return out
+
+    def committed(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """The broker stored ``offsets`` (a commit of :meth:`commit_offsets` succeeded)."""
+        for tp, value in offsets.items():
+            part = self._partitions.get(tp)
+            if part is not None:
+                part.last_committed = (value.offset, value.metadata)
+                part.committed_map_bytes = len(value.metadata)
+
+    # -- pauses and health -----------------------------------------------------------------
+
+    def fetch_pauses(self) -> dict[TopicPartition, PauseReason]:
+        """Partitions whose fetching should pause now, and why."""
+        out: dict[TopicPartition, PauseReason] = {}
+        config = self.config
+        for tp, part in self._partitions.items():
+            if part.stopped is not None:
+                out[tp] = PauseReason.STOPPED
+            elif part.buffered >= config.max_buffered_per_partition:
+                out[tp] = PauseReason.BUFFER_FULL
+            elif (
+                part.window is not None
+                and part.window.uncommitted >= config.max_uncommitted_per_partition
+            ):
+                out[tp] = PauseReason.WINDOW_FULL
+        return out
+
+    def pending(self, partitions: Iterable[TopicPartition] | None = None) -> int:
+        """Records received and not completed (buffered or in flight)."""
+        wanted = self._partitions if partitions is None else partitions
+        total = 0
+        for tp in wanted:
+            part = self._partitions.get(tp)
+            if part is not None:
+                total += part.buffered + part.in_flight
+        return total
+
+    def running(self) -> int:
+        return self._running
+
+    def record(self, work_id: int) -> ConsumerRecord | None:
+        """The record of a started, not yet completed ``work_id`` (None: completed or
+        abandoned)."""
+        work = self._works.get(work_id)
+        return None if work is None else work.record
+
+    def snapshot(self, now_ms: int) -> WorkSnapshot:
+        config = self.config
+        paused: list[PausedPartition] = []
+        fetch = self.fetch_pauses()
+        buffered = in_flight = dead_lettering = 0
+        for tp, part in self._partitions.items():
+            buffered += part.buffered
+            in_flight += part.in_flight
+            dead_lettering += part.dead_lettering
+            reason: PauseReason | None = None
+            if part.revoking:
+                reason = PauseReason.REVOKING
+            elif part.stopped is not None:
+                reason = PauseReason.STOPPED
+            elif (
+                part.ready
+                and part.window is not None
+                and part.in_flight < config.max_in_flight_per_partition
+                and part.window.size_bound(part.in_flight + 1) > config.offset_metadata_max_bytes
+            ):
+                reason = PauseReason.OFFSET_MAP_FULL
+            else:
+                reason = fetch.get(tp)
+            if reason is not None:
+                paused.append(PausedPartition(tp, reason))
+        retrying = sum(1 for w in self._works.values() if w.state == "retry")
+        oldest: InFlightRecord | None = None
+        candidates = [w for w in self._works.values() if w.state != "stopped"]
+        if candidates:
+            work = min(candidates, key=lambda w: (w.started_ms, w.id))
+            r = work.record
+            oldest = InFlightRecord(
+                r.topic,
+                r.partition,
+                r.offset,
+                r.key,
+                max(0, now_ms - work.started_ms),
+                work.request.attempts,
+            )
+        stopped = tuple(p.stopped for p in self._partitions.values() if p.stopped is not None)
+        return WorkSnapshot(
+            assignment=frozenset(self._partitions),
+            in_flight=in_flight,
+            running=self._running,
+            retrying=retrying,
+            dead_lettering=dead_lettering,
+            buffered=buffered,
+            oldest_in_flight=oldest,
+            paused=tuple(sorted(paused, key=lambda p: (p.partition.topic, p.partition.partition))),
+            stopped=stopped,
+            revoking=frozenset(tp for tp, p in self._partitions.items() if p.revoking),
+            committed_map_bytes={tp: p.committed_map_bytes for tp, p in self._partitions.items()},
+            counters=replace(self.counters),
+        )

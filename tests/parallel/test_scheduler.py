@@ -1,0 +1,323 @@
+"""The pure core of parallel processing: ordering, bounds, retries, dead letters, policies,
+back-pressure on the offset map, assignment from a map, and revocation."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafka_actors.errors import ConfigError
+from kafka_actors.parallel import offset_map as om
+from kafka_actors.parallel.messages import (
+    DeadLetter,
+    DeadLetterDue,
+    PartitionStopped,
+    PauseReason,
+    RecordSkipped,
+    RetryScheduled,
+    Task,
+)
+from kafka_actors.parallel.scheduler import WorkConfig, WorkScheduler
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
+
+TP = TopicPartition("orders", 0)
+TP1 = TopicPartition("orders", 1)
+
+
+def rec(offset: int, key: bytes | None, tp: TopicPartition = TP) -> ConsumerRecord:
+    return ConsumerRecord(
+        tp.topic, tp.partition, offset, 0, TimestampType.CREATE_TIME, key, b"v", [], None
+    )
+
+
+def half() -> float:
+    return 0.5  # no jitter: backoff(n) = initial * 2**n
+
+
+def tasks(items: list[Task | DeadLetter]) -> list[Task]:
+    return [t for t in items if isinstance(t, Task)]
+
+
+def scheduler(**options: object) -> WorkScheduler:
+    s = WorkScheduler(WorkConfig(**options), half)  # type: ignore[arg-type]
+    s.assign(TP, OffsetAndMetadata(0))
+    return s
+
+
+@given(
+    keys=st.lists(st.sampled_from([b"a", b"b", b"c", b"d", None]), min_size=1, max_size=120),
+    seed=st.integers(0, 2**32),
+    concurrency=st.integers(1, 16),
+)
+@settings(max_examples=150, deadline=None)
+def test_key_order_one_record_per_key_in_flight_in_offset_order(
+    keys: list[bytes | None], seed: int, concurrency: int
+) -> None:
+    rnd = random.Random(seed)
+    s = scheduler(max_concurrency=concurrency, max_attempts=1000)
+    s.offer(TP, [rec(i, k) for i, k in enumerate(keys)])
+    running: dict[int, ConsumerRecord] = {}
+    handled: dict[object, list[int]] = defaultdict(list)
+    now = 0
+    while sum(map(len, handled.values())) < len(keys):
+        for task in tasks(s.take_ready(now)):
+            running[task.work_id] = task.record
+        assert 0 < len(running) <= concurrency
+        in_flight_keys = [r.key for r in running.values() if r.key is not None]
+        assert len(in_flight_keys) == len(set(in_flight_keys))  # one per key
+        work_id = rnd.choice(sorted(running))
+        record = running.pop(work_id)
+        if rnd.random() < 0.2 and record.key is not None:
+            assert isinstance(s.failed(work_id, ValueError("x"), now), RetryScheduled)
+            now += 10_000  # past any backoff
+            continue
+        assert s.succeeded(work_id)
+        handled[record.key if record.key is not None else ("null", record.offset)].append(
+            record.offset
+        )
+    for offsets in handled.values():
+        assert offsets == sorted(offsets)
+    assert s.commit_offsets() == {TP: OffsetAndMetadata(len(keys), "")}
+
+
+def test_null_keys_are_each_their_own_key() -> None:
+    s = scheduler()
+    s.offer(TP, [rec(0, None), rec(1, None), rec(2, b"k"), rec(3, b"k")])
+    assert [t.record.offset for t in tasks(s.take_ready(0))] == [0, 1, 2]
+
+
+def test_partition_order_runs_one_record_per_partition() -> None:
+    s = scheduler(ordering="partition")
+    s.assign(TP1, OffsetAndMetadata(0))
+    s.offer(TP, [rec(0, b"a"), rec(1, b"b")])
+    s.offer(TP1, [rec(0, b"a", TP1), rec(1, b"b", TP1)])
+    started = tasks(s.take_ready(0))
+    assert sorted((t.record.partition, t.record.offset) for t in started) == [(0, 0), (1, 0)]
+    assert s.take_ready(0) == []
+    s.succeeded(started[0].work_id)
+    (nxt,) = tasks(s.take_ready(0))
+    assert (nxt.record.partition, nxt.record.offset) == (started[0].record.partition, 1)
+
+
+def test_unordered_runs_up_to_the_bounds() -> None:
+    s = scheduler(ordering="unordered", max_concurrency=8, max_in_flight_per_partition=3)
+    s.assign(TP1, OffsetAndMetadata(0))
+    s.offer(TP, [rec(i, b"same") for i in range(10)])
+    s.offer(TP1, [rec(i, b"same", TP1) for i in range(10)])
+    started = tasks(s.take_ready(0))
+    per_partition = defaultdict(int)
+    for t in started:
+        per_partition[t.record.partition] += 1
+    assert per_partition == {0: 3, 1: 3}
+    s = scheduler(ordering="unordered", max_concurrency=4)
+    s.offer(TP, [rec(i, None) for i in range(10)])
+    assert len(s.take_ready(0)) == 4 and s.running() == 4
+
+
+def test_out_of_order_completion_commits_the_lowest_incomplete_with_the_map() -> None:
+    s = scheduler()
+    s.offer(TP, [rec(i, bytes([i])) for i in range(6)])
+    started = {t.record.offset: t.work_id for t in tasks(s.take_ready(0))}
+    for offset in (1, 2, 4):
+        s.succeeded(started[offset])
+    offsets = s.commit_offsets()
+    assert offsets[TP].offset == 0
+    decoded = om.decode(offsets[TP].metadata, 0)
+    assert decoded is not None and decoded.ranges == ((1, 3), (4, 5))
+    s.committed(offsets)
+    assert s.commit_offsets() == {}  # nothing changed since
+    s.succeeded(started[0])
+    assert s.commit_offsets()[TP].offset == 3
+
+
+def test_retry_backoff_doubles_to_its_cap_and_only_the_key_waits() -> None:
+    s = scheduler(max_attempts=6, retry_backoff_ms=100, retry_backoff_max_ms=1000)
+    s.offer(TP, [rec(0, b"poison"), rec(1, b"poison"), rec(2, b"other"), rec(3, b"other")])
+    now = 0
+    (poison, other) = tasks(s.take_ready(now))
+    assert (poison.record.offset, other.record.offset) == (0, 2)
+    backoffs = []
+    for attempt in range(1, 6):
+        decision = s.failed(poison.work_id, RuntimeError("boom"), now)
+        assert isinstance(decision, RetryScheduled) and decision.attempt == attempt
+        backoffs.append(decision.backoff_ms)
+        # the other key goes on while the poison key waits
+        if attempt == 1:
+            s.succeeded(other.work_id)
+            assert [t.record.offset for t in tasks(s.take_ready(now))] == [3]
+        assert s.take_ready(decision.retry_at_ms - 1) == []  # not one millisecond early
+        now = decision.retry_at_ms
+        assert s.next_due_ms() == now
+        (again,) = tasks(s.take_ready(now))
+        assert (again.work_id, again.attempt) == (poison.work_id, attempt + 1)
+    assert backoffs == [100, 200, 400, 800, 1000]
+
+
+def test_jitter_stays_within_a_fifth() -> None:
+    for value in (0.0, 0.999):
+        s = WorkScheduler(WorkConfig(retry_backoff_ms=100), lambda v=value: v)
+        s.assign(TP, OffsetAndMetadata(0))
+        s.offer(TP, [rec(0, b"k")])
+        (task,) = tasks(s.take_ready(0))
+        decision = s.failed(task.work_id, RuntimeError(), 0)
+        assert isinstance(decision, RetryScheduled)
+        assert 80 <= decision.backoff_ms <= 120
+
+
+def test_a_dead_letter_completes_the_record_only_when_acknowledged() -> None:
+    s = scheduler(max_attempts=2, dead_letters=True)
+    s.offer(TP, [rec(0, b"k"), rec(1, b"k")])
+    (task,) = tasks(s.take_ready(0))
+    s.failed(task.work_id, ValueError("bad"), 0)
+    (retry,) = tasks(s.take_ready(1000))
+    decision = s.failed(retry.work_id, ValueError("still bad"), 1000)
+    assert isinstance(decision, DeadLetterDue)
+    letter = decision.dead_letter
+    assert (letter.attempts, letter.error_type, letter.error_message, letter.send) == (
+        2,
+        "ValueError",
+        "still bad",
+        1,
+    )
+    assert s.take_ready(1000) == []  # its key waits for the dead letter
+    assert s.commit_offsets()[TP].offset == 0
+    retry_at = s.dead_letter_failed(letter.work_id, 1000)
+    assert retry_at == 1100
+    assert s.take_ready(1099) == []
+    (again,) = s.take_ready(1100)
+    assert isinstance(again, DeadLetter) and again.send == 2
+    assert s.dead_lettered(letter.work_id)
+    (nxt,) = tasks(s.take_ready(1100))
+    assert nxt.record.offset == 1
+    assert s.commit_offsets()[TP].offset == 1
+    assert s.counters.dead_lettered == 1
+
+
+def test_without_dead_letters_stop_holds_the_partition_and_skip_moves_on() -> None:
+    s = scheduler(max_attempts=1)
+    s.assign(TP1, OffsetAndMetadata(0))
+    s.offer(TP, [rec(0, b"k"), rec(1, b"j")])
+    s.offer(TP1, [rec(0, b"k", TP1)])
+    started = tasks(s.take_ready(0))
+    first = next(t for t in started if t.record.partition == 0 and t.record.offset == 0)
+    decision = s.failed(first.work_id, KeyError("x"), 0)
+    assert isinstance(decision, PartitionStopped)
+    assert decision.stopped.offset == 0 and decision.stopped.error_type == "KeyError"
+    for t in started:
+        if t is not first:
+            s.succeeded(t.work_id)
+    s.offer(TP, [rec(2, b"z")])
+    assert s.take_ready(0) == []  # the stopped partition starts nothing
+    assert s.commit_offsets()[TP].offset == 0  # nothing lost
+    assert s.fetch_pauses()[TP] is PauseReason.STOPPED
+    assert s.snapshot(0).stopped[0].partition == TP
+    s = scheduler(max_attempts=1, on_failure="skip")
+    s.offer(TP, [rec(0, b"k")])
+    (task,) = tasks(s.take_ready(0))
+    assert isinstance(s.failed(task.work_id, KeyError("x"), 0), RecordSkipped)
+    assert s.commit_offsets()[TP].offset == 1 and s.counters.abandoned == 1
+
+
+def test_back_pressure_when_the_map_could_outgrow_the_limit_never_drops_it() -> None:
+    limit = 64
+    s = scheduler(
+        ordering="unordered",
+        offset_metadata_max_bytes=limit,
+        max_concurrency=4,
+        max_in_flight_per_partition=2000,
+    )
+    s.offer(TP, [rec(i, None) for i in range(2000)])
+    first = tasks(s.take_ready(0))
+    stuck = first[0]
+    assert stuck.record.offset == 0
+    batch = first[1:]
+    started = len(first)
+    completed_alternate = 0
+    # complete every other record after the stuck one (the others wait for a retry far
+    # away): the map grows with each
+    for _ in range(5000):
+        for t in batch:
+            if t.record.offset % 2 == 0:
+                s.succeeded(t.work_id)
+                completed_alternate += 1
+            else:
+                s.failed(t.work_id, RuntimeError(), 0)
+        offsets = s.commit_offsets(force=True)
+        assert TP in offsets and len(offsets[TP].metadata) <= limit
+        batch = tasks(s.take_ready(0))
+        started += len(batch)
+        if not batch:
+            break
+    assert 0 < started < 2000
+    assert [p.reason for p in s.snapshot(0).paused] == [PauseReason.OFFSET_MAP_FULL]
+    # the map that was committed lists every completed record
+    decoded = om.decode(s.commit_offsets(force=True)[TP].metadata, 0)
+    assert decoded is not None and decoded.completed_count == completed_alternate
+    # once the stuck record completes, work goes on
+    s.succeeded(stuck.work_id)
+    assert tasks(s.take_ready(0))
+
+
+def test_records_completed_in_the_committed_map_are_skipped() -> None:
+    s = WorkScheduler(WorkConfig(), half)
+    metadata = om.encode_ranges(10, [(11, 13), (14, 15)])
+    result = s.assign(TP, OffsetAndMetadata(10, metadata))
+    assert result.inherited_completed == 3 and result.map_error is None
+    assert s.offer(TP, [rec(o, bytes([o])) for o in range(10, 16)]) == 3
+    assert [t.record.offset for t in tasks(s.take_ready(0))] == [10, 13, 15]
+    assert s.counters.skipped_completed == 3
+
+
+def test_an_unreadable_map_is_reported_and_its_records_handled() -> None:
+    s = WorkScheduler(WorkConfig(), half)
+    result = s.assign(TP, OffsetAndMetadata(10, "KAP1R!!!!"))
+    assert result.map_error is not None and result.map_error.partition == 0
+    assert s.offer(TP, [rec(o, None) for o in range(10, 13)]) == 3
+
+
+def test_revocation_stops_starts_waits_for_running_and_ignores_late_results() -> None:
+    s = scheduler(max_attempts=3)
+    s.assign(TP1, OffsetAndMetadata(0))
+    s.offer(TP, [rec(0, b"a"), rec(1, b"b"), rec(2, b"c")])
+    s.offer(TP1, [rec(0, b"a", TP1)])
+    started = tasks(s.take_ready(0))
+    on_tp = [t for t in started if t.record.partition == 0]
+    s.failed(on_tp[0].work_id, RuntimeError(), 0)  # waiting for a retry
+    s.begin_revoke([TP])
+    s.offer(TP, [rec(3, b"d")])
+    assert s.take_ready(10_000) == []  # nothing of TP starts, not even the retry
+    assert s.revoke_pending([TP]) == 2  # the two running; the retrying one is not awaited
+    s.succeeded(on_tp[1].work_id)
+    assert s.revoke_pending([TP]) == 1
+    offsets = s.commit_offsets([TP])
+    assert offsets[TP].offset == 0  # the retrying record is handed over incomplete
+    assert s.remove([TP]) == 2
+    assert not s.succeeded(on_tp[2].work_id)  # a late result of a revoked record
+    assert s.assignment() == {TP1}
+
+
+def test_fetch_pauses_when_the_buffer_is_full() -> None:
+    s = scheduler(max_buffered_per_partition=3, max_concurrency=1)
+    s.offer(TP, [rec(i, b"k") for i in range(4)])
+    assert s.fetch_pauses() == {TP: PauseReason.BUFFER_FULL}
+    s.take_ready(0)
+    assert s.fetch_pauses() == {TP: PauseReason.BUFFER_FULL}
+    s = scheduler(max_uncommitted_per_partition=3, max_concurrency=8)
+    s.offer(TP, [rec(i, None) for i in range(3)])
+    for t in tasks(s.take_ready(0))[1:]:
+        s.succeeded(t.work_id)
+    assert s.fetch_pauses() == {TP: PauseReason.WINDOW_FULL}
+
+
+def test_bad_options_name_themselves() -> None:
+    with pytest.raises(ConfigError, match="ordering"):
+        WorkConfig(ordering="random")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="max_attempts"):
+        WorkConfig(max_attempts=0)
+    with pytest.raises(ConfigError, match="offset_metadata_max_bytes"):
+        WorkConfig(offset_metadata_max_bytes=10)

@@ -1,0 +1,341 @@
+"""Parallel processing against a real broker (issue 23, Show 1, 3, 4, 5)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from kafka_actors import ParallelConsumer, TopicPartition
+from kafka_actors.parallel import offset_map
+from kafka_actors.protocol.records.decode import ConsumerRecord
+from kafka_actors.testing import KafkaBroker
+
+
+def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes, int]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    for key, value, partition in items:
+        producer.produce(topic, key=key, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def config(bootstrap: str, group: str, **more: object) -> dict[str, object]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "auto.commit.interval.ms": 200,
+        **more,
+    }
+
+
+@contextmanager
+def running(pc: ParallelConsumer) -> Iterator[threading.Thread]:
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            pc.run()
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        pc.stop()
+        thread.join(30)
+        assert not errors, errors
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, Any]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
+    try:
+        tps = consumer.committed(
+            [__import__("confluent_kafka").TopicPartition(topic, p) for p in range(partitions)],
+            timeout=10,
+        )
+        return {tp.partition: (tp.offset, tp.metadata or "") for tp in tps}
+    finally:
+        consumer.close()
+
+
+def test_show_1_key_order_under_random_latency_with_1000_keys(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(kafka_broker, partitions=4)
+    rnd = random.Random(1)
+    keys = [b"key-%d" % i for i in range(1200)]
+    seq: dict[bytes, int] = defaultdict(int)
+    items = []
+    for _ in range(4000):
+        key = rnd.choice(keys)
+        items.append((key, b"%d" % seq[key], hash(key) % 4))
+        seq[key] += 1
+    produce(kafka_broker.bootstrap_servers, topic, items)
+    lock = threading.Lock()
+    in_flight: set[bytes] = set()
+    overlaps: list[bytes] = []
+    handled: dict[bytes, list[int]] = defaultdict(list)
+    total = [0]
+    max_parallel = [0]
+
+    def handle(record: ConsumerRecord) -> None:
+        key = record.key
+        assert key is not None and record.value is not None
+        with lock:
+            if key in in_flight:
+                overlaps.append(key)
+            in_flight.add(key)
+            max_parallel[0] = max(max_parallel[0], len(in_flight))
+        time.sleep(random.random() * 0.004)
+        with lock:
+            in_flight.discard(key)
+            handled[key].append(int(record.value))
+            total[0] += 1
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    pc = ParallelConsumer(
+        config(kafka_broker.bootstrap_servers, group), handler=handle, max_concurrency=64
+    )
+    with pc:
+        pc.subscribe([topic])
+        with running(pc):
+            wait_for(lambda: total[0] >= 4000, 120, "4000 records handled")
+        assert pc.health().oldest_in_flight is None
+    assert overlaps == []
+    assert max_parallel[0] > 1  # it did run concurrently
+    assert sum(map(len, handled.values())) == 4000
+    for key, values in handled.items():
+        assert values == list(range(seq[key])), key
+    ends = defaultdict(int)
+    for _, _, partition in items:
+        ends[partition] += 1
+    got = committed(kafka_broker.bootstrap_servers, group, topic, 4)
+    assert {p: off for p, (off, _) in got.items()} == dict(ends)
+
+
+def test_show_3_a_restart_handles_only_the_incomplete_record(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(kafka_broker, partitions=1)
+    produce(kafka_broker.bootstrap_servers, topic, [(b"k%d" % i, b"v", 0) for i in range(20)])
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    release = threading.Event()
+    first: list[int] = []
+
+    def slow_five(record: ConsumerRecord) -> None:
+        if record.offset == 5:
+            release.wait(60)  # still running when the first consumer closes
+            return
+        first.append(record.offset)
+
+    pc = ParallelConsumer(config(kafka_broker.bootstrap_servers, group), handler=slow_five)
+    pc.subscribe([topic])
+    with running(pc):
+        wait_for(lambda: len(first) == 19, 60, "19 records handled")
+    pc.close(timeout=2.0)
+    release.set()
+    offset, metadata = committed(kafka_broker.bootstrap_servers, group, topic, 1)[0]
+    assert offset == 5
+    decoded = offset_map.decode(metadata, 5)
+    assert decoded is not None and decoded.ranges == ((6, 20),)
+
+    second: list[int] = []
+    pc = ParallelConsumer(
+        config(kafka_broker.bootstrap_servers, group), handler=lambda r: second.append(r.offset)
+    )
+    with pc:
+        pc.subscribe([topic])
+        with running(pc):
+            wait_for(lambda: pc.metrics()["records-skipped-completed-total"] >= 14, 60, "skips")
+            wait_for(lambda: second == [5], 30, "the incomplete record")
+    assert second == [5]
+    assert committed(kafka_broker.bootstrap_servers, group, topic, 1)[0] == (20, "")
+
+
+def test_show_4_a_poison_record_is_retried_then_dead_lettered_once(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(kafka_broker, partitions=1)
+    dlq = kafka_topic(kafka_broker, partitions=1, prefix="dlq")
+    items = [(b"poison", b"bad", 0), (b"poison", b"after", 0)]
+    items += [(b"other-%d" % i, b"ok", 0) for i in range(48)]
+    produce(kafka_broker.bootstrap_servers, topic, items)
+    lock = threading.Lock()
+    attempts: list[int] = []
+    others_at_attempt: list[int] = []
+    others: list[int] = []
+    after: list[int] = []
+
+    def handle(record: ConsumerRecord) -> None:
+        with lock:
+            if record.value == b"bad":
+                attempts.append(record.offset)
+                others_at_attempt.append(len(others))
+                raise ValueError("cannot parse order")
+            if record.value == b"after":
+                after.append(len(attempts))
+            else:
+                others.append(record.offset)
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    pc = ParallelConsumer(
+        config(kafka_broker.bootstrap_servers, group),
+        handler=handle,
+        max_attempts=3,
+        retry_backoff_ms=200,
+        retry_backoff_max_ms=1000,
+        dead_letter_topic=dlq,
+    )
+    with pc:
+        pc.subscribe([topic])
+        with running(pc):
+            wait_for(lambda: pc.health().dead_letters_sent == 1 and after, 60, "dead letter")
+            wait_for(lambda: len(others) == 48, 30, "other keys")
+            health = pc.health()
+    assert attempts == [0, 0, 0]
+    assert after == [3]  # the key's next record only after the poison's last attempt
+    assert others_at_attempt[-1] > others_at_attempt[0]  # other keys went on meanwhile
+    assert health.dead_letters_sent == 1
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap_servers,
+            "group.id": f"r-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "log_level": 0,
+        }
+    )
+    try:
+        consumer.subscribe([dlq])
+        letters = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not letters:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                letters.append(msg)
+        extra = consumer.poll(2.0)
+    finally:
+        consumer.close()
+    assert len(letters) == 1 and extra is None
+    letter = letters[0]
+    headers = {k: v.decode() for k, v in letter.headers()}
+    assert letter.key() == b"poison" and letter.value() == b"bad"
+    assert headers["dlt.original.topic"] == topic
+    assert headers["dlt.original.partition"] == "0"
+    assert headers["dlt.original.offset"] == "0"
+    assert headers["dlt.original.timestamp"].endswith("CreateTime")
+    assert headers["dlt.exception.type"] == "ValueError"
+    assert headers["dlt.exception.message"] == "cannot parse order"
+    assert headers["dlt.attempts"] == "3"
+    assert committed(kafka_broker.bootstrap_servers, group, topic, 1)[0][0] == 50
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_show_5_a_handler_three_times_max_poll_interval_keeps_the_member(
+    kafka_broker: KafkaBroker, kafka_topic: Callable[..., str], protocol: str
+) -> None:
+    topic = kafka_topic(kafka_broker, partitions=2)
+    produce(
+        kafka_broker.bootstrap_servers,
+        topic,
+        [(b"k%d" % i, b"v", i % 2) for i in range(10)],
+    )
+    handled: list[tuple[int, int]] = []
+    max_poll_interval_ms = 2000
+
+    def handle(record: ConsumerRecord) -> None:
+        if record.offset == 0 and record.partition == 0:
+            time.sleep(3 * max_poll_interval_ms / 1000)
+        handled.append((record.partition, record.offset))
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    extra: dict[str, object] = {
+        "group.protocol": protocol,
+        "max.poll.interval.ms": max_poll_interval_ms,
+    }
+    if protocol == "classic":
+        extra["session.timeout.ms"] = 6000
+        extra["heartbeat.interval.ms"] = 500
+    pc = ParallelConsumer(config(kafka_broker.bootstrap_servers, group, **extra), handler=handle)
+    with pc:
+        pc.subscribe([topic])
+        with running(pc):
+            wait_for(lambda: len(handled) >= 9, 60, "the fast records")
+            generation = pc.consumer.group_metadata().generation_id
+            wait_for(lambda: len(handled) == 10, 30, "the slow record")
+            assert pc.consumer.group_metadata().generation_id == generation
+            assert pc.consumer.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+        metrics = pc.metrics()
+    assert metrics["records-in-flight-abandoned-total"] == 0
+    assert sorted(handled) == sorted({(i % 2, i // 2) for i in range(10)})
+    assert {
+        p: o for p, (o, _) in committed(kafka_broker.bootstrap_servers, group, topic, 2).items()
+    } == {0: 5, 1: 5}
+
+
+def test_show_3_back_pressure_at_the_brokers_metadata_limit(
+    kafka_topic: Callable[..., str],
+) -> None:
+    with KafkaBroker(broker_config={"offset.metadata.max.bytes": 200}) as broker:
+        topic = kafka_topic(broker, partitions=1)
+        produce(broker.bootstrap_servers, topic, [(None, b"v", 0) for _ in range(3000)])
+        rnd = random.Random(3)
+        fail_once = {o for o in range(1, 3000) if rnd.random() < 0.5}
+        lock = threading.Lock()
+        counts: dict[int, int] = defaultdict(int)
+        done: set[int] = set()
+
+        def handle(record: ConsumerRecord) -> None:
+            with lock:
+                counts[record.offset] += 1
+                if record.offset in fail_once and counts[record.offset] == 1:
+                    raise RuntimeError("first attempt fails")
+                done.add(record.offset)
+
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        seen_full: list[bool] = []
+        pc = ParallelConsumer(
+            config(broker.bootstrap_servers, group),
+            handler=handle,
+            ordering="unordered",
+            max_in_flight_per_partition=3000,
+            retry_backoff_ms=2000,
+            retry_backoff_max_ms=2000,
+        )
+        with pc:
+            pc.subscribe([topic])
+            with running(pc):
+
+                def full() -> bool:
+                    paused = [p.reason.value for p in pc.health().paused]
+                    seen_full.append("offset_map_full" in paused)
+                    return any(seen_full)
+
+                wait_for(full, 60, "back-pressure")
+                assert len(done) < 3000
+                wait_for(lambda: len(done) == 3000, 120, "every record")
+            metrics = pc.metrics()
+            assert metrics["offset-metadata-max-bytes"] == 200  # read from the broker
+            assert metrics["commit-failed-total"] == 0  # no map was ever too large
+            assert 0 < metrics["offset-map-size-max"] <= 200
+        assert counts.keys() == set(range(3000))
+        assert all(counts[o] == (2 if o in fail_once else 1) for o in range(3000))
+        assert committed(broker.bootstrap_servers, group, topic, 1)[0] == (3000, "")

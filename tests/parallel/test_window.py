@@ -1,0 +1,112 @@
+"""One partition's completion window: the committed offset, gaps, the inherited map, and
+the transitions count that bounds the map's size."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafka_actors.parallel import offset_map as om
+from kafka_actors.parallel.window import CompletionWindow
+
+
+def _recount(window: CompletionWindow) -> int:
+    status = window._status[window._head :]
+    return sum(1 for i in range(len(status) - 1) if status[i] != status[i + 1])
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[int, list[int], list[int]]:
+    start = draw(st.integers(0, 10**12))
+    steps = draw(st.lists(st.integers(1, 4), min_size=1, max_size=300))
+    offsets = []
+    offset = start
+    for step in steps:
+        offset += step - 1 if not offsets else step  # steps above 1 leave gaps
+        offsets.append(offset)
+    order = draw(st.permutations(offsets))
+    done = order[: draw(st.integers(0, len(order)))]
+    return start, offsets, list(done)
+
+
+@given(histories())
+@settings(max_examples=300, deadline=None)
+def test_base_map_and_transitions_follow_any_completion_order(
+    history: tuple[int, list[int], list[int]],
+) -> None:
+    start, offsets, done = history
+    window = CompletionWindow(start)
+    for offset in offsets:
+        assert window.receive(offset)
+    received = set(offsets)
+    completed: set[int] = set()
+    for offset in done:
+        window.complete(offset)
+        completed.add(offset)
+        pending = received - completed
+        expected_base = min(pending) if pending else offsets[-1] + 1
+        assert window.base == expected_base
+        assert window.transitions == _recount(window)
+    decoded = om.decode(window.encode(), window.base)
+    assert decoded is not None
+    for offset in range(window.base + 1, offsets[-1] + 1):
+        is_done = offset in completed or offset not in received  # a gap is completed
+        assert (offset in decoded) is is_done
+    assert len(window.encode()) <= window.size_bound(0)
+    # every record of the window completes: the bound held for all of them beforehand
+    bound = window.size_bound(len(received - completed))
+    for offset in sorted(received - completed, reverse=True):
+        window.complete(offset)
+        assert len(window.encode()) <= bound
+    assert window.base == offsets[-1] + 1 and window.span == 0
+
+
+def test_gaps_are_completed_and_the_base_passes_them() -> None:
+    window = CompletionWindow(100)
+    assert window.receive(100)
+    assert window.receive(103)  # 101, 102: transaction markers or compacted
+    window.complete(100)
+    assert window.base == 103
+    window.complete(103)
+    assert window.base == 104 and window.span == 0
+
+
+def test_a_large_gap_while_nothing_is_pending_costs_nothing() -> None:
+    window = CompletionWindow(0)
+    assert window.receive(10**12)
+    assert window.base == 10**12 and len(window._status) == 1
+
+
+def test_records_completed_by_the_inherited_map_are_not_work() -> None:
+    inherited = om.decode(om.encode_ranges(50, [(51, 53), (55, 56)]), 50)
+    window = CompletionWindow(50, inherited)
+    assert window.base == 50
+    assert [window.receive(o) for o in range(50, 58)] == [
+        True,
+        False,
+        False,
+        True,
+        True,
+        False,
+        True,
+        True,
+    ]
+    window.complete(50)
+    assert window.base == 53  # 51 and 52 were completed by the previous owner
+    # the inherited offsets stay in the map of the next commit
+    decoded = om.decode(window.encode(), 53)
+    assert decoded is not None and decoded.ranges == ((55, 56),)
+
+
+def test_inherited_offsets_not_yet_received_stay_in_the_map() -> None:
+    inherited = om.decode(om.encode_ranges(10, [(20, 30)]), 10)
+    window = CompletionWindow(10, inherited)
+    assert window.receive(10)
+    decoded = om.decode(window.encode(), 10)
+    assert decoded is not None and decoded.ranges == ((20, 30),)
+
+
+def test_a_record_received_twice_is_work_once() -> None:
+    window = CompletionWindow(0)
+    assert window.receive(0)
+    assert not window.receive(0)
