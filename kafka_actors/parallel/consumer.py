@@ -35,7 +35,6 @@ from kafka_actors.consumer import KafkaConsumer
 from kafka_actors.errors import (
     IllegalStateError,
     KafkaError,
-    PartitionStoppedError,
     WakeupError,
 )
 from kafka_actors.log import get_logger, traced
@@ -45,15 +44,12 @@ from kafka_actors.parallel.messages import (
     DeadLetterDue,
     FailureDecision,
     FailurePolicy,
-    HealthState,
     Ordering,
     ParallelHealth,
-    PartitionStopped,
     PauseReason,
-    RecordSkipped,
-    RetryScheduled,
     Task,
 )
+from kafka_actors.parallel.report import health_of, log_assigned, metrics_of, report_failure
 from kafka_actors.parallel.scheduler import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
     WorkConfig,
@@ -434,49 +430,9 @@ class ParallelConsumer:
     def _report_failure(
         self, decision: FailureDecision, record: ConsumerRecord, error: BaseException
     ) -> None:
-        log = self._log.bind(
-            topic=record.topic, partition=record.partition, offset=record.offset, key=record.key
-        )
-        if isinstance(decision, RetryScheduled):
-            log.warning(
-                "record_retry",
-                attempt=decision.attempt,
-                backoff_ms=decision.backoff_ms,
-                exception_type=type(error).__name__,
-                error=str(error),
-            )
-        elif isinstance(decision, DeadLetterDue):
-            log.warning(
-                "record_failed",
-                attempts=decision.dead_letter.attempts,
-                exception_type=type(error).__name__,
-                error=str(error),
-                dead_letter_topic=self._dead_letter_topic,
-            )
+        report_failure(self._log, decision, record, error, self._dead_letter_topic)
+        if isinstance(decision, DeadLetterDue):
             self._send_dead_letter(decision.dead_letter)
-        elif isinstance(decision, PartitionStopped):
-            stopped = PartitionStoppedError(
-                f"partition stopped: the record at offset {record.offset} failed "
-                f"{decision.stopped.attempts} times and there is no dead-letter topic",
-                topic=record.topic,
-                partition=record.partition,
-                offset=record.offset,
-            )
-            stopped.__cause__ = error
-            log.error(
-                "partition_stopped",
-                attempts=decision.stopped.attempts,
-                exception_type=type(error).__name__,
-                error=str(error),
-                reason=str(stopped),
-            )
-        elif isinstance(decision, RecordSkipped):
-            log.error(
-                "record_skipped",
-                attempts=decision.attempts,
-                exception_type=type(error).__name__,
-                error=str(error),
-            )
 
     # -- dead letters ----------------------------------------------------------------------
 
@@ -593,21 +549,7 @@ class ParallelConsumer:
                     raise
         with self._lock:
             for tp in sorted(assigned, key=lambda t: (t.topic, t.partition)):
-                result = self._scheduler.assign(tp, committed.get(tp))
-                if result.map_error is not None:
-                    self._log.warning(
-                        "offset_map_ignored",
-                        topic=tp.topic,
-                        partition=tp.partition,
-                        error=str(result.map_error),
-                    )
-                self._log.info(
-                    "partition_assigned",
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    committed=result.committed,
-                    inherited_completed=result.inherited_completed,
-                )
+                log_assigned(self._log, self._scheduler.assign(tp, committed.get(tp)))
 
     def _on_revoked(self, revoked: set[TopicPartition]) -> Any:
         if not revoked:
@@ -752,29 +694,13 @@ class ParallelConsumer:
         with self._lock:
             snap = self._scheduler.snapshot(now)
             revoking = bool(self._revocations)
-        if self._error is not None:
-            state = HealthState.FAILED
-        elif self._closed:
-            state = HealthState.CLOSED
-        elif self._last_poll_ms is None:
-            state = HealthState.STARTING
-        elif revoking:
-            state = HealthState.REBALANCING
-        elif snap.stopped or any(p.reason is PauseReason.OFFSET_MAP_FULL for p in snap.paused):
-            state = HealthState.STALLED
-        else:
-            state = HealthState.RUNNING
-        return ParallelHealth(
-            state=state,
-            assignment=snap.assignment,
-            last_poll_age_ms=None if self._last_poll_ms is None else now - self._last_poll_ms,
-            oldest_in_flight=snap.oldest_in_flight,
-            in_flight=snap.in_flight,
-            retrying=snap.retrying,
-            dead_letters_sent=snap.counters.dead_lettered,
-            paused=snap.paused,
-            stopped=snap.stopped,
-            error=None if self._error is None else repr(self._error),
+        return health_of(
+            snap,
+            now_ms=now,
+            last_poll_ms=self._last_poll_ms,
+            error=self._error,
+            closed=self._closed,
+            revoking=revoking,
         )
 
     def metrics(self) -> dict[str, float]:
@@ -783,36 +709,14 @@ class ParallelConsumer:
         with self._lock:
             snap = self._scheduler.snapshot(now)
             commits, failures = self._commits, self._commit_failures
-        c = snap.counters
-        oldest = snap.oldest_in_flight
-        return {
-            "assigned-partitions": float(len(snap.assignment)),
-            "records-received-total": float(c.received),
-            "records-skipped-completed-total": float(c.skipped_completed),
-            "records-started-total": float(c.started),
-            "records-completed-total": float(c.succeeded),
-            "records-failed-attempts-total": float(c.failed_attempts),
-            "records-retried-total": float(c.retried),
-            "records-exhausted-total": float(c.exhausted),
-            "records-dead-lettered-total": float(c.dead_lettered),
-            "dead-letter-send-failures-total": float(c.dead_letter_failures),
-            "records-abandoned-total": float(c.abandoned),
-            "records-in-flight-abandoned-total": float(c.abandoned_in_flight),
-            "records-in-flight": float(snap.in_flight),
-            "records-running": float(snap.running),
-            "records-retrying": float(snap.retrying),
-            "records-buffered": float(snap.buffered),
-            "oldest-in-flight-age-ms": float(oldest.age_ms) if oldest else 0.0,
-            "partitions-paused": float(len(snap.paused)),
-            "partitions-stopped": float(len(snap.stopped)),
-            "offset-map-size-max": float(max(snap.committed_map_bytes.values(), default=0)),
-            "offset-metadata-max-bytes": float(self._work_config.offset_metadata_max_bytes),
-            "commit-total": float(commits),
-            "commit-failed-total": float(failures),
-            "last-poll-seconds-ago": (
-                -1.0 if self._last_poll_ms is None else (now - self._last_poll_ms) / 1000.0
-            ),
-        }
+        return metrics_of(
+            snap,
+            now_ms=now,
+            last_poll_ms=self._last_poll_ms,
+            commits=commits,
+            commit_failures=failures,
+            offset_metadata_max_bytes=self._work_config.offset_metadata_max_bytes,
+        )
 
     def __repr__(self) -> str:
         return f"<ParallelConsumer {self._work_config.ordering.value} {self.health().state.value}>"
