@@ -4,7 +4,8 @@ One import root. Sub-packages: ``protocol`` (pure wire code), ``actors`` (pykka 
 ``supervisors`` (supervision trees and fault injection), ``testing`` (the testkit).
 
 The public API: :class:`KafkaConsumer`, :class:`AsyncKafkaConsumer` (asyncio),
-:class:`ParallelConsumer` (records handled concurrently inside partitions, key-ordered),
+:class:`ParallelConsumer` and :class:`AsyncParallelConsumer` (records handled concurrently
+inside partitions, key-ordered),
 :class:`KafkaShareConsumer`, :class:`AsyncKafkaShareConsumer` (share groups, KIP-932) with
 :class:`AcknowledgeType`, :class:`ShareConsumerRecord`, :class:`ShareConsumerRecords`,
 :class:`ConsumerRebalanceListener`,
@@ -23,6 +24,7 @@ __all__ = [
     "AcknowledgeType",
     "AsyncKafkaConsumer",
     "AsyncKafkaShareConsumer",
+    "AsyncParallelConsumer",
     "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from kafka_actors.aio import AsyncKafkaConsumer
     from kafka_actors.aio_share import AsyncKafkaShareConsumer
     from kafka_actors.consumer import KafkaConsumer
+    from kafka_actors.parallel.aio import AsyncParallelConsumer
     from kafka_actors.parallel.consumer import ParallelConsumer
     from kafka_actors.share_consumer import KafkaShareConsumer
     from kafka_actors.structs import (
@@ -62,6 +65,7 @@ _LAZY = {
     "KafkaConsumer": "kafka_actors.consumer",
     "KafkaShareConsumer": "kafka_actors.share_consumer",
     "ParallelConsumer": "kafka_actors.parallel.consumer",
+    "AsyncParallelConsumer": "kafka_actors.parallel.aio",
     "AsyncKafkaShareConsumer": "kafka_actors.aio_share",
     **dict.fromkeys(
         (
