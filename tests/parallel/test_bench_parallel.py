@@ -1,0 +1,79 @@
+"""bench/parallel.py's short form runs to the end: its own broker, two topics, every way of
+handling (a poll loop, aiokafka with a task per partition, ParallelConsumer with each
+ordering, AsyncParallelConsumer) reading its quota of records with a no-op and a 1 ms handler,
+a table per topic and handler with ratios over the poll loop. A way that handles a record
+twice or fewer than its quota fails the bench (non-zero exit and ``!!``), hence this test.
+Rates are printed, not asserted."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WAYS = (
+    "poll loop",
+    "aiokafka task/partition",
+    "parallel key",
+    "parallel partition",
+    "parallel unordered",
+    "async key",
+    "async unordered",
+)
+
+
+@pytest.mark.broker
+def test_parallel_bench_short_form() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "parallel.py"),
+            "--records",
+            "2000",
+            "--quota",
+            "600",
+            "--keys",
+            "100",
+            "--handlers",
+            "0,1",
+            "--seconds-sequential",
+            "0.2",
+            "--max-concurrency",
+            "32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env=env,
+        cwd=ROOT,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    assert "!!" not in out, out
+    sections = out.split("\n\n")[1:]
+    titles = [s.splitlines()[0] for s in sections]
+    assert titles == [
+        "1 partition(s), handler 0 ms",
+        "1 partition(s), handler 1 ms",
+        "8 partition(s), handler 0 ms",
+        "8 partition(s), handler 1 ms",
+    ], out
+    row = re.compile(r"^(.+?)\s+(\d+)\s+([\d,]+)\s+([\d.]+)x$")
+    for section in sections:
+        rows = {}
+        for line in section.splitlines()[2:]:
+            match = row.match(line)
+            assert match, (line, out)
+            rows[match.group(1).strip()] = match
+        assert set(rows) == set(WAYS), out
+        assert rows["poll loop"].group(4) == "1.0"
+        for match in rows.values():
+            assert int(match.group(2)) > 0 and float(match.group(3).replace(",", "")) > 0
