@@ -123,3 +123,33 @@ def test_share_work_queue_on_a_real_broker(share_broker: Any) -> None:
     assert "(delivery 1)" in poison and "(delivery 2)" in poison
     workers = [line for line in done.stdout.splitlines() if line.startswith("  ")]
     assert len(workers) >= 2, f"the jobs did not spread over the workers:\n{done.stdout}"
+
+
+def test_parallel_service_needs_a_real_cluster_and_consent() -> None:
+    done = _run("parallel_service.py")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "real cluster" in done.stderr
+    done = _run("parallel_service.py", "--bootstrap-servers", "127.0.0.1:9")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "--produce-demo" in done.stderr
+
+
+@pytest.mark.broker
+def test_parallel_service_on_a_real_broker(kafka_broker: Any) -> None:
+    done = _run(
+        "parallel_service.py",
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--produce-demo",
+        "--topic",
+        unique("orders"),
+        "--records",
+        "2000",
+        "--customers",
+        "200",
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1999 of 1999 order events handled" in done.stdout
+    assert "each customer's events in order: True" in done.stdout
+    assert "events handled more than once: 0" in done.stdout
+    assert "dead letters sent to" in done.stdout and ": 1 (after 3 failed attempts)" in done.stdout
