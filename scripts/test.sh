@@ -36,7 +36,7 @@ fi
 WORKERS="${KAFKA_ACTORS_TEST_WORKERS:-4}"
 XDIST=()
 if [ "$WORKERS" != "0" ]; then
-    XDIST=(-n "$WORKERS" --dist loadgroup)
+    XDIST=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
 fi
 mkdir -p .test-results
 echo "== pytest (${WORKERS} workers)"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # longest go first (``tests/durations.json``, seconds per file from a full run; refresh with
 # ``python scripts/test_durations.py --update junit.xml``); within a file the order is kept.
 
-_SPREAD_SESSION_FIXTURES = frozenset({"kafka_broker", "share_broker", "mock_cluster"})
+_SPREAD_SESSION_FIXTURES = frozenset({"kafka_broker", "share_broker", "mock_cluster", "spark"})
 _DURATIONS = Path(__file__).with_name("durations.json")
 
 
@@ -70,6 +71,7 @@ _CHEAP_SESSION_FIXTURES = frozenset(
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
         per_file: dict[str, float] = json.loads(_DURATIONS.read_text())
@@ -87,3 +89,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = _xdist_group(item)
             if group is not None:
                 item.add_marker(pytest.mark.xdist_group(group))
+
+
+# --- Hypothesis: no wall-clock limits ------------------------------------------------------
+# Tests assert behaviour, never timings: on a shared 2-core machine running four workers, a
+# property test's example may take longer than Hypothesis's default 200 ms deadline, and input
+# generation longer than its health check allows, with nothing wrong in the code. The number
+# of examples and their shrinking are unchanged.
+settings.register_profile(
+    "kafka-actors",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("kafka-actors")

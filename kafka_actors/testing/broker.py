@@ -763,6 +763,11 @@ class KafkaCluster:
             "group.min.session.timeout.ms": 500,
             "group.consumer.min.session.timeout.ms": 1000,
             "group.consumer.min.heartbeat.interval.ms": 100,
+            # KIP-848 members heartbeat every second (Kafka's default: 5 s): a rebalance step
+            # (a revocation seen, then the new assignment) takes a heartbeat or two, so tests
+            # of groups settle in seconds. A test about the interval sets its group's
+            # consumer.heartbeat.interval.ms or passes broker_config.
+            "group.consumer.heartbeat.interval.ms": 1000,
             # A killed broker is fenced (and leaves the ISRs) a few seconds later.
             "broker.heartbeat.interval.ms": 1000,
             "broker.session.timeout.ms": 6000,
