@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, settings
 
 
@@ -17,6 +19,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=0.0,
         help="run the wire fault-injection fuzzer (tests/wire_faults) for N minutes of random "
         "cases, beside its short fixed run",
+    )
+    group.addoption(
+        "--run-quarantined",
+        action="store_true",
+        default=False,
+        help="run the tests marked quarantine (skipped otherwise, with their reason)",
     )
     group.addoption(
         "--fuzz-seed",
@@ -102,3 +110,38 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("kafka-actors")
+
+
+# --- Each test starts with structlog as the session found it -------------------------------
+# A test that configures logging (kafka_actors.log.configure, a level, a filtering wrapper) and
+# does not restore it changed what every later test of the same process logs: which tests
+# follow which depends on how the run is split across workers, so a test reading its logs
+# (structlog.testing.capture_logs) passed or failed by order. Restored after every test.
+@pytest.fixture(autouse=True)
+def _structlog_as_the_session_found_it() -> Iterator[None]:
+    was_configured = structlog.is_configured()
+    before = structlog.get_config()
+    yield
+    if structlog.is_configured() == was_configured and structlog.get_config() == before:
+        return
+    if was_configured:
+        structlog.configure(**before)
+    else:
+        structlog.reset_defaults()
+
+
+# --- Quarantine ----------------------------------------------------------------------------
+# ``@pytest.mark.quarantine("why; issue N")``: a test that failed in a full run for a reason
+# not yet understood or fixed is skipped (the reason is printed in the summary), never rerun
+# until it passes. ``--run-quarantined`` runs them.
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "quarantine(reason): failed in a full run, not yet fixed; skipped (see reason)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    mark = item.get_closest_marker("quarantine")
+    if mark is not None and not item.config.getoption("--run-quarantined"):
+        pytest.skip(f"quarantined: {mark.args[0] if mark.args else 'no reason given'}")
