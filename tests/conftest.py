@@ -140,8 +140,29 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+#: Parametrized cases quarantined by test id (a mark cannot name one case of a fixture's
+#: parameters): failed in a full run, not yet understood; each reason names its issue.
+_QUARANTINED_IDS = {
+    "tests/pacing/test_pacing.py::test_no_retry_storm"
+    "[ApiVersions-UNSUPPORTED_VERSION-assign-start]": (
+        "issue 20/22: 50 ApiVersions in 3 s (bound 16) once in a full run, 12 in every earlier "
+        "run: a retry storm that shows intermittently (a reconnect backoff that starts over, "
+        "perhaps a new node object per attempt); not yet found"
+    ),
+    "tests/thespian/test_bridge.py::test_back_pressure_bounds_delivery_and_memory"
+    "[multiprocTCPBase]": (
+        "issue 22: after Resume(5000) no record arrived in 90 s once in a full run on three "
+        "workers (multiprocTCPBase); passes alone; a lost Resume or a stalled bridge, not yet "
+        "understood"
+    ),
+}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    reason = _QUARANTINED_IDS.get(item.nodeid.split("@", 1)[0])
+    if reason is not None and not item.config.getoption("--run-quarantined"):
+        pytest.skip(f"quarantined: {reason}")
     mark = item.get_closest_marker("quarantine")
     if mark is not None and not item.config.getoption("--run-quarantined"):
         pytest.skip(f"quarantined: {mark.args[0] if mark.args else 'no reason given'}")
