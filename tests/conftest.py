@@ -43,13 +43,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # worker's broker is started once. Expensive or stateful ones are kept on one worker by an
 # ``xdist_group``: a test module that starts its own brokers in a module fixture runs whole on
 # one worker (its brokers start once), and the tests of a heavy session fixture (the 3-broker
-# cluster, Kafka 3.9, the secured node, Spark) run on one worker.
+# cluster, Kafka 3.9, the secured node) run on one worker. The Spark session spreads like the
+# single brokers (one per worker: a single worker running every Spark test was the long pole).
 #
 # Order: xdist hands tests out in collection order as workers free up, so the files that take
 # longest go first (``tests/durations.json``, seconds per file from a full run; refresh with
-# ``python scripts/test_durations.py --update junit.xml``); within a file the order is kept.
+# ``python scripts/test_durations.py .test-results/junit.xml --update``); within a file the
+# order is kept.
 
-_SPREAD_SESSION_FIXTURES = frozenset({"kafka_broker", "share_broker", "mock_cluster", "spark"})
+#: Session fixtures that do not tie their tests to one worker: the cheap brokers and Spark,
+#: started once per worker, and pytest's and its plugins' own, which start nothing.
+_UNGROUPED_SESSION_FIXTURES = frozenset(
+    {
+        "kafka_broker",
+        "share_broker",
+        "mock_cluster",
+        "spark",
+        "tmp_path_factory",
+        "tmpdir_factory",
+        "worker_id",
+        "testrun_uid",
+        "cache",
+        "anyio_backend",
+    }
+)
 _DURATIONS = Path(__file__).with_name("durations.json")
 
 
@@ -64,19 +81,11 @@ def _xdist_group(item: pytest.Item) -> str | None:
         scope = defs[-1].scope
         if scope in ("module", "class", "package"):
             return f"file:{item.path.relative_to(item.config.rootpath)}"
-        if scope == "session" and name not in _SPREAD_SESSION_FIXTURES:
-            if defs[-1].baseid == "" and name in _CHEAP_SESSION_FIXTURES:
-                continue
+        if scope == "session" and name not in _UNGROUPED_SESSION_FIXTURES:
             heavy_session.append(name)
     if heavy_session:
         return "session:" + sorted(heavy_session)[0]
     return None
-
-
-# Session fixtures of pytest and its plugins that start nothing.
-_CHEAP_SESSION_FIXTURES = frozenset(
-    {"tmp_path_factory", "worker_id", "testrun_uid", "tmpdir_factory", "cache", "anyio_backend"}
-)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
