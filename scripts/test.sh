@@ -8,8 +8,8 @@
 #                                   # the unit tier for development (a few minutes)
 #   bash scripts/test.sh tests/aio  # a folder (any pytest arguments)
 #
-# Tests run side by side in KAFKA_ACTORS_TEST_WORKERS pytest-xdist workers (default 4: most
-# broker tests wait on broker timers, so four overlap well on two cores; 0 runs them in this
+# Tests run side by side in KAFKA_ACTORS_TEST_WORKERS pytest-xdist workers (default 3: most
+# broker tests wait on broker timers, three overlap them on two cores without starving the JVMs; 0 runs them in this
 # process). No test is run again after a failure: a test that fails once is a failure.
 # Durations (the 30 slowest tests, time per folder) are printed at the end, from
 # .test-results/junit.xml (scripts/test_durations.py).
@@ -33,10 +33,10 @@ else
     echo "== Kafka jars"
     $PY -m kafka_actors.testing fetch
 fi
-WORKERS="${KAFKA_ACTORS_TEST_WORKERS:-4}"
+WORKERS="${KAFKA_ACTORS_TEST_WORKERS:-3}"
 XDIST=()
 if [ "$WORKERS" != "0" ]; then
-    XDIST=(-n "$WORKERS" --dist loadgroup)
+    XDIST=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
 fi
 mkdir -p .test-results
 echo "== pytest (${WORKERS} workers)"

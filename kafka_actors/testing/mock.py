@@ -15,7 +15,17 @@ Two back ends:
   the bootstrap servers are read with ``list_topics()``. Only auto-created topics exist
   (4 partitions each); the control calls raise :class:`MockClusterError`.
 
+Lifetimes: the mock cluster is made on a handle of its own, so :meth:`MockCluster.stop`
+destroys the cluster, then the handle. Every call into the cluster holds the instance's lock,
+and so does the destruction: a control call racing :meth:`MockCluster.stop` on another thread
+runs on the live cluster or raises :class:`MockClusterError` (as every call after the stop
+does); it never reaches freed memory.
+
 Facts (REFERENCE.md probes): a mock partition keeps only ~41k records (the log start moves).
+The mock asserts on some requests a real broker takes, and an assertion aborts the whole
+process (SIGABRT from the mock cluster's thread, the message on stderr): a
+ConsumerGroupHeartbeat with topic names and a null regex, or a regex and null names
+(``validate_subscription``); our consumer sends both or neither.
 """
 
 from __future__ import annotations
@@ -26,7 +36,8 @@ import glob
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -226,33 +237,43 @@ class MockCluster:
         self.backend = "client"
 
     def stop(self) -> None:
-        """Destroy the mock cluster (its brokers close their sockets) and its handle."""
+        """Destroy the mock cluster (its brokers close their sockets) and its handle.
+
+        Idempotent. Under the lock, so no control call runs on the cluster while it goes;
+        the calls after it raise :class:`MockClusterError`."""
         with self._lock:
             lib, rk, mcluster = self._lib, self._rk, self._mcluster
             self._lib = self._rk = self._mcluster = None
             client, self._client = self._client, None
             self._bootstrap = ""
-        if lib is not None and mcluster is not None:
-            lib.rd_kafka_mock_cluster_destroy(mcluster)
-        if lib is not None and rk is not None:
-            lib.rd_kafka_destroy(rk)
+            if lib is not None and mcluster is not None:
+                lib.rd_kafka_mock_cluster_destroy(mcluster)
+            if lib is not None and rk is not None:
+                lib.rd_kafka_destroy(rk)
         if client is not None:
             client.flush(0)
             del client
 
     # ----- control (ctypes back end) ------------------------------------------------
 
-    def _mock(self) -> tuple[ctypes.CDLL, int]:
-        if self._lib is None or self._mcluster is None:
-            raise MockClusterError(
-                "this operation needs the ctypes back end of a started mock cluster"
-            )
-        return self._lib, self._mcluster
+    @contextmanager
+    def _mock(self) -> Iterator[tuple[ctypes.CDLL, int]]:
+        """The library and the live cluster, under the lock :meth:`stop` destroys it under:
+        every ``rd_kafka_mock_*`` call on the cluster is made inside this block."""
+        with self._lock:
+            if self._lib is None or self._mcluster is None:
+                if self.backend == "client":
+                    raise MockClusterError("this operation needs the ctypes back end")
+                raise MockClusterError("the mock cluster is not running (not started or stopped)")
+            yield self._lib, self._mcluster
 
-    def _check(self, err: int, what: str) -> None:
+    def _call(self, fn: str, *args: Any, what: str = "") -> None:
+        """``rd_kafka_mock_<fn>(cluster, *args)``; a non-zero error code raises (``what``:
+        the subject of its message)."""
+        with self._mock() as (lib, mc):
+            err = getattr(lib, f"rd_kafka_mock_{fn}")(mc, *args)
         if err:
-            lib, _ = self._mock()
-            raise MockClusterError(f"{what}: {lib.rd_kafka_err2str(err).decode()} ({err})")
+            raise MockClusterError(f"{what or fn}: {lib.rd_kafka_err2str(err).decode()} ({err})")
 
     def create_topic(
         self,
@@ -269,9 +290,8 @@ class MockCluster:
         """
         if config:
             raise MockClusterError("the mock cluster does not keep topic configs")
-        lib, mc = self._mock()
         rf = replication_factor or min(3, self.num_brokers)
-        self._check(lib.rd_kafka_mock_topic_create(mc, name.encode(), partitions, rf), name)
+        self._call("topic_create", name.encode(), partitions, rf, what=name)
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 3})
@@ -290,110 +310,107 @@ class MockCluster:
 
     def delete_topic(self, name: str) -> None:
         """Delete topic ``name`` from the mock cluster (its partitions and records)."""
-        lib, mc = self._mock()
-        self._check(lib.rd_kafka_mock_topic_delete(mc, name.encode()), f"delete {name}")
+        self._call("topic_delete", name.encode(), what=f"delete {name}")
 
     def broker_down(self, broker_id: int) -> None:
         """Take mock broker ``broker_id`` (1-based) down: connections close, none accepted."""
-        lib, mc = self._mock()
-        self._check(lib.rd_kafka_mock_broker_set_down(mc, broker_id), f"broker {broker_id}")
+        self._call("broker_set_down", broker_id, what=f"broker {broker_id}")
 
     def broker_up(self, broker_id: int) -> None:
-        lib, mc = self._mock()
-        self._check(lib.rd_kafka_mock_broker_set_up(mc, broker_id), f"broker {broker_id}")
+        self._call("broker_set_up", broker_id, what=f"broker {broker_id}")
 
     def set_broker_rtt(self, broker_id: int, rtt_ms: int) -> None:
         """Delay every response of ``broker_id`` by ``rtt_ms``."""
-        lib, mc = self._mock()
-        self._check(lib.rd_kafka_mock_broker_set_rtt(mc, broker_id, rtt_ms), "rtt")
+        self._call("broker_set_rtt", broker_id, rtt_ms, what="rtt")
 
     def set_partition_leader(self, topic: str, partition: int, broker_id: int) -> None:
-        lib, mc = self._mock()
-        err = lib.rd_kafka_mock_partition_set_leader(mc, topic.encode(), partition, broker_id)
-        self._check(err, f"{topic}-{partition}")
+        self._call(
+            "partition_set_leader",
+            topic.encode(),
+            partition,
+            broker_id,
+            what=f"{topic}-{partition}",
+        )
 
     def set_coordinator(self, key_type: str, key: str, broker_id: int) -> None:
         """Pin the ``"group"`` or ``"transaction"`` coordinator of ``key`` to a broker."""
-        lib, mc = self._mock()
-        err = lib.rd_kafka_mock_coordinator_set(mc, key_type.encode(), key.encode(), broker_id)
-        self._check(err, f"coordinator {key_type}:{key}")
+        self._call(
+            "coordinator_set",
+            key_type.encode(),
+            key.encode(),
+            broker_id,
+            what=f"coordinator {key_type}:{key}",
+        )
 
     def set_api_version(self, api_key: int, min_version: int, max_version: int) -> None:
         """Make every mock broker advertise (and accept) only ``min..max`` of ``api_key``;
         ``-1, -1`` removes the API from ApiVersions."""
-        lib, mc = self._mock()
-        err = lib.rd_kafka_mock_set_apiversion(mc, api_key, min_version, max_version)
-        self._check(err, f"api version {api_key}")
+        self._call(
+            "set_apiversion", api_key, min_version, max_version, what=f"api version {api_key}"
+        )
 
     def push_request_errors(self, api_key: int, errors: Sequence[int]) -> None:
         """Answer the next ``len(errors)`` requests of ``api_key`` (any broker) with these
         Kafka error codes, in order."""
-        lib, mc = self._mock()
         arr = (ctypes.c_int * len(errors))(*errors)
-        lib.rd_kafka_mock_push_request_errors_array(mc, api_key, len(errors), arr)
+        self._call(
+            "push_request_errors_array", api_key, len(errors), arr, what="push request errors"
+        )
 
     def set_group_initial_rebalance_delay_ms(self, delay_ms: int) -> None:
-        lib, mc = self._mock()
-        lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, delay_ms)
+        self._call("group_initial_rebalance_delay_ms", delay_ms)
 
     def set_group_consumer_session_timeout_ms(self, timeout_ms: int) -> None:
-        lib, mc = self._mock()
-        lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(mc, timeout_ms)
+        self._call("set_group_consumer_session_timeout_ms", timeout_ms)
 
     def set_share_group_heartbeat_interval_ms(self, interval_ms: int) -> None:
         """The heartbeat interval the mock hands share-group members."""
-        lib, mc = self._mock()
-        lib.rd_kafka_mock_sharegroup_set_heartbeat_interval(mc, interval_ms)
+        self._call("sharegroup_set_heartbeat_interval", interval_ms)
 
     def set_group_consumer_heartbeat_interval_ms(self, interval_ms: int) -> None:
-        lib, mc = self._mock()
-        lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(mc, interval_ms)
+        self._call("set_group_consumer_heartbeat_interval_ms", interval_ms)
 
     def clear_request_errors(self, api_key: int) -> None:
         """Forget the errors still queued for ``api_key`` (see :meth:`push_request_errors`)."""
-        lib, mc = self._mock()
-        lib.rd_kafka_mock_clear_request_errors(mc, api_key)
+        self._call("clear_request_errors", api_key)
 
     # ----- request tracking -----------------------------------------------------------
 
     def start_request_tracking(self) -> None:
         """Record every request any mock broker receives from now on (:meth:`requests`)."""
-        lib, mc = self._mock()
-        lib.rd_kafka_mock_start_request_tracking(mc)
+        self._call("start_request_tracking")
 
     def stop_request_tracking(self) -> None:
         """Stop recording requests and forget the recorded ones."""
-        lib, mc = self._mock()
-        lib.rd_kafka_mock_stop_request_tracking(mc)
+        self._call("stop_request_tracking")
 
     def clear_requests(self) -> None:
         """Forget the requests recorded so far (tracking stays on)."""
-        lib, mc = self._mock()
-        lib.rd_kafka_mock_clear_requests(mc)
+        self._call("clear_requests")
 
     def requests(self, api_key: int | None = None) -> list[MockRequest]:
         """The requests recorded since tracking started (or the last :meth:`clear_requests`),
         in arrival order; only those of ``api_key`` when given. Empty when tracking is off."""
-        lib, mc = self._mock()
-        count = ctypes.c_size_t(0)
-        array = lib.rd_kafka_mock_get_requests(mc, ctypes.byref(count))
         out: list[MockRequest] = []
-        if not array:
-            return out
-        try:
-            for i in range(count.value):
-                req = array[i]
-                key = int(lib.rd_kafka_mock_request_api_key(req))
-                if api_key is None or key == api_key:
-                    out.append(
-                        MockRequest(
-                            broker_id=int(lib.rd_kafka_mock_request_id(req)),
-                            api_key=key,
-                            timestamp_us=int(lib.rd_kafka_mock_request_timestamp(req)),
+        with self._mock() as (lib, mc):
+            count = ctypes.c_size_t(0)
+            array = lib.rd_kafka_mock_get_requests(mc, ctypes.byref(count))
+            if not array:
+                return out
+            try:
+                for i in range(count.value):
+                    req = array[i]
+                    key = int(lib.rd_kafka_mock_request_api_key(req))
+                    if api_key is None or key == api_key:
+                        out.append(
+                            MockRequest(
+                                broker_id=int(lib.rd_kafka_mock_request_id(req)),
+                                api_key=key,
+                                timestamp_us=int(lib.rd_kafka_mock_request_timestamp(req)),
+                            )
                         )
-                    )
-        finally:
-            lib.rd_kafka_mock_request_destroy_array(array, count.value)
+            finally:
+                lib.rd_kafka_mock_request_destroy_array(array, count.value)
         return out
 
     def request_counts(self) -> dict[int, int]:

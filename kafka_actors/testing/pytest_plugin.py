@@ -20,6 +20,7 @@ Versions: ``KAFKA_ACTORS_KAFKA_VERSION`` and ``KAFKA_ACTORS_KAFKA39_VERSION``.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Callable, Generator, Iterator
@@ -30,7 +31,7 @@ import pytest
 from kafka_actors.supervisors.faults import FaultInjector
 from kafka_actors.testing import jars as _jars
 from kafka_actors.testing import processes as _processes
-from kafka_actors.testing.broker import KafkaBroker, KafkaCluster
+from kafka_actors.testing.broker import BROKER_JVM_OPTIONS_ENV, KafkaBroker, KafkaCluster
 from kafka_actors.testing.mock import MockCluster
 from kafka_actors.testing.security import ALL_SECURE_LISTENERS
 from kafka_actors.testing.share import set_share_group_config, share_broker_config
@@ -57,6 +58,9 @@ class _TopicTarget(Protocol):
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Test brokers start with the C1 compiler only (see broker.BROKER_JVM_OPTIONS_ENV): a
+    # third less CPU per start; set the variable (even empty) to choose otherwise.
+    os.environ.setdefault(BROKER_JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
     for line in (
         "broker: needs a real Apache Kafka broker started by the testkit",
         "cluster: needs a real 3-broker Apache Kafka cluster",

@@ -139,6 +139,9 @@ class MemberStats:
     commit_errors: list[str] = field(default_factory=list)
     poll_errors: list[str] = field(default_factory=list)
     callback_threads: set[str] = field(default_factory=set)
+    #: Records handed out for a partition this member did not own by its callbacks (after
+    #: onPartitionsRevoked/Lost, before onPartitionsAssigned): the first few, as ``tp@offset``.
+    unowned_records: list[str] = field(default_factory=list)
 
 
 class Member:
@@ -174,6 +177,8 @@ class Member:
         self.first_offsets: dict[TopicPartition, int] = {}
         #: The highest offsets this member saw committed (its own commits).
         self.committed: dict[TopicPartition, int] = {}
+        #: What the rebalance callbacks say this member owns.
+        self.owned: set[TopicPartition] = set()
         self.stop = threading.Event()
         self.started = threading.Event()
         self.consumer = KafkaConsumer(config, faults=faults)
@@ -191,6 +196,7 @@ class Member:
             def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
                 member.stats.callback_threads.add(threading.current_thread().name)
                 member.stats.revoked += 1
+                member.owned.difference_update(revoked)
                 offsets = {tp: member.positions.pop(tp) for tp in revoked if tp in member.positions}
                 for tp in revoked:
                     member.first_offsets.pop(tp, None)
@@ -213,11 +219,13 @@ class Member:
             def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
                 member.stats.callback_threads.add(threading.current_thread().name)
                 member.stats.assigned += 1
+                member.owned.update(assigned)
 
             def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
                 # Not ours any more: the group may have given them away already, so a commit
                 # would fail (and must not be attempted, as in Java).
                 member.stats.lost += 1
+                member.owned.difference_update(lost)
                 for tp in lost:
                     position = member.positions.pop(tp, None)
                     first = member.first_offsets.pop(tp, None)
@@ -267,9 +275,12 @@ class Member:
                 self.started.set()
                 by_partition = self.stats.by_partition
                 for r in records:
-                    self.first_offsets.setdefault(TopicPartition(r.topic, r.partition), r.offset)
+                    tp = TopicPartition(r.topic, r.partition)
+                    if tp not in self.owned and len(self.stats.unowned_records) < 20:
+                        self.stats.unowned_records.append(f"{tp}@{r.offset}")
+                    self.first_offsets.setdefault(tp, r.offset)
                     self.stats.processed.append(record_id(r.value))
-                    self.positions[TopicPartition(r.topic, r.partition)] = r.offset + 1
+                    self.positions[tp] = r.offset + 1
                     by_partition[r.partition] = by_partition.get(r.partition, 0) + 1
                 if records and self.work_s:
                     time.sleep(self.work_s)  # "processing": members lag behind the producer

@@ -18,6 +18,7 @@ from kafka_actors.protocol.group.consumer.membership import (
     MemberEpochChanged,
     MemberState,
 )
+from kafka_actors.protocol.group.events import PauseFetching
 
 S = MemberState
 
@@ -113,6 +114,24 @@ def test_fenced_without_assignment_rejoins_at_once(code: int) -> None:
     body = h.requests[-1].request
     assert body.member_epoch == 0
     assert body.subscribed_topic_names == ("a",)
+
+
+@pytest.mark.parametrize("code", [110, 25, 30])  # FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, fatal
+def test_lost_partitions_stop_being_returned_before_on_partitions_lost(code: int) -> None:
+    """The assignment is cleared when the lost callback's reply comes back, while the
+    application thread polls on: its partitions are marked pending revocation (no longer
+    fetched nor returned) before the callback is asked for."""
+    h = Harness()
+    h.stable_with({"a": [0, 1]})
+    h.advance(5_000)
+    h.respond(h.heartbeat(), error=code)
+    events = h.take_events()
+    released = [e for e in events if isinstance(e, (PauseFetching, InvokeLost))]
+    assert [type(e) for e in released] == [PauseFetching, InvokeLost]
+    assert released[0].partitions == released[1].partitions == tps(("a", 0), ("a", 1))
+    assert h.m.assignment == tps(("a", 0), ("a", 1))  # until the reply
+    h.m.on_callback_completed(released[1].callback_id)
+    assert h.m.assignment == frozenset()
 
 
 def expected_backoffs(seed: int, count: int, initial: int = 100, maximum: int = 1_000) -> list[int]:

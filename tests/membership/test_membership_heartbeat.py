@@ -189,6 +189,7 @@ def test_changed_fields_only() -> None:
     assert body.instance_id == "static-1"  # always sent
     assert body.member_epoch == 1
     assert body.subscribed_topic_names is None
+    assert body.subscribed_topic_regex is None
     assert body.server_assignor is None
     assert body.topic_partitions is None
     assert body.rack_id is None
@@ -198,10 +199,13 @@ def test_changed_fields_only() -> None:
     h.advance(5_000)
     body = h.heartbeat().request
     assert body.subscribed_topic_names == ("a", "c")
+    assert body.subscribed_topic_regex == ""  # with the names (see test_subscription_pair)
     assert body.topic_partitions is None
     h.respond(h.requests[-1], epoch=1)
     h.advance(5_000)
-    assert h.heartbeat().request.subscribed_topic_names is None
+    body = h.heartbeat().request
+    assert body.subscribed_topic_names is None
+    assert body.subscribed_topic_regex is None
 
 
 def test_full_request_after_a_failure() -> None:
@@ -213,6 +217,7 @@ def test_full_request_after_a_failure() -> None:
     body = h.heartbeat().request
     assert body.member_epoch == 1
     assert body.subscribed_topic_names == ("a",)
+    assert body.subscribed_topic_regex == ""
     assert ms(body.rebalance_timeout) == 300_000
     assert body.server_assignor == "uniform"
     assert [(str(t.topic_id), t.partitions) for t in body.topic_partitions] == [
@@ -236,6 +241,37 @@ def test_regex_subscription_v1() -> None:
     body = h.heartbeat().request
     assert body.subscribed_topic_regex == ""
     assert body.subscribed_topic_names == ("a",)
+
+
+def test_subscription_pair() -> None:
+    # Topic names and regex go together or not at all (librdkafka's way): librdkafka's mock
+    # cluster aborts the process on a heartbeat with one of them null and the other not
+    # (Java sends only the changed one; a broker takes both alike).
+    h = Harness()
+    h.stable_with({"a": [0]})
+    for change in ("failure", "names", "regex", "names again"):
+        h.advance(5_000)
+        if change == "failure":
+            h.respond(h.heartbeat(), error=14)  # COORDINATOR_LOAD_IN_PROGRESS
+            h.advance(1_000)
+        elif change == "names":
+            h.m.subscribe(["a", "b"])
+        elif change == "regex":
+            h.m.subscribe(regex="a.*")
+        else:
+            h.m.subscribe(["a"])
+        body = h.heartbeat().request
+        assert (body.subscribed_topic_names is None) == (body.subscribed_topic_regex is None)
+        assert body.subscribed_topic_names is not None, change
+        if change == "regex":
+            assert (body.subscribed_topic_names, body.subscribed_topic_regex) == ((), "a.*")
+        else:
+            assert body.subscribed_topic_regex == ""
+        h.respond(h.requests[-1], epoch=1)
+        h.advance(5_000)
+        body = h.heartbeat().request
+        assert body.subscribed_topic_names is None and body.subscribed_topic_regex is None
+        h.respond(h.requests[-1], epoch=1)
 
 
 def test_regex_needs_version_1() -> None:

@@ -163,7 +163,9 @@ def test_fence_during_revocation_callback() -> None:
     h.m.on_callback_completed(revoked.callback_id)
     events = h.take_events()
     # The stale reconciliation is discarded: no assignment update, no onPartitionsAssigned.
-    assert kinds(events) == ["InvokeLost"]
+    # a-1 is no longer fetched nor returned (a-0 already was, being revoked).
+    assert kinds(events) == ["PauseFetching", "InvokeLost"]
+    assert events[0].partitions == tps(("a", 1))
     (lost,) = h.of(InvokeLost, events)
     assert lost.partitions == tps(("a", 0), ("a", 1))
     assert h.m.assignment == tps(("a", 0), ("a", 1))

@@ -44,7 +44,11 @@ def test_no_retry_storm(case: Case, outcomes: dict[str, Outcome]) -> None:
     outcome = outcomes[case.id]
     bound = java_bound(outcome.window_s, case.per_attempt)
     assert not outcome.note, f"{case.id}: the case did not run as meant: {outcome.note}"
-    assert outcome.count >= 1, f"{case.id}: no request of {case.api.api_name} in the window"
+    # A case that may rightly stop at once (a Fetch of a deleted topic) came back with zero only
+    # when a Metadata request in the window proved the client was looking (run_case).
+    assert outcome.count >= 1 or case.may_stop, (
+        f"{case.id}: no request of {case.api.api_name} in the window"
+    )
     assert outcome.count <= bound, (
         f"{case.id}: {outcome.count} {case.api.api_name} requests in {outcome.window_s:g} s "
         f"answering {case.what}; Java's schedule allows {bound} (margin {MARGIN} included); "

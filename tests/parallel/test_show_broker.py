@@ -248,7 +248,19 @@ def test_show_4_a_poison_record_is_retried_then_dead_lettered_once(
     assert committed(kafka_broker.bootstrap_servers, group, topic, 1)[0][0] == 50
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        "classic",
+        pytest.param(
+            "consumer",
+            marks=pytest.mark.quarantine(
+                "issue 23: timed out waiting for the 9 fast records (60 s) once in a full run "
+                "on four workers (2 cores saturated); passes alone; not yet understood"
+            ),
+        ),
+    ],
+)
 def test_show_5_a_handler_three_times_max_poll_interval_keeps_the_member(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str], protocol: str
 ) -> None:
@@ -291,6 +303,10 @@ def test_show_5_a_handler_three_times_max_poll_interval_keeps_the_member(
     } == {0: 5, 1: 5}
 
 
+@pytest.mark.quarantine(
+    "issue 23: health() never showed offset_map_full within 60 s once in a full run on four "
+    "workers (2 cores saturated); passes alone; sampling health() may miss a short pause"
+)
 def test_show_3_back_pressure_at_the_brokers_metadata_limit(
     kafka_topic: Callable[..., str],
 ) -> None:

@@ -217,7 +217,16 @@ def test_read_committed_never_delivers_aborted_records(
     bootstrap = kafka_broker.bootstrap_servers
     topic = unique("txn")
     kafka_broker.create_topic(topic, partitions=2)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tx")})
+    # The open transaction below stays open while two queries run: on a loaded machine that
+    # can pass the 60 s default transaction.timeout.ms, when the coordinator aborts it and
+    # fences the producer (its last abort_transaction then fails). 15 min: the broker's max.
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": unique("tx"),
+            "transaction.timeout.ms": 900_000,
+        }
+    )
     producer.init_transactions(30)
     expected: list[str] = []
     for round_ in range(6):

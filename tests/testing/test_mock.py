@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_actors.testing.mock import MockCluster
+from kafka_actors.testing.mock import MockCluster, MockClusterError
 
 pytestmark = pytest.mark.mock
 
@@ -124,3 +127,85 @@ def test_mock_broker_down_and_up() -> None:
         m.set_group_consumer_session_timeout_ms(6000)
         m.set_group_consumer_heartbeat_interval_ms(500)
         m.set_group_initial_rebalance_delay_ms(0)
+
+
+def test_calls_after_stop_raise_a_typed_error() -> None:
+    m = MockCluster(num_brokers=1)
+    with pytest.raises(MockClusterError, match="not running"):
+        m.push_request_errors(0, [29])
+    with m:
+        if m.backend != "ctypes":
+            pytest.skip("control calls need the ctypes back end")
+        m.push_request_errors(0, [29])
+        m.start_request_tracking()
+    m.stop()  # idempotent
+    calls: list[Callable[[], object]] = [
+        lambda: m.push_request_errors(0, [29]),
+        lambda: m.clear_request_errors(0),
+        lambda: m.set_broker_rtt(1, 10),
+        lambda: m.broker_down(1),
+        lambda: m.set_api_version(0, 0, 3),
+        lambda: m.set_group_consumer_heartbeat_interval_ms(500),
+        lambda: m.create_topic("t", 1),
+        lambda: m.requests(),
+        lambda: m.stop_request_tracking(),
+    ]
+    for call in calls:
+        with pytest.raises(MockClusterError, match="not running"):
+            call()
+
+
+_CHILD_RACE = textwrap.dedent(
+    """
+    import threading
+    from kafka_actors.testing.mock import MockCluster, MockClusterError
+
+    outcomes = {"ran": 0, "refused": 0}
+    lock = threading.Lock()
+
+    def hammer(m, api_key):
+        while True:
+            try:
+                m.push_request_errors(api_key, [15] * 100)
+                m.set_broker_rtt(1, 1)
+                m.requests()
+                m.clear_request_errors(api_key)
+            except MockClusterError:
+                with lock:
+                    outcomes["refused"] += 1
+                return
+            with lock:
+                outcomes["ran"] += 1
+
+    for round in range(20):
+        m = MockCluster(num_brokers=1, backend="ctypes").start()
+        m.start_request_tracking()
+        threads = [threading.Thread(target=hammer, args=(m, k)) for k in range(4)]
+        for t in threads:
+            t.start()
+        m.stop()
+        for t in threads:
+            t.join(30)
+            assert not t.is_alive()
+    print(outcomes["refused"], outcomes["ran"] > 0)
+    """
+)
+
+
+def test_control_calls_racing_stop_never_reach_a_destroyed_cluster() -> None:
+    # Calls from other threads while the cluster is destroyed run on the live cluster or raise
+    # MockClusterError. A call on the destroyed cluster hangs (waiting on its freed queue) or
+    # aborts the process, as it did before the calls and the destruction shared the lock: in
+    # a child here, whose hang is a timeout (it takes 2 s).
+    try:
+        MockCluster(num_brokers=1, backend="ctypes").start().stop()
+    except MockClusterError:
+        pytest.skip("control calls need the ctypes back end")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD_RACE], capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a control call racing stop() hung")
+    assert done.returncode == 0, f"rc={done.returncode}\n{done.stderr[-2000:]}"
+    assert done.stdout.split() == ["80", "True"]

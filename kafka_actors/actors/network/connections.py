@@ -64,12 +64,16 @@ class NetworkConnections(NetworkBase):
             node.address_index = 0
             node.log = self._log.bind(node=node_id, address=str(address))
 
-    def _record(self, node: Node, kind: str, error: KafkaError | None = None) -> None:
+    def _record(
+        self, node: Node, kind: str, error: KafkaError | None = None, at: float | None = None
+    ) -> None:
+        """Record a connection event; ``at`` is the clock reading the state change used (a
+        failure's backoff runs from it), else now."""
         self._events.append(
             ConnectionEvent(
                 node.node_id,
                 kind,
-                self._clock.monotonic(),
+                self._clock.monotonic() if at is None else at,
                 None if error is None else str(error),
                 node.conn.last_backoff
                 if kind in ("connect_failed", "auth_failed", "disconnected")
@@ -80,7 +84,7 @@ class NetworkConnections(NetworkBase):
     def _connect(self, node: Node, now: float) -> None:
         conn = node.conn
         conn.start_connect(now)
-        self._record(node, "connect")
+        self._record(node, "connect", at=now)
         log = (
             node.log.info
             if not node.down_announced and conn.failed_attempts == 0
@@ -330,7 +334,9 @@ class NetworkConnections(NetworkBase):
         self._drop_transport(node)
         conn = node.conn
         was = conn.state
-        events = conn.connection_lost(error, self._clock.monotonic())
+        # One reading of the clock: the backoff runs from it, and the recorded event says so.
+        lost_at = self._clock.monotonic()
+        events = conn.connection_lost(error, lost_at)
         # Requests for "any node" queued here may go to another node now. A request for this
         # node fails at once with a retriable error, as Java's NetworkClientDelegate fails an
         # unsent request whose node's connection failed (checkDisconnects): its manager retries
@@ -355,21 +361,21 @@ class NetworkConnections(NetworkBase):
                     self._fail(pending, error, node.node_id)
                 else:
                     self._unassigned.append(pending)
-            self._record(node, "auth_failed", error)
+            self._record(node, "auth_failed", error, lost_at)
             first = not node.down_announced
             log = node.log.warning if first else node.log.debug
             log("node_authentication_failed", error=str(error), backoff_ms=backoff_ms)
             node.down_announced = True
             self._warn_unavailable(node, "authentication failed", error)
         elif was is ConnectionState.READY:
-            self._record(node, "disconnected", error)
+            self._record(node, "disconnected", error, lost_at)
             node.log.info("node_disconnected", error=str(error), backoff_ms=backoff_ms)
             node.down_announced = True
             if node.node_id < 0 and not any(n >= 0 for n in self._nodes):
                 # Java's "Bootstrap broker host:port disconnected": no broker learned yet.
                 self._warn_unavailable(node, "bootstrap broker disconnected", error)
         else:
-            self._record(node, "connect_failed", error)
+            self._record(node, "connect_failed", error, lost_at)
             log = node.log.info if not node.down_announced else node.log.debug
             log("node_connect_failed", error=str(error), backoff_ms=backoff_ms)
             node.down_announced = True

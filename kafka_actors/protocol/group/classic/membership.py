@@ -68,6 +68,11 @@ Choices where Java leaves room (or where this design differs), in one place:
 * Rebalance callbacks are events with replies (one outstanding at a time); a callback's error is
   logged and the rebalance continues, as Java continues and rethrows at the end of the poll (the
   facade, which ran the listener, reports it to the user).
+* Partitions given up (onPartitionsRevoked or onPartitionsLost) are marked pending revocation
+  (:class:`PauseFetching`) before the callback is asked for: the assignment changes only when
+  the callback's reply comes back, and the application thread polls on meanwhile; Java clears
+  the assignment on that thread as soon as onPartitionsLost returns, so no record of a lost
+  partition may be returned after it.
 * The onJoinComplete sequence (revoke, assign) is never cut short by a heartbeat error (in Java it
   runs atomically on the application thread); the next join prepare then sees the reset
   generation and releases the partitions as lost. A leave or a fatal error does cut it short.
@@ -578,6 +583,7 @@ class ClassicMembershipManager:
             return False
         if self._state is ClassicMemberState.FATAL:
             if self._owned.assignment:
+                self._owned.pause_fetching(self._owned.assignment)
                 self._callbacks.invoke(
                     RebalanceCallback.ON_PARTITIONS_LOST,
                     self._owned.assignment,
@@ -647,6 +653,11 @@ class ClassicMembershipManager:
             prepare.callback_started = True
             if prepare.lost:
                 if prepare.revoked:
+                    # No record of a lost partition is returned from now on: the assignment
+                    # is cleared only when the callback's completion comes back to this actor,
+                    # while the application thread polls on (Java clears it on that thread
+                    # right after onPartitionsLost returns).
+                    self._owned.pause_fetching(prepare.revoked)
                     self._callbacks.invoke(
                         RebalanceCallback.ON_PARTITIONS_LOST,
                         prepare.revoked,
@@ -1104,11 +1115,12 @@ class ClassicMembershipManager:
                     or self._generation.member_id == NO_MEMBER_ID
                     or self.rebalance_in_progress
                 )
-                if lost:
-                    method = RebalanceCallback.ON_PARTITIONS_LOST
-                else:
-                    method = RebalanceCallback.ON_PARTITIONS_REVOKED
-                    self._owned.pause_fetching(owned)
+                method = (
+                    RebalanceCallback.ON_PARTITIONS_LOST
+                    if lost
+                    else RebalanceCallback.ON_PARTITIONS_REVOKED
+                )
+                self._owned.pause_fetching(owned)
                 self._callbacks.invoke(method, owned, CallbackPurpose.LEAVE_RELEASE, leave)
                 return True
             self._owned.set_assignment(frozenset())

@@ -260,15 +260,25 @@ class HeartbeatState:
             )
             sent.rebalance_timeout_ms = config.rebalance_timeout_ms
         names = member.subscription
-        if send_all or names != sent.subscribed_topic_names:
+        regex = member.subscribed_regex
+        send_names = send_all or names != sent.subscribed_topic_names
+        send_regex = config.heartbeat_api_version >= 1 and (
+            send_all or regex != sent.subscribed_topic_regex
+        )
+        if config.heartbeat_api_version >= 1 and (send_names or send_regex):
+            # The subscription goes as a pair: the topic names and the regex together or
+            # neither, as librdkafka sends them. Java sends only the one that changed, which
+            # a broker takes alike (each is the member's current value), but librdkafka's
+            # mock cluster (the embedded default) asserts that both or neither are null and
+            # aborts the whole process otherwise: on the heartbeat after a failed one (the
+            # sent fields are reset) or after a new subscription of a member in the group.
+            send_names = send_regex = True
+        if send_names:
             fields["subscribed_topic_names"] = tuple(TopicName(name) for name in names)
             sent.subscribed_topic_names = names
-        regex = member.subscribed_regex
-        if config.heartbeat_api_version >= 1 and (send_all or regex != sent.subscribed_topic_regex):
+        if send_regex:
             # An empty string tells the broker there is no regex subscription (or no longer
-            # one). The join sends it with the topic names, as librdkafka does: its mock
-            # cluster (the embedded default) aborts the process on a join heartbeat that has
-            # names and a null regex.
+            # one).
             fields["subscribed_topic_regex"] = regex if regex is not None else ""
             sent.subscribed_topic_regex = regex
         assignor = config.server_assignor

@@ -60,6 +60,11 @@ Choices where Java leaves room (or where this design differs), in one place:
   fencing the member (heartbeats continue while a callback runs), and a callback that keeps the
   application from polling lets the poll timer expire (leave heartbeat, STALE, rejoin on the
   next poll).
+* **Lost partitions are not returned once onPartitionsLost is asked for**: they are marked
+  pending revocation (:class:`PauseFetching`) when the ``InvokeLost`` event goes out, since
+  the assignment is cleared only when the reply comes back while the application thread polls
+  on (a listener that forgot a lost partition must not see its records again, as with the
+  classic protocol, where Java clears the assignment right after the callback).
 * **A failed callback** leaves the member RECONCILING without acknowledging (as Java); the
   reconciliation is retried on the next application poll (:meth:`on_poll`), never from the
   background :meth:`poll`, so a failing callback cannot spin.
@@ -663,6 +668,9 @@ class ConsumerMembershipManager:
         elif callback.method is RebalanceCallback.ON_PARTITIONS_ASSIGNED:
             event = InvokeAssigned(callback.partitions, callback.assignment, callback.callback_id)
         else:
+            # No record of a lost partition is returned from now on (the assignment is cleared
+            # only when the reply comes back, while the application thread polls on).
+            self._owned.pause_fetching(callback.partitions & self._owned.assignment)
             event = InvokeLost(callback.partitions, callback.callback_id)
         self._outbox.publish(event)
 
