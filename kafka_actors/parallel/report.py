@@ -168,6 +168,7 @@ def metrics_of(
         "oldest-in-flight-age-ms": float(oldest.age_ms) if oldest else 0.0,
         "partitions-paused": float(len(snap.paused)),
         "partitions-stopped": float(len(snap.stopped)),
+        "offset-map-full-total": float(c.offset_map_full),
         "offset-map-size-max": float(max(snap.committed_map_bytes.values(), default=0)),
         "offset-metadata-max-bytes": float(offset_metadata_max_bytes),
         "commit-total": float(commits),

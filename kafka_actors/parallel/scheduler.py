@@ -144,6 +144,9 @@ class WorkCounters:
     abandoned: int = 0
     stopped: int = 0
     abandoned_in_flight: int = 0
+    #: Times a partition began holding back its starts because one more record in flight
+    #: could make its offset map outgrow ``offset.metadata.max.bytes`` (back-pressure).
+    offset_map_full: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +225,8 @@ class _Partition:
     stopped: StoppedPartition | None = None
     last_committed: tuple[int, str] | None = None
     committed_map_bytes: int = 0
+    #: A start is held back now because the offset map would outgrow the broker's limit.
+    map_full: bool = False
 
 
 class WorkScheduler:
@@ -396,7 +401,11 @@ class WorkScheduler:
                 window = part.window
                 assert window is not None
                 if window.size_bound(part.in_flight + 1) > max_bytes:
+                    if not part.map_full:
+                        part.map_full = True
+                        self.counters.offset_map_full += 1
                     continue
+                part.map_full = False
                 work = part.ready.popleft()
                 part.buffered -= 1
                 part.in_flight += 1
