@@ -252,13 +252,7 @@ def test_show_4_a_poison_record_is_retried_then_dead_lettered_once(
     "protocol",
     [
         "classic",
-        pytest.param(
-            "consumer",
-            marks=pytest.mark.quarantine(
-                "issue 23: timed out waiting for the 9 fast records (60 s) once in a full run "
-                "on four workers (2 cores saturated); passes alone; not yet understood"
-            ),
-        ),
+        "consumer",
     ],
 )
 def test_show_5_a_handler_three_times_max_poll_interval_keeps_the_member(
