@@ -16,6 +16,13 @@ returning a cancellable handle) with two implementations:
 May touch: ``time`` and ``threading`` (this is the one place in the project that reads the
 real clock) and ``ActorRef.tell`` in :func:`tell_later`. State machines never import this
 module's real implementations; they are handed a ``Clock`` or the current time.
+
+:class:`SystemClock` reads the monotonic clock bound when this module is imported (as
+``threading`` binds its own), not ``time.monotonic`` looked up at each call: a test that
+monkeypatches ``time.monotonic`` for the code it tests must not move the deadlines of the
+process-wide timer thread, whose waits (``Condition.wait``) always run on real time. Such a
+patch once set a far-future wait on the default scheduler's thread, and no timer of the
+process fired after it (issue 22). Fake time is injected: :class:`ManualClock`.
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ __all__ = [
 
 _log = get_logger("clock")
 
+# Bound at import, not looked up per call: see the module docstring (issue 22).
+_real_monotonic = time.monotonic
+
 
 class Clock(Protocol):
     """A source of time: monotonic seconds (deadlines, backoff) and wall-clock milliseconds."""
@@ -62,10 +72,10 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The real clock: :func:`time.monotonic` and :func:`time.time_ns`."""
+    """The real clock: :func:`time.monotonic` (as bound at import) and :func:`time.time_ns`."""
 
     def monotonic(self) -> float:
-        return time.monotonic()
+        return _real_monotonic()
 
     def wall_ms(self) -> int:
         return time.time_ns() // 1_000_000

@@ -158,16 +158,6 @@ _QUARANTINED_IDS = {
         "run: a retry storm that shows intermittently (a reconnect backoff that starts over, "
         "perhaps a new node object per attempt); not yet found"
     ),
-    "tests/supervisors/test_clock.py::test_tell_later_delivers_to_the_actor_and_tolerates_a"
-    "_dead_one": (
-        "issue 22: the default timer scheduler did not fire within 10 s once in a full run on "
-        "three workers (with test_fork's below, same run): a shared scheduler thread blocked or "
-        "stopped by an earlier test of the worker, not yet understood"
-    ),
-    "tests/thespian/test_fork.py::test_default_scheduler_fires_in_a_forked_child": (
-        "issue 22: the forked child's default scheduler did not fire within 5 s once in a full "
-        "run on three workers (see test_clock's above); not yet understood"
-    ),
     "tests/thespian/test_bridge.py::test_back_pressure_bounds_delivery_and_memory"
     "[multiprocTCPBase]": (
         "issue 22: after Resume(5000) no record arrived in 90 s once in a full run on three "

@@ -147,6 +147,28 @@ def test_thread_scheduler_survives_a_failing_callback() -> None:
         sched.close()
 
 
+def test_thread_scheduler_keeps_real_time_while_a_test_patches_time_monotonic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 22: a test that monkeypatched time.monotonic (a fake "now" far behind the real
+    # clock, as FakeTime's 1000.0 is on a machine up for longer) while a timer left by an
+    # earlier test was due made the default scheduler's thread wait for hours: none of its
+    # timers fired after it, in that test or in the next ones of the worker.
+    sched = ThreadScheduler()
+    try:
+        leftover = threading.Event()
+        sched.call_later(0.1, leftover.set)
+        real = time.monotonic
+        monkeypatch.setattr(time, "monotonic", lambda: real() - 100_000.0)
+        assert leftover.wait(10.0)
+        monkeypatch.undo()
+        later = threading.Event()
+        sched.call_later(0.01, later.set)
+        assert later.wait(10.0)
+    finally:
+        sched.close()
+
+
 class _Sink(pykka.ThreadingActor):
     def __init__(self, got: list[object], event: threading.Event) -> None:
         super().__init__()
