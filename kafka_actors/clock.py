@@ -174,6 +174,10 @@ def _run_callback(handle: TimerHandle, callback: Callable[[], object]) -> None:
         _log.exception("timer_callback_failed", deadline=handle.deadline)
 
 
+#: The longest the timer thread sleeps at once; it sleeps again if nothing is due.
+_MAX_TIMER_WAIT_S = 3600.0
+
+
 class ThreadScheduler(_HeapScheduler):
     """One daemon timer thread waiting on a condition variable for the earliest deadline.
 
@@ -225,7 +229,10 @@ class ThreadScheduler(_HeapScheduler):
                     if deadline is None:
                         self._lock.wait()
                     else:
-                        self._lock.wait(max(0.0, deadline - self._clock.monotonic()))
+                        # capped: an infinite or huge delay (a caller's timeout passed
+                        # through) would raise OverflowError here and end the thread for good
+                        wait = deadline - self._clock.monotonic()
+                        self._lock.wait(min(max(0.0, wait), _MAX_TIMER_WAIT_S))
                 callback = due.callback
                 due.callback = None
                 due._owner = None

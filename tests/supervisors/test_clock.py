@@ -169,6 +169,22 @@ def test_thread_scheduler_keeps_real_time_while_a_test_patches_time_monotonic(
         sched.close()
 
 
+def test_thread_scheduler_survives_an_infinite_delay() -> None:
+    # A timer of float("inf") (a caller's timeout passed through) made Condition.wait raise
+    # OverflowError in the timer thread: the thread ended and no later timer ever fired.
+    sched = ThreadScheduler()
+    try:
+        sched.call_later(float("inf"), lambda: None)
+        sched.call_later(1e300, lambda: None)
+        time.sleep(0.05)
+        later = threading.Event()
+        sched.call_later(0.01, later.set)
+        assert later.wait(10.0)
+        assert sched.pending() == 2
+    finally:
+        sched.close()
+
+
 class _Sink(pykka.ThreadingActor):
     def __init__(self, got: list[object], event: threading.Event) -> None:
         super().__init__()
