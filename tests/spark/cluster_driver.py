@@ -59,6 +59,8 @@ def main() -> int:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.task.maxFailures", "8")
         .config("spark.python.worker.reuse", "true")
+        # the test JVMs' options (tests/spark/conftest.py) for the executors too
+        .config("spark.executor.extraJavaOptions", os.environ.get("SPARK_SUBMIT_OPTS", ""))
         # the executors' Python workers import this worktree's kafka_actors
         .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
