@@ -214,8 +214,10 @@ def quota_of(way: str, handler_ms: int, partitions: int, args: argparse.Namespac
     most: int = args.quota
     if handler_ms == 0:
         return records
-    expected_concurrency = 1
-    if way == "aiokafka task/partition" or way == "parallel partition":
+    expected_concurrency: int = args.max_concurrency
+    if way in SEQUENTIAL:
+        expected_concurrency = 1
+    elif way == "aiokafka task/partition" or way == "parallel partition":
         expected_concurrency = partitions
     if way in SEQUENTIAL or expected_concurrency < 16:
         per_s = expected_concurrency * 1000 / handler_ms
