@@ -152,12 +152,6 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Parametrized cases quarantined by test id (a mark cannot name one case of a fixture's
 #: parameters): failed in a full run, not yet understood; each reason names its issue.
 _QUARANTINED_IDS = {
-    "tests/pacing/test_pacing.py::test_no_retry_storm"
-    "[ApiVersions-UNSUPPORTED_VERSION-assign-start]": (
-        "issue 20/22: 50 ApiVersions in 3 s (bound 16) once in a full run, 12 in every earlier "
-        "run: a retry storm that shows intermittently (a reconnect backoff that starts over, "
-        "perhaps a new node object per attempt); not yet found"
-    ),
     "tests/thespian/test_bridge.py::test_back_pressure_bounds_delivery_and_memory"
     "[multiprocTCPBase]": (
         "issue 22: after Resume(5000) no record arrived in 90 s once in a full run on three "

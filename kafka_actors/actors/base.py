@@ -8,8 +8,10 @@ the events it published, and ask the scheduler for the next poll (``tell_later``
 Every message is handled inside ``traced(trace_id)``.
 
 Also owns the negotiation gate: a manager needs the negotiated API versions to build requests,
-so until :attr:`ConsumerContext.versions` is known the shell asks a broker for them itself
-(ApiVersions through the NetworkActor) and stashes its other messages.
+so until :attr:`ConsumerContext.versions` is known the shell stashes its other messages and
+takes part in the consumer's one ApiVersions ask (:attr:`ConsumerContext.versions_ask`, an
+ApiVersions request through the NetworkActor): one actor sends it, the others wait for its
+outcome; its backoff is the consumer's, not an actor's, so a restart does not start it over.
 
 Restart: a new incarnation builds a fresh manager from the shared context (:meth:`build`), then
 :meth:`rebuild` replays what it must know again (coordinator, cluster, member id ...).
@@ -40,9 +42,8 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import current_trace_id, get_logger, traced
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE, PollResult, UnsentRequest
-from kafka_actors.protocol.request_state import RequestState, retry_backoff
 from kafka_actors.protocol.wire.apis import ApiKey
-from kafka_actors.protocol.wire.versions import NegotiatedVersions, api_versions_request
+from kafka_actors.protocol.wire.versions import AskNow, NegotiatedVersions, api_versions_request
 from kafka_actors.supervisors import ChildContext, ChildRestartingError, SupervisedActor
 
 __all__ = ["BackgroundError", "ManagerActor", "Tick"]
@@ -52,7 +53,6 @@ _VERSIONS_REQUEST_ID = -7001
 #: record each response's request latency): API key -> sensor.
 _HEARTBEAT_APIS = frozenset({int(ApiKey.HEARTBEAT), int(ApiKey.CONSUMER_GROUP_HEARTBEAT)})
 _TIMED_APIS = _HEARTBEAT_APIS | {int(ApiKey.OFFSET_COMMIT)}
-_API_VERSIONS_TRIES = (3, 2, 1, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +92,10 @@ class ManagerActor(SupervisedActor):
         self._stash: deque[Any] = deque()
         self._timer: Cancellable | None = None
         self._timer_due: float | None = None
-        self._versions_try = 0
-        # Paces this actor's ApiVersions asks after failures (an unreachable cluster, an
-        # authentication failure): retry.backoff.ms doubling to retry.backoff.max.ms.
-        self._versions_state = RequestState(retry_backoff(ctx.config, ctx.random))
+        #: The token of the consumer's ApiVersions ask while this incarnation sends it.
+        self._versions_token: int | None = None
+        #: The wake-up while it waits for the ask (its backoff, or another actor's ask).
+        self._versions_timer: Cancellable | None = None
         #: request id -> (API key, sent at ms) of the requests in _TIMED_APIS in flight.
         self._timed: dict[int, tuple[int, int]] = {}
 
@@ -170,6 +170,7 @@ class ManagerActor(SupervisedActor):
             self._build()
 
     def _build(self) -> None:
+        self._cancel_versions_timer()
         self.manager = self.build()
         self.rebuild()
         self._drive()
@@ -236,6 +237,10 @@ class ManagerActor(SupervisedActor):
     def _end(self, error: BaseException) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        self._cancel_versions_timer()
+        if self._versions_token is not None:
+            # Its answer would reach no one: the ask goes to another actor (after a backoff).
+            self._versions_outcome("release")
         for future in list(self.pending):
             fail(future, error)
         self.pending.clear()
@@ -315,61 +320,111 @@ class ManagerActor(SupervisedActor):
     # -- ApiVersions, once per consumer --------------------------------------------------------
 
     def _ask_versions(self) -> None:
-        version = _API_VERSIONS_TRIES[min(self._versions_try, len(_API_VERSIONS_TRIES) - 1)]
+        """Send the consumer's ApiVersions ask if it is this actor's turn; else wait for the
+        ask under way (its outcome wakes this actor) or for the backoff; build once the
+        versions are known."""
+        ctx = self.ctx
+        with ctx.lock:
+            known = ctx.versions is not None
+            step = None if known else ctx.versions_ask.next(self.actor_ref, ctx.now_ms())
+        if step is None:
+            self._build()
+            return
+        if not isinstance(step, AskNow):
+            self._wait_versions(step)
+            return
+        self._cancel_versions_timer()
+        self._versions_token = step.token
         try:
             self.network.tell(
                 Send(
-                    api_versions_request(version),
+                    api_versions_request(step.version),
                     node=ANY_NODE,
                     reply_to=self.actor_ref,
                     request_id=_VERSIONS_REQUEST_ID,
-                    timeout_ms=self.ctx.config.request_timeout_ms,
+                    timeout_ms=ctx.config.request_timeout_ms,
                 )
             )
         except pykka.ActorDeadError:
-            pass
+            self._versions_outcome("release")
+
+    def _wait_versions(self, delay_ms: int) -> None:
+        self._cancel_versions_timer()
+        self._versions_timer = tell_later(
+            self.ctx.scheduler, delay_ms / 1000.0, self.actor_ref, Tick()
+        )
+
+    def _cancel_versions_timer(self) -> None:
+        if self._versions_timer is not None:
+            self._versions_timer.cancel()
+            self._versions_timer = None
+
+    def _versions_outcome(self, kind: str, offered: int | None = None) -> None:
+        """Record the outcome of this actor's ask (``answered``, ``refused``, ``failed``,
+        ``release``) and wake the actors waiting for it."""
+        ctx = self.ctx
+        token, self._versions_token = self._versions_token, None
+        with ctx.lock:
+            ask = ctx.versions_ask
+            now = ctx.now_ms()
+            if kind == "answered":
+                waiters = ask.answered(token)
+            elif kind == "refused":
+                waiters = ask.refused(token, now, offered)
+            elif kind == "failed":
+                waiters = ask.failed(token, now)
+            else:
+                waiters = ask.release(token, now)
+        for ref in waiters:
+            if ref != self.actor_ref:
+                try:
+                    ref.tell(Tick())
+                except pykka.ActorDeadError:
+                    pass
 
     def _versions_answered(self, message: Response) -> None:
         if self.manager is not None:
             return
         response = message.response
-        if int(response.error_code) != 0:
-            self._downgrade_versions()
-            return
-        if self.ctx.versions is None:
-            self.ctx.versions = NegotiatedVersions.from_api_keys(
-                response.api_keys, api_versions_version=int(response.__version__)
+        code = int(response.error_code)
+        if code == UnsupportedVersionError.code:
+            offered = next(
+                (
+                    int(entry.max_version)
+                    for entry in getattr(response, "api_keys", ())
+                    if int(entry.api_key) == ApiKey.API_VERSIONS
+                ),
+                None,
             )
+            self._versions_outcome("refused", offered)
+            self._ask_versions()
+            return
+        if code != 0:
+            self.log.info("api_versions_failed", error_code=code)
+            self._versions_outcome("failed")
+            self._ask_versions()
+            return
+        with self.ctx.lock:
+            if self.ctx.versions is None:
+                self.ctx.versions = NegotiatedVersions.from_api_keys(
+                    response.api_keys, api_versions_version=int(response.__version__)
+                )
+        self._versions_outcome("answered")
         self._build()
 
     def _versions_failed(self, message: RequestFailed) -> None:
         if self.manager is not None:
             return
-        if self.ctx.versions is not None:
-            self._build()
-            return
         if isinstance(message.error, UnsupportedVersionError):
-            self._downgrade_versions()
-            return
-        # Nothing reachable yet (retriable) or a fatal error (authentication): try again after
-        # the backoff of the failures so far (exponential); callers meanwhile see their own
-        # deadlines. A fatal error also goes to the user's next poll (reported by the
-        # metadata actor only, once per failure).
-        self.log.info("api_versions_failed", error=str(message.error))
-        if not message.error.retriable and self.component == "metadata":
-            self.emit("facade", BackgroundError(message.error))
-        self._ask_versions_later()
-
-    def _downgrade_versions(self) -> None:
-        """ApiVersions refused: ask again at once with the next lower version (a negotiation
-        step, at most len(_API_VERSIONS_TRIES) - 1 times); refused at v0 too, after the
-        backoff like any failure (never in a loop)."""
-        if self._versions_try < len(_API_VERSIONS_TRIES) - 1:
-            self._versions_try += 1
+            self._versions_outcome("refused")
             self._ask_versions()
-        else:
-            self._ask_versions_later()
-
-    def _ask_versions_later(self) -> None:
-        backoff_ms = self._versions_state.on_failed_attempt(self.ctx.now_ms())
-        tell_later(self.ctx.scheduler, backoff_ms / 1000.0, self.actor_ref, Tick())
+            return
+        # Nothing reachable yet (retriable) or a fatal error (authentication): the next ask
+        # waits the consumer's backoff (exponential); callers meanwhile see their own
+        # deadlines. A fatal error also goes to the user's next poll, from the actor whose ask
+        # failed (one ask per consumer: once per failure).
+        self.log.info("api_versions_failed", error=str(message.error))
+        if not message.error.retriable:
+            self.emit("facade", BackgroundError(message.error))
+        self._versions_outcome("failed")
+        self._ask_versions()

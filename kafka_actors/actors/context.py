@@ -3,8 +3,8 @@
 Owns: :class:`ConsumerContext` (configuration, clock, scheduler, the shared
 :class:`~kafka_actors.protocol.subscription.SubscriptionState`, the handles by which actors find
 each other across restarts, and the few facts a restarted actor must find again: the member
-id, the known coordinator, the last cluster view, the negotiated API versions; the consumer's
-one thread-safe fetch buffer),
+id, the known coordinator, the last cluster view, the negotiated API versions and the one
+ApiVersions ask that learns them; the consumer's one thread-safe fetch buffer),
 :class:`AppSignal` (the one condition variable that wakes application threads blocked in
 ``poll`` or a blocking call), :class:`Outcome` helpers for the ``concurrent.futures.Future``
 that carries each application event's result; the context holds the consumer's
@@ -30,8 +30,9 @@ from kafka_actors.config import ConsumerConfig
 from kafka_actors.log import get_logger
 from kafka_actors.metrics import ConsumerMetrics, MetricConfig
 from kafka_actors.protocol.fetch.buffer import FetchBuffer
+from kafka_actors.protocol.request_state import retry_backoff
 from kafka_actors.protocol.subscription import SubscriptionState
-from kafka_actors.protocol.wire.versions import NegotiatedVersions
+from kafka_actors.protocol.wire.versions import NegotiatedVersions, VersionsAsk
 from kafka_actors.supervisors import ChildRestartingError, ChildTable, SupervisorFatalError
 
 __all__ = [
@@ -133,6 +134,9 @@ class ConsumerContext:
     coordinator_id: int | None = None
     cluster: Any = None
     versions: NegotiatedVersions | None = None
+    #: The consumer's one ApiVersions ask (all manager actors, every incarnation); under
+    #: ``lock``.
+    versions_ask: VersionsAsk = field(init=False)
     #: Background events for the application thread (appended by the facade actor).
     background: deque[Any] = field(default_factory=deque)
     #: The consumer's one fetch buffer: filled by the fetch actor's manager, collected from
@@ -155,6 +159,9 @@ class ConsumerContext:
         )
         self.fetch_buffer = FetchBuffer(
             subscriptions, client_id=self.config.client_id, group_id=self.config.group_id
+        )
+        self.versions_ask = VersionsAsk(
+            retry_backoff(self.config, self.random), timeout_ms=self.config.request_timeout_ms
         )
 
     def now_ms(self) -> int:

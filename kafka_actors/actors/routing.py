@@ -223,7 +223,7 @@ ROUTES: Final[Mapping[type, tuple[Step, ...]]] = MappingProxyType({
     ShareCommitCompleted:       (CALLER,),
     ShareCloseCompleted:        (CALLER,),
     # the shell (ManagerActor) sends
-    BackgroundError:            ("facade",),  # a fatal ApiVersions failure (metadata only)
+    BackgroundError:            ("facade",),  # a fatal failure of the ApiVersions ask
 })
 # fmt: on
 

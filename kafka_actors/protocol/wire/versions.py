@@ -21,6 +21,10 @@ A broker that does not support the ApiVersions version asked for answers with er
 (UNSUPPORTED_VERSION) in the v0 response form (header v0, ``error_code``, ``api_keys``) whatever
 version was asked (KIP-511). The handshake then retries with the broker's highest ApiVersions
 version from that list (or v0 if it lists none), strictly lower than the one that failed.
+
+Also owns :class:`VersionsAsk`: the pacing of the one ApiVersions request a consumer's request
+managers send (through the NetworkActor, as an ordinary request) to learn the versions they
+build their requests with, shared by all of them and outliving their restarts.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from kafka_actors.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from kafka_actors.protocol.request_state import ExponentialBackoff, RequestState
 from kafka_actors.protocol.wire.apis import (
     CLIENT_VERSIONS,
     ApiKey,
@@ -48,12 +53,15 @@ from kafka_actors.protocol.wire.apis import (
 from kafka_actors.protocol.wire.framing import decode_response, read_correlation_id
 
 __all__ = [
+    "ASK_VERSION",
     "CLIENT_SOFTWARE_NAME",
     "CLIENT_SOFTWARE_VERSION",
     "ApiVersionsHandshake",
+    "AskNow",
     "Done",
     "NegotiatedVersions",
     "Retry",
+    "VersionsAsk",
     "api_versions_request",
 ]
 
@@ -271,6 +279,138 @@ class ApiVersionsHandshake:
         self._version = candidate
         self._fell_back = True
         return Retry(self._request(), candidate)
+
+
+#: The ApiVersions version a consumer's request managers ask at first (:class:`VersionsAsk`).
+ASK_VERSION: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AskNow:
+    """:meth:`VersionsAsk.next`: send the ask now, at ``version``; report its outcome with
+    ``token``."""
+
+    token: int
+    version: int
+
+
+class VersionsAsk:
+    """The one ApiVersions ask of a consumer's request managers (pure; the owner serializes
+    the calls, e.g. under a lock, since the managers run on threads of their own).
+
+    Every manager actor needs the negotiated versions before it builds a request. They learn
+    them from one ApiVersions request for the whole consumer, not one each, paced by one
+    :class:`~kafka_actors.protocol.request_state.RequestState` that lives here, outside any
+    actor, so a restarted actor does not start the backoff over (issue 22: six actors, each
+    stepping v3 -> v2 -> v1 -> v0 at once after a refusal and backing off on its own schedule,
+    sent 50 ApiVersions in 3 s to a broker refusing them).
+
+    * :meth:`next` hands the ask to one caller at a time (:class:`AskNow`); any other caller
+      waits: it is returned, to be woken, by the outcome of the ask under way, and is told how
+      long to wait at most (the backoff, or the deadline of the ask under way).
+    * a refusal (UNSUPPORTED_VERSION) lowers the version: to the ApiVersions version the broker
+      offered when that is lower, else one step. The first refusal's lower version may go at
+      once (the one fallback Java sends on the same connection); every other refusal, and
+      every failure, waits the backoff: retry.backoff.ms doubling to retry.backoff.max.ms,
+      jitter 0.2. Nothing is sent again right after a failure, whoever sends it.
+    * an ask whose asker went away without an outcome (:meth:`release`), or that passed its
+      deadline, counts as a failed attempt.
+    * :meth:`answered` ends it: the versions are known.
+    """
+
+    def __init__(
+        self, backoff: ExponentialBackoff, *, timeout_ms: int, version: int = ASK_VERSION
+    ) -> None:
+        self._state = RequestState(backoff)
+        self._timeout_ms = timeout_ms
+        #: The version the next ask goes at.
+        self.version = version
+        #: The versions are known: nothing more to ask.
+        self.done = False
+        self._tokens = 0
+        self._in_flight: int | None = None
+        self._deadline_ms = 0
+        self._fell_back = False
+        self._waiters: list[Any] = []
+
+    @property
+    def attempts(self) -> int:
+        """Failed attempts so far (the backoff's exponent)."""
+        return self._state.attempts
+
+    @property
+    def in_flight(self) -> bool:
+        return self._in_flight is not None
+
+    def next(self, waiter: Any, now_ms: int) -> AskNow | int | None:
+        """:class:`AskNow` when the caller is to send the ask now; else the milliseconds to
+        wait at most before calling again (``waiter`` is returned by the outcome of the ask
+        under way, or when the backoff may end sooner); None once the versions are known."""
+        if self.done:
+            return None
+        if self._in_flight is not None and now_ms >= self._deadline_ms:
+            self._in_flight = None  # its asker never reported: a failed attempt
+            self._state.on_failed_attempt(self._deadline_ms)
+        if self._in_flight is None:
+            remaining = self._state.remaining_backoff_ms(now_ms)
+            if remaining == 0:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                self._tokens += 1
+                self._in_flight = self._tokens
+                self._deadline_ms = now_ms + self._timeout_ms
+                return AskNow(self._tokens, self.version)
+        else:
+            remaining = self._deadline_ms - now_ms
+        if waiter not in self._waiters:
+            self._waiters.append(waiter)
+        return max(1, remaining)
+
+    def _end(self, token: int | None) -> list[Any] | None:
+        """The ask ``token`` ended: the waiters to wake, or None for a stale token."""
+        if self.done or token is None or token != self._in_flight:
+            return None
+        self._in_flight = None
+        waiters, self._waiters = self._waiters, []
+        return waiters
+
+    def answered(self, token: int | None) -> list[Any]:
+        """The versions are known (from any ask, even a stale one): the waiters to wake."""
+        if self.done:
+            return []
+        self.done = True
+        self._in_flight = None
+        waiters, self._waiters = self._waiters, []
+        return waiters
+
+    def refused(self, token: int | None, now_ms: int, offered: int | None = None) -> list[Any]:
+        """The broker refused the version (UNSUPPORTED_VERSION), naming the highest ApiVersions
+        version it takes (``offered``) or not: the waiters to wake."""
+        waiters = self._end(token)
+        if waiters is None:
+            return []
+        failed = self.version
+        lower = failed - 1 if offered is None or offered >= failed else offered
+        self.version = max(0, lower)
+        if self.version < failed and not self._fell_back:
+            self._fell_back = True  # the one fallback that goes at once
+        else:
+            self._state.on_failed_attempt(now_ms)
+        return waiters
+
+    def failed(self, token: int | None, now_ms: int) -> list[Any]:
+        """The ask failed otherwise (nothing reachable, a timeout, a fatal error, an error
+        code): the waiters to wake; the next ask waits the backoff."""
+        waiters = self._end(token)
+        if waiters is None:
+            return []
+        self._state.on_failed_attempt(now_ms)
+        return waiters
+
+    def release(self, token: int | None, now_ms: int) -> list[Any]:
+        """The asker went away before the outcome (its actor stopped or crashed): a failed
+        attempt, so that a crash loop does not become a request loop."""
+        return self.failed(token, now_ms)
 
 
 def _scan_varint_counted_api_keys(frame: bytes | bytearray | memoryview) -> int | None:
