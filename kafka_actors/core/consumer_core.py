@@ -541,6 +541,11 @@ class ConsumerCore(ActorCore):
         wanted = list(partitions)
         self._require_assigned(wanted)
         self.ctx.subscriptions.resume(wanted)
+        # Records fetched before the pause may be waiting in the fetch buffer: a poll that
+        # found nothing while they were paused must collect again (without this the asyncio
+        # consumer waited for new data that the fetch actor, its buffer not drained, never
+        # fetched: every getmany after the resume came back empty).
+        self.ctx.fetch_buffer.wakeup()
         self.facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
 
     # -- positions -------------------------------------------------------------------------------
