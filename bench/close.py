@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)
-    sys.stderr = open(os.devnull, "w")  # the consumers' warnings (unconfigured structlog)
+    sys.stderr = open(os.devnull, "w")  # the consumers' warnings (stdlib's last resort)
     rows = [r for r in ROWS if not args.quick or r[1] == "consumer"]
     print(f"close(timeout={CLOSE_TIMEOUT_S:g}) seconds")
     header = ("front end", "protocol", "mode", "no cluster", "no coordinator")

@@ -494,7 +494,7 @@ def child(args: argparse.Namespace) -> int:
     if args.child.startswith("kafka-actors"):
         from kafka_actors import log
 
-        log.configure(level="WARNING")  # before the loggers are bound (at import)
+        log.configure(level="WARNING")  # our lines: WARNING and above, to stderr
     # Imports are not part of the measurement (each runner's own imports are then cached).
     module = {
         "confluent-kafka": "confluent_kafka",

@@ -37,7 +37,7 @@ from typing import Any
 
 from kafka_actors import log
 
-log.configure(level="WARNING")  # before the consumer's modules bind their loggers
+log.configure(level="WARNING")  # our lines: WARNING and above, to stderr
 
 from kafka_actors import TopicPartition  # noqa: E402
 from kafka_actors.aio import AsyncKafkaConsumer  # noqa: E402

@@ -1,51 +1,71 @@
 """Structured logging and trace ids for kafka-actors.
 
 Owns: the logger factory every component uses (:func:`get_logger`), trace-id creation and
-binding (:func:`new_trace_id`, :func:`traced`), the secret-redaction processor, and the two
-documented ways to route our logs (:func:`configure` for scripts, :func:`stdlib_processors`
-for services that already configure structlog or stdlib logging).
-May touch: structlog's global configuration, but only when a caller asks for it
-(:func:`configure`); importing kafka-actors never reconfigures logging.
+binding (:func:`new_trace_id`, :func:`traced`), the secret-redaction processor, the rendering
+of our events into stdlib ``logging`` records, and the opt-in output of :func:`configure`.
+May touch: the ``kafka_actors`` stdlib logger, but only when a caller asks for it
+(:func:`configure`). It never touches structlog's global configuration, and importing
+kafka-actors configures nothing.
+
+Logging as Python libraries do
+------------------------------
+Our loggers are stdlib loggers named ``kafka_actors.<component>``: the application's levels,
+handlers and filters apply (``logging.getLogger("kafka_actors").setLevel(logging.ERROR)``
+silences everything below ERROR). structlog is our API for binding context only:
+:func:`get_logger` returns a :class:`BoundLogger`, a structlog bound logger that wraps the
+stdlib logger with a processor chain of its own (context variables, secret redaction,
+rendering), whatever structlog configuration the application has or has not made. A call
+below the stdlib logger's effective level returns at once (``isEnabledFor``), before any
+event dictionary is built.
+
+Each line becomes one ``logging.LogRecord``:
+
+* ``record.getMessage()`` (``%(message)s``) is the event and its context, logfmt-like:
+  ``node_unavailable node=-1 address=127.0.0.1:9092 reason="connection could not be
+  established" error="..."`` (a value with spaces, quotes or ``=`` is double-quoted);
+* ``record.kafka_actors`` is the same as a dict (``{"event": "node_unavailable", "node": -1,
+  ...}``) for JSON formatters and tests; nothing is put into other record attributes, so no
+  key can clash with the LogRecord's own;
+* level, logger name, time, exception (``exc_info``) and the caller's file and line are the
+  record's own attributes.
+
+Secrets are redacted (:func:`redact_secrets`) before either is made.
+
+While the application configured no handler at all, stdlib logging's last resort prints
+WARNING and above to stderr (``%(message)s``), so a wrong ``bootstrap.servers`` is visible in
+a program that never set logging up. A script or demo that wants our own console or JSON
+lines calls :func:`configure` (or ``configure(json=True)``): it puts one handler on the
+``kafka_actors`` logger, nothing else.
 
 How a trace travels: an API entry point calls :func:`new_trace_id` and puts the id into every
 message it sends (messages are frozen dataclasses with a ``trace_id`` field). Each actor wraps
 its handling of a message in ``with traced(msg.trace_id):``, which binds the id into
 structlog's context variables for that thread, so every line logged while handling the
 message (and every message created from it, via :func:`current_trace_id`) carries it.
-
-Routing into a service's own configuration
-------------------------------------------
-kafka-actors logs through ``structlog.get_logger("kafka_actors.<component>")``. It never calls
-``structlog.configure`` on import, so:
-
-* a service that configures structlog gets our lines through its own processors and
-  renderer; add :func:`redact_secrets` and ``structlog.contextvars.merge_contextvars`` to its
-  chain to keep trace ids and the redaction guarantee;
-* a service that uses stdlib ``logging`` calls ``configure(stdlib=True)``: our events become
-  ``logging`` records on loggers named ``kafka_actors.<component>``, so its handlers, levels
-  and formatters apply;
-* a script calls ``configure(json=True)`` for one JSON object per line, or ``configure()`` for
-  human-readable console lines.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import random
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 __all__ = [
+    "RECORD_ATTRIBUTE",
+    "ROOT_LOGGER",
+    "BoundLogger",
     "configure",
     "current_trace_id",
     "get_logger",
+    "merge_record_fields",
     "new_trace_id",
     "redact_secrets",
     "stdlib_processors",
@@ -63,79 +83,92 @@ _SECRET_MARKERS = (
 )
 _REDACTED = "[hidden]"
 
+#: The package logger: every logger of ours is below it.
+ROOT_LOGGER = "kafka_actors"
 
-def get_logger(component: str, **bind: Any) -> Any:
-    """A structlog logger named ``kafka_actors.<component>`` with ``bind`` bound.
-
-    The logger stays lazy: it follows the structlog configuration in force when it logs, not
-    the one at creation, so module-level loggers obey a later :func:`configure` (or the
-    service's own ``structlog.configure``). While nobody configured structlog, it logs
-    warnings and errors only, to stderr (as stdlib logging's last-resort handler does), so
-    that a program which never set up logging is not flooded with the consumer's debug lines.
-    """
-    return _Logger(f"kafka_actors.{component}", bind)
+#: The LogRecord attribute holding the event dict (the event and its context).
+RECORD_ATTRIBUTE = "kafka_actors"
 
 
-class _Logger:
-    """Lazy logger: structlog's configured chain when there is one, else the quiet default."""
+def get_logger(component: str, **bind: Any) -> BoundLogger:
+    """A logger for ``logging.getLogger("kafka_actors.<component>")`` with ``bind`` bound.
 
-    __slots__ = ("_bind", "_name", "_quiet")
-
-    def __init__(self, name: str, bind: dict[str, Any]) -> None:
-        self._name = name
-        self._bind = bind
-        self._quiet: Any = None  # the quiet default with ``bind`` bound, made once
-
-    def _target(self) -> Any:
-        if structlog.is_configured():
-            return structlog.get_logger(self._name, **self._bind)
-        quiet = self._quiet
-        if quiet is None:
-            quiet = self._quiet = _unconfigured_default().bind(**self._bind)
-        return quiet
-
-    def bind(self, **more: Any) -> _Logger:
-        return _Logger(self._name, {**self._bind, **more})
-
-    def new(self, **values: Any) -> _Logger:
-        return _Logger(self._name, dict(values))
-
-    def unbind(self, *keys: str) -> _Logger:
-        bound = dict(self._bind)
-        for key in keys:
-            del bound[key]
-        return _Logger(self._name, bound)
-
-    def try_unbind(self, *keys: str) -> _Logger:
-        return _Logger(self._name, {k: v for k, v in self._bind.items() if k not in keys})
-
-    def __getattr__(self, name: str) -> Any:
-        # debug / info / warning / error / exception / critical / msg / log and the rest
-        return getattr(self._target(), name)
+    It follows the stdlib logging configuration in force when it logs (levels, handlers,
+    filters), so module-level loggers obey a later ``logging.basicConfig`` or
+    :func:`configure`; structlog's global configuration plays no part."""
+    return BoundLogger(logging.getLogger(f"{ROOT_LOGGER}.{component}"), _PROCESSORS, dict(bind))
 
 
-class _Stderr:
-    """Writes to ``sys.stderr`` as it is when a line is logged (not when it was created)."""
+_DEBUG, _INFO, _WARNING, _ERROR, _CRITICAL = (
+    logging.DEBUG,
+    logging.INFO,
+    logging.WARNING,
+    logging.ERROR,
+    logging.CRITICAL,
+)
+#: The stdlib logger's stack frames between the caller and ``Logger.log`` (the caller's
+#: method and :meth:`BoundLogger._emit`): the record names the caller's file, function, line.
+_STACKLEVEL = 3
 
-    def msg(self, message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
-    log = debug = info = warning = warn = error = critical = exception = failure = fatal = msg
+class BoundLogger(structlog.BoundLoggerBase):
+    """A structlog bound logger over a stdlib ``logging.Logger`` (module docstring).
 
+    ``bind`` / ``unbind`` / ``try_unbind`` / ``new`` return new loggers, as structlog's do;
+    ``debug`` ... ``critical``, ``exception`` and ``log`` test the stdlib logger's level
+    first, then run our processor chain and hand the result to the stdlib logger."""
 
-@functools.cache
-def _unconfigured_default() -> Any:
-    """What our loggers log through while nobody configured structlog (made once)."""
-    return structlog.wrap_logger(
-        _Stderr(),
-        processors=[
-            *stdlib_processors(),
-            structlog.processors.format_exc_info,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        cache_logger_on_first_use=True,
-    )
+    _logger: logging.Logger
+
+    def debug(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(_DEBUG):
+            self._emit(_DEBUG, "debug", event, args, kw)
+
+    def info(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(_INFO):
+            self._emit(_INFO, "info", event, args, kw)
+
+    def warning(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(_WARNING):
+            self._emit(_WARNING, "warning", event, args, kw)
+
+    warn = warning
+
+    def error(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(_ERROR):
+            self._emit(_ERROR, "error", event, args, kw)
+
+    def exception(self, event: str, *args: Any, **kw: Any) -> None:
+        """An ERROR with the exception being handled (``exc_info=True`` unless given)."""
+        if self._logger.isEnabledFor(_ERROR):
+            kw.setdefault("exc_info", True)
+            self._emit(_ERROR, "error", event, args, kw)
+
+    def critical(self, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(_CRITICAL):
+            self._emit(_CRITICAL, "critical", event, args, kw)
+
+    fatal = critical
+
+    def log(self, level: int, event: str, *args: Any, **kw: Any) -> None:
+        if self._logger.isEnabledFor(level):
+            name = logging.getLevelName(level)
+            self._emit(level, name.lower() if isinstance(name, str) else "log", event, args, kw)
+
+    def is_enabled_for(self, level: int) -> bool:
+        """True if a line at ``level`` would reach the stdlib logger's handlers."""
+        return self._logger.isEnabledFor(level)
+
+    def _emit(
+        self, level: int, method: str, event: str, args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> None:
+        if args:  # structlog's stdlib loggers accept %-style positional arguments too
+            event = event % args
+        try:
+            margs, mkw = self._process_event(method, event, kw)
+        except structlog.DropEvent:
+            return
+        self._logger.log(level, *margs, stacklevel=_STACKLEVEL, **mkw)
 
 
 def new_trace_id() -> str:
@@ -227,27 +260,122 @@ def redact_secrets(_logger: WrappedLogger, _name: str, event_dict: EventDict) ->
     return event_dict
 
 
-_LOGRECORD_ATTRS = frozenset(
-    logging.LogRecord("", 0, "", 0, "", (), None).__dict__
-) | {"message", "asctime"}
+def _logfmt_value(value: Any) -> str:
+    text = value if isinstance(value, str) else str(value)
+    if text and not _NEEDS_QUOTES.search(text):
+        return text
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = escaped.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return f'"{escaped}"'
 
 
-def _rename_reserved(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
-    """Keys that would overwrite LogRecord attributes (``message``, ``args`` ...) get a ``_``
-    suffix, so stdlib routing never raises KeyError."""
-    for key in [k for k in event_dict if k in _LOGRECORD_ATTRS and k != "event"]:
-        event_dict[f"{key}_"] = event_dict.pop(key)
-    return event_dict
+_NEEDS_QUOTES = re.compile(r'[\s"=\\]')
+
+
+def _render_message(event_dict: EventDict) -> str:
+    """``event key=value key2="value two"``: the message of our records (module docstring)."""
+    parts = [str(event_dict.get("event", ""))]
+    parts.extend(f"{k}={_logfmt_value(v)}" for k, v in event_dict.items() if k != "event")
+    return " ".join(parts)
+
+
+_RECORD_KWARGS = ("exc_info", "stack_info")
+
+
+def _to_record(
+    _logger: WrappedLogger, _name: str, event_dict: EventDict
+) -> tuple[tuple[str], dict[str, Any]]:
+    """Last processor: the arguments of ``Logger.log`` after the level. The message is the
+    logfmt rendering; the event dict (event first) rides on ``record.kafka_actors``."""
+    kwargs: dict[str, Any] = {k: event_dict.pop(k) for k in _RECORD_KWARGS if k in event_dict}
+    event_dict.pop("stacklevel", None)  # ours is fixed (_STACKLEVEL)
+    fields = {"event": event_dict.pop("event", None), **event_dict}
+    kwargs["extra"] = {RECORD_ATTRIBUTE: fields}
+    return (_render_message(fields),), kwargs
+
+
+#: Our chain (the same for every logger): trace ids and other context variables, redaction,
+#: the record. It never changes with structlog's global configuration.
+_PROCESSORS: list[Processor] = [
+    structlog.contextvars.merge_contextvars,
+    redact_secrets,
+    _to_record,
+]
 
 
 def stdlib_processors() -> list[Processor]:
-    """The processors kafka-actors needs in front of any renderer (for services' own chains)."""
+    """The processors kafka-actors puts in front of a renderer: context variables (trace
+    ids), level, ISO timestamp, secret redaction. For a service's own structlog chain, if it
+    wants our trace ids and redaction in its own lines; our lines need nothing of it."""
     return [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         redact_secrets,
     ]
+
+
+def merge_record_fields(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    """structlog processor for ``structlog.stdlib.ProcessorFormatter(foreign_pre_chain=...)``:
+    a record of ours becomes its event dict (``event`` the bare event name, the context as
+    keys), so a service's structlog renderer shows our lines as it shows its own."""
+    record = event_dict.get("_record")
+    fields = getattr(record, RECORD_ATTRIBUTE, None)
+    if isinstance(fields, dict):
+        event_dict.update(fields)
+    return event_dict
+
+
+def _record_event_dict(record: logging.LogRecord) -> dict[str, Any]:
+    """A record's event dict: ours from ``record.kafka_actors``, another's from its message."""
+    fields = getattr(record, RECORD_ATTRIBUTE, None)
+    if isinstance(fields, dict):
+        return dict(fields)
+    return {"event": record.getMessage()}
+
+
+class _Formatter(logging.Formatter):
+    """Our console or JSON lines, for the handler :func:`configure` attaches."""
+
+    def __init__(self, json: bool) -> None:
+        super().__init__()
+        self._render: Processor = (
+            structlog.processors.JSONRenderer()
+            if json
+            else structlog.dev.ConsoleRenderer(colors=False)
+        )
+
+    def format(self, record: logging.LogRecord) -> str:
+        event = _record_event_dict(record)
+        event["level"] = record.levelname.lower()
+        event["logger"] = record.name
+        event["timestamp"] = (
+            datetime.fromtimestamp(record.created, UTC).isoformat().replace("+00:00", "Z")
+        )
+        if record.exc_info:
+            event["exc_info"] = record.exc_info
+            event = dict(structlog.processors.format_exc_info(None, "", event))
+        elif record.exc_text:
+            event["exception"] = record.exc_text
+        if record.stack_info:
+            event["stack"] = record.stack_info
+        return str(self._render(None, event["level"], event))
+
+
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler :func:`configure` attaches to the ``kafka_actors`` logger. Without a
+    stream it writes to ``sys.stderr`` as it is at each line (pytest's capture, a program
+    that redirects stderr later)."""
+
+    def __init__(self, stream: TextIO | None, json: bool) -> None:
+        super().__init__(stream)
+        self._fixed = stream is not None
+        self.setFormatter(_Formatter(json))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self._fixed:
+            self.stream = sys.stderr
+        super().emit(record)
 
 
 def configure(
@@ -257,46 +385,37 @@ def configure(
     stdlib: bool = False,
     stream: Any = None,
 ) -> None:
-    """Configure structlog for kafka-actors' own scripts, demos and tests.
+    """Print kafka-actors' lines our way, for scripts, demos and tests (opt-in).
+
+    Puts one handler on the ``kafka_actors`` stdlib logger (replacing the one an earlier
+    call put there), writing to ``stream`` (default: ``sys.stderr``) human-readable console
+    lines, or one JSON object per line with ``json=True``; sets that logger's level; and
+    stops its lines from also reaching the root logger's handlers (no line twice). structlog's
+    configuration and other loggers are left as they are.
 
     ``json`` defaults to the ``KAFKA_ACTORS_LOG_JSON`` environment variable (``1`` = JSON);
-    ``level`` to ``KAFKA_ACTORS_LOG_LEVEL`` (default ``INFO``). With ``stdlib=True`` events are
-    handed to stdlib ``logging`` (loggers ``kafka_actors.*``) instead of being printed.
+    ``level`` to ``KAFKA_ACTORS_LOG_LEVEL`` (default ``INFO``). ``stdlib=True`` undoes an
+    earlier call instead: our lines go to the application's handlers again, at the level
+    given (if any), else at the application's levels.
     """
     if json is None:
         json = os.environ.get("KAFKA_ACTORS_LOG_JSON", "") in ("1", "true", "yes")
     if level is None:
-        level = os.environ.get("KAFKA_ACTORS_LOG_LEVEL", "INFO")
+        level = os.environ.get("KAFKA_ACTORS_LOG_LEVEL", None if stdlib else "INFO")
+    numeric = logging.NOTSET if level is None else _level_number(level)
+    logger = logging.getLogger(ROOT_LOGGER)
+    for handler in [h for h in logger.handlers if isinstance(h, _Handler)]:
+        logger.removeHandler(handler)
+    logger.setLevel(numeric)
+    if stdlib:
+        logger.propagate = True
+        return
+    logger.addHandler(_Handler(stream, json))
+    logger.propagate = False
+
+
+def _level_number(level: str | int) -> int:
     numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
-    processors = stdlib_processors()
-    if stdlib:
-        structlog.configure(
-            processors=[
-                structlog.stdlib.filter_by_level,
-                structlog.stdlib.add_logger_name,
-                *processors,
-                _rename_reserved,
-                structlog.stdlib.render_to_log_kwargs,
-            ],
-            logger_factory=structlog.stdlib.LoggerFactory(),
-            wrapper_class=structlog.stdlib.BoundLogger,
-            cache_logger_on_first_use=False,
-        )
-        return
-    renderer: Processor = (
-        structlog.processors.JSONRenderer()
-        if json
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    structlog.configure(
-        processors=[
-            *processors,
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
-        cache_logger_on_first_use=False,
-    )
+    return numeric

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,16 +122,24 @@ settings.register_profile(
 settings.load_profile("kafka-actors")
 
 
-# --- Each test starts with structlog as the session found it -------------------------------
-# A test that configures logging (kafka_actors.log.configure, a level, a filtering wrapper) and
-# does not restore it changed what every later test of the same process logs: which tests
-# follow which depends on how the run is split across workers, so a test reading its logs
-# (structlog.testing.capture_logs) passed or failed by order. Restored after every test.
+# --- Each test starts with logging as the session found it ---------------------------------
+# A test that configures logging (kafka_actors.log.configure, a level, a handler, structlog's
+# configuration) and does not restore it changed what every later test of the same process
+# logs: which tests follow which depends on how the run is split across workers, so a test
+# reading its logs passed or failed by order. Restored after every test: structlog's
+# configuration, and the handlers, level and propagation of the ``kafka_actors`` logger (where
+# kafka_actors.log.configure puts its handler; the root logger's handlers are pytest's, which
+# adds and removes its own at each phase of a test).
 @pytest.fixture(autouse=True)
-def _structlog_as_the_session_found_it() -> Iterator[None]:
+def _logging_as_the_session_found_it() -> Iterator[None]:
     was_configured = structlog.is_configured()
     before = structlog.get_config()
+    ours = logging.getLogger("kafka_actors")
+    handlers, level, propagate = ours.handlers[:], ours.level, ours.propagate
     yield
+    ours.handlers[:] = handlers
+    ours.setLevel(level)
+    ours.propagate = propagate
     if structlog.is_configured() == was_configured and structlog.get_config() == before:
         return
     if was_configured:

@@ -1,10 +1,10 @@
 """Logging of the Spark worker processes that host kafka-actors code.
 
-Owns: :func:`quiet_logging`, which prints kafka-actors' structlog events of a Spark Python
-worker process on stderr at ``KAFKA_ACTORS_LOG_LEVEL`` (default WARNING), so
-the consumer's info lines do not flood the driver's console. It must run before the consumer's
-modules are imported (they bind their loggers at import). May touch: structlog's and stdlib
-logging's configuration of the worker process only (never called in the user's process).
+Owns: :func:`quiet_logging`, which prints kafka-actors' log lines of a Spark Python worker
+process on stderr at ``KAFKA_ACTORS_LOG_LEVEL`` (default WARNING), so the consumer's info
+lines do not flood the driver's console. May touch: the ``kafka_actors`` stdlib logger of the
+worker process only (through :func:`kafka_actors.log.configure`; never called in the user's
+process).
 """
 
 from __future__ import annotations

@@ -42,6 +42,14 @@ Fault injection for a service's own tests (guide: ``docs/fault-injection.md``)::
     faults.crash("fetch")                      # the fetch actor crashes and is restarted
     faults.delay_response("Fetch", seconds=2.0)
 
+Our log lines in a test (the event dicts, as ``structlog.testing.capture_logs`` gives)::
+
+    from kafka_actors.testing import capture_logs
+
+    with capture_logs() as logs:
+        consumer.poll(1.0)
+    [e["event"] for e in logs if e["log_level"] == "warning"]
+
 Command line: ``python -m kafka_actors.testing {fetch,broker,mock} --help``.
 Environment: ``KAFKA_ACTORS_CACHE`` (jar cache root), ``KAFKA_ACTORS_MAVEN_REPO``,
 ``KAFKA_ACTORS_KAFKA_VERSION`` / ``KAFKA_ACTORS_KAFKA39_VERSION`` (fixture versions),
@@ -58,6 +66,7 @@ from kafka_actors.testing.jars import (
     KafkaJars,
 )
 from kafka_actors.testing.jars import resolve as resolve_jars
+from kafka_actors.testing.logs import capture_logs
 from kafka_actors.testing.mock import MockCluster, MockClusterError
 from kafka_actors.testing.security import ListenerSpec, TestCertificates
 from kafka_actors.testing.share import (
@@ -83,6 +92,7 @@ __all__ = [
     "MockClusterError",
     "ShareGroupConfigError",
     "TestCertificates",
+    "capture_logs",
     "describe_share_group_config",
     "resolve_jars",
     "set_share_group_config",

@@ -33,18 +33,12 @@ def start_network() -> Iterator[Any]:
 
 @pytest.fixture
 def captured_logs() -> Iterator[Any]:
-    """structlog configured for JSON lines at DEBUG into a StringIO (restored afterwards).
-    Start the actors after requesting this fixture: loggers bind at actor creation."""
+    """Our lines as JSON, at DEBUG, into a StringIO (``log.configure``; the ``kafka_actors``
+    logger is restored after the test by the autouse fixture of tests/conftest.py)."""
     import io
-
-    import structlog
 
     from kafka_actors import log
 
-    old = structlog.get_config()
     stream = io.StringIO()
     log.configure(json=True, level="DEBUG", stream=stream)
-    try:
-        yield stream
-    finally:
-        structlog.configure(**old)
+    yield stream

@@ -23,7 +23,6 @@ from typing import Any
 
 import pykka
 import pytest
-import structlog
 
 from kafka_actors import KafkaConsumer
 from kafka_actors.actors.network import Response
@@ -33,7 +32,7 @@ from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.supervisors import FaultInjector
-from kafka_actors.testing import KafkaBroker
+from kafka_actors.testing import KafkaBroker, capture_logs
 from tests.actors.network_helpers import events, metadata, network_config, send
 from tests.actors.network_proxy import TcpProxy
 from tests.consumer.helpers import base_config, poll_until, produce, unique
@@ -193,7 +192,7 @@ def test_consumer_leaves_a_frozen_cluster_after_the_trigger_time() -> None:
                 for consumer in consumers.values():
                     consumer.assign([tp])
                     assert [r.offset for r in poll_until(consumer, 10)] == list(range(10))
-                with KafkaBroker(first_node_id=7) as new, structlog.testing.capture_logs() as logs:
+                with KafkaBroker(first_node_id=7) as new, capture_logs() as logs:
                     new.create_topic(topic)
                     produce(new.bootstrap_servers, topic, 20, partition=0, start=100)
                     proxy.target = (new.node.host, new.node.port)

@@ -16,7 +16,6 @@ from typing import Any
 
 import pykka
 import pytest
-import structlog
 
 from kafka_actors.actors.context import Routed
 from kafka_actors.actors.events import (
@@ -62,6 +61,7 @@ from kafka_actors.protocol.offsets.list_offsets import (
     PositionsValidated,
     ResetPositionsError,
 )
+from kafka_actors.testing import capture_logs
 
 TP = TopicPartition("t", 0)
 OFFSETS = {TP: OffsetAndMetadata(5)}
@@ -251,7 +251,7 @@ class _DeadNetwork:
 def test_coordinator_found_with_the_network_gone_is_logged_and_still_routed() -> None:
     actor, ctx = _actor(CoordinatorActor, network=_DeadNetwork(pykka.ActorDeadError("gone")))
     event = CoordinatorChanged(3, "localhost", 9092, reason="discovered")
-    with structlog.testing.capture_logs() as logs:
+    with capture_logs() as logs:
         actor.route(event)
     assert [(e["event"], e["log_level"]) for e in logs] == [("network_gone", "debug")]
     assert logs[0]["update"] == "coordinator_address"

@@ -12,12 +12,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import structlog
-
 import kafka_actors
 from kafka_actors.actors import managers
 from kafka_actors.actors.routing import ACTORS, CALLER, POLLER, ROUTES, To, route_of
 from kafka_actors.log import get_logger
+from kafka_actors.testing import capture_logs
 
 PACKAGE = Path(kafka_actors.__file__).parent
 MANAGER_ACTORS: tuple[Any, ...] = tuple(
@@ -221,7 +220,7 @@ def test_a_routed_event_the_target_has_no_receiver_for_is_reported() -> None:
     for cls in MANAGER_ACTORS:
         actor = object.__new__(cls)
         actor.log = get_logger(cls.component)
-        with structlog.testing.capture_logs() as logs:
+        with capture_logs() as logs:
             actor.receive(_Unknown(), 0)
         assert [(e["event"], e["log_level"], e["target"]) for e in logs] == [
             ("routed_event_not_received", "error", cls.component)
@@ -241,7 +240,7 @@ def test_an_event_without_a_route_is_reported_at_error() -> None:
             signal=SimpleNamespace(notify=lambda: sent.append("poller")),
         )
         actor.log = get_logger(cls.component)
-        with structlog.testing.capture_logs() as logs:
+        with capture_logs() as logs:
             actor.route(_Unknown())
         assert [
             (entry["event"], entry["log_level"], entry["kind"], entry["source"]) for entry in logs

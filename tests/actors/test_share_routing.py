@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import typing
 
-import structlog
-
 from kafka_actors.actors.managers.share_fetch import ShareFetchActor
 from kafka_actors.actors.managers.share_membership import ShareMembershipActor
 from kafka_actors.actors.routing import ACTORS, CALLER, POLLER, ROUTES, To, route_of
@@ -22,6 +20,7 @@ from kafka_actors.protocol.share.fetch import (
     ShareCloseCompleted,
     ShareCommitCompleted,
 )
+from kafka_actors.testing import capture_logs
 
 SHARE_ACTORS = (ShareMembershipActor, ShareFetchActor)
 
@@ -96,6 +95,6 @@ def test_a_share_actor_reports_an_event_it_has_no_receiver_for() -> None:
     for cls in SHARE_ACTORS:
         actor = object.__new__(cls)
         actor.log = get_logger(cls.component)
-        with structlog.testing.capture_logs() as logs:
+        with capture_logs() as logs:
             actor.receive(Unknown(), 0)
         assert [e["event"] for e in logs] == ["routed_event_not_received"]

@@ -12,11 +12,10 @@ from __future__ import annotations
 import time
 
 import pytest
-import structlog
 
 from kafka_actors import KafkaConsumer
 from kafka_actors.errors import GroupIdNotFoundError, KafkaError
-from kafka_actors.testing import KafkaBroker
+from kafka_actors.testing import KafkaBroker, capture_logs
 from tests.actors.network_proxy import TcpProxy
 from tests.consumer.helpers import base_config, poll_until, produce, unique
 
@@ -43,7 +42,7 @@ def test_member_moved_to_a_cluster_without_its_group_fails_like_java() -> None:
             try:
                 consumer.subscribe([topic])
                 assert len(poll_until(consumer, 10)) == 10
-                with KafkaBroker(first_node_id=7) as new, structlog.testing.capture_logs() as logs:
+                with KafkaBroker(first_node_id=7) as new, capture_logs() as logs:
                     new.create_topic(topic)
                     proxy.target = (new.node.host, new.node.port)
                     old.stop()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import MutableMapping
-from typing import Any
 
 import pytest
 import structlog
@@ -15,9 +13,8 @@ from kafka_actors import log
 
 
 @pytest.fixture(autouse=True)
-def _reset_structlog() -> object:
+def _clear_contextvars() -> object:
     yield
-    structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()
 
 
@@ -55,9 +52,9 @@ def test_stdlib_routing(caplog: pytest.LogCaptureFixture) -> None:
             log.get_logger("commit").info("committed", password="p")
     records = [r for r in caplog.records if r.name == "kafka_actors.commit"]
     assert len(records) == 1
-    assert "committed" in records[0].getMessage()
-    assert getattr(records[0], "password", None) == "[hidden]"
-    assert getattr(records[0], "trace_id", None) == "abc"
+    assert records[0].getMessage() == "committed password=[hidden] trace_id=abc"
+    fields = records[0].kafka_actors  # type: ignore[attr-defined]
+    assert fields == {"event": "committed", "password": "[hidden]", "trace_id": "abc"}
 
 
 def test_bad_level_is_an_error() -> None:
@@ -75,47 +72,12 @@ def test_logger_created_before_configure_follows_it() -> None:
     assert line["client_id"] == "c9"
 
 
-def test_stdlib_routing_with_reserved_keys(caplog: pytest.LogCaptureFixture) -> None:
-    log.configure(stdlib=True)
-    with caplog.at_level(logging.INFO, logger="kafka_actors"):
-        log.get_logger("x").info("tell_dropped", message="m", args=(1,))
-    record = next(r for r in caplog.records if r.name == "kafka_actors.x")
-    assert getattr(record, "message_", None) == "m"
-
-
-def test_unconfigured_structlog_logs_only_warnings_to_stderr(
-    capfd: pytest.CaptureFixture[str],
+def test_keys_named_like_logrecord_attributes_do_not_clash(
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # Nobody configured structlog (structlog's own defaults would print debug lines to stdout).
-    structlog.reset_defaults()
-    logger = log.get_logger("fetch", client_id="c1").bind(node=1)
-    with log.traced("t1"):
-        logger.debug("fetch_request", sent=1)
-        logger.info("assigned")
-        logger.warning("commit_failed", sasl_password="hunter2")
-    out, err = capfd.readouterr()
-    assert out == ""
-    assert "fetch_request" not in err and "assigned" not in err
-    assert "commit_failed" in err
-    assert "client_id=c1" in err and "node=1" in err and "trace_id=t1" in err
-    assert "hunter2" not in err
-    # A later configuration is followed by the same logger object (it stays lazy).
-    buf = io.StringIO()
-    log.configure(json=True, level="DEBUG", stream=buf)
-    logger.debug("fetch_request", sent=2)
-    assert json.loads(buf.getvalue())["sent"] == 2
-
-
-def test_a_services_own_structlog_configuration_is_followed() -> None:
-    seen: list[dict[str, object]] = []
-
-    def keep(_: Any, __: str, event: MutableMapping[str, Any]) -> str:
-        seen.append(dict(event))
-        return ""
-
-    structlog.configure(
-        processors=[keep], logger_factory=structlog.ReturnLoggerFactory(),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-    )
-    log.get_logger("network", client_id="c2").debug("node_ready", node=3)
-    assert seen == [{"client_id": "c2", "node": 3, "event": "node_ready"}]
+    with caplog.at_level(logging.INFO, logger="kafka_actors"):
+        log.get_logger("x").info("tell_dropped", message="m", args=(1,), name="n")
+    record = next(r for r in caplog.records if r.name == "kafka_actors.x")
+    assert record.getMessage() == "tell_dropped message=m args=(1,) name=n"
+    assert record.kafka_actors["message"] == "m"  # type: ignore[attr-defined]
+    assert record.name == "kafka_actors.x"

@@ -24,9 +24,8 @@ UNKNOWN_TOPIC = 3
 
 
 @pytest.fixture(autouse=True)
-def _reset_structlog() -> object:
+def _clear_contextvars() -> object:
     yield
-    structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()
 
 

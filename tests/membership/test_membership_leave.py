@@ -309,7 +309,7 @@ def test_leave_deadline_with_heartbeat_in_flight_gives_up_the_leave_heartbeat() 
 
 
 def test_state_transitions_are_logged() -> None:
-    from structlog.testing import capture_logs
+    from kafka_actors.testing import capture_logs
 
     with capture_logs() as logs:
         h = Harness()

@@ -237,16 +237,11 @@ def test_token_provider_callable(oauth_broker: KafkaBroker, idp: IdentityProvide
 def test_wrong_client_secret_is_typed_backed_off_and_not_logged(
     oauth_broker: KafkaBroker, idp: IdentityProvider, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import structlog
-
     from kafka_actors.log import configure
 
-    configure(stdlib=True, level="DEBUG")
+    configure(stdlib=True, level="DEBUG")  # the kafka_actors logger is restored by conftest
     caplog.set_level(logging.DEBUG)
-    try:
-        _wrong_secret(oauth_broker, idp, caplog)
-    finally:
-        structlog.reset_defaults()
+    _wrong_secret(oauth_broker, idp, caplog)
 
 
 def _wrong_secret(

@@ -14,13 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.static.primitive import i64Timedelta
-from structlog.testing import capture_logs
 
 from kafka_actors.config import ConsumerConfig, Password
 from kafka_actors.errors import (
@@ -33,6 +31,7 @@ from kafka_actors.errors import (
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
 )
+from kafka_actors.log import get_logger
 from kafka_actors.protocol.connection.sasl import (
     MIN_SCRAM_ITERATIONS,
     PlainMechanism,
@@ -46,6 +45,7 @@ from kafka_actors.protocol.connection.sasl import (
 from kafka_actors.protocol.wire.apis import ApiKey, VersionRange, request_type, response_type
 from kafka_actors.protocol.wire.framing import decode_request, decode_response, encode_response
 from kafka_actors.protocol.wire.versions import NegotiatedVersions
+from kafka_actors.testing import capture_logs
 
 SECRET = "hunter2-very-SECRET-pw"
 
@@ -720,7 +720,7 @@ def test_no_secret_in_reprs_errors_or_logs() -> None:
         lambda: ScramMechanism("SCRAM-SHA-512", "alice", Password(SECRET)),
     )
     with capture_logs() as logs:
-        structlog.get_logger().info("start")
+        get_logger("test").info("start")
         for make in makers:
             mech = make()
             texts += [repr(mech), str(mech)]

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import structlog.testing
 
 import kafka_actors.core.poll as poll_module
 from kafka_actors import KafkaConsumer
 from kafka_actors.spark import coordinator as coordinator_module
 from kafka_actors.spark.coordinator import GroupMember
 from kafka_actors.spark.options import SourceOptions
+from kafka_actors.testing import capture_logs
 from tests.spark.helpers import produce, unique
 
 pytestmark = pytest.mark.broker
@@ -62,7 +62,7 @@ def test_the_member_is_ready_within_its_first_poll(
             "groupAssignmentTimeoutMs": "20000",
         }
     )
-    with structlog.testing.capture_logs() as logs:
+    with capture_logs() as logs:
         consumer = _CountingConsumer(options.consumer_config())
         member = GroupMember(options, consumer=consumer)
         try:

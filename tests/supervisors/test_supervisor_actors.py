@@ -13,7 +13,6 @@ from typing import Any
 
 import pykka
 import pytest
-import structlog.testing
 
 from kafka_actors.clock import ManualClock, ManualScheduler, ThreadScheduler
 from kafka_actors.supervisors.core import (
@@ -43,6 +42,7 @@ from kafka_actors.supervisors.supervisor import (
     TreeStatus,
     start_tree,
 )
+from kafka_actors.testing import capture_logs
 
 WAIT = 15.0
 
@@ -758,7 +758,7 @@ def test_table_shared_across_restarts_of_a_nested_supervisor(clock: ManualClock)
 
 def test_supervisor_events_are_logged_with_bound_names(clock: ManualClock) -> None:
     events = Events()
-    with structlog.testing.capture_logs() as logs:
+    with capture_logs() as logs:
         tree = tree_of([worker("w", events)], clock, max_restarts=1)
         wait_until(running(tree, "w", 1), "w")
         tree.child("w").tell("crash")
