@@ -168,12 +168,6 @@ _QUARANTINED_IDS = {
         "issue 22: the forked child's default scheduler did not fire within 5 s once in a full "
         "run on three workers (see test_clock's above); not yet understood"
     ),
-    "tests/thespian/test_bridge.py::test_back_pressure_bounds_delivery_and_memory"
-    "[multiprocTCPBase]": (
-        "issue 22: after Resume(5000) no record arrived in 90 s once in a full run on three "
-        "workers (multiprocTCPBase); passes alone; a lost Resume or a stalled bridge, not yet "
-        "understood"
-    ),
 }
 
 
