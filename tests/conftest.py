@@ -160,14 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: Parametrized cases quarantined by test id (a mark cannot name one case of a fixture's
 #: parameters): failed in a full run, not yet understood; each reason names its issue.
-_QUARANTINED_IDS = {
-    "tests/thespian/test_bridge.py::test_back_pressure_bounds_delivery_and_memory"
-    "[multiprocTCPBase]": (
-        "issue 22: after Resume(5000) no record arrived in 90 s once in a full run on three "
-        "workers (multiprocTCPBase); passes alone; a lost Resume or a stalled bridge, not yet "
-        "understood"
-    ),
-}
+_QUARANTINED_IDS: dict[str, str] = {}
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -47,7 +47,25 @@ handled: no poll, no commit, no ack) until the queue is back to 780; beyond
 ``DROP_TRANSMITS_LEVEL`` (1050) a send fails, and so does a transmit not done within
 ``THESPIAN_TRANSMIT_TIMEOUT_PERIOD`` (five minutes), with ``SendStatus.Failed``, which the
 sending actor is never told about. An unbounded bridge ahead of a slow subscriber lost most of
-a stream that way. A batch that comes back as Thespian's
+a stream that way.
+
+Redelivery: Thespian can also drop a message outright when two actors send to each other at
+once (issue 22). Its TCP transport keeps one idle socket per peer and, when a transfer on
+another socket to that peer completes, shuts the idle one down and keeps the new one
+(``TCPTransport._finishIncoming`` / ``_finishIntent``), so one side can close the socket the
+other has just started a transmit on. A message larger than the socket buffers (a batch of
+1 KiB records is megabytes) then fails in ``send`` with ``EPIPE``, which Thespian takes for a
+refused connection: the transmit, and every transmit to that actor waiting for the socket,
+ends as ``SendStatus.DeadTarget`` (a dead letter, logged at INFO) and the actor is not told.
+The subscriber then waits for that ``seq`` forever. The bridge therefore keeps every stream
+message until the subscriber acknowledges it (``Handled`` / ``Request.handled``, cumulative:
+the subscriber handles them in ``seq`` order) and, when no acknowledgement came for
+``Configure.redeliver_after_ms``, sends the unacknowledged ones again (same ``seq``: the
+subscriber drops a copy it already has), waiting twice as long before each further redelivery
+up to a minute, as long as nothing is acknowledged. What it keeps is bounded by the window
+(``max_in_flight_batches``) plus the few rebalance notices sent since the last batch.
+
+A batch that comes back as Thespian's
 ``PoisonMessage`` (the subscriber raised on it) is not delivered: the bridge seeks its
 partitions (and those of every later unacknowledged batch) back, drops the demand to zero and
 sends :class:`BatchRejected`. A poisoned rebalance notification is acknowledged with the error
@@ -120,9 +138,10 @@ _CHECK_COMMITS = "check-commits"
 #: simpleSystemBase's listen()/ask() loop runs until its queue is empty, so a chain of
 #: self-sends (or of wakeups already due) would keep the caller's listen() from returning.
 _BUSY_INTERVAL_S = 0.001
-#: A batch unacknowledged this long is logged (once): a subscriber stuck on a batch, dead, or a
-#: transmit Thespian failed without telling us (the window then stays full: a stall, no loss).
+#: A batch unacknowledged this long is logged (once): a subscriber stuck on a batch, or dead.
 _UNACKNOWLEDGED_WARNING_S = 60.0
+#: The longest wait between two redeliveries of unacknowledged stream messages.
+_REDELIVER_MAX_S = 60.0
 
 
 @dataclass(slots=True)
@@ -142,6 +161,10 @@ class KafkaBridge(BridgeCore, Actor):  # type: ignore[misc]
         self._settings = Configure({})
         self._sent_at: collections.deque[tuple[int, float]] = collections.deque()
         self._warned_seq = 0
+        #: stream messages sent and not acknowledged, by seq (redelivered: module docstring)
+        self._unacked: collections.OrderedDict[int, Any] = collections.OrderedDict()
+        self._progress_at = 0.0  # last acknowledgement (or first send after none was pending)
+        self._redeliveries = 0  # redeliveries since the last acknowledgement
         self._tick_serial = 0
         self._commits: list[_PendingCommit] = []
         self._commit_check_armed = False
@@ -196,6 +219,8 @@ class KafkaBridge(BridgeCore, Actor):  # type: ignore[misc]
         if self._consumer is not None:
             raise IllegalStateError("This bridge already has a consumer")
         check_max_in_flight_batches(message.max_in_flight_batches)
+        if message.redeliver_after_ms < 1:
+            raise ValueError(f"redeliver_after_ms must be >= 1, got {message.redeliver_after_ms}")
         self._settings = message
         self._stream.max_in_flight = message.max_in_flight_batches
         self._poll_timeout_s = message.poll_timeout_ms / 1000
@@ -221,12 +246,18 @@ class KafkaBridge(BridgeCore, Actor):  # type: ignore[misc]
             self._seq = 0
             self._sent_at.clear()
             self._warned_seq = 0
+            self._unacked.clear()
+            self._redeliveries = 0
         self._subscriber = subscriber
 
     # -- BridgeCore's transport: Thespian sends, wakeups --------------------------------------
 
     def _send_stream(self, message: Any) -> bool:
-        """Numbered by the core: Thespian may reorder messages (see messages: Ordering)."""
+        """Numbered by the core: Thespian may reorder messages (see messages: Ordering), and
+        kept until acknowledged: it may also drop them (see Redelivery)."""
+        if not self._unacked:
+            self._progress_at = time.monotonic()
+        self._unacked[message.seq] = message
         self.send(self._subscriber, message)
         return True
 
@@ -236,12 +267,14 @@ class KafkaBridge(BridgeCore, Actor):  # type: ignore[misc]
     def _before_poll(self) -> None:
         self._complete_commits()
         self._check_unacknowledged()
+        self._redeliver_unacknowledged()
 
     def _batch_sent(self, seq: int) -> None:
         self._sent_at.append((seq, time.monotonic()))
 
     def _after_close(self) -> None:
         self._complete_commits(closing=True)
+        self._unacked.clear()
 
     def _announce(self, reply: Subscribed, sender: Any) -> None:
         self._to_subscriber(reply)
@@ -254,12 +287,46 @@ class KafkaBridge(BridgeCore, Actor):  # type: ignore[misc]
     def _on_request(self, message: Request, sender: Any) -> None:
         if sender != self._subscriber:
             raise IllegalStateError("Request from an actor that is not this bridge's subscriber")
+        self._forget_acknowledged(message.handled)
         self._add_demand(message)
 
     def _on_handled(self, seq: int, sender: Any) -> None:
         if sender != self._subscriber:
             raise IllegalStateError("Handled from an actor that is not this bridge's subscriber")
+        self._forget_acknowledged(seq)
         self._acknowledge(seq)
+
+    def _forget_acknowledged(self, seq: int) -> None:
+        """The subscriber handled every stream message up to ``seq``."""
+        unacked = self._unacked
+        if not unacked or next(iter(unacked)) > seq:
+            return
+        while unacked and next(iter(unacked)) <= seq:
+            unacked.popitem(last=False)
+        self._progress_at = time.monotonic()
+        self._redeliveries = 0
+
+    def _redeliver_unacknowledged(self) -> None:
+        """Send the unacknowledged stream messages again when nothing was acknowledged for
+        ``redeliver_after_ms`` (doubled after each redelivery, up to a minute)."""
+        if not self._unacked or self._subscriber is None:
+            return
+        first = self._settings.redeliver_after_ms / 1000
+        wait = min(first * 2 ** min(self._redeliveries, 16), max(first, _REDELIVER_MAX_S))
+        now = time.monotonic()
+        if now - self._progress_at < wait:
+            return
+        self._redeliveries += 1
+        self._progress_at = now
+        self._log.warning(
+            "stream_redelivered",
+            first_seq=next(iter(self._unacked)),
+            messages=len(self._unacked),
+            redelivery=self._redeliveries,
+            waited_s=round(wait, 1),
+        )
+        for message in self._unacked.values():
+            self.send(self._subscriber, message)
 
     def _schedule(self, *, immediate: bool, delay_s: float | None = None) -> None:
         """Schedule the next tick; any tick scheduled before is now stale."""

@@ -26,6 +26,15 @@ two messages it handles: a batch waits about one batch's processing time, far fr
 transmit period. A subscriber that never acknowledges receives at most that many batches.
 :meth:`Commit(offsets=None) <Commit>` commits acknowledged positions.
 
+Redelivery: Thespian's TCP transport can drop a message without telling the sender (two
+actors sending to each other at once can close the socket under a large transmit, which then
+ends as a dead letter; see :mod:`kafka_actors.thespian.bridge`). The subscriber acknowledges
+every stream message it handles, not only record batches (``Handled`` / ``Request.handled``
+are cumulative ``seq``), and the bridge sends what stays unacknowledged for
+``Configure.redeliver_after_ms`` again, with the same ``seq``: a subscriber handles each
+``seq`` once and drops a copy (:class:`~kafka_actors.thespian.subscriber.StreamSubscriber`
+does).
+
 Failures: a subscriber that raises on a :class:`RecordBatch` (Thespian tries it again, then
 returns it to the bridge as ``PoisonMessage``) does not lose its records: the bridge treats
 that batch and every later unacknowledged one as not delivered, seeks back to their first
@@ -69,7 +78,10 @@ class Configure:
     batches sent to the subscriber and not yet acknowledged (see the module docstring: Flow
     control; 1 .. 512, far below Thespian's queued-transmit limits; above 20 batches queue in
     Thespian's transport, and the window times a batch's processing time must stay well
-    under its transmit period, five minutes)."""
+    under its transmit period, five minutes). ``redeliver_after_ms``: stream messages not
+    acknowledged for that long are sent again (same ``seq``), then after twice as long, up to
+    a minute, while nothing is acknowledged: Thespian can drop a message without telling the
+    sender (see the module docstring: Redelivery)."""
 
     config: Mapping[str, object]
     poll_timeout_ms: int = 0
@@ -77,6 +89,7 @@ class Configure:
     max_batch_records: int = 2000
     commit_timeout_ms: int | None = None  # default: default.api.timeout.ms
     max_in_flight_batches: int = 16
+    redeliver_after_ms: int = 5000
     #: A :class:`~kafka_actors.supervisors.FaultInjector` for tests, passed to the consumer as
     #: ``faults=``. In-process system bases only (``simpleSystemBase``): an injector holds a
     #: lock and predicates, so it cannot travel to another process.

@@ -9,9 +9,10 @@ default rebalance answers are :class:`~kafka_actors.bridges.subscriber.Rebalance
 shared by the Thespian and pykka subscribers.)
 
 Stream messages are handled in their ``seq`` order (Thespian may reorder messages between
-two actors); a message that arrives early waits for its predecessors. Each handled
-:class:`RecordBatch` is acknowledged to the bridge (in the next :class:`Request`, or by
-:class:`Handled`), which frees the bridge's window of batches in flight.
+two actors); a message that arrives early waits for its predecessors, and a copy of one
+already handled (the bridge redelivers what stays unacknowledged: Thespian can drop a message)
+is dropped. Each handled stream message is acknowledged to the bridge (in the next
+:class:`Request`, or by :class:`Handled`), which frees the bridge's window of batches in flight.
 
 Failures: a stream message whose handler raises is tried ``attempts`` times (2, as Thespian's
 process bases do; ``simpleSystemBase`` delivers 3 times), then returned to the bridge as
@@ -169,10 +170,10 @@ class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
             self._handle(message, sender)
             return
         if seq != self._next_seq or self._failed_seq:
-            if seq > self._next_seq:
+            if seq > self._next_seq and seq not in self._early:
                 self.reordered += 1
                 self._early[seq] = (message, sender)
-            return  # seq below: a duplicate
+            return  # seq below, or held already: a copy (redelivered)
         self._early[seq] = (message, sender)
         self._drain()
 
@@ -191,8 +192,7 @@ class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
         if batch and self._void[0] < seq < self._void[1]:
             return True  # taken back by the bridge: it sends these records again
         before = self._handled_seq
-        if batch:
-            self._handled_seq = seq
+        self._handled_seq = seq  # a Request sent while handling it acknowledges it
         details = ""
         for attempt in range(1, max(1, self.attempts) + 1):
             try:
@@ -210,9 +210,9 @@ class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
             if batch:
                 for tp in message.positions:
                     self.failed_at.pop(tp, None)
-                if self._acked_seq < seq:
-                    self._acked_seq = seq
-                    self.send(sender, Handled(seq))
+            if self._acked_seq < seq:  # every stream message: the bridge redelivers the rest
+                self._acked_seq = seq
+                self.send(sender, Handled(seq))
             return True
         # Given up: back to the bridge, as Thespian itself returns what an actor raised on.
         self.send(sender, PoisonMessage(message, details))

@@ -264,6 +264,46 @@ class FlakySubscriber(StreamSubscriber):
             )
 
 
+@dataclass(frozen=True, slots=True)
+class GetDropped:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    messages: tuple[str, ...]
+
+
+class DroppingBridge(KafkaBridge):
+    """A bridge whose transport loses, once each, the first PartitionsAssigned naming
+    partitions and the second RecordBatch it sends, without telling the bridge: what Thespian's
+    TCP transport does to a large transmit whose socket the peer closed under it (EPIPE, taken
+    for a refused connection: a dead letter; issue 22). Later copies (redeliveries) go through."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches_sent = 0
+        self.dropped: list[str] = []
+
+    def send(self, targetAddr: Any, msg: Any) -> None:
+        if isinstance(msg, RecordBatch):
+            self.batches_sent += 1
+            if self.batches_sent == 2:
+                self.dropped.append(f"RecordBatch {msg.seq}")
+                return
+        elif isinstance(msg, PartitionsAssigned) and msg.partitions:
+            if not any(d.startswith("PartitionsAssigned") for d in self.dropped):
+                self.dropped.append(f"PartitionsAssigned {msg.seq}")
+                return
+        super().send(targetAddr, msg)
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        if isinstance(message, GetDropped):
+            self.send(sender, Dropped(tuple(self.dropped)))
+        else:
+            super().receiveMessage(message, sender)
+
+
 class CommitRaisingBridge(KafkaBridge):
     """A bridge whose handling of Commit raises out of receiveMessage (as a bug would): Thespian
     retries it, then returns it to the sender as PoisonMessage."""
