@@ -102,11 +102,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     # A stable sort: files by descending measured time, each file's own order kept.
     items.sort(key=lambda it: -weight(it))
-    if config.getoption("dist", "no") == "loadgroup":
+    # In a worker, xdist has set ``dist`` back to "no" by now and keeps the choice in
+    # ``loadgroup`` (the controller schedules by the group suffixes the workers report: marks
+    # added only in the controller group nothing).
+    if getattr(config.option, "loadgroup", False) or config.getoption("dist", "no") == "loadgroup":
         for item in items:
             group = _xdist_group(item)
             if group is not None:
                 item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's own hook wrote the group suffixes
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In a worker of ``--dist loadgroup``: every grouped test's id must carry its group, or the
+    controller schedules it alone (a module fixture then runs once per worker, a heavy session
+    fixture starts on every worker). pytest 9.2 with pytest-xdist 3.8 did that silently."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid
+    ]
+    if lost:
+        raise pytest.UsageError(
+            f"{len(lost)} tests have an xdist_group mark but no group in their id (first: "
+            f"{lost[0]}): this pytest and pytest-xdist do not group; pin pytest as "
+            "pyproject.toml's test extra does"
+        )
 
 
 # --- Hypothesis: no wall-clock limits ------------------------------------------------------
