@@ -30,6 +30,9 @@ def read_junit(path: Path) -> dict[str, float]:
     for case in ET.parse(path).getroot().iter("testcase"):
         classname = case.get("classname", "")
         name = case.get("name", "")
+        at = name.rfind("@")
+        if at > name.rfind("]"):  # pytest-xdist's "@group" suffix (--dist loadgroup)
+            name = name[:at]
         seconds = float(case.get("time", "0") or 0)
         parts = classname.split(".")
         # classname is "tests.folder.test_file" or "tests.folder.test_file.TestClass".
