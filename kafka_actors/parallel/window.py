@@ -106,9 +106,14 @@ class CompletionWindow:
             self._rebase(offset)
         else:
             for gap in range(max(self._next, base), offset):
-                self._mark(gap)
+                # A gap at the base may complete it and the inherited offsets after it:
+                # the base then jumps past the next gaps (and maybe past this record).
+                if gap >= self._start + self._head:
+                    self._mark(gap)
         status = self._status
         self._next = offset + 1
+        if offset < self.base:
+            return False  # completed by the inherited map (the base passed it)
         i = offset - self._start
         if i >= len(status):
             self._append(0, i - len(status) + 1)

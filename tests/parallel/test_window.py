@@ -110,3 +110,18 @@ def test_a_record_received_twice_is_work_once() -> None:
     window = CompletionWindow(0)
     assert window.receive(0)
     assert not window.receive(0)
+
+
+def test_a_gap_at_the_base_before_inherited_offsets_moves_the_base_past_them() -> None:
+    # Committed 921 with 922 and 923 completed in its map; 921 is gone (compacted): the
+    # fetch starts at 922. The gap completes 921, the base jumps to 924.
+    inherited = om.decode(om.encode(921, b"\x01\x01"), 921)
+    window = CompletionWindow(921, inherited)
+    assert not window.receive(922)
+    assert window.base == 924
+    assert window.receive(924)
+    # the same with the next record further on: the gaps after the inherited ones too
+    window = CompletionWindow(805, om.decode(om.encode(805, b"\x01\x01"), 805))
+    assert window.receive(861)
+    assert (window.base, window.span, window.transitions) == (861, 0, 0)
+    assert window.receive(862) and window.base == 861
