@@ -330,10 +330,16 @@ class WorkScheduler:
             window = part.window = CompletionWindow(records[0].offset, part.inherited)
         ordering = self.config.ordering
         counters = self.counters
+        counters.received += len(records)
+        # Consecutive offsets right after the last ones received (the usual fetch) are all
+        # work: the window takes them in one step.
+        first = records[0].offset
+        run = records[-1].offset - first == len(records) - 1 and window.receive_run(
+            first, len(records)
+        )
         added = 0
         for record in records:
-            counters.received += 1
-            if not window.receive(record.offset):
+            if not run and not window.receive(record.offset):
                 counters.skipped_completed += 1
                 continue
             key: Hashable
