@@ -179,11 +179,11 @@ class HandlerPool:
             try:
                 task = tasks.popleft()
             except IndexError:
+                context.clear()  # what the owner logs there is not about the last record
                 more = self._refill() if not self._closed else []
                 if more:
                     tasks.extend(more)
                     continue
-                context.clear()
                 with self._mutex:
                     if self._closed:
                         return
