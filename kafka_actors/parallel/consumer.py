@@ -235,6 +235,7 @@ class ParallelConsumer:
         self._wake_lock = threading.Lock()
         self._in_poll = False
         self._woken = False
+        self._wake_pending = False  # a wake-up came between two polls: the next returns
         self._subscribed = False
         self._paused: dict[TopicPartition, PauseReason] = {}
         self._revocations: list[_Revocation] = []
@@ -326,7 +327,9 @@ class ParallelConsumer:
             self._wake()
 
     def _wake(self) -> None:
-        """Interrupt the poll in progress, if one is, once."""
+        """Interrupt the poll in progress, once; between two polls, make the next one return
+        at once (a wake-up is never lost: the loop may have decided its timeout already)."""
+        self._wake_pending = True
         if not self._in_poll or self._woken:
             return
         with self._wake_lock:
@@ -354,6 +357,9 @@ class ParallelConsumer:
         with self._wake_lock:
             self._in_poll = True
             self._woken = False
+            if self._wake_pending:  # consumed here only: never cleared unseen
+                self._wake_pending = False
+                timeout = 0.0
         try:
             records = self._consumer.poll(timeout)
         except WakeupError:
@@ -414,7 +420,10 @@ class ParallelConsumer:
         with self._lock:
             failures = self._apply_outcomes()
             tasks = [] if self._stop.is_set() else self._take_ready()
-            wake = failures or self._letters or self._paused or self._revocations
+            wake = bool(failures or self._letters or self._revocations) or (
+                # a paused partition that may resume now (not one that stays full)
+                bool(self._paused) and self._scheduler.fetch_pauses().keys() != self._paused.keys()
+            )
         if wake:
             self._wake()
         return tasks

@@ -291,3 +291,33 @@ def test_a_failing_record_is_retried_and_the_commit_waits_for_it(
     assert attempts[100] == 3
     assert all(count == 1 for offset, count in attempts.items() if offset != 100)
     assert stand_in.instances[0].commits[-1][TP].offset == 300
+
+
+def test_a_wake_up_between_two_polls_is_not_lost(stand_in: type[_StandIn]) -> None:
+    # A pool thread asks the loop to resume a partition while the loop is between two polls
+    # (it has decided its timeout already): the next poll must not wait its idle timeout.
+    stand_in.records = []
+    timeouts: list[float] = []
+    pc = ParallelConsumer(
+        {"bootstrap.servers": "localhost:9", "group.id": "g"},
+        handler=lambda record: None,
+        offset_metadata_max_bytes=4096,
+    )
+    pc.subscribe(["orders"])
+    consumer = stand_in.instances[0]
+    poll = consumer.poll
+
+    def recording_poll(timeout: float = 0.0) -> ConsumerRecords:
+        timeouts.append(timeout)
+        return poll(0.0)
+
+    consumer.poll = recording_poll  # type: ignore[method-assign]
+    pc._turn(poll=True)  # assigned
+    pc._turn(poll=True)
+    assert timeouts[-1] > 0  # idle: waits
+    pc._wake()  # not in a poll now
+    pc._turn(poll=True)
+    assert timeouts[-1] == 0.0
+    pc._turn(poll=True)
+    assert timeouts[-1] > 0  # once
+    pc.close(5)
