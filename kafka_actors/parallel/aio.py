@@ -14,8 +14,13 @@ lock), the clock it is given, confluent-kafka (dead letters; the broker's
 ``offset.metadata.max.bytes`` read in a worker thread).
 
 Everything runs on the loop's thread: a handler task applies its own outcome to the
-scheduler when it ends and starts what may start next, so a slow handler never holds the
-fetch, and ``max.poll.interval.ms`` never expires because of handler time. ``stop()`` may be
+scheduler when it ends and goes on with the next record started (or, when none waits, starts
+what may start next itself), so a slow handler never holds the fetch, and
+``max.poll.interval.ms`` never expires because of handler time. A handler task is created
+only when records wait and no task is about to take them (a new task creates the next one
+while records still wait): handlers that suspend spread over up to ``max_concurrency`` tasks
+within a few loop iterations, handlers that return at once run one after another in the same
+task (which lets the loop run between two batches). ``stop()`` may be
 called from any thread and from a signal handler.
 """
 
@@ -25,6 +30,7 @@ import asyncio
 import inspect
 import random as _random
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
@@ -33,7 +39,7 @@ from kafka_actors.aio import AsyncKafkaConsumer
 from kafka_actors.clock import Clock, SystemClock
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import IllegalStateError, KafkaError
-from kafka_actors.log import get_logger, traced
+from kafka_actors.log import get_logger
 from kafka_actors.parallel.consumer import read_offset_metadata_max_bytes
 from kafka_actors.parallel.dead_letters import DeadLetterProducer
 from kafka_actors.parallel.messages import (
@@ -51,6 +57,7 @@ from kafka_actors.parallel.scheduler import (
     WorkConfig,
     WorkScheduler,
 )
+from kafka_actors.parallel.workers import bind_record
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.supervisors import FaultInjector
@@ -80,6 +87,8 @@ class _Progress:
             self._waiters.discard(future)
 
     def fire(self) -> None:
+        if not self._waiters:
+            return
         for future in self._waiters:
             if not future.done():
                 future.set_result(None)
@@ -196,6 +205,8 @@ class AsyncParallelConsumer:
         self._wake_event: asyncio.Event | None = None
         self._progress = _Progress()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._queued: deque[Task] = deque()  # started records no handler task took yet
+        self._spawning = False  # a handler task was created and has not taken a record yet
         self._running = False
         self._run_done: asyncio.Event | None = None
         self._closed = False
@@ -378,38 +389,62 @@ class AsyncParallelConsumer:
     # -- handlers --------------------------------------------------------------------------
 
     def _start_ready(self) -> None:
-        loop = self._loop
-        assert loop is not None
+        self._queued.extend(self._take_ready())
+        if self._queued and not self._spawning:
+            self._spawn()
+
+    def _take_ready(self) -> list[Task]:
+        """What may start now: the tasks (due dead letters are sent)."""
+        tasks: list[Task] = []
         for item in self._scheduler.take_ready(self._now_ms()):
             if isinstance(item, Task):
-                task = loop.create_task(self._handle(item))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                tasks.append(item)
             else:
                 self._send_dead_letter(item)
+        return tasks
 
-    async def _handle(self, task: Task) -> None:
-        record = task.record
-        error: BaseException | None = None
-        with traced(
-            None,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            attempt=task.attempt,
-        ):
+    def _spawn(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        self._spawning = True
+        task = loop.create_task(self._handle())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self) -> None:
+        """A handler task: runs started records one after another while some wait, each
+        with its fields bound in the structlog context (the task's own context)."""
+        self._spawning = False
+        queued = self._queued
+        handler = self._handler
+        while True:
+            if not queued:
+                if self._stopping:
+                    return
+                more = self._take_ready()
+                if not more:
+                    return
+                queued.extend(more)
+                await asyncio.sleep(0)  # let the loop run between two batches
+                if not queued:
+                    return
+            task = queued.popleft()
+            if queued and not self._spawning:
+                self._spawn()
+            record = task.record
+            bind_record(record, task.attempt)
+            error: BaseException | None = None
             try:
-                result = self._handler(record)
+                result = handler(record)
                 if inspect.isawaitable(result):
                     await result
             except Exception as exc:
                 error = exc
-        self._outcome(task.work_id, error)
+            self._outcome(task.work_id, error)
 
     def _outcome(self, work_id: int, error: BaseException | None) -> None:
-        """A handler ended (on the loop's thread): complete or fail the record, start what
-        may start now, wake the waiting revocations and the run loop."""
+        """A handler ended (on the loop's thread): complete or fail the record, wake the
+        waiting revocations and, when it has work, the run loop."""
         scheduler = self._scheduler
         if error is None:
             scheduler.succeeded(work_id)
@@ -421,8 +456,6 @@ class AsyncParallelConsumer:
                 if isinstance(decision, DeadLetterDue):
                     self._send_dead_letter(decision.dead_letter)
             self._wake()  # a retry's time goes into the poll timeout
-        if not self._stopping:
-            self._start_ready()
         self._progress.fire()
         if self._paused:
             self._wake()  # a paused partition may resume

@@ -12,7 +12,11 @@ clock it is given, confluent-kafka (dead letters, and the broker's
 ``offset.metadata.max.bytes`` through its AdminClient).
 
 Threads: ``run()`` runs the loop on the calling thread; handlers run on the pool's threads
-and hand their outcome back through a queue (waking a poll that waits); ``stop()``,
+(:class:`~kafka_actors.parallel.workers.HandlerPool`), which hand their outcomes back through a
+queue and, when they run out of tasks, apply the outcomes and take what may start next
+themselves (under the lock): a record's end starts the next one without a round trip through
+the loop. They wake a poll that waits only when the loop has something to do (a retry to
+time, a dead letter to send, a partition to resume, a revocation to finish). ``stop()``,
 ``health()``, ``metrics()`` and ``close()`` may be called from any thread, ``stop()`` from a
 signal handler too. The poll never waits for a handler, so ``max.poll.interval.ms`` never
 expires because of handler time.
@@ -24,6 +28,7 @@ import concurrent.futures
 import queue
 import random as _random
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -37,7 +42,7 @@ from kafka_actors.errors import (
     KafkaError,
     WakeupError,
 )
-from kafka_actors.log import get_logger, traced
+from kafka_actors.log import get_logger
 from kafka_actors.parallel.dead_letters import DeadLetterProducer
 from kafka_actors.parallel.messages import (
     DeadLetter,
@@ -55,6 +60,7 @@ from kafka_actors.parallel.scheduler import (
     WorkConfig,
     WorkScheduler,
 )
+from kafka_actors.parallel.workers import HandlerPool
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.structs import ConsumerRebalanceListener
@@ -210,10 +216,12 @@ class ParallelConsumer:
         self._consumer = KafkaConsumer(consumer_config, faults=faults)
         self._lock = threading.RLock()
         self._scheduler = WorkScheduler(self._work_config, self._random)
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_concurrency, thread_name_prefix="kafka-actors-parallel"
-        )
-        self._outcomes: queue.SimpleQueue[tuple[int, BaseException | None]] = queue.SimpleQueue()
+        self._pool = HandlerPool(max_concurrency, self._handle, self._refill)
+        # Handlers' outcomes, appended by the pool's threads, applied under the lock.
+        self._outcomes: deque[tuple[int, BaseException | None]] = deque()
+        # Dead letters due, to send on the loop's thread (the producer's).
+        self._letters: list[DeadLetter] = []
+        self._progress = threading.Event()  # outcomes applied (close() waits on it)
         self._commit_results: queue.SimpleQueue[
             tuple[dict[TopicPartition, OffsetAndMetadata], BaseException | None, bool]
         ] = queue.SimpleQueue()
@@ -227,6 +235,7 @@ class ParallelConsumer:
         self._wake_lock = threading.Lock()
         self._in_poll = False
         self._woken = False
+        self._wake_pending = False  # a wake-up came between two polls: the next returns
         self._subscribed = False
         self._paused: dict[TopicPartition, PauseReason] = {}
         self._revocations: list[_Revocation] = []
@@ -318,7 +327,9 @@ class ParallelConsumer:
             self._wake()
 
     def _wake(self) -> None:
-        """Interrupt the poll in progress, if one is, once."""
+        """Interrupt the poll in progress, once; between two polls, make the next one return
+        at once (a wake-up is never lost: the loop may have decided its timeout already)."""
+        self._wake_pending = True
         if not self._in_poll or self._woken:
             return
         with self._wake_lock:
@@ -334,6 +345,7 @@ class ParallelConsumer:
             if self._producer is not None:
                 self._producer.poll()
             self._start_ready()
+            self._send_letters()
             self._apply_pauses()
             finished = self._due_revocations()
             self._auto_commit_if_due()
@@ -345,6 +357,9 @@ class ParallelConsumer:
         with self._wake_lock:
             self._in_poll = True
             self._woken = False
+            if self._wake_pending:  # consumed here only: never cleared unseen
+                self._wake_pending = False
+                timeout = 0.0
         try:
             records = self._consumer.poll(timeout)
         except WakeupError:
@@ -359,7 +374,7 @@ class ParallelConsumer:
                     self._scheduler.offer(tp, recs)
 
     def _poll_timeout(self) -> float:
-        if not self._outcomes.empty() or self._stop.is_set():
+        if self._letters or self._stop.is_set():
             return 0.0
         now = self._now_ms()
         wait_ms = _IDLE_POLL_S * 1000
@@ -373,36 +388,50 @@ class ParallelConsumer:
     # -- handlers --------------------------------------------------------------------------
 
     def _start_ready(self) -> None:
+        tasks = self._take_ready()
+        if tasks and not self._pool.push(tasks):  # the pool is shut down (closing)
+            error = RuntimeError("the handler pool is shut down")
+            self._outcomes.extend((task.work_id, error) for task in tasks)
+
+    def _take_ready(self) -> list[Task]:
+        """What may start now (under the lock): the tasks; due dead letters go to the
+        loop's list."""
+        tasks: list[Task] = []
         for item in self._scheduler.take_ready(self._now_ms()):
             if isinstance(item, Task):
-                try:
-                    self._pool.submit(self._handle, item)
-                except RuntimeError as exc:  # the pool is shut down (closing)
-                    self._outcomes.put((item.work_id, exc))
+                tasks.append(item)
             else:
-                self._send_dead_letter(item)
+                self._letters.append(item)
+        return tasks
 
     def _handle(self, task: Task) -> None:
-        record = task.record
+        """Run the handler (on a pool thread, the record's fields bound in the structlog
+        context by the pool) and report its outcome."""
         error: BaseException | None = None
-        with traced(
-            None,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            attempt=task.attempt,
-        ):
-            try:
-                self._call(record)
-            except Exception as exc:
-                error = exc
-        self._outcomes.put((task.work_id, error))
-        self._wake()
+        try:
+            self._call(task.record)
+        except Exception as exc:
+            error = exc
+        self._outcomes.append((task.work_id, error))
 
-    def _apply_outcomes(self) -> None:
+    def _refill(self) -> list[Task]:
+        """A pool thread ran out of tasks: apply the outcomes so far and take what may start
+        now (none once stopping: ``close()`` drains). Wakes the loop when it has work."""
+        with self._lock:
+            failures = self._apply_outcomes()
+            tasks = [] if self._stop.is_set() else self._take_ready()
+            wake = bool(failures or self._letters or self._revocations) or (
+                # a paused partition that may resume now (not one that stays full)
+                bool(self._paused) and self._scheduler.fetch_pauses().keys() != self._paused.keys()
+            )
+        if wake:
+            self._wake()
+        return tasks
+
+    def _apply_outcomes(self) -> bool:
+        """Apply the commits' and the handlers' results (under the lock); True when an
+        attempt failed (the loop times its retry or sends its dead letter)."""
         scheduler = self._scheduler
-        now = self._now_ms()
         while not self._commit_results.empty():
             offsets, error, cancelled = self._commit_results.get_nowait()
             if error is None and not cancelled:
@@ -411,18 +440,25 @@ class ParallelConsumer:
             else:
                 self._commit_failures += 1
                 self._log.warning("commit_failed", error=repr(error))
-        while True:
-            try:
-                work_id, error = self._outcomes.get_nowait()
-            except queue.Empty:
-                return
+        outcomes = self._outcomes
+        if not outcomes:
+            return False
+        failures = False
+        now = self._now_ms()
+        succeeded = scheduler.succeeded
+        while outcomes:
+            work_id, error = outcomes.popleft()
             if error is None:
-                scheduler.succeeded(work_id)
+                succeeded(work_id)
                 continue
+            failures = True
             record = self._record_of(work_id)
             decision = scheduler.failed(work_id, error, now)
             if decision is not None and record is not None:
                 self._report_failure(decision, record, error)
+        if self._closed:
+            self._progress.set()
+        return failures
 
     def _record_of(self, work_id: int) -> ConsumerRecord | None:
         return self._scheduler.record(work_id)
@@ -432,7 +468,13 @@ class ParallelConsumer:
     ) -> None:
         report_failure(self._log, decision, record, error, self._dead_letter_topic)
         if isinstance(decision, DeadLetterDue):
-            self._send_dead_letter(decision.dead_letter)
+            self._letters.append(decision.dead_letter)
+
+    def _send_letters(self) -> None:
+        """Send the dead letters due (on the loop's thread, under the lock)."""
+        letters, self._letters = self._letters, []
+        for letter in letters:
+            self._send_dead_letter(letter)
 
     # -- dead letters ----------------------------------------------------------------------
 
@@ -641,7 +683,7 @@ class ParallelConsumer:
             try:
                 self._drain(deadline)
             finally:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool.shutdown()
                 if self._producer is not None:
                     left = self._producer.flush(max(0.0, deadline - self._clock.monotonic()))
                     if left:
@@ -659,8 +701,10 @@ class ParallelConsumer:
                 if self._producer is not None:
                     self._producer.poll()
                 self._start_ready()  # due dead letters (no record of a revoking partition)
+                self._send_letters()
                 if self._scheduler.revoke_pending(everything) == 0:
                     break
+                self._progress.clear()
             self._wait_outcome(min(0.05, max(0.0, deadline - self._clock.monotonic())))
         with self._lock:
             self._apply_outcomes()
@@ -678,11 +722,8 @@ class ParallelConsumer:
             self._revocations.clear()
 
     def _wait_outcome(self, timeout: float) -> None:
-        try:
-            item = self._outcomes.get(timeout=timeout)
-        except queue.Empty:
-            return
-        self._outcomes.put(item)
+        if not self._outcomes:
+            self._progress.wait(timeout)
 
     # -- observability ---------------------------------------------------------------------
 

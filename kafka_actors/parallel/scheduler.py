@@ -330,10 +330,16 @@ class WorkScheduler:
             window = part.window = CompletionWindow(records[0].offset, part.inherited)
         ordering = self.config.ordering
         counters = self.counters
+        counters.received += len(records)
+        # Consecutive offsets right after the last ones received (the usual fetch) are all
+        # work: the window takes them in one step.
+        first = records[0].offset
+        run = records[-1].offset - first == len(records) - 1 and window.receive_run(
+            first, len(records)
+        )
         added = 0
         for record in records:
-            counters.received += 1
-            if not window.receive(record.offset):
+            if not run and not window.receive(record.offset):
                 counters.skipped_completed += 1
                 continue
             key: Hashable
@@ -387,40 +393,65 @@ class WorkScheduler:
         parts = list(self._partitions.values())
         n = len(parts)
         self._turn = (self._turn + 1) % n
-        max_bytes = self.config.offset_metadata_max_bytes
         per_partition = self.config.max_in_flight_per_partition
+        started = self._works
         progress = True
         while progress and self._running < limit:
             progress = False
+            # Partitions in turn, each up to an even share of what may still start per pass
+            # (then shares of one): the same records start as one by one in turn would.
+            share = max(1, (limit - self._running) // n)
             for k in range(n):
                 part = parts[(self._turn + k) % n]
-                if not part.ready or part.revoking or part.stopped is not None:
+                ready = part.ready
+                if not ready or part.revoking or part.stopped is not None:
                     continue
-                if part.in_flight >= per_partition:
+                want = min(len(ready), per_partition - part.in_flight, share, limit - self._running)
+                if want <= 0:
                     continue
-                window = part.window
-                assert window is not None
-                if window.size_bound(part.in_flight + 1) > max_bytes:
-                    if not part.map_full:
-                        part.map_full = True
-                        self.counters.offset_map_full += 1
+                count = self._fitting(part, want)
+                if count:
+                    part.map_full = False
+                if count < want and not part.map_full:
+                    part.map_full = True
+                    self.counters.offset_map_full += 1
+                if not count:
                     continue
-                part.map_full = False
-                work = part.ready.popleft()
-                part.buffered -= 1
-                part.in_flight += 1
-                part.running += 1
-                self._running += 1
-                work.state = "running"
-                work.started_ms = now_ms
-                work.request.on_send_attempt(work.id)
-                self._works[work.id] = work
-                self.counters.started += 1
-                out.append(Task(work.id, work.record, 1))
+                part.buffered -= count
+                part.in_flight += count
+                part.running += count
+                self._running += count
+                self.counters.started += count
+                for _ in range(count):
+                    work = ready.popleft()
+                    work.state = "running"
+                    work.started_ms = now_ms
+                    work.request.on_send_attempt(work.id)
+                    started[work.id] = work
+                    out.append(Task(work.id, work.record, 1))
                 progress = True
                 if self._running >= limit:
                     break
         return out
+
+    def _fitting(self, part: _Partition, want: int) -> int:
+        """How many of ``want`` records may start in ``part`` with its offset map, every
+        record in flight completed, still within ``offset_metadata_max_bytes`` (the bound
+        grows with each start, so the largest count that fits is searched)."""
+        window = part.window
+        assert window is not None
+        max_bytes = self.config.offset_metadata_max_bytes
+        in_flight = part.in_flight
+        if window.size_bound(in_flight + want) <= max_bytes:
+            return want
+        low, high = 0, want - 1  # the largest count that fits is in [low, high]
+        while low < high:
+            middle = (low + high + 1) // 2
+            if window.size_bound(in_flight + middle) <= max_bytes:
+                low = middle
+            else:
+                high = middle - 1
+        return low
 
     def next_due_ms(self) -> int | None:
         """When the earliest retry or dead-letter resend is due (None: none waits)."""

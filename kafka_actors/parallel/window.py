@@ -106,14 +106,37 @@ class CompletionWindow:
             self._rebase(offset)
         else:
             for gap in range(max(self._next, base), offset):
-                self._mark(gap)
+                # A gap at the base may complete it and the inherited offsets after it:
+                # the base then jumps past the next gaps (and maybe past this record).
+                if gap >= self._start + self._head:
+                    self._mark(gap)
         status = self._status
         self._next = offset + 1
+        if offset < self.base:
+            return False  # completed by the inherited map (the base passed it)
         i = offset - self._start
         if i >= len(status):
             self._append(0, i - len(status) + 1)
             return True
         return status[i] == 0
+
+    def receive_run(self, first: int, count: int) -> bool:
+        """The records at ``first`` .. ``first + count - 1`` (consecutive offsets, the usual
+        fetch) were fetched: when they directly follow the last one received and the window
+        knows nothing of them yet, they are all work: taken in one step, True. Otherwise
+        False, and nothing changed: :meth:`receive` them one by one."""
+        if count < 1 or first != self._next or first < self.base:
+            return False
+        status = self._status
+        i = first - self._start
+        if i == len(status):
+            self._append(0, count)
+        elif i == len(status) - 1 and status[i] == 0:
+            self._append(0, count - 1)  # the base itself (after a restart of the window)
+        else:
+            return False
+        self._next = first + count
+        return True
 
     def complete(self, offset: int) -> None:
         """The record at ``offset`` completed (handled, dead-lettered or skipped by policy)."""

@@ -323,3 +323,113 @@ def test_bad_options_name_themselves() -> None:
         WorkConfig(max_attempts=0)
     with pytest.raises(ConfigError, match="offset_metadata_max_bytes"):
         WorkConfig(offset_metadata_max_bytes=10)
+
+
+def _one_by_one(s: WorkScheduler, now_ms: int) -> list[tuple[TopicPartition, int]]:
+    """What take_ready starts of new records, as it did before it started them in chunks:
+    one record per partition in turn, checking the map's bound before each (the reference;
+    no retries are due in the cases below). Returns (partition, offset) in start order."""
+    out: list[tuple[TopicPartition, int]] = []
+    config = s.config
+    limit = config.max_concurrency
+    if s._running >= limit or not s._partitions:
+        return out
+    parts = list(s._partitions.values())
+    n = len(parts)
+    s._turn = (s._turn + 1) % n
+    progress = True
+    while progress and s._running < limit:
+        progress = False
+        for k in range(n):
+            part = parts[(s._turn + k) % n]
+            if not part.ready or part.revoking or part.stopped is not None:
+                continue
+            if part.in_flight >= config.max_in_flight_per_partition:
+                continue
+            assert part.window is not None
+            if part.window.size_bound(part.in_flight + 1) > config.offset_metadata_max_bytes:
+                if not part.map_full:
+                    part.map_full = True
+                    s.counters.offset_map_full += 1
+                continue
+            part.map_full = False
+            work = part.ready.popleft()
+            part.buffered -= 1
+            part.in_flight += 1
+            part.running += 1
+            s._running += 1
+            work.state = "running"
+            work.started_ms = now_ms
+            work.request.on_send_attempt(work.id)
+            s._works[work.id] = work
+            s.counters.started += 1
+            out.append((part.tp, work.record.offset))
+            progress = True
+            if s._running >= limit:
+                break
+    return out
+
+
+@given(
+    ordering=st.sampled_from(["key", "partition", "unordered"]),
+    partitions=st.integers(1, 4),
+    concurrency=st.integers(1, 40),
+    per_partition=st.integers(0, 30),
+    map_limit=st.sampled_from([40, 48, 64, 4096]),
+    seed=st.integers(0, 2**32),
+)
+@settings(max_examples=150, deadline=None)
+def test_take_ready_starts_what_starting_one_by_one_in_turn_would(
+    ordering: str,
+    partitions: int,
+    concurrency: int,
+    per_partition: int,
+    map_limit: int,
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    tps = [TopicPartition("orders", p) for p in range(partitions)]
+    chunked, reference = (
+        WorkScheduler(
+            WorkConfig(
+                ordering=ordering,  # type: ignore[arg-type]
+                max_concurrency=concurrency,
+                max_in_flight_per_partition=per_partition,
+                offset_metadata_max_bytes=map_limit,
+            ),
+            half,
+        )
+        for _ in range(2)
+    )
+    for s in (chunked, reference):
+        for tp in tps:
+            s.assign(tp, OffsetAndMetadata(0))
+    offsets = dict.fromkeys(tps, 0)
+    running: list[tuple[TopicPartition, int]] = []
+    for _ in range(30):
+        for tp in tps:
+            n = rng.randint(0, 25)
+            keys = [b"a", b"b", b"c", None]
+            batch = [rec(offsets[tp] + i, rng.choice(keys), tp) for i in range(n)]
+            offsets[tp] += n
+            chunked.offer(tp, batch)
+            reference.offer(tp, batch)
+        started = tasks(chunked.take_ready(0))
+        expected = _one_by_one(reference, 0)
+        assert sorted((t.record.topic, t.record.partition, t.record.offset) for t in started) == (
+            sorted((tp.topic, tp.partition, o) for tp, o in expected)
+        )
+        assert chunked.counters == reference.counters
+        assert chunked.running() == reference.running()
+        running += expected
+        # complete a random part of what runs, in any order, in both
+        rng.shuffle(running)
+        cut = rng.randint(0, len(running))
+        done, running = running[:cut], running[cut:]
+        for tp, offset in done:
+            for s in (chunked, reference):
+                work = next(
+                    w for w in s._works.values() if w.owner.tp == tp and w.record.offset == offset
+                )
+                assert s.succeeded(work.id)
+    assert reference.counters.started > 0

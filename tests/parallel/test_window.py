@@ -110,3 +110,69 @@ def test_a_record_received_twice_is_work_once() -> None:
     window = CompletionWindow(0)
     assert window.receive(0)
     assert not window.receive(0)
+
+
+def _state(window: CompletionWindow) -> tuple[object, ...]:
+    return (
+        window.base,
+        window.next_offset,
+        window.span,
+        window.transitions,
+        bytes(window._status[window._head :]),
+    )
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[int, om.OffsetMap | None, list[int], list[int], int, int]:
+    """A window (maybe inherited), records received and completed, then a run to receive."""
+    start = draw(st.integers(0, 10**12))
+    inherited: om.OffsetMap | None = None
+    if draw(st.booleans()):
+        completed = draw(st.lists(st.booleans(), min_size=1, max_size=40))
+        completed[-1] = True
+        inherited = om.decode(om.encode(start, bytes(completed)), start)
+    received = sorted(set(draw(st.lists(st.integers(start, start + 60), max_size=40))))
+    done = draw(st.permutations(received))
+    done = done[: draw(st.integers(0, len(done)))]
+    last = received[-1] + 1 if received else start
+    first = draw(st.integers(last - 2, last + 3))
+    count = draw(st.integers(1, 30))
+    return start, inherited, received, list(done), first, count
+
+
+@given(runs())
+@settings(max_examples=400, deadline=None)
+def test_a_run_received_at_once_is_what_receiving_it_record_by_record_makes(
+    case: tuple[int, om.OffsetMap | None, list[int], list[int], int, int],
+) -> None:
+    start, inherited, received, done, first, count = case
+    windows = [CompletionWindow(start, inherited), CompletionWindow(start, inherited)]
+    for window in windows:
+        for offset in received:
+            window.receive(offset)
+        for offset in done:
+            window.complete(offset)
+    at_once, one_by_one = windows
+    before = _state(at_once)
+    if not at_once.receive_run(first, count):
+        assert _state(at_once) == before  # nothing changed: the caller goes one by one
+        return
+    work = [one_by_one.receive(offset) for offset in range(first, first + count)]
+    assert all(work)
+    assert _state(at_once) == _state(one_by_one)
+    assert at_once.transitions == _recount(at_once)
+
+
+def test_a_gap_at_the_base_before_inherited_offsets_moves_the_base_past_them() -> None:
+    # Committed 921 with 922 and 923 completed in its map; 921 is gone (compacted): the
+    # fetch starts at 922. The gap completes 921, the base jumps to 924.
+    inherited = om.decode(om.encode(921, b"\x01\x01"), 921)
+    window = CompletionWindow(921, inherited)
+    assert not window.receive(922)
+    assert window.base == 924
+    assert window.receive(924)
+    # the same with the next record further on: the gaps after the inherited ones too
+    window = CompletionWindow(805, om.decode(om.encode(805, b"\x01\x01"), 805))
+    assert window.receive(861)
+    assert (window.base, window.span, window.transitions) == (861, 0, 0)
+    assert window.receive(862) and window.base == 861

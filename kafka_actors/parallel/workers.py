@@ -1,0 +1,201 @@
+"""The handler threads of :class:`~kafka_actors.parallel.consumer.ParallelConsumer`, and the
+structlog context of a handler call.
+
+Owns: :class:`HandlerPool` (up to ``size`` threads running tasks from one shared queue) and
+:class:`RecordContext` / :func:`bind_record` (the record's fields in structlog's context
+variables). May touch: structlog's context variables (the very ones ``bind_contextvars``
+sets), threads; nothing of the scheduler: the owner's ``refill`` is what takes the next tasks.
+
+How work moves. The owner :meth:`~HandlerPool.push`-es tasks the scheduler started; a thread
+takes the next task from the shared queue itself as soon as it finished one, so a handler's
+end costs no round trip through the owner's loop. When the queue is empty, the thread calls
+the owner's ``refill`` (which applies the outcomes reported so far and starts what may start
+now, under the owner's lock) and goes on with what it returns, or sleeps until a push.
+Threads are woken one at a time: a thread that takes a task while more wait wakes one
+sleeping thread, unless a woken one has not started yet. Slow (sleeping, I/O bound) handlers
+thus spread over the threads within a few wake-ups each; fast ones run on the few threads
+that are awake instead of waking one thread per record.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar, Token
+from typing import Any
+
+import structlog
+
+from kafka_actors.parallel.messages import Task
+from kafka_actors.protocol.records.decode import ConsumerRecord
+
+__all__ = ["FIELDS", "HandlerPool", "RecordContext", "bind_record"]
+
+#: What a handler call has bound in the structlog context (``docs/parallel.md``).
+FIELDS = ("topic", "partition", "offset", "key", "attempt")
+
+
+@functools.cache
+def _structlog_vars() -> tuple[ContextVar[Any], ...]:
+    """The context variables ``structlog.contextvars.bind_contextvars`` sets for
+    :data:`FIELDS` (found through its public API: the tokens it returns name them)."""
+    tokens = structlog.contextvars.bind_contextvars(**dict.fromkeys(FIELDS))
+    structlog.contextvars.reset_contextvars(**tokens)
+    return tuple(tokens[name].var for name in FIELDS)
+
+
+def bind_record(record: ConsumerRecord, attempt: int) -> None:
+    """Bind the record's fields in the current context, for good (an asyncio task's own
+    context: it ends with the task). What ``bind_contextvars`` does, without looking the
+    variables up on every call."""
+    topic, partition, offset, key, attempts = _structlog_vars()
+    topic.set(record.topic)
+    partition.set(record.partition)
+    offset.set(record.offset)
+    key.set(record.key)
+    attempts.set(attempt)
+
+
+class RecordContext:
+    """The fields of the record a thread handles, bound in that thread's structlog context:
+    :meth:`bind` for each record (a handler's log lines carry them), :meth:`clear` when the
+    thread goes idle (the values from before the first bind come back)."""
+
+    __slots__ = ("_tokens", "_vars")
+
+    def __init__(self) -> None:
+        self._vars = _structlog_vars()
+        self._tokens: tuple[Token[Any], ...] | None = None
+
+    def bind(self, record: ConsumerRecord, attempt: int) -> None:
+        topic, partition, offset, key, attempts = self._vars
+        if self._tokens is None:
+            self._tokens = (
+                topic.set(record.topic),
+                partition.set(record.partition),
+                offset.set(record.offset),
+                key.set(record.key),
+                attempts.set(attempt),
+            )
+            return
+        topic.set(record.topic)
+        partition.set(record.partition)
+        offset.set(record.offset)
+        key.set(record.key)
+        attempts.set(attempt)
+
+    def clear(self) -> None:
+        tokens = self._tokens
+        if tokens is not None:
+            self._tokens = None
+            for var, token in zip(self._vars, tokens, strict=True):
+                var.reset(token)
+
+
+class HandlerPool:
+    """Up to ``size`` threads running :class:`Task` s (module doc).
+
+    ``run(task)``: runs the handler and reports its outcome (never raises); it is called
+    with the record's fields bound in the structlog context. ``refill()``: the owner's next
+    tasks when the queue is empty (``[]``: none now; the thread sleeps until a push).
+    """
+
+    def __init__(
+        self,
+        size: int,
+        run: Callable[[Task], None],
+        refill: Callable[[], list[Task]],
+        name: str = "kafka-actors-parallel",
+    ) -> None:
+        if size < 1:
+            raise ValueError("a pool of at least one thread")
+        self._size = size
+        self._run = run
+        self._refill = refill
+        self._name = name
+        self._tasks: deque[Task] = deque()
+        self._mutex = threading.Lock()
+        self._idle: list[threading.Lock] = []  # the gates of sleeping threads (held)
+        self._threads = 0
+        self._waking = False  # a thread was woken (or started) and has not taken a task yet
+        self._closed = False
+
+    @property
+    def threads(self) -> int:
+        """Threads started so far (they are started when work waits and none sleeps)."""
+        return self._threads
+
+    @property
+    def queued(self) -> int:
+        """Tasks pushed and not taken by a thread yet."""
+        return len(self._tasks)
+
+    def push(self, tasks: Iterable[Task]) -> bool:
+        """Queue ``tasks`` to run; False (nothing queued) once the pool is shut down."""
+        if self._closed:
+            return False
+        self._tasks.extend(tasks)
+        if not self._waking:
+            self._wake_one()
+        return True
+
+    def shutdown(self) -> list[Task]:
+        """No more tasks: the queued ones are dropped (returned), sleeping threads end,
+        running ones end after their handler returns."""
+        with self._mutex:
+            self._closed = True
+            dropped = list(self._tasks)
+            self._tasks.clear()
+            idle, self._idle = self._idle, []
+        for gate in idle:
+            gate.release()
+        return dropped
+
+    def _wake_one(self) -> None:
+        with self._mutex:
+            if self._waking or self._closed or not self._tasks:
+                return
+            if self._idle:
+                self._waking = True
+                self._idle.pop().release()
+            elif self._threads < self._size:
+                self._waking = True
+                self._threads += 1
+                thread = threading.Thread(
+                    target=self._work, name=f"{self._name}-{self._threads}", daemon=True
+                )
+                thread.start()
+
+    def _work(self) -> None:
+        gate = threading.Lock()
+        gate.acquire()
+        context = RecordContext()
+        tasks = self._tasks
+        run = self._run
+        self._waking = False
+        while True:
+            try:
+                task = tasks.popleft()
+            except IndexError:
+                context.clear()  # what the owner logs there is not about the last record
+                more = self._refill() if not self._closed else []
+                if more:
+                    tasks.extend(more)
+                    continue
+                with self._mutex:
+                    if self._closed:
+                        return
+                    if tasks:
+                        continue  # pushed meanwhile
+                    self._idle.append(gate)
+                gate.acquire()
+                self._waking = False
+                if self._closed:
+                    return
+                continue
+            if tasks and not self._waking:
+                self._wake_one()
+            context.bind(task.record, task.attempt)
+            run(task)

@@ -1,0 +1,323 @@
+"""The handler threads of ParallelConsumer (HandlerPool) and the record's fields in the
+structlog context; and ParallelConsumer over a stand-in consumer (no broker): records end and
+the next start on the pool's threads, in order, each handled once, a failure retried."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+import structlog
+
+import kafka_actors.parallel.consumer as consumer_module
+from kafka_actors.errors import WakeupError
+from kafka_actors.parallel.consumer import ParallelConsumer
+from kafka_actors.parallel.messages import Task
+from kafka_actors.parallel.workers import HandlerPool, RecordContext
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
+from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
+from kafka_actors.structs import ConsumerRecords
+
+TP = TopicPartition("orders", 0)
+
+
+def rec(offset: int, key: bytes | None = None, tp: TopicPartition = TP) -> ConsumerRecord:
+    return ConsumerRecord(
+        tp.topic, tp.partition, offset, 0, TimestampType.CREATE_TIME, key, b"v", [], None
+    )
+
+
+def task(offset: int) -> Task:
+    return Task(offset + 1, rec(offset), 1)
+
+
+def wait_for(condition: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_every_task_runs_once_and_an_empty_queue_asks_for_more() -> None:
+    ran: list[int] = []
+    lock = threading.Lock()
+    more = [[task(i) for i in range(100, 150)], [task(i) for i in range(150, 160)]]
+    refills: list[str] = []
+
+    def run(t: Task) -> None:
+        with lock:
+            ran.append(t.record.offset)
+
+    def refill() -> list[Task]:
+        # the owner's refill logs about other records: the last one's fields are not bound
+        assert "offset" not in structlog.contextvars.get_contextvars()
+        with lock:
+            refills.append(threading.current_thread().name)
+            return more.pop(0) if more else []
+
+    pool = HandlerPool(4, run, refill, name="pool-test")
+    assert pool.push([task(i) for i in range(100)])
+    wait_for(lambda: len(ran) == 160)
+    time.sleep(0.05)
+    assert sorted(ran) == list(range(160))
+    assert 1 <= pool.threads <= 4
+    assert refills and all(name.startswith("pool-test-") for name in refills)
+    pool.shutdown()
+    assert not pool.push([task(999)])
+
+
+def test_slow_handlers_spread_over_all_the_threads() -> None:
+    # Eight handlers that only return once eight run at the same time.
+    barrier = threading.Barrier(8, timeout=10)
+    done: list[int] = []
+
+    def run(t: Task) -> None:
+        barrier.wait()
+        done.append(t.record.offset)
+
+    pool = HandlerPool(8, run, list)
+    pool.push([task(i) for i in range(8)])
+    wait_for(lambda: len(done) == 8)
+    assert pool.threads == 8
+    pool.shutdown()
+
+
+def test_shutdown_drops_the_queued_tasks_and_ends_the_threads() -> None:
+    release = threading.Event()
+    started = threading.Event()
+
+    def run(t: Task) -> None:
+        started.set()
+        release.wait(10)
+
+    pool = HandlerPool(1, run, list, name="pool-shutdown")
+    pool.push([task(i) for i in range(5)])
+    started.wait(10)
+    dropped = pool.shutdown()
+    assert [t.record.offset for t in dropped] == [1, 2, 3, 4]
+    release.set()
+    wait_for(lambda: not any(t.name.startswith("pool-shutdown") for t in threading.enumerate()))
+
+
+def test_the_handler_sees_its_record_in_the_structlog_context() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def run(t: Task) -> None:
+        seen.append(dict(structlog.contextvars.get_contextvars()))
+
+    pool = HandlerPool(2, run, list)
+    pool.push([Task(1, rec(7, b"k"), 1), Task(2, rec(8), 3)])
+    wait_for(lambda: len(seen) == 2)
+    by_offset = {s["offset"]: s for s in seen}
+    assert by_offset[7] == {
+        "topic": "orders",
+        "partition": 0,
+        "offset": 7,
+        "key": b"k",
+        "attempt": 1,
+    }
+    assert by_offset[8]["attempt"] == 3 and by_offset[8]["key"] is None
+    pool.shutdown()
+
+
+def test_a_record_context_restores_what_was_bound_before() -> None:
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(topic="outer")
+    context = RecordContext()
+    context.bind(rec(1), 1)
+    context.bind(rec(2, b"x"), 2)
+    assert structlog.contextvars.get_contextvars() == {
+        "topic": "orders",
+        "partition": 0,
+        "offset": 2,
+        "key": b"x",
+        "attempt": 2,
+    }
+    context.clear()
+    assert structlog.contextvars.get_contextvars() == {"topic": "outer"}
+    structlog.contextvars.clear_contextvars()
+
+
+# -- ParallelConsumer over a stand-in consumer ------------------------------------------------
+
+
+class _StandIn:
+    """What ParallelConsumer uses of a KafkaConsumer: one partition of ``records``, handed
+    out ``batch`` at a time, pauses honoured, wakeup, commits recorded."""
+
+    records: list[ConsumerRecord] = []
+    instances: list[_StandIn] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.position = 0
+        self.paused: set[TopicPartition] = set()
+        self.woken = threading.Event()
+        self.listener: Any = None
+        self.commits: list[dict[TopicPartition, OffsetAndMetadata]] = []
+        self.wakeups = 0
+        self.polls = 0
+        _StandIn.instances.append(self)
+
+    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
+        self.listener = listener
+
+    def poll(self, timeout: float = 0.0) -> ConsumerRecords:
+        self.polls += 1
+        if self.listener is not None:
+            listener, self.listener = self.listener, None
+            listener.on_partitions_assigned({TP})
+        if TP not in self.paused and self.position < len(self.records):
+            batch = self.records[self.position : self.position + 100]
+            self.position += len(batch)
+            return ConsumerRecords({TP: batch})
+        if self.woken.wait(timeout):
+            self.woken.clear()
+            raise WakeupError("woken")
+        return ConsumerRecords({})
+
+    def wakeup(self) -> None:
+        self.wakeups += 1
+        self.woken.set()
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        self.paused.update(tps)
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None:
+        self.paused.difference_update(tps)
+
+    def committed(self, tps: Iterable[TopicPartition], timeout: float | None = None) -> Any:
+        return dict.fromkeys(tps)
+
+    def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Any:
+        self.commits.append(offsets)
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        future.set_result(offsets)
+        return future
+
+    def commit_sync(self, offsets: dict[TopicPartition, OffsetAndMetadata], **kw: Any) -> None:
+        self.commits.append(offsets)
+
+    def close(self, timeout: float | None = None) -> None:
+        pass
+
+
+@pytest.fixture
+def stand_in(monkeypatch: pytest.MonkeyPatch) -> type[_StandIn]:
+    monkeypatch.setattr(consumer_module, "KafkaConsumer", _StandIn)
+    _StandIn.instances = []
+    return _StandIn
+
+
+@pytest.mark.parametrize("ordering", ["partition", "key", "unordered"])
+def test_records_end_and_start_on_the_pool_in_order_each_once(
+    stand_in: type[_StandIn], ordering: str
+) -> None:
+    n = 3000
+    stand_in.records = [rec(i, b"k%d" % (i % 7)) for i in range(n)]
+    handled: list[int] = []
+    running = [0]
+    most = [0]
+    lock = threading.Lock()
+
+    def handle(record: ConsumerRecord) -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        if record.offset % 500 == 0:
+            time.sleep(0.002)
+        with lock:
+            running[0] -= 1
+            handled.append(record.offset)
+
+    pc = ParallelConsumer(
+        {"bootstrap.servers": "localhost:9", "group.id": "g", "auto.commit.interval.ms": 50},
+        handler=handle,
+        ordering=ordering,
+        max_concurrency=8,
+        offset_metadata_max_bytes=4096,
+    )
+    pc.subscribe(["orders"])
+    runner = threading.Thread(target=pc.run, daemon=True)
+    runner.start()
+    wait_for(lambda: len(handled) >= n)
+    pc.close(10)
+    runner.join(10)
+    assert sorted(handled) == list(range(n))  # each once
+    assert most[0] <= 8
+    if ordering == "partition":
+        assert handled == list(range(n))
+    if ordering == "key":
+        for k in range(7):
+            mine = [o for o in handled if o % 7 == k]
+            assert mine == sorted(mine)
+    consumer = stand_in.instances[0]
+    assert consumer.commits[-1][TP].offset == n
+    # the loop is not woken once per record: a record's end starts the next on the pool
+    assert consumer.wakeups < n // 10
+
+
+def test_a_failing_record_is_retried_and_the_commit_waits_for_it(
+    stand_in: type[_StandIn],
+) -> None:
+    stand_in.records = [rec(i, b"k%d" % (i % 3)) for i in range(300)]
+    attempts: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def handle(record: ConsumerRecord) -> None:
+        with lock:
+            attempts[record.offset] = attempts.get(record.offset, 0) + 1
+            if record.offset == 100 and attempts[record.offset] < 3:
+                raise RuntimeError("not yet")
+
+    pc = ParallelConsumer(
+        {"bootstrap.servers": "localhost:9", "group.id": "g"},
+        handler=handle,
+        max_concurrency=4,
+        retry_backoff_ms=20,
+        retry_backoff_max_ms=40,
+        offset_metadata_max_bytes=4096,
+    )
+    pc.subscribe(["orders"])
+    runner = threading.Thread(target=pc.run, daemon=True)
+    runner.start()
+    wait_for(lambda: len(attempts) == 300 and attempts[100] == 3)
+    wait_for(lambda: pc.metrics()["records-completed-total"] == 300)
+    pc.close(10)
+    runner.join(10)
+    assert attempts[100] == 3
+    assert all(count == 1 for offset, count in attempts.items() if offset != 100)
+    assert stand_in.instances[0].commits[-1][TP].offset == 300
+
+
+def test_a_wake_up_between_two_polls_is_not_lost(stand_in: type[_StandIn]) -> None:
+    # A pool thread asks the loop to resume a partition while the loop is between two polls
+    # (it has decided its timeout already): the next poll must not wait its idle timeout.
+    stand_in.records = []
+    timeouts: list[float] = []
+    pc = ParallelConsumer(
+        {"bootstrap.servers": "localhost:9", "group.id": "g"},
+        handler=lambda record: None,
+        offset_metadata_max_bytes=4096,
+    )
+    pc.subscribe(["orders"])
+    consumer = stand_in.instances[0]
+    poll = consumer.poll
+
+    def recording_poll(timeout: float = 0.0) -> ConsumerRecords:
+        timeouts.append(timeout)
+        return poll(0.0)
+
+    consumer.poll = recording_poll  # type: ignore[method-assign]
+    pc._turn(poll=True)  # assigned
+    pc._turn(poll=True)
+    assert timeouts[-1] > 0  # idle: waits
+    pc._wake()  # not in a poll now
+    pc._turn(poll=True)
+    assert timeouts[-1] == 0.0
+    pc._turn(poll=True)
+    assert timeouts[-1] > 0  # once
+    pc.close(5)
