@@ -83,6 +83,8 @@ class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
         self.reordered = 0  # how many stream messages arrived before their predecessors
         self._handled_seq = 0  # the last record batch handled (acknowledged cumulatively)
         self._acked_seq = 0  # the last acknowledgement sent
+        #: the last redelivered copy of a handled message (none yet: any copy is the first)
+        self._last_copy_seq = 1 << 62
         self._failed_seq = 0  # a batch returned as poison, awaiting the bridge's BatchRejected
         self._void: tuple[int, int] = (0, 0)  # record batches with seq in (lo, hi) are void
         #: per partition: the first offset of the last batch that failed, and how many times a
@@ -173,9 +175,22 @@ class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
             if seq > self._next_seq and seq not in self._early:
                 self.reordered += 1
                 self._early[seq] = (message, sender)
+            elif seq < self._next_seq:
+                self._copy_of_handled(seq, sender)
             return  # seq below, or held already: a copy (redelivered)
         self._early[seq] = (message, sender)
         self._drain()
+
+    def _copy_of_handled(self, seq: int, sender: Any) -> None:
+        """A redelivered copy of a stream message handled already: the bridge did not get the
+        acknowledgement (Thespian lost it, as it can lose any message). Acknowledge again,
+        once per redelivery (the bridge sends the unacknowledged ones in ``seq`` order, so a
+        copy not above the previous one starts a new redelivery): without it, a window whose
+        acknowledgements were all lost would stall the stream for good."""
+        first_of_redelivery = seq <= self._last_copy_seq
+        self._last_copy_seq = seq
+        if first_of_redelivery and self._handled_seq > 0:
+            self.send(sender, Handled(self._handled_seq))
 
     def _drain(self) -> None:
         """Handle the stream messages that are next in order, until one is missing or a batch

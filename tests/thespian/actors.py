@@ -304,6 +304,24 @@ class DroppingBridge(KafkaBridge):
             super().receiveMessage(message, sender)
 
 
+class AckDroppingSubscriber(RecordingSubscriber):
+    """A subscriber whose transport loses, once each, its acknowledgements (``Handled``) of the
+    first ``LOST_ACKS`` stream messages, without telling it: the bridge's window fills with
+    batches the subscriber has handled and the bridge never hears of (ciD, official CI)."""
+
+    LOST_ACKS = 8
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lost_acks: set[int] = set()
+
+    def send(self, targetAddr: Any, msg: Any) -> None:
+        if isinstance(msg, Handled) and msg.seq <= self.LOST_ACKS and msg.seq not in self.lost_acks:
+            self.lost_acks.add(msg.seq)
+            return
+        super().send(targetAddr, msg)
+
+
 class CommitRaisingBridge(KafkaBridge):
     """A bridge whose handling of Commit raises out of receiveMessage (as a bug would): Thespian
     retries it, then returns it to the sender as PoisonMessage."""

@@ -38,6 +38,7 @@ from kafka_actors.thespian import (
 )
 from tests.consumer.helpers import base_config, produce, unique
 from tests.thespian.actors import (
+    AckDroppingSubscriber,
     CommitProcessed,
     Dropped,
     DroppingBridge,
@@ -268,6 +269,39 @@ def test_stream_messages_lost_by_the_transport_are_redelivered(
         assert [r.offset for r in records] == list(range(len(records)))
     assert [e[0] for e in final.events].count("assigned") >= 1
     assert final.held_early == 0
+    assert final.errors == ()
+
+
+def test_lost_acknowledgements_are_given_again(actors: Actors, kafka_broker: Any) -> None:
+    """Thespian can lose the subscriber's acknowledgements too. The subscriber asks for every
+    record at once and never again, so only ``Handled`` frees the bridge's window; the first
+    window's acknowledgements are lost. The bridge redelivers the window and the subscriber,
+    which drops copies it handled already, acknowledges again: before, it dropped them in
+    silence and the stream stopped for good after one window (ciD and the official CI: 16
+    batches in flight, a redelivery after 5 s, then nothing)."""
+    asys = actors.system
+    topic = unique("th-lost-acks")
+    kafka_broker.create_topic(topic, partitions=2)
+    count = 600
+    produce(kafka_broker.bootstrap_servers, topic, count)
+
+    bridge = asys.createActor(KafkaBridge)
+    config = bridge_config(kafka_broker.bootstrap_servers, unique("g"))
+    settings = Configure(
+        config, max_batch_records=25, max_in_flight_batches=4, redeliver_after_ms=300
+    )
+    reply = asys.ask(bridge, settings, 60)
+    assert isinstance(reply, Configured), reply
+    sub = asys.createActor(AckDroppingSubscriber)
+    asys.tell(sub, SetMode(window=10_000_000, replenish=False))
+    subscribe(asys, bridge, topic, sub)
+    final = until(asys, sub, lambda s: len(s.records) >= count, "all records", timeout=60)
+    close(asys, bridge)
+
+    keys = [(r.partition, r.offset) for r in final.records]
+    assert len(keys) == len(set(keys)) == count
+    for records in by_partition(final.records).values():
+        assert [r.offset for r in records] == list(range(len(records)))
     assert final.errors == ()
 
 
