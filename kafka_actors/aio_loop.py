@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_actors.core.consumer_core import ActorCore
-from kafka_actors.errors import ConsumerClosedError
+from kafka_actors.errors import ConsumerClosedError, IllegalStateError
 
 __all__ = ["EventLoopBridge"]
 
@@ -28,6 +28,18 @@ __all__ = ["EventLoopBridge"]
 def _resolve(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def running_loop_of(
+    bound: asyncio.AbstractEventLoop | None, kind: str
+) -> asyncio.AbstractEventLoop:
+    """The running event loop, which must be ``bound`` once an asyncio front end (``kind``,
+    e.g. "AsyncKafkaConsumer") is bound: each is used from the loop it first ran on (its
+    futures and wake-ups belong to that loop). Raises IllegalStateError otherwise."""
+    loop = asyncio.get_running_loop()
+    if bound is not None and loop is not bound:
+        raise IllegalStateError(f"An {kind} is bound to the event loop it first ran on")
+    return loop
 
 
 class EventLoopBridge:
@@ -43,14 +55,11 @@ class EventLoopBridge:
 
     def bind(self, kind: str) -> tuple[asyncio.AbstractEventLoop, bool]:
         """The loop this front end runs on, and whether this call bound it (the first)."""
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
+        first = self._loop is None
+        loop = self._loop = running_loop_of(self._loop, kind)
+        if first:
             self._core.ctx.signal.add_observer(self._signal_observer)
-            return loop, True
-        if asyncio.get_running_loop() is not loop:
-            raise RuntimeError(f"An {kind} is bound to the event loop it first ran on")
-        return loop, False
+        return loop, first
 
     def _signal_observer(self) -> None:
         """Called on actor threads on every AppSignal.notify: wake the loop (coalesced)."""

@@ -36,11 +36,11 @@ from types import TracebackType
 from typing import Any
 
 from kafka_actors.aio import AsyncKafkaConsumer
+from kafka_actors.aio_loop import running_loop_of
 from kafka_actors.clock import Clock, SystemClock
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import IllegalStateError, KafkaError
 from kafka_actors.log import get_logger
-from kafka_actors.parallel.consumer import read_offset_metadata_max_bytes
 from kafka_actors.parallel.dead_letters import DeadLetterProducer
 from kafka_actors.parallel.messages import (
     DeadLetter,
@@ -53,10 +53,9 @@ from kafka_actors.parallel.messages import (
 )
 from kafka_actors.parallel.report import health_of, log_assigned, metrics_of, report_failure
 from kafka_actors.parallel.scheduler import (
-    DEFAULT_OFFSET_METADATA_MAX_BYTES,
-    WorkConfig,
     WorkScheduler,
 )
+from kafka_actors.parallel.settings import ParallelSettings, offset_metadata_limit
 from kafka_actors.parallel.workers import bind_record
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord
@@ -151,51 +150,32 @@ class AsyncParallelConsumer:
     ) -> None:
         if not callable(handler):
             raise TypeError("handler must be a coroutine function of one record")
-        user = (
-            config if isinstance(config, ConsumerConfig) else ConsumerConfig.from_dict(dict(config))
-        )
-        if not user.group_id:
-            raise IllegalStateError("an AsyncParallelConsumer needs a group.id: it commits")
-        self._options: dict[str, Any] = dict(
+        settings = ParallelSettings.build(
+            config,
+            owner="an AsyncParallelConsumer",
             ordering=ordering,
             max_concurrency=max_concurrency,
-            max_in_flight_per_partition=max_in_flight_per_partition,
-            max_buffered_per_partition=max_buffered_per_partition,
-            max_uncommitted_per_partition=max_uncommitted_per_partition,
             max_attempts=max_attempts,
             retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=retry_backoff_max_ms,
-            dead_letters=dead_letter_topic is not None,
+            dead_letter_topic=dead_letter_topic,
             on_failure=on_failure,
+            max_in_flight_per_partition=max_in_flight_per_partition,
+            max_buffered_per_partition=max_buffered_per_partition,
+            max_uncommitted_per_partition=max_uncommitted_per_partition,
+            offset_metadata_max_bytes=offset_metadata_max_bytes,
+            producer_config=producer_config,
+            revocation_timeout_ms=revocation_timeout_ms,
         )
-        self._work_config = WorkConfig(
-            **self._options,
-            offset_metadata_max_bytes=offset_metadata_max_bytes
-            or DEFAULT_OFFSET_METADATA_MAX_BYTES,
-        )
-        self._metadata_max_bytes = offset_metadata_max_bytes
-        self._auto_commit = user.enable_auto_commit
-        self._commit_interval_ms = user.auto_commit_interval_ms
-        self._max_poll_interval_ms = user.max_poll_interval_ms
-        self._default_api_timeout_ms = user.default_api_timeout_ms
-        self._max_poll_records = user.max_poll_records
-        self._revocation_timeout_ms = (
-            revocation_timeout_ms
-            if revocation_timeout_ms is not None
-            else self._max_poll_interval_ms // 2
-        )
-        self._client_config: dict[str, Any] = {
-            "bootstrap.servers": ",".join(map(str, user.bootstrap_servers)),
-            **dict(producer_config or {}),
-        }
+        self._settings = settings
+        user = settings.user
+        # The broker's limit on commit metadata replaces the default before the group is joined.
+        self._work_config = settings.work_config
+        self._metadata_max_bytes = settings.metadata_max_bytes
         self._clock: Clock = clock or SystemClock()
         self._random = random or _random.random
-        self._dead_letter_topic = dead_letter_topic
         self._handler = handler
-        # The consumer commits nothing by itself: only completed offsets are committed.
-        self._consumer = AsyncKafkaConsumer(
-            config=user.with_overrides({"enable.auto.commit": False}), faults=faults
-        )
+        self._consumer = AsyncKafkaConsumer(config=settings.consumer_config, faults=faults)
         self._scheduler = WorkScheduler(self._work_config, self._random)
         self._producer: DeadLetterProducer | None = None
         self._topics: list[str] | None = None
@@ -241,15 +221,13 @@ class AsyncParallelConsumer:
         return self._consumer
 
     def _bind(self) -> asyncio.AbstractEventLoop:
-        loop = asyncio.get_running_loop()
+        loop = running_loop_of(self._loop, "AsyncParallelConsumer")
         if self._loop is None:
             self._loop = loop
             self._loop_thread = threading.get_ident()
             self._wake_event = asyncio.Event()
             self._run_done = asyncio.Event()
             self._run_done.set()
-        elif self._loop is not loop:
-            raise IllegalStateError("an AsyncParallelConsumer is used from one event loop")
         return loop
 
     def _now_ms(self) -> int:
@@ -269,24 +247,17 @@ class AsyncParallelConsumer:
 
     async def _prepare(self) -> None:
         if self._metadata_max_bytes is None:
-            try:
-                limit = await asyncio.to_thread(
-                    read_offset_metadata_max_bytes, self._client_config, 10.0
-                )
-                source = "broker"
-            except Exception as exc:
-                limit = DEFAULT_OFFSET_METADATA_MAX_BYTES
-                source = "default"
-                self._log.warning(
-                    "offset_metadata_max_bytes_not_read", error=repr(exc), using=limit
-                )
+            limit = await asyncio.to_thread(
+                offset_metadata_limit, self._settings.client_config, self._log
+            )
             self._metadata_max_bytes = limit
-            self._work_config = WorkConfig(**self._options, offset_metadata_max_bytes=limit)
+            self._work_config = self._settings.with_metadata_limit(limit)
             self._scheduler = WorkScheduler(self._work_config, self._random)
-            self._log.info("offset_metadata_max_bytes", value=limit, source=source)
-        if self._dead_letter_topic is not None and self._producer is None:
+        if self._settings.dead_letter_topic is not None and self._producer is None:
             self._producer = DeadLetterProducer(
-                self._dead_letter_topic, self._client_config, self._dead_letter_delivered
+                self._settings.dead_letter_topic,
+                self._settings.client_config,
+                self._dead_letter_delivered,
             )
         assert self._topics is not None
         self._consumer.subscribe(self._topics, listener=_Listener(self))
@@ -356,14 +327,14 @@ class AsyncParallelConsumer:
         due = self._scheduler.next_due_ms()
         if due is not None:
             wait_ms = min(wait_ms, due - now)
-        if self._auto_commit:
+        if self._settings.user.enable_auto_commit:
             wait_ms = min(wait_ms, self._next_commit_ms - now)
         return max(0.0, wait_ms / 1000.0)
 
     async def _fetch(self, timeout: float) -> dict[TopicPartition, list[ConsumerRecord]]:
         wake = self._wake_event
         assert wake is not None
-        limit = self._max_poll_records
+        limit = self._settings.user.max_poll_records
         if timeout <= 0.0:
             wake.clear()
             return await self._consumer.getmany(timeout_ms=0, max_records=limit)
@@ -452,7 +423,7 @@ class AsyncParallelConsumer:
             record = scheduler.record(work_id)
             decision = scheduler.failed(work_id, error, self._now_ms())
             if decision is not None and record is not None:
-                report_failure(self._log, decision, record, error, self._dead_letter_topic)
+                report_failure(self._log, decision, record, error, self._settings.dead_letter_topic)
                 if isinstance(decision, DeadLetterDue):
                     self._send_dead_letter(decision.dead_letter)
             self._wake()  # a retry's time goes into the poll timeout
@@ -480,7 +451,7 @@ class AsyncParallelConsumer:
                     partition=record.partition,
                     offset=record.offset,
                     key=record.key,
-                    dead_letter_topic=self._dead_letter_topic,
+                    dead_letter_topic=self._settings.dead_letter_topic,
                 )
         else:
             retry_at = self._scheduler.dead_letter_failed(work_id, self._now_ms())
@@ -505,20 +476,20 @@ class AsyncParallelConsumer:
     # -- commits ---------------------------------------------------------------------------
 
     def _auto_commit_if_due(self) -> None:
-        if not self._auto_commit or self._revoking:
+        if not self._settings.user.enable_auto_commit or self._revoking:
             return
         if self._commit_task is not None and not self._commit_task.done():
             return
         now = self._now_ms()
         if now < self._next_commit_ms:
             return
-        self._next_commit_ms = now + self._commit_interval_ms
+        self._next_commit_ms = now + self._settings.user.auto_commit_interval_ms
         offsets = self._scheduler.commit_offsets()
         if not offsets:
             return
         assert self._loop is not None
         self._commit_task = self._loop.create_task(
-            self._commit(offsets, self._default_api_timeout_ms / 1000)
+            self._commit(offsets, self._settings.user.default_api_timeout_ms / 1000)
         )
 
     async def _commit(
@@ -543,7 +514,7 @@ class AsyncParallelConsumer:
         if not assigned:
             return
         committed = await self._consumer.committed(
-            assigned, timeout=self._default_api_timeout_ms / 1000
+            assigned, timeout=self._settings.user.default_api_timeout_ms / 1000
         )
         for tp in sorted(assigned, key=lambda t: (t.topic, t.partition)):
             log_assigned(self._log, self._scheduler.assign(tp, committed.get(tp)))
@@ -556,7 +527,7 @@ class AsyncParallelConsumer:
         scheduler.begin_revoke(partitions)
         self._revoking += 1
         try:
-            deadline = self._now_ms() + self._revocation_timeout_ms
+            deadline = self._now_ms() + self._settings.revocation_timeout_ms
             if scheduler.revoke_pending(partitions):
                 self._log.info(
                     "revocation_waiting",
@@ -574,7 +545,13 @@ class AsyncParallelConsumer:
                     partitions=sorted(map(str, partitions)),
                     abandoned=pending,
                 )
-            commit_s = min(self._default_api_timeout_ms, self._max_poll_interval_ms // 4) / 1000
+            commit_s = (
+                min(
+                    self._settings.user.default_api_timeout_ms,
+                    self._settings.user.max_poll_interval_ms // 4,
+                )
+                / 1000
+            )
             await self._commit(scheduler.commit_offsets(partitions), commit_s)
             scheduler.remove(partitions)
             for tp in partitions:

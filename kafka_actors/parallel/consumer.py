@@ -56,9 +56,12 @@ from kafka_actors.parallel.messages import (
 )
 from kafka_actors.parallel.report import health_of, log_assigned, metrics_of, report_failure
 from kafka_actors.parallel.scheduler import (
-    DEFAULT_OFFSET_METADATA_MAX_BYTES,
-    WorkConfig,
     WorkScheduler,
+)
+from kafka_actors.parallel.settings import (
+    ParallelSettings,
+    offset_metadata_limit,
+    read_offset_metadata_max_bytes,
 )
 from kafka_actors.parallel.workers import HandlerPool
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
@@ -66,35 +69,12 @@ from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.structs import ConsumerRebalanceListener
 from kafka_actors.supervisors import FaultInjector
 
-__all__ = ["ParallelConsumer", "read_offset_metadata_max_bytes"]
+__all__ = ["ParallelConsumer", "read_offset_metadata_max_bytes"]  # the latter: settings.py
 
 Handler = Callable[[ConsumerRecord], Any] | pykka.ActorRef[Any]
 
 _IDLE_POLL_S = 0.1
 _log = get_logger("parallel")
-
-
-def read_offset_metadata_max_bytes(client_config: Mapping[str, Any], timeout: float) -> int:
-    """The broker's ``offset.metadata.max.bytes`` (DescribeConfigs on a broker through
-    confluent-kafka's AdminClient). Raises when it cannot be read."""
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
-        AdminClient,
-        ConfigResource,
-        ResourceType,
-    )
-
-    admin = AdminClient({**client_config, "log_level": 0})
-    brokers = admin.list_topics(timeout=timeout).brokers
-    if not brokers:
-        raise KafkaError("no broker in the cluster's metadata")
-    broker_id = str(min(brokers))
-    resource = ConfigResource(ResourceType.BROKER, broker_id)
-    futures = admin.describe_configs([resource], request_timeout=timeout)
-    entries = next(iter(futures.values())).result(timeout=timeout)
-    entry = entries.get("offset.metadata.max.bytes")
-    if entry is None or entry.value is None:
-        raise KafkaError("offset.metadata.max.bytes is not in the broker's configuration")
-    return int(entry.value)
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -161,49 +141,30 @@ class ParallelConsumer:
         random: Callable[[], float] | None = None,
         faults: FaultInjector | None = None,
     ) -> None:
-        if isinstance(config, ConsumerConfig):
-            user = config
-            consumer_config = config.with_overrides({"enable.auto.commit": False})
-        else:
-            user = ConsumerConfig.from_dict(dict(config))
-            consumer_config = user.with_overrides({"enable.auto.commit": False})
-        if not user.group_id:
-            raise IllegalStateError("a ParallelConsumer needs a group.id: it commits offsets")
-        self._options = dict(
-            ordering=Ordering(ordering) if ordering in set(Ordering) else ordering,
+        settings = ParallelSettings.build(
+            config,
+            owner="a ParallelConsumer",
+            ordering=ordering,
             max_concurrency=max_concurrency,
-            max_in_flight_per_partition=max_in_flight_per_partition,
-            max_buffered_per_partition=max_buffered_per_partition,
-            max_uncommitted_per_partition=max_uncommitted_per_partition,
             max_attempts=max_attempts,
             retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=retry_backoff_max_ms,
-            dead_letters=dead_letter_topic is not None,
+            dead_letter_topic=dead_letter_topic,
             on_failure=on_failure,
+            max_in_flight_per_partition=max_in_flight_per_partition,
+            max_buffered_per_partition=max_buffered_per_partition,
+            max_uncommitted_per_partition=max_uncommitted_per_partition,
+            offset_metadata_max_bytes=offset_metadata_max_bytes,
+            producer_config=producer_config,
+            revocation_timeout_ms=revocation_timeout_ms,
         )
-        # Checked now (ConfigError naming the option); the limit is known at subscribe().
-        self._work_config = WorkConfig(
-            **self._options,  # type: ignore[arg-type]
-            offset_metadata_max_bytes=offset_metadata_max_bytes
-            or DEFAULT_OFFSET_METADATA_MAX_BYTES,
-        )
-        self._metadata_max_bytes = offset_metadata_max_bytes
-        self._auto_commit = user.enable_auto_commit
-        self._commit_interval_ms = user.auto_commit_interval_ms
-        self._max_poll_interval_ms = user.max_poll_interval_ms
-        self._default_api_timeout_ms = user.default_api_timeout_ms
-        self._revocation_timeout_ms = (
-            revocation_timeout_ms
-            if revocation_timeout_ms is not None
-            else self._max_poll_interval_ms // 2
-        )
-        self._client_config: dict[str, Any] = {
-            "bootstrap.servers": ",".join(map(str, user.bootstrap_servers)),
-            **dict(producer_config or {}),
-        }
+        self._settings = settings
+        user = settings.user
+        # The broker's limit on commit metadata replaces the default at subscribe().
+        self._work_config = settings.work_config
+        self._metadata_max_bytes = settings.metadata_max_bytes
         self._clock: Clock = clock or SystemClock()
         self._random = random or _random.random
-        self._dead_letter_topic = dead_letter_topic
         self._handler = handler
         self._call: Callable[[ConsumerRecord], Any]
         if isinstance(handler, pykka.ActorRef):
@@ -213,7 +174,7 @@ class ParallelConsumer:
             self._call = handler
         else:
             raise TypeError("handler must be a function of one record or a pykka ActorRef")
-        self._consumer = KafkaConsumer(consumer_config, faults=faults)
+        self._consumer = KafkaConsumer(settings.consumer_config, faults=faults)
         self._lock = threading.RLock()
         self._scheduler = WorkScheduler(self._work_config, self._random)
         self._pool = HandlerPool(max_concurrency, self._handle, self._refill)
@@ -269,26 +230,16 @@ class ParallelConsumer:
         """Subscribe to ``topics``; reads the broker's ``offset.metadata.max.bytes`` first
         (unless it was given)."""
         if self._metadata_max_bytes is None:
-            try:
-                limit = read_offset_metadata_max_bytes(self._client_config, 10.0)
-                source = "broker"
-            except Exception as exc:
-                limit = DEFAULT_OFFSET_METADATA_MAX_BYTES
-                source = "default"
-                self._log.warning(
-                    "offset_metadata_max_bytes_not_read", error=repr(exc), using=limit
-                )
+            limit = offset_metadata_limit(self._settings.client_config, self._log)
             self._metadata_max_bytes = limit
             with self._lock:
-                self._work_config = WorkConfig(
-                    **self._options,  # type: ignore[arg-type]
-                    offset_metadata_max_bytes=limit,
-                )
+                self._work_config = self._settings.with_metadata_limit(limit)
                 self._scheduler = WorkScheduler(self._work_config, self._random)
-            self._log.info("offset_metadata_max_bytes", value=limit, source=source)
-        if self._dead_letter_topic is not None and self._producer is None:
+        if self._settings.dead_letter_topic is not None and self._producer is None:
             self._producer = DeadLetterProducer(
-                self._dead_letter_topic, self._client_config, self._dead_letter_delivered
+                self._settings.dead_letter_topic,
+                self._settings.client_config,
+                self._dead_letter_delivered,
             )
         self._consumer.subscribe(topics, _Listener(self))
         self._subscribed = True
@@ -381,7 +332,7 @@ class ParallelConsumer:
         due = self._scheduler.next_due_ms()
         if due is not None:
             wait_ms = min(wait_ms, due - now)
-        if self._auto_commit:
+        if self._settings.user.enable_auto_commit:
             wait_ms = min(wait_ms, self._next_commit_ms - now)
         return max(0.0, wait_ms / 1000.0)
 
@@ -466,7 +417,7 @@ class ParallelConsumer:
     def _report_failure(
         self, decision: FailureDecision, record: ConsumerRecord, error: BaseException
     ) -> None:
-        report_failure(self._log, decision, record, error, self._dead_letter_topic)
+        report_failure(self._log, decision, record, error, self._settings.dead_letter_topic)
         if isinstance(decision, DeadLetterDue):
             self._letters.append(decision.dead_letter)
 
@@ -497,7 +448,7 @@ class ParallelConsumer:
                         partition=record.partition,
                         offset=record.offset,
                         key=record.key,
-                        dead_letter_topic=self._dead_letter_topic,
+                        dead_letter_topic=self._settings.dead_letter_topic,
                     )
             else:
                 retry_at = self._scheduler.dead_letter_failed(work_id, self._now_ms())
@@ -522,12 +473,12 @@ class ParallelConsumer:
     # -- commits ---------------------------------------------------------------------------
 
     def _auto_commit_if_due(self) -> None:
-        if not self._auto_commit:
+        if not self._settings.user.enable_auto_commit:
             return
         now = self._now_ms()
         if now < self._next_commit_ms:
             return
-        self._next_commit_ms = now + self._commit_interval_ms
+        self._next_commit_ms = now + self._settings.user.auto_commit_interval_ms
         revoking = {tp for r in self._revocations for tp in r.partitions}
         offsets = {
             tp: v for tp, v in self._scheduler.commit_offsets().items() if tp not in revoking
@@ -583,7 +534,7 @@ class ParallelConsumer:
         for attempt in range(2):
             try:
                 committed = self._consumer.committed(
-                    assigned, timeout=self._default_api_timeout_ms / 1000
+                    assigned, timeout=self._settings.user.default_api_timeout_ms / 1000
                 )
                 break
             except WakeupError:
@@ -599,7 +550,9 @@ class ParallelConsumer:
         partitions = frozenset(revoked)
         with self._lock:
             self._scheduler.begin_revoke(partitions)
-            revocation = _Revocation(partitions, self._now_ms() + self._revocation_timeout_ms)
+            revocation = _Revocation(
+                partitions, self._now_ms() + self._settings.revocation_timeout_ms
+            )
             idle = self._scheduler.revoke_pending(partitions) == 0
             if not idle:
                 self._revocations.append(revocation)
@@ -641,7 +594,13 @@ class ParallelConsumer:
         partitions = revocation.partitions
         with self._lock:
             offsets = self._scheduler.commit_offsets(partitions)
-        commit_s = min(self._default_api_timeout_ms, self._max_poll_interval_ms // 4) / 1000
+        commit_s = (
+            min(
+                self._settings.user.default_api_timeout_ms,
+                self._settings.user.max_poll_interval_ms // 4,
+            )
+            / 1000
+        )
         ok = self._commit_sync(offsets, commit_s)
         with self._lock:
             if ok:
