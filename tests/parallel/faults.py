@@ -7,9 +7,10 @@ Owns nothing outside the tests.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -129,6 +130,22 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def random_keyed_items(
+    seed: int, *, keys: int = 1200, count: int = 4000, partitions: int = 4
+) -> list[tuple[bytes, bytes, int]]:
+    """``count`` (key, value, partition) items over ``keys`` random keys; each key's values are
+    its sequence numbers 0, 1, 2, ... (what a key-order check compares)."""
+    rnd = random.Random(seed)
+    names = [b"key-%d" % i for i in range(keys)]
+    seq: dict[bytes, int] = defaultdict(int)
+    items = []
+    for _ in range(count):
+        key = rnd.choice(names)
+        items.append((key, b"%d" % seq[key], hash(key) % partitions))
+        seq[key] += 1
+    return items
 
 
 def committed(

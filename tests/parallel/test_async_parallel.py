@@ -18,7 +18,7 @@ import asyncio
 import random
 import threading
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 
 import pytest
@@ -27,7 +27,7 @@ from kafka_actors import AsyncParallelConsumer
 from kafka_actors.parallel import offset_map
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.testing import KafkaBroker
-from tests.parallel.faults import committed, member_config, produce_keyed
+from tests.parallel.faults import committed, member_config, produce_keyed, random_keyed_items
 from tests.parallel.test_show_broker import config, produce
 
 pytestmark = pytest.mark.broker
@@ -46,14 +46,8 @@ def test_key_order_under_random_latency_with_1200_keys(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
     topic = kafka_topic(kafka_broker, partitions=4)
-    rnd = random.Random(7)
-    keys = [b"key-%d" % i for i in range(1200)]
-    seq: dict[bytes, int] = defaultdict(int)
-    items = []
-    for _ in range(4000):
-        key = rnd.choice(keys)
-        items.append((key, b"%d" % seq[key], hash(key) % 4))
-        seq[key] += 1
+    items = random_keyed_items(7)
+    seq = Counter(key for key, _, _ in items)  # values per key
     produce(kafka_broker.bootstrap_servers, topic, items)
     in_flight: set[bytes] = set()
     overlaps: list[bytes] = []

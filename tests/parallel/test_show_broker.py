@@ -6,10 +6,9 @@ import random
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -18,6 +17,7 @@ from kafka_actors import ParallelConsumer, TopicPartition
 from kafka_actors.parallel import offset_map
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.testing import KafkaBroker
+from tests.parallel.faults import committed, random_keyed_items, wait_for
 
 
 def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes, int]]) -> None:
@@ -57,38 +57,12 @@ def running(pc: ParallelConsumer) -> Iterator[threading.Thread]:
         assert not errors, errors
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, Any]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
-    try:
-        tps = consumer.committed(
-            [__import__("confluent_kafka").TopicPartition(topic, p) for p in range(partitions)],
-            timeout=10,
-        )
-        return {tp.partition: (tp.offset, tp.metadata or "") for tp in tps}
-    finally:
-        consumer.close()
-
-
 def test_show_1_key_order_under_random_latency_with_1000_keys(
     kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
     topic = kafka_topic(kafka_broker, partitions=4)
-    rnd = random.Random(1)
-    keys = [b"key-%d" % i for i in range(1200)]
-    seq: dict[bytes, int] = defaultdict(int)
-    items = []
-    for _ in range(4000):
-        key = rnd.choice(keys)
-        items.append((key, b"%d" % seq[key], hash(key) % 4))
-        seq[key] += 1
+    items = random_keyed_items(1)
+    seq = Counter(key for key, _, _ in items)  # values per key
     produce(kafka_broker.bootstrap_servers, topic, items)
     lock = threading.Lock()
     in_flight: set[bytes] = set()
@@ -128,7 +102,7 @@ def test_show_1_key_order_under_random_latency_with_1000_keys(
     ends = defaultdict(int)
     for _, _, partition in items:
         ends[partition] += 1
-    got = committed(kafka_broker.bootstrap_servers, group, topic, 4)
+    got = committed(kafka_broker.bootstrap_servers, group, topic, range(4))
     assert {p: off for p, (off, _) in got.items()} == dict(ends)
 
 
@@ -153,7 +127,7 @@ def test_show_3_a_restart_handles_only_the_incomplete_record(
         wait_for(lambda: len(first) == 19, 60, "19 records handled")
     pc.close(timeout=2.0)
     release.set()
-    offset, metadata = committed(kafka_broker.bootstrap_servers, group, topic, 1)[0]
+    offset, metadata = committed(kafka_broker.bootstrap_servers, group, topic, range(1))[0]
     assert offset == 5
     decoded = offset_map.decode(metadata, 5)
     assert decoded is not None and decoded.ranges == ((6, 20),)
@@ -168,7 +142,7 @@ def test_show_3_a_restart_handles_only_the_incomplete_record(
             wait_for(lambda: pc.metrics()["records-skipped-completed-total"] >= 14, 60, "skips")
             wait_for(lambda: second == [5], 30, "the incomplete record")
     assert second == [5]
-    assert committed(kafka_broker.bootstrap_servers, group, topic, 1)[0] == (20, "")
+    assert committed(kafka_broker.bootstrap_servers, group, topic, range(1))[0] == (20, "")
 
 
 def test_show_4_a_poison_record_is_retried_then_dead_lettered_once(
@@ -245,7 +219,7 @@ def test_show_4_a_poison_record_is_retried_then_dead_lettered_once(
     assert headers["dlt.exception.type"] == "ValueError"
     assert headers["dlt.exception.message"] == "cannot parse order"
     assert headers["dlt.attempts"] == "3"
-    assert committed(kafka_broker.bootstrap_servers, group, topic, 1)[0][0] == 50
+    assert committed(kafka_broker.bootstrap_servers, group, topic, range(1))[0][0] == 50
 
 
 @pytest.mark.parametrize(
@@ -293,7 +267,8 @@ def test_show_5_a_handler_three_times_max_poll_interval_keeps_the_member(
     assert metrics["records-in-flight-abandoned-total"] == 0
     assert sorted(handled) == sorted({(i % 2, i // 2) for i in range(10)})
     assert {
-        p: o for p, (o, _) in committed(kafka_broker.bootstrap_servers, group, topic, 2).items()
+        p: o
+        for p, (o, _) in committed(kafka_broker.bootstrap_servers, group, topic, range(2)).items()
     } == {0: 5, 1: 5}
 
 
@@ -338,4 +313,4 @@ def test_show_3_back_pressure_at_the_brokers_metadata_limit(
             assert metrics["offset-map-full-total"] >= 1
         assert counts.keys() == set(range(3000))
         assert all(counts[o] == (2 if o in fail_once else 1) for o in range(3000))
-        assert committed(broker.bootstrap_servers, group, topic, 1)[0] == (3000, "")
+        assert committed(broker.bootstrap_servers, group, topic, range(1))[0] == (3000, "")
