@@ -162,15 +162,18 @@ class ConsumerGroupMetadata:
     group_instance_id: str | None
 
 
-class ShareConsumerRecords:
-    """What ``poll()`` returns: the records of one poll, in partition order."""
+class ShareConsumerRecords(Generic[K_co, V_co]):
+    """What ``poll()`` returns: the records of one poll, in partition order. Generic as its
+    records are: a ``KafkaShareConsumer[K, V]`` polls ``ShareConsumerRecords[K, V]``."""
 
     __slots__ = ("_by_partition",)
 
-    def __init__(self, by_partition: Mapping[TopicPartition, list[ShareConsumerRecord]]) -> None:
+    def __init__(
+        self, by_partition: Mapping[TopicPartition, list[ShareConsumerRecord[K_co, V_co]]]
+    ) -> None:
         self._by_partition = {tp: list(r) for tp, r in by_partition.items() if r}
 
-    def __iter__(self) -> Iterator[ShareConsumerRecord]:
+    def __iter__(self) -> Iterator[ShareConsumerRecord[K_co, V_co]]:
         for tp in sorted(self._by_partition):
             yield from self._by_partition[tp]
 
@@ -189,7 +192,7 @@ class ShareConsumerRecords:
     def partitions(self) -> set[TopicPartition]:
         return set(self._by_partition)
 
-    def records(self, partition: TopicPartition) -> list[ShareConsumerRecord]:
+    def records(self, partition: TopicPartition) -> list[ShareConsumerRecord[K_co, V_co]]:
         return list(self._by_partition.get(partition, ()))
 
     def __repr__(self) -> str:
