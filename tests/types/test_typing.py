@@ -118,6 +118,8 @@ def other_kinds() -> None:
 def annotated(consumer: KafkaConsumer[str, dict[str, Any]]) -> None:
     for record in consumer.poll(1.0):
         reveal_type(record.value)  # expect: dict[str, Any]
+    configured: KafkaConsumer[str, float] = KafkaConsumer({"value.deserializer": float})
+    reveal_type(configured)  # expect: kafka_actors.consumer.KafkaConsumer[str, float]
 
 
 async def asynchronous() -> None:
