@@ -47,6 +47,7 @@ from kafka_actors import (
     KafkaConsumer,
     KafkaShareConsumer,
 )
+from kafka_actors.pykka import StreamSubscriber
 from kafka_actors.serialization import ContextDeserializer, DeserializationContext, with_context
 
 config = {"bootstrap.servers": "localhost:9092", "group.id": "g"}
@@ -144,6 +145,15 @@ async def share_async() -> None:
     async with AsyncKafkaShareConsumer(config, value_deserializer=json.loads) as consumer:
         async for record in consumer:
             reveal_type(record.value)  # expect: Any
+
+
+class Views(StreamSubscriber):
+    # A bridge's records are deserialized by its config's deserializers: typed as the
+    # subscriber knows them.
+
+    def process(self, records: tuple[ConsumerRecord[str, str], ...]) -> None:
+        for record in records:
+            reveal_type(record.value)  # expect: str
 
 
 def refused() -> None:
