@@ -28,7 +28,7 @@ A deserializer is one of:
 Typing: :data:`Deserializer` is generic in what it returns (``Deserializer[str]`` for
 ``bytes.decode``), and the consumers take their key and value types from it
 (``KafkaConsumer(config, value_deserializer=bytes.decode)`` is a ``KafkaConsumer[bytes | None,
-str]`` whose records are ``ConsumerRecord[bytes | None, str]``). :data:`K` and :data:`V` are
+str]`` whose records are ``ConsumerRecord[bytes | None, str]``). ``K`` and ``V`` are
 the consumers' type variables.
 
 The kind is decided once, when the consumer is built (:func:`as_deserializer`); a batch of
@@ -54,9 +54,7 @@ __all__ = [
     "ContextDeserializer",
     "DeserializationContext",
     "Deserializer",
-    "K",
     "SupportsDeserialize",
-    "V",
     "as_deserializer",
     "deserialize_records",
     "with_context",
@@ -70,7 +68,8 @@ VALUE_FIELD: Final = "value"
 T_co = TypeVar("T_co", covariant=True, default=Any)
 T = TypeVar("T")
 #: A consumer's key and value types: what its deserializers return, ``bytes | None`` (the
-#: record as decoded) with no deserializer.
+#: record as decoded) with no deserializer. The front ends' type variables (not in
+#: ``__all__``: users write ``KafkaConsumer[str, Order]``, never these).
 K = TypeVar("K", default=bytes | None)
 V = TypeVar("V", default=bytes | None)
 
