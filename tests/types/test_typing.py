@@ -46,6 +46,7 @@ from kafka_actors import (
     ConsumerRecord,
     KafkaConsumer,
     KafkaShareConsumer,
+    ParallelConsumer,
 )
 from kafka_actors.pykka import StreamSubscriber
 from kafka_actors.serialization import ContextDeserializer, DeserializationContext, with_context
@@ -154,6 +155,20 @@ class Views(StreamSubscriber):
     def process(self, records: tuple[ConsumerRecord[str, str], ...]) -> None:
         for record in records:
             reveal_type(record.value)  # expect: str
+
+
+def raw_handler(record: ConsumerRecord) -> None:
+    reveal_type(record.value)  # expect: bytes | None
+
+
+def text_handler(record: ConsumerRecord[str, str]) -> None: ...
+
+
+def parallel() -> None:
+    # A ParallelConsumer has no deserializers (its dead letters and key order take the raw
+    # bytes): its handlers get records as decoded.
+    ParallelConsumer(config, handler=raw_handler)
+    ParallelConsumer(config, handler=text_handler)  # error: Argument "handler"
 
 
 def refused() -> None:
