@@ -65,7 +65,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Generic, Self
 
 from kafka_actors.aio_loop import EventLoopBridge
 from kafka_actors.config import ConsumerConfig
@@ -90,7 +90,7 @@ from kafka_actors.protocol.records import decode as _records
 from kafka_actors.protocol.records.arrow import records_batch
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.protocol.subscription import FetchPosition, ResetKind
-from kafka_actors.serialization import Deserializer
+from kafka_actors.serialization import Deserializer, K, V
 from kafka_actors.structs import ConsumerGroupMetadata, ConsumerRebalanceListener
 from kafka_actors.supervisors import ChildRestartingError, FaultInjector, SupervisorFatalError
 
@@ -142,7 +142,7 @@ class _LoopListener(ConsumerRebalanceListener):
     task drops the buffered records of revoked (or lost) partitions, then runs the
     application's listener (the commit before a revocation is the commit manager's)."""
 
-    def __init__(self, consumer: AsyncKafkaConsumer) -> None:
+    def __init__(self, consumer: AsyncKafkaConsumer[Any, Any]) -> None:
         self._consumer = consumer
 
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
@@ -233,7 +233,7 @@ class _LoopRecords:
 
     def __init__(
         self,
-        consumer: AsyncKafkaConsumer,
+        consumer: AsyncKafkaConsumer[Any, Any],
         core: ConsumerCore,
         config: ConsumerConfig,
         errors: list[BaseException],
@@ -389,14 +389,14 @@ class _LoopRecords:
 
     def take(
         self, wanted: frozenset[TopicPartition], limit: int
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """Up to ``limit`` buffered records of fetchable partitions (round robin).
 
         A record a deserializer fails on stays first in its partition's buffer, and the
         partition first in the buffer: the records before it are returned (with those taken
         from other partitions), then each call raises ``RecordDeserializationError`` for it
         (the deserializer tried again) until a seek past it, as Java's consumer does."""
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         if not self.buffer:
             return out
         subs = self._ctx.subscriptions
@@ -437,7 +437,7 @@ class _LoopRecords:
         for other in [k for k in buffer if k != tp]:
             buffer[other] = buffer.pop(other)
 
-    def take_one(self, wanted: frozenset[TopicPartition]) -> ConsumerRecord | None:
+    def take_one(self, wanted: frozenset[TopicPartition]) -> ConsumerRecord[Any, Any] | None:
         """One buffered record of a fetchable partition, or None (then ``_take`` decides)."""
         subs = self._ctx.subscriptions
         for tp, buffered in self.buffer.items():
@@ -461,11 +461,11 @@ class _LoopRecords:
 
     def _deserialize(
         self, tp: TopicPartition, buffered: _Buffered, taken: list[ConsumerRecord]
-    ) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
+    ) -> tuple[list[ConsumerRecord[Any, Any]], RecordDeserializationError | None]:
         """``taken`` (just taken from ``buffered``) deserialized up to a record a deserializer
         fails on; that record and those after it (all of them when interrupted) go back into
         the buffer, which goes first, so that the next call starts with it."""
-        ok: list[ConsumerRecord] = []
+        ok: list[ConsumerRecord[Any, Any]] = []
         error = None
         try:
             ok, error = self._handout.deserialize(taken)
@@ -475,7 +475,9 @@ class _LoopRecords:
                 self._to_front(tp, buffered)
         return ok, error
 
-    def _returned(self, tp: TopicPartition, buffered: _Buffered, last: ConsumerRecord) -> None:
+    def _returned(
+        self, tp: TopicPartition, buffered: _Buffered, last: ConsumerRecord[Any, Any]
+    ) -> None:
         """Records of ``tp`` up to ``last`` are returned to the application: what it consumed
         (the consumed position: after ``last``, or where the collect ended once its buffer is
         empty; what the commit manager's auto-commit commits), what rebalance-safe commits
@@ -517,8 +519,11 @@ class _LoopRecords:
         return out
 
 
-class AsyncKafkaConsumer:
+class AsyncKafkaConsumer(Generic[K, V]):
     """A Kafka consumer for asyncio (see :mod:`kafka_actors.aio`).
+
+    Generic in its records' key and value types, inferred from ``key_deserializer`` /
+    ``value_deserializer`` (``bytes | None`` for one not given), as ``KafkaConsumer`` is.
 
     ``AsyncKafkaConsumer("topic", bootstrap_servers="localhost:9092", group_id="g")`` or with
     a dict of Kafka's own keys as ``config=``; topics given here are subscribed at once.
@@ -531,8 +536,8 @@ class AsyncKafkaConsumer:
         *topics: str,
         config: Mapping[str, object] | ConsumerConfig | None = None,
         listener: Any = None,
-        key_deserializer: Deserializer | None = None,
-        value_deserializer: Deserializer | None = None,
+        key_deserializer: Deserializer[K] | None = None,
+        value_deserializer: Deserializer[V] | None = None,
         faults: FaultInjector | None = None,
         **kwargs: object,
     ) -> None:
@@ -615,7 +620,7 @@ class AsyncKafkaConsumer:
 
     # -- context manager, iteration ---------------------------------------------------------
 
-    async def __aenter__(self) -> AsyncKafkaConsumer:
+    async def __aenter__(self) -> Self:
         self._bind()
         return self
 
@@ -627,10 +632,10 @@ class AsyncKafkaConsumer:
     ) -> None:
         await self.close()
 
-    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[K, V]]:
         return self
 
-    async def __anext__(self) -> ConsumerRecord:
+    async def __anext__(self) -> ConsumerRecord[K, V]:
         try:
             return await self.getone()
         except ConsumerClosedError:
@@ -705,7 +710,7 @@ class AsyncKafkaConsumer:
         *partitions: TopicPartition,
         timeout_ms: int = 0,
         max_records: int | None = None,
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         """Records fetched so far (of ``partitions``, or of all), up to ``max_records``
         (default ``max.poll.records``), waiting up to ``timeout_ms`` for some."""
         limit = self.config.max_poll_records if max_records is None else int(max_records)
@@ -768,7 +773,7 @@ class AsyncKafkaConsumer:
                 await self._loop_bridge.wait(min(deadline, wake_by))
                 self._turn_at = time.monotonic()
 
-    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[K, V]:
         """The next record (of ``partitions``, or of any), waiting as long as it takes."""
         wanted = frozenset(partitions)
         if self._records.buffer and not self._errors and not self._ctx.background:
@@ -782,7 +787,7 @@ class AsyncKafkaConsumer:
 
     async def _get(
         self, wanted: frozenset[TopicPartition], limit: int, deadline: float
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         trace = await self._start_call()
         with traced(trace), self._ctx.metrics.polling():
             self._step.start(trace)

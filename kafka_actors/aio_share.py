@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
-from typing import Final
+from typing import Final, Self
 
 from kafka_actors.aio_loop import EventLoopBridge
 from kafka_actors.errors import KafkaError
@@ -35,6 +35,7 @@ from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.share.fetch import ShareConsumerRecord
+from kafka_actors.serialization import K, V
 from kafka_actors.share_consumer import ShareFrontEnd
 from kafka_actors.structs import ShareConsumerRecords
 
@@ -46,13 +47,13 @@ _POLL_WAIT_S: Final = 0.1
 _ITER_POLL_S: Final = 1.0
 
 
-class AsyncKafkaShareConsumer(ShareFrontEnd):
+class AsyncKafkaShareConsumer(ShareFrontEnd[K, V]):
     """A member of a share group for asyncio (see :mod:`kafka_actors.aio_share`); the
     constructor is ``KafkaShareConsumer``'s."""
 
     def _setup(self) -> None:
         self._loop_bridge = EventLoopBridge(self._core)
-        self._iterated: deque[ShareConsumerRecord] = deque()
+        self._iterated: deque[ShareConsumerRecord[K, V]] = deque()
         self._poll_lock: asyncio.Lock | None = None
         self._close_lock: asyncio.Lock | None = None
         self._closed = False
@@ -66,7 +67,7 @@ class AsyncKafkaShareConsumer(ShareFrontEnd):
 
     # -- context manager, iteration ---------------------------------------------------------
 
-    async def __aenter__(self) -> AsyncKafkaShareConsumer:
+    async def __aenter__(self) -> Self:
         self._bind()
         return self
 
@@ -78,10 +79,10 @@ class AsyncKafkaShareConsumer(ShareFrontEnd):
     ) -> None:
         await self.close()
 
-    def __aiter__(self) -> AsyncIterator[ShareConsumerRecord]:
+    def __aiter__(self) -> AsyncIterator[ShareConsumerRecord[K, V]]:
         return self
 
-    async def __anext__(self) -> ShareConsumerRecord:
+    async def __anext__(self) -> ShareConsumerRecord[K, V]:
         """The next record; in implicit mode the records handed out so are acknowledged
         ACCEPT by the poll that follows them (when the iterator is advanced past the last of
         a poll)."""
@@ -118,7 +119,7 @@ class AsyncKafkaShareConsumer(ShareFrontEnd):
 
     # -- poll ----------------------------------------------------------------------------------
 
-    async def poll(self, timeout: float = 0.0) -> ShareConsumerRecords:
+    async def poll(self, timeout: float = 0.0) -> ShareConsumerRecords[K, V]:
         """Records acquired for this member (at most ``max.poll.records``), waiting up to
         ``timeout`` seconds; the semantics of ``KafkaShareConsumer.poll``. Cancelling it
         loses nothing (see the module docstring)."""

@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.core import (
@@ -49,7 +49,7 @@ from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets.list_offsets import LookupKind, OffsetAndTimestamp
 from kafka_actors.protocol.records import decode as _records
 from kafka_actors.protocol.subscription import ResetKind
-from kafka_actors.serialization import Deserializer
+from kafka_actors.serialization import Deserializer, K, V
 from kafka_actors.structs import (
     ConsumerGroupMetadata,
     ConsumerRebalanceListener,
@@ -62,8 +62,15 @@ __all__ = ["KafkaConsumer"]
 
 _T = TypeVar("_T")
 
-class KafkaConsumer:
+class KafkaConsumer(Generic[K, V]):
     """A Kafka consumer built from actors (see :mod:`kafka_actors.consumer`).
+
+    Generic in its records' key and value types, which a type checker infers from
+    ``key_deserializer`` / ``value_deserializer`` (``bytes | None`` for one not given):
+    ``KafkaConsumer(config, value_deserializer=bytes.decode)`` polls
+    ``ConsumerRecords[bytes | None, str]``. Deserializers named in the config
+    (``value.deserializer``) are not seen by a type checker: annotate the variable
+    (``c: KafkaConsumer[str, Order] = KafkaConsumer({...})``).
 
     ``KafkaConsumer({"bootstrap.servers": "localhost:9092", "group.id": "g"})`` or
     ``KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g")``: Kafka's own keys in a
@@ -86,8 +93,8 @@ class KafkaConsumer:
         self,
         config: Mapping[str, object] | ConsumerConfig | None = None,
         *,
-        key_deserializer: Deserializer | None = None,
-        value_deserializer: Deserializer | None = None,
+        key_deserializer: Deserializer[K] | None = None,
+        value_deserializer: Deserializer[V] | None = None,
         faults: FaultInjector | None = None,
         **kwargs: object,
     ) -> None:
@@ -114,7 +121,7 @@ class KafkaConsumer:
 
     # -- context manager -----------------------------------------------------------------------
 
-    def __enter__(self) -> KafkaConsumer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -173,14 +180,14 @@ class KafkaConsumer:
 
     # -- poll --------------------------------------------------------------------------------
 
-    def poll(self, timeout: float = 0.0) -> ConsumerRecords:
+    def poll(self, timeout: float = 0.0) -> ConsumerRecords[K, V]:
         """Records fetched since the last poll (up to ``max.poll.records``), waiting up to
         ``timeout`` seconds for some. Runs pending rebalance callbacks on this thread, keeps
         the member in the group (poll timer), auto-commits when due, and raises the errors the
         background reported (typed)."""
         handout = self._core.handout
 
-        def collect(trace: str) -> ConsumerRecords:
+        def collect(trace: str) -> ConsumerRecords[K, V]:
             records = handout.poll_records(self.config.max_poll_records, trace)
             if records:
                 handout.handed_out_batch(records)

@@ -7,8 +7,11 @@ or ``key.deserializer`` / ``value.deserializer`` in the config) is called, and
 
 A deserializer is one of:
 
-* a plain callable ``(bytes | None) -> Any`` (``bytes.decode``, ``json.loads`` ...): called
-  with the raw key or value only, exactly as before this module existed;
+* a plain callable ``(bytes) -> T`` (``bytes.decode``, ``json.loads`` ...): called with the
+  raw key or value only, exactly as before this module existed. It is called with None for a
+  null key or value (a tombstone) too: its type says ``bytes`` so that ``bytes.decode`` and
+  ``json.loads`` type-check, as they read most topics' keys and values; where nulls occur,
+  give a function that takes ``bytes | None``;
 * an object with a ``deserialize(topic, headers, data)`` method, as Java's
   ``org.apache.kafka.common.serialization.Deserializer`` (its three-argument form);
 * a :class:`ContextDeserializer` (subclass it, or wrap a function with :func:`with_context`):
@@ -22,6 +25,12 @@ A deserializer is one of:
   exists), never by guessing from a signature: ``bytes.decode`` accepts two positional
   arguments too.
 
+Typing: :data:`Deserializer` is generic in what it returns (``Deserializer[str]`` for
+``bytes.decode``), and the consumers take their key and value types from it
+(``KafkaConsumer(config, value_deserializer=bytes.decode)`` is a ``KafkaConsumer[bytes | None,
+str]`` whose records are ``ConsumerRecord[bytes | None, str]``). ``K`` and ``V`` are
+the consumers' type variables.
+
 The kind is decided once, when the consumer is built (:func:`as_deserializer`); a batch of
 records whose deserializers are all plain (or absent) goes through the same loop as before,
 so plain callables cost nothing more per record.
@@ -34,7 +43,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Final, Generic, Protocol, TypeAlias, runtime_checkable
+
+from typing_extensions import TypeVar
 
 from kafka_actors.errors import DeserializationOrigin, RecordDeserializationError
 from kafka_actors.protocol.records.decode import ConsumerRecord, Headers
@@ -52,6 +63,15 @@ __all__ = [
 #: confluent-kafka's ``MessageField`` values (plain strings there too).
 KEY_FIELD: Final = "key"
 VALUE_FIELD: Final = "value"
+
+#: What a deserializer returns (Any where not known: a bare ``ContextDeserializer``).
+T_co = TypeVar("T_co", covariant=True, default=Any)
+T = TypeVar("T")
+#: A consumer's key and value types: what its deserializers return, ``bytes | None`` (the
+#: record as decoded) with no deserializer. The front ends' type variables (not in
+#: ``__all__``: users write ``KafkaConsumer[str, Order]``, never these).
+K = TypeVar("K", default=bytes | None)
+V = TypeVar("V", default=bytes | None)
 
 
 class DeserializationContext:
@@ -80,24 +100,25 @@ class DeserializationContext:
         )
 
 
-class ContextDeserializer:
+class ContextDeserializer(Generic[T_co]):
     """Base class of deserializers called with the record's context: ``d(data, ctx)``.
 
-    Subclass it and define ``__call__``, or wrap a function with :func:`with_context`."""
+    Subclass it and define ``__call__``, or wrap a function with :func:`with_context`.
+    Generic in what it returns: ``class Orders(ContextDeserializer[Order])``."""
 
     __slots__ = ()
 
-    def __call__(self, data: bytes | None, ctx: DeserializationContext) -> Any:
+    def __call__(self, data: bytes | None, ctx: DeserializationContext) -> T_co:
         raise NotImplementedError
 
 
-class _FunctionWithContext(ContextDeserializer):
+class _FunctionWithContext(ContextDeserializer[T_co]):
     __slots__ = ("function",)
 
-    def __init__(self, function: Callable[[bytes | None, DeserializationContext], Any]) -> None:
+    def __init__(self, function: Callable[[bytes | None, DeserializationContext], T_co]) -> None:
         self.function = function
 
-    def __call__(self, data: bytes | None, ctx: DeserializationContext) -> Any:
+    def __call__(self, data: bytes | None, ctx: DeserializationContext) -> T_co:
         return self.function(data, ctx)
 
     def __repr__(self) -> str:
@@ -105,22 +126,26 @@ class _FunctionWithContext(ContextDeserializer):
 
 
 def with_context(
-    function: Callable[[bytes | None, DeserializationContext], Any],
-) -> ContextDeserializer:
+    function: Callable[[bytes | None, DeserializationContext], T],
+) -> ContextDeserializer[T]:
     """``function(data, ctx)`` as a deserializer that receives the record's
     :class:`DeserializationContext`."""
     return _FunctionWithContext(function)
 
 
 @runtime_checkable
-class SupportsDeserialize(Protocol):
+class SupportsDeserialize(Protocol[T_co]):
     """Java's ``Deserializer``: ``deserialize(topic, headers, data)``."""
 
-    def deserialize(self, topic: str, headers: Headers, data: bytes | None) -> Any: ...
+    def deserialize(self, topic: str, headers: Headers, data: bytes | None) -> T_co: ...
 
 
-#: What a consumer accepts as a key or value deserializer (see the module docstring).
-Deserializer: TypeAlias = Callable[[bytes | None], Any] | ContextDeserializer | SupportsDeserialize
+#: What a consumer accepts as a key or value deserializer (see the module docstring), generic
+#: in what it returns: ``Deserializer[str]``. A confluent-kafka ``Deserializer`` (the Schema
+#: Registry's) is a callable ``(data, ctx=None)``, so it is a plain callable to a type checker.
+Deserializer: TypeAlias = (
+    Callable[[bytes], T_co] | ContextDeserializer[T_co] | SupportsDeserialize[T_co]
+)
 
 _RecordField = Callable[[ConsumerRecord], Any]
 
@@ -209,7 +234,7 @@ def deserialize_records(
     records: Iterable[ConsumerRecord],
     key_deserializer: Any,
     value_deserializer: Any,
-) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
+) -> tuple[list[ConsumerRecord[Any, Any]], RecordDeserializationError | None]:
     """``records`` with keys and values deserialized, up to the first record a deserializer
     raises for (each deserializer is called once per record, in order, key first): (the
     records before it, the error naming it, its raw key and value, with the deserializer's
@@ -217,7 +242,7 @@ def deserialize_records(
 
     The deserializers are as :func:`as_deserializer` returns them."""
     kd, vd = key_deserializer, value_deserializer
-    out: list[ConsumerRecord] = []
+    out: list[ConsumerRecord[Any, Any]] = []
     append = out.append
     origin = DeserializationOrigin.KEY
     record: ConsumerRecord | None = None

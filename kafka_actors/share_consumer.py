@@ -22,8 +22,8 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final, Generic, Self
 
 from kafka_actors.core.poll import PollStep
 from kafka_actors.core.share_core import (
@@ -37,7 +37,7 @@ from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
 from kafka_actors.protocol.share.fetch import ShareConsumerRecord
-from kafka_actors.serialization import Deserializer
+from kafka_actors.serialization import Deserializer, K, V
 from kafka_actors.structs import ShareConsumerRecords
 from kafka_actors.supervisors import FaultInjector
 
@@ -53,16 +53,19 @@ __all__ = [
 _POLL_WAIT_S: Final = 0.1
 
 
-class ShareFrontEnd:
+class ShareFrontEnd(Generic[K, V]):
     """What both share consumer front ends share: the constructor (Kafka's keys in a dict or
-    as keywords, deserializers, fault injector), and the calls that never wait."""
+    as keywords, deserializers, fault injector), and the calls that never wait.
+
+    Generic in the records' key and value types, inferred from ``key_deserializer`` /
+    ``value_deserializer`` (``bytes | None`` for one not given), as ``KafkaConsumer`` is."""
 
     def __init__(
         self,
         config: Mapping[str, object] | None = None,
         *,
-        key_deserializer: Deserializer | None = None,
-        value_deserializer: Deserializer | None = None,
+        key_deserializer: Deserializer[K] | None = None,
+        value_deserializer: Deserializer[V] | None = None,
         faults: FaultInjector | None = None,
         **kwargs: object,
     ) -> None:
@@ -91,7 +94,9 @@ class ShareFrontEnd:
         return self._core.subscription()
 
     def acknowledge(
-        self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT
+        self,
+        record: ShareConsumerRecord[K, V],
+        type: AcknowledgeType = AcknowledgeType.ACCEPT,
     ) -> None:
         """Acknowledge one record of the last poll (explicit mode only; never waits): sent
         with the next ShareFetch to its partition's leader, or by ``commit_sync`` /
@@ -118,7 +123,7 @@ class ShareFrontEnd:
         self._facade.wakeup()
 
 
-class KafkaShareConsumer(ShareFrontEnd):
+class KafkaShareConsumer(ShareFrontEnd[K, V]):
     """A member of a share group (see :mod:`kafka_actors.share_consumer`).
 
     ``KafkaShareConsumer({"bootstrap.servers": "localhost:9092", "group.id": "g"})`` or with
@@ -132,7 +137,7 @@ class KafkaShareConsumer(ShareFrontEnd):
         self._poll_lock = threading.RLock()
         self._close_lock = threading.Lock()
 
-    def __enter__(self) -> KafkaShareConsumer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -163,7 +168,7 @@ class KafkaShareConsumer(ShareFrontEnd):
 
     # -- poll ----------------------------------------------------------------------------
 
-    def poll(self, timeout: float = 0.0) -> ShareConsumerRecords:
+    def poll(self, timeout: float = 0.0) -> ShareConsumerRecords[K, V]:
         """Records acquired for this member (at most ``max.poll.records``), waiting up to
         ``timeout`` seconds for some. In implicit mode the previous poll's records are
         acknowledged ACCEPT first; in explicit mode a poll while some are unacknowledged
@@ -201,7 +206,7 @@ class KafkaShareConsumer(ShareFrontEnd):
                 ctx.signal.wait_until(ready, min(deadline, time.monotonic() + _POLL_WAIT_S))
                 facade.ensure_open()
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[ShareConsumerRecord[K, V]]:
         while True:
             yield from self.poll(1.0)
 

@@ -18,10 +18,10 @@ import itertools
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Never, Protocol
 
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
-from kafka_actors.protocol.records.decode import ConsumerRecord
+from kafka_actors.protocol.records.decode import ConsumerRecord, K_co, V_co
 from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
 from kafka_actors.protocol.share.buffer import ShareConsumerRecord
 
@@ -98,16 +98,20 @@ class RebalanceReply:
         return f"<RebalanceReply {self.method} {sorted(map(str, self.partitions))} {state}>"
 
 
-class ConsumerRecords:
-    """Records of one poll, grouped by partition; iterable (partition order, then offsets)."""
+class ConsumerRecords(Generic[K_co, V_co]):
+    """Records of one poll, grouped by partition; iterable (partition order, then offsets).
+
+    Generic as its records are: a ``KafkaConsumer[K, V]`` polls ``ConsumerRecords[K, V]``."""
 
     __slots__ = ("_by_partition", "_count")
 
-    def __init__(self, by_partition: Mapping[TopicPartition, list[ConsumerRecord]]) -> None:
+    def __init__(
+        self, by_partition: Mapping[TopicPartition, list[ConsumerRecord[K_co, V_co]]]
+    ) -> None:
         self._by_partition = {tp: recs for tp, recs in by_partition.items() if recs}
         self._count = sum(len(r) for r in self._by_partition.values())
 
-    def __iter__(self) -> Iterator[ConsumerRecord]:
+    def __iter__(self) -> Iterator[ConsumerRecord[K_co, V_co]]:
         # A C-level iterator: no generator frame resumed per record.
         return itertools.chain.from_iterable(self._by_partition.values())
 
@@ -126,20 +130,21 @@ class ConsumerRecords:
     def partitions(self) -> set[TopicPartition]:
         return set(self._by_partition)
 
-    def records(self, partition: TopicPartition | str) -> list[ConsumerRecord]:
+    def records(self, partition: TopicPartition | str) -> list[ConsumerRecord[K_co, V_co]]:
         """Records of one partition, or of every partition of a topic (a topic name)."""
         if isinstance(partition, str):
             return [r for tp, rs in self._by_partition.items() if tp.topic == partition for r in rs]
         return list(self._by_partition.get(partition, ()))
 
-    def by_partition(self) -> dict[TopicPartition, list[ConsumerRecord]]:
+    def by_partition(self) -> dict[TopicPartition, list[ConsumerRecord[K_co, V_co]]]:
         return {tp: list(rs) for tp, rs in self._by_partition.items()}
 
     def __repr__(self) -> str:
         return f"<ConsumerRecords {self._count} records, {len(self._by_partition)} partitions>"
 
 
-EMPTY_RECORDS = ConsumerRecords({})
+#: No records, of any key and value types.
+EMPTY_RECORDS: ConsumerRecords[Never, Never] = ConsumerRecords({})
 
 
 
@@ -157,15 +162,18 @@ class ConsumerGroupMetadata:
     group_instance_id: str | None
 
 
-class ShareConsumerRecords:
-    """What ``poll()`` returns: the records of one poll, in partition order."""
+class ShareConsumerRecords(Generic[K_co, V_co]):
+    """What ``poll()`` returns: the records of one poll, in partition order. Generic as its
+    records are: a ``KafkaShareConsumer[K, V]`` polls ``ShareConsumerRecords[K, V]``."""
 
     __slots__ = ("_by_partition",)
 
-    def __init__(self, by_partition: Mapping[TopicPartition, list[ShareConsumerRecord]]) -> None:
+    def __init__(
+        self, by_partition: Mapping[TopicPartition, list[ShareConsumerRecord[K_co, V_co]]]
+    ) -> None:
         self._by_partition = {tp: list(r) for tp, r in by_partition.items() if r}
 
-    def __iter__(self) -> Iterator[ShareConsumerRecord]:
+    def __iter__(self) -> Iterator[ShareConsumerRecord[K_co, V_co]]:
         for tp in sorted(self._by_partition):
             yield from self._by_partition[tp]
 
@@ -184,7 +192,7 @@ class ShareConsumerRecords:
     def partitions(self) -> set[TopicPartition]:
         return set(self._by_partition)
 
-    def records(self, partition: TopicPartition) -> list[ShareConsumerRecord]:
+    def records(self, partition: TopicPartition) -> list[ShareConsumerRecord[K_co, V_co]]:
         return list(self._by_partition.get(partition, ()))
 
     def __repr__(self) -> str:

@@ -113,7 +113,7 @@ class BridgeCore:
     """The runtime-neutral half of a bridge (see the module docstring)."""
 
     def _init_core(self, logger: str) -> None:
-        self._consumer: KafkaConsumer | None = None
+        self._consumer: KafkaConsumer[Any, Any] | None = None
         self._stream = DemandStream()
         self._subscriber: Any = None
         self._seq = 0  # the last stream message's seq
@@ -156,7 +156,9 @@ class BridgeCore:
     def _set_subscriber(self, subscriber: Any) -> None:
         raise NotImplementedError
 
-    def _start_stream(self, consumer: KafkaConsumer, message: Subscribe | Assign) -> Subscribed:
+    def _start_stream(
+        self, consumer: KafkaConsumer[Any, Any], message: Subscribe | Assign
+    ) -> Subscribed:
         """Subscribe or assign for ``message``'s subscriber; returns the Subscribed to
         announce."""
         self._set_subscriber(message.subscriber)
@@ -277,7 +279,7 @@ class BridgeCore:
         flowing = bool(records) or delivered > 0
         self._schedule(immediate=flowing and stream.wants_fetch and self._closing is None)
 
-    def _apply_backpressure(self, consumer: KafkaConsumer, fetch: bool) -> None:
+    def _apply_backpressure(self, consumer: KafkaConsumer[Any, Any], fetch: bool) -> None:
         try:
             assignment = consumer.assignment()
             self._paused &= assignment

@@ -170,7 +170,7 @@ class RecordBatch:
     """Bridge → subscriber: records in offset order per partition, never more than requested.
     ``positions`` is the next offset after the last record of each partition in the batch."""
 
-    records: tuple[ConsumerRecord, ...]
+    records: tuple[ConsumerRecord[Any, Any], ...]
     positions: Mapping[TopicPartition, int] = field(default_factory=dict)
     seq: int = 0  # position in the stream (1, 2, ...); see the module docstring
 

@@ -87,7 +87,7 @@ class HandOut:
             fail(future, ChildRestartingError(child="fetch"))
         return future
 
-    def poll_records(self, max_records: int, trace: str) -> ConsumerRecords:
+    def poll_records(self, max_records: int, trace: str) -> ConsumerRecords[Any, Any]:
         """``KafkaConsumer.poll``'s collect: on the caller's thread from the fetch buffer
         (:class:`FetchCollector`; it waits for the buffer's lock, held by the fetch actor only
         while it handles one message), else an ask to the actor bounded by 30 s (so that an
@@ -224,7 +224,7 @@ class HandOut:
         self,
         records: Mapping[TopicPartition, tuple[ConsumerRecord, ...]],
         positions: Mapping[TopicPartition, FetchPosition],
-    ) -> ConsumerRecords:
+    ) -> ConsumerRecords[Any, Any]:
         """Deserialize, and hand out only records of partitions still owned and fetchable;
         the position of a partition paused or being revoked since the fetch actor handed its
         records out is moved back (compare-and-set), so nothing is skipped. The consumed
@@ -237,7 +237,7 @@ class HandOut:
         poll, and by every poll after while the position stays there (see
         ``_raise_undeserializable``)."""
         kd, vd = self.key_deserializer, self.value_deserializer
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         failed: RecordDeserializationError | None = None
         for tp, recs in records.items():
             if not recs:
@@ -301,7 +301,7 @@ class HandOut:
             tp, positions.get(tp), recs[0].offset, consume=consume
         )
 
-    def handed_out_batch(self, records: ConsumerRecords) -> None:
+    def handed_out_batch(self, records: ConsumerRecords[Any, Any]) -> None:
         """``records`` were returned by a poll: what rebalance-safe commits wait for."""
         safe = self._ctx.safe_commits
         if safe is not None:
@@ -325,12 +325,12 @@ class HandOut:
 
     def deserialize(
         self, records: Sequence[ConsumerRecord]
-    ) -> tuple[list[ConsumerRecord], RecordDeserializationError | None]:
+    ) -> tuple[list[ConsumerRecord[Any, Any]], RecordDeserializationError | None]:
         """``records`` deserialized up to the first a deserializer fails on (and its error)."""
         return deserialize_records(records, self.key_deserializer, self.value_deserializer)
 
     def returned(
-        self, tp: TopicPartition, last: ConsumerRecord, end: FetchPosition | None
+        self, tp: TopicPartition, last: ConsumerRecord[Any, Any], end: FetchPosition | None
     ) -> None:
         """Records of ``tp`` up to ``last`` are returned to the application; ``end``: all it
         collected (the consumed position moves there), else None. What rebalance-safe commits

@@ -291,7 +291,9 @@ class ShareCore(ActorCore):
                 trace,
             )
 
-    def acknowledge(self, record: ShareConsumerRecord, kind: AcknowledgeType, trace: str) -> None:
+    def acknowledge(
+        self, record: ShareConsumerRecord[Any, Any], kind: AcknowledgeType, trace: str
+    ) -> None:
         self.ensure_open()
         if not self.explicit:
             raise IllegalStateError(
@@ -439,7 +441,7 @@ class ShareCore(ActorCore):
         with self._lock:
             return self._kept_count > 0
 
-    def hand_out(self, trace: str) -> ShareConsumerRecords:
+    def hand_out(self, trace: str) -> ShareConsumerRecords[Any, Any]:
         """Up to ``max.poll.records`` kept records, deserialized, now the last poll's. A
         record a deserializer fails on is released (delivered again, its delivery count
         growing, until the group's delivery-attempt limit) and its error raised; the records

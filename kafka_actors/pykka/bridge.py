@@ -236,7 +236,7 @@ class KafkaBridge(BridgeCore, pykka.ThreadingActor):
 
     # -- subscription ------------------------------------------------------------------------------
 
-    def _require_consumer(self) -> KafkaConsumer:
+    def _require_consumer(self) -> KafkaConsumer[Any, Any]:
         if self._consumer is None or self._closing is not None:
             raise ConsumerClosedError("The bridge is closed or closing")
         return self._consumer

@@ -101,7 +101,9 @@ class _Listener(ConsumerRebalanceListener):
 class GroupMember:
     """The source's group member on the driver (see module docstring)."""
 
-    def __init__(self, options: SourceOptions, consumer: KafkaConsumer | None = None) -> None:
+    def __init__(
+        self, options: SourceOptions, consumer: KafkaConsumer[Any, Any] | None = None
+    ) -> None:
         self.options = options
         self._lock = threading.RLock()
         self._planner = OffsetPlanner()

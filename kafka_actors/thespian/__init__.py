@@ -7,16 +7,62 @@ Owns: the public names of the bridge (:class:`KafkaBridge`), the subscriber base
 May touch: nothing beyond its own modules.
 """
 
-from kafka_actors.thespian import messages as _messages
 from kafka_actors.thespian.bridge import KafkaBridge
 from kafka_actors.thespian.errors import BridgeRequestFailedError, SubscriberFailedError
-from kafka_actors.thespian.messages import *  # noqa: F403 (the protocol: shared names + Configure)
+
+# The protocol: the shared names and Configure.
+from kafka_actors.thespian.messages import (
+    Assign,
+    BatchRejected,
+    BridgeStats,
+    Close,
+    Closed,
+    Commit,
+    CommitFailed,
+    CommitOk,
+    Configure,
+    Configured,
+    ErrorInfo,
+    GetStats,
+    Handled,
+    PartitionsAssigned,
+    PartitionsLost,
+    PartitionsRevoked,
+    RebalanceAck,
+    RecordBatch,
+    Request,
+    StreamError,
+    Subscribe,
+    Subscribed,
+)
 from kafka_actors.thespian.subscriber import StreamSubscriber
 
+# A literal list, as type checkers read it (not ``[*other.__all__]``).
 __all__ = [
-    *_messages.__all__,
+    "Assign",
+    "BatchRejected",
     "BridgeRequestFailedError",
+    "BridgeStats",
+    "Close",
+    "Closed",
+    "Commit",
+    "CommitFailed",
+    "CommitOk",
+    "Configure",
+    "Configured",
+    "ErrorInfo",
+    "GetStats",
+    "Handled",
     "KafkaBridge",
+    "PartitionsAssigned",
+    "PartitionsLost",
+    "PartitionsRevoked",
+    "RebalanceAck",
+    "RecordBatch",
+    "Request",
+    "StreamError",
     "StreamSubscriber",
+    "Subscribe",
+    "Subscribed",
     "SubscriberFailedError",
 ]

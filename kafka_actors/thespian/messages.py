@@ -59,10 +59,56 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_actors.bridges import messages as _shared
-from kafka_actors.bridges.messages import *  # noqa: F403 (the shared protocol, re-exported)
+# The shared protocol, re-exported (tests/types/test_exports.py keeps the list whole).
+from kafka_actors.bridges.messages import (
+    Assign,
+    BatchRejected,
+    BridgeStats,
+    Close,
+    Closed,
+    Commit,
+    CommitFailed,
+    CommitOk,
+    Configured,
+    ErrorInfo,
+    GetStats,
+    Handled,
+    PartitionsAssigned,
+    PartitionsLost,
+    PartitionsRevoked,
+    RebalanceAck,
+    RecordBatch,
+    Request,
+    StreamError,
+    Subscribe,
+    Subscribed,
+)
 
-__all__ = [*_shared.__all__, "Configure"]
+# A literal list, as type checkers read it (not ``[*other.__all__]``).
+__all__ = [
+    "Assign",
+    "BatchRejected",
+    "BridgeStats",
+    "Close",
+    "Closed",
+    "Commit",
+    "CommitFailed",
+    "CommitOk",
+    "Configure",
+    "Configured",
+    "ErrorInfo",
+    "GetStats",
+    "Handled",
+    "PartitionsAssigned",
+    "PartitionsLost",
+    "PartitionsRevoked",
+    "RebalanceAck",
+    "RecordBatch",
+    "Request",
+    "StreamError",
+    "Subscribe",
+    "Subscribed",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,7 +95,7 @@ class StreamSubscriber(RebalanceHandling, Actor):  # type: ignore[misc]
 
     # -- hooks ---------------------------------------------------------------------------------
 
-    def process(self, records: tuple[ConsumerRecord, ...]) -> None:
+    def process(self, records: tuple[ConsumerRecord[Any, Any], ...]) -> None:
         """Process one batch (offset order per partition). Override."""
 
     def on_subscribed(self, message: Subscribed) -> None:

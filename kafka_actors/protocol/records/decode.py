@@ -45,10 +45,11 @@ from enum import IntEnum
 from functools import partial
 from itertools import repeat
 from types import ModuleType
-from typing import Any, NamedTuple, Protocol, overload
+from typing import Any, Generic, NamedTuple, Protocol, overload
 
 import cramjam
 from crc32c import crc32c
+from typing_extensions import TypeVar
 
 from kafka_actors.errors import (
     CorruptRecordError,
@@ -127,16 +128,27 @@ Header = tuple[str, bytes | None]
 Headers = tuple[Header, ...]
 
 
-class ConsumerRecord(NamedTuple):
-    """One record as handed to the user (Java's ConsumerRecord, timestamps in ms)."""
+#: The type of a record's key and of its value: what the consumer's deserializer returns;
+#: ``bytes | None`` (the raw bytes, None for a null key or value) when there is none, so a
+#: bare ``ConsumerRecord`` is a record as decoded. Covariant: a record is immutable.
+K_co = TypeVar("K_co", covariant=True, default=bytes | None)
+V_co = TypeVar("V_co", covariant=True, default=bytes | None)
+
+
+class ConsumerRecord(NamedTuple, Generic[K_co, V_co]):
+    """One record as handed to the user (Java's ConsumerRecord, timestamps in ms).
+
+    Generic in the key and value types (``ConsumerRecord[str, Any]``), which the consumer
+    infers from its deserializers; subscripting is for type checkers only: every record is a
+    plain ``ConsumerRecord`` tuple at run time (the native path builds them as such)."""
 
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: TimestampType
-    key: bytes | None
-    value: bytes | None
+    key: K_co
+    value: V_co
     headers: Headers
     leader_epoch: int | None
 

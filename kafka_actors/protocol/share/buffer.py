@@ -32,7 +32,7 @@ import bisect
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Final, Generic, NamedTuple
 
 from kafka_actors.errors import KafkaError
 from kafka_actors.protocol.messages import TopicPartition
@@ -40,7 +40,9 @@ from kafka_actors.protocol.records.decode import (
     ConsumerRecord,
     DecodedRecords,
     Headers,
+    K_co,
     TimestampType,
+    V_co,
     decode_records,
 )
 from kafka_actors.protocol.share.acknowledgements import GAP, Acknowledgements, AcknowledgeType
@@ -60,17 +62,18 @@ __all__ = [
 MAX_ACQUIRED_PER_PARTITION: Final = 1 << 20
 
 
-class ShareConsumerRecord(NamedTuple):
+class ShareConsumerRecord(NamedTuple, Generic[K_co, V_co]):
     """A record delivered to a share consumer: a ConsumerRecord's fields and
-    ``delivery_count`` (how many times the broker delivered it, this time included)."""
+    ``delivery_count`` (how many times the broker delivered it, this time included).
+    Generic in the key and value types as ``ConsumerRecord`` is."""
 
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: TimestampType
-    key: Any
-    value: Any
+    key: K_co
+    value: V_co
     headers: Headers
     leader_epoch: int | None
     delivery_count: int
