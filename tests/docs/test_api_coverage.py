@@ -152,3 +152,20 @@ def test_the_exclusions_are_still_exported() -> None:
     for path in NOT_REFERENCED:
         module, _, name = path.rpartition(".")
         assert name in importlib.import_module(module).__all__, path
+
+
+def test_every_public_consumer_method_has_a_docstring() -> None:
+    """An entry without a docstring is only a signature: each consumer method says what it
+    does."""
+    import kafka_actors
+
+    missing: list[str] = []
+    for class_name in CONSUMER_CLASSES:
+        cls = getattr(kafka_actors, class_name)
+        for method in consumer_methods(cls):
+            member = inspect.getattr_static(cls, method)
+            if isinstance(member, property):
+                member = member.fget
+            if not inspect.getdoc(member):
+                missing.append(f"{class_name}.{method}")
+    assert not missing, f"consumer methods without a docstring: {missing}"
