@@ -29,7 +29,8 @@ def test_docs_build_in_strict_mode(docs_site: Path) -> None:
         "RecordDeserializationError",
     ):
         assert name in api, name
-    assert (site / "getting-started" / "index.html").is_file()
+    for page in ("getting-started", "production", "guides/share-groups", "api-integrations"):
+        assert (site / page / "index.html").is_file(), page
     assert (site / "migration" / "index.html").is_file()
 
 
