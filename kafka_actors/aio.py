@@ -698,9 +698,11 @@ class AsyncKafkaConsumer(Generic[K, V]):
             self._core.drop_subscription(trace)
 
     def subscription(self) -> set[str]:
+        """The topics subscribed to (empty when not subscribed, or with assign())."""
         return set(self._ctx.subscriptions.subscription)
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions this consumer owns now (assigned by the group, or by assign())."""
         return set(self._ctx.subscriptions.assigned_partitions())
 
     # -- records ------------------------------------------------------------------------------
@@ -920,6 +922,9 @@ class AsyncKafkaConsumer(Generic[K, V]):
         self._records.consumed.pop(partition, None)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Move the positions of ``*partitions`` (none given: every assigned partition)
+        to their log start offset, looked up at the next poll or position(). A partition
+        not assigned raises IllegalStateError."""
         wanted = list(partitions) or list(self.assignment())
         for tp in wanted:
             self._records.drop(tp, rewind=False)
@@ -927,6 +932,9 @@ class AsyncKafkaConsumer(Generic[K, V]):
         self._core.seek_to(wanted, ResetKind.EARLIEST)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Move the positions of ``*partitions`` (none given: every assigned partition)
+        to their end offset, looked up at the next poll or position(). A partition not
+        assigned raises IllegalStateError."""
         wanted = list(partitions) or list(self.assignment())
         for tp in wanted:
             self._records.drop(tp, rewind=False)
@@ -934,15 +942,20 @@ class AsyncKafkaConsumer(Generic[K, V]):
         self._core.seek_to(wanted, ResetKind.LATEST)
 
     def pause(self, *partitions: TopicPartition) -> None:
+        """Stop returning (and fetching) records of ``*partitions`` until resume(); they
+        stay assigned. A partition not assigned raises IllegalStateError."""
         self._facade.ensure_open()
         self._core.pause(partitions)
 
     def resume(self, *partitions: TopicPartition) -> None:
+        """Return records of paused ``*partitions`` again. A partition not assigned raises
+        IllegalStateError."""
         self._facade.ensure_open()
         self._core.resume(partitions)
         self._on_wake()
 
     def paused(self) -> set[TopicPartition]:
+        """The partitions paused now."""
         return set(self._ctx.subscriptions.paused_partitions())
 
     # -- offsets lookups and metadata --------------------------------------------------------
@@ -950,6 +963,8 @@ class AsyncKafkaConsumer(Generic[K, V]):
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
     ) -> dict[TopicPartition, int]:
+        """The first offset of each partition (its log start offset), from the
+        partitions' leaders; waits up to ``timeout`` seconds (default: default.api.timeout.ms)."""
         result: dict[TopicPartition, int] = await self._list_offsets(
             LookupKind.BEGINNING, dict.fromkeys(partitions, -2), timeout
         )
@@ -958,6 +973,9 @@ class AsyncKafkaConsumer(Generic[K, V]):
     async def end_offsets(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
     ) -> dict[TopicPartition, int]:
+        """The end offset of each partition (the offset the next record written will
+        have), from the partitions' leaders; waits up to ``timeout`` seconds (default:
+        default.api.timeout.ms)."""
         result: dict[TopicPartition, int] = await self._list_offsets(
             LookupKind.END, dict.fromkeys(partitions, -1), timeout
         )
@@ -998,6 +1016,8 @@ class AsyncKafkaConsumer(Generic[K, V]):
         }
 
     async def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
+        """The partitions of ``topic`` from the cluster's metadata (an empty list
+        for a topic the metadata does not have); waits up to ``timeout`` seconds."""
         result = await self._topic_metadata(frozenset([topic]), timeout)
         return list(result.get(topic, ()))
 
@@ -1020,6 +1040,8 @@ class AsyncKafkaConsumer(Generic[K, V]):
     # -- group, metrics, close ----------------------------------------------------------------
 
     def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group's identity as this member sees it now (group id, generation,
+        member id, group instance id)."""
         return self._core.group_metadata()
 
     def highwater(self, partition: TopicPartition) -> int | None:

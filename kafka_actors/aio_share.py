@@ -101,6 +101,7 @@ class AsyncKafkaShareConsumer(ShareFrontEnd[K, V]):
             raise ValueError("subscribe() needs at least one topic; use await unsubscribe()")
 
     async def unsubscribe(self) -> None:
+        """Acknowledge what is pending, leave the share group, drop the subscription."""
         self._bind()
         self._facade.ensure_open()
         core = self._core

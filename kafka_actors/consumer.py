@@ -173,9 +173,11 @@ class KafkaConsumer(Generic[K, V]):
             self._core.log.info("unsubscribed")
 
     def subscription(self) -> set[str]:
+        """The topics subscribed to (empty when not subscribed, or with assign())."""
         return set(self._ctx.subscriptions.subscription)
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions this consumer owns now (assigned by the group, or by assign())."""
         return set(self._ctx.subscriptions.assigned_partitions())
 
     # -- poll --------------------------------------------------------------------------------
@@ -370,22 +372,33 @@ class KafkaConsumer(Generic[K, V]):
         self._core.seek(partition, offset)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Move the positions of ``partitions`` (default: every assigned partition)
+        to their log start offset, looked up at the next poll or position(). A partition
+        not assigned raises IllegalStateError."""
         self._facade.ensure_open()
         self._core.seek_to(partitions, ResetKind.EARLIEST)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Move the positions of ``partitions`` (default: every assigned partition)
+        to their end offset, looked up at the next poll or position(). A partition not
+        assigned raises IllegalStateError."""
         self._facade.ensure_open()
         self._core.seek_to(partitions, ResetKind.LATEST)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop returning (and fetching) records of ``partitions`` until resume(); they
+        stay assigned. A partition not assigned raises IllegalStateError."""
         self._facade.ensure_open()
         self._core.pause(partitions)
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Return records of paused ``partitions`` again. A partition not assigned raises
+        IllegalStateError."""
         self._facade.ensure_open()
         self._core.resume(partitions)
 
     def paused(self) -> set[TopicPartition]:
+        """The partitions paused now."""
         return set(self._ctx.subscriptions.paused_partitions())
 
     # -- offsets lookups ---------------------------------------------------------------------
@@ -393,6 +406,8 @@ class KafkaConsumer(Generic[K, V]):
     def beginning_offsets(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
     ) -> dict[TopicPartition, int]:
+        """The first offset of each partition (its log start offset), from the
+        partitions' leaders; waits up to ``timeout`` seconds (default: default.api.timeout.ms)."""
         result: dict[TopicPartition, int] = self._list_offsets(
             LookupKind.BEGINNING, dict.fromkeys(partitions, -2), timeout
         )
@@ -401,6 +416,9 @@ class KafkaConsumer(Generic[K, V]):
     def end_offsets(
         self, partitions: Iterable[TopicPartition], timeout: float | None = None
     ) -> dict[TopicPartition, int]:
+        """The end offset of each partition (the offset the next record written will
+        have), from the partitions' leaders; waits up to ``timeout`` seconds (default:
+        default.api.timeout.ms)."""
         result: dict[TopicPartition, int] = self._list_offsets(
             LookupKind.END, dict.fromkeys(partitions, -1), timeout
         )
@@ -443,6 +461,8 @@ class KafkaConsumer(Generic[K, V]):
         }
 
     def partitions_for(self, topic: str, timeout: float | None = None) -> list[PartitionInfo]:
+        """The partitions of ``topic`` from the cluster's metadata (an empty list
+        for a topic the metadata does not have); waits up to ``timeout`` seconds."""
         result = self._topic_metadata(frozenset([topic]), timeout)
         return list(result.get(topic, ()))
 
@@ -463,6 +483,8 @@ class KafkaConsumer(Generic[K, V]):
     # -- group, metrics, wakeup, close -----------------------------------------------------------
 
     def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group's identity as this member sees it now (group id, generation,
+        member id, group instance id)."""
         return self._core.group_metadata()
 
     def metrics(self) -> MetricsView:

@@ -88,9 +88,11 @@ class ShareFrontEnd(Generic[K, V]):
 
     @property
     def core(self) -> ShareCore:
+        """The share consumer core under this front end (:mod:`kafka_actors.core`)."""
         return self._core
 
     def subscription(self) -> set[str]:
+        """The topics subscribed to (empty when not subscribed)."""
         return self._core.subscription()
 
     def acknowledge(
