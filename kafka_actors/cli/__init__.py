@@ -27,11 +27,13 @@ you name unless asked (``probe --produce-demo``).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from kafka_actors.cli.consume import ByteSink
 from kafka_actors.cli.output import FORMAT_TOKENS, RecordFormatter
 from kafka_actors.cli.properties import load_properties, parse_properties
 
@@ -40,9 +42,26 @@ __all__ = ["build_config", "load_properties", "main", "parse_properties"]
 _DEMO_TOPIC = "kafka-actors-demo"
 _TEXT_FORMAT = "%t-%p@%o\\t%k\\t%s\\n"
 _ISSUES = 2  # exit status of a usage or configuration error
+_SIGPIPE = 128 + 13  # exit status when stdout's reader went away, as a shell reports SIGPIPE
+
+
+def _add_verbosity_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-d",
+        "--debug",
+        action="store_true",
+        help="write the client's debug log lines to stderr (connections, requests, groups)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="write nothing to stderr but errors (no progress, no notes, no warnings)",
+    )
 
 
 def _add_config_options(p: argparse.ArgumentParser) -> None:
+    _add_verbosity_options(p)
     p.add_argument(
         "-b",
         "--bootstrap-servers",
@@ -91,6 +110,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m kafka_actors",
         description="kafka-actors on the command line: consume, list topics, describe groups.",
+        epilog="Exit status: 0 done; 1 a Kafka error (an unknown topic, a broker's error); "
+        "2 a usage or configuration error; 130 interrupted; 141 the reader of stdout went "
+        "away (128 + SIGPIPE, as a shell reports it for kcat).",
+    )
+    from kafka_actors import __version__
+
+    parser.add_argument(
+        "-V",
+        "--version",
+        action="version",
+        version=f"kafka-actors {__version__}",
+        help="print the version of kafka-actors and exit",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -105,10 +136,15 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Offsets (--offset, repeatable; SPEC for every partition or P=SPEC for one):\n"
         "  beginning | end | stored (the group's committed offset) | N (absolute) |\n"
-        "  -N (N records before the end) | @TIMESTAMP_MS (first record at or after it).\n"
+        "  -N (N records before the end) | @TIMESTAMP_MS or s@TIMESTAMP_MS (first record at\n"
+        "  or after it).\n"
+        "  e@TIMESTAMP_MS: stop each partition at its first record at or after the timestamp\n"
+        "  (that record is not printed); the command ends when every partition stopped.\n"
         "  Default: stored in a group, end otherwise. In a group, beginning/end only apply\n"
         "  where nothing is committed (auto.offset.reset).\n"
-        f"Format tokens (-f): {tokens};\n  escapes \\n \\t \\r \\\\.\n"
+        f"Format tokens (-f): {tokens};\n  escapes (-f, -D, -K) \\n \\t \\r \\0 \\xNN \\\\.\n"
+        "Keys and values are written as their bytes (binary safe); -D/-K give kcat's raw\n"
+        "output: key, -K delimiter, value, -D delimiter.\n"
         "Examples:\n"
         "  python -m kafka_actors consume -b H:P -t orders -o @1700000000000 -e -f '%o %s\\n'\n"
         "  python -m kafka_actors consume --consumer-config client.properties -t orders -G g\n",
@@ -166,6 +202,21 @@ def _parser() -> argparse.ArgumentParser:
         help="text: topic-partition@offset<TAB>key<TAB>value (default); jsonl: one JSON "
         "object per record (topic, partition, offset, timestamp, timestamp_type, key, value, "
         "headers); value: the value only (kcat's default)",
+    )
+    fmt.add_argument(
+        "-D",
+        "--delimiter",
+        metavar="DELIM",
+        default=None,
+        help="raw output, as kcat's: each value followed by DELIM (default \\n; escapes "
+        "such as \\0 or \\x1e allowed)",
+    )
+    consume.add_argument(
+        "-K",
+        "--key-delimiter",
+        metavar="DELIM",
+        default=None,
+        help="raw output with keys: key, DELIM, value, then the -D delimiter",
     )
     consume.add_argument(
         "--bytes",
@@ -273,6 +324,7 @@ def _parser() -> argparse.ArgumentParser:
         "listeners only. Without --bootstrap-servers it runs on the embedded mock cluster "
         "with demo records; it writes to a cluster you name only with --produce-demo.",
     )
+    _add_verbosity_options(probe)
     probe.add_argument(
         "-b",
         "--bootstrap-servers",
@@ -294,6 +346,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _formatter(args: argparse.Namespace) -> RecordFormatter:
+    if args.key_delimiter is not None and (args.format is not None or args.format_string):
+        raise ValueError("-K/--key-delimiter is raw output: it goes with -D, not -f or --format")
+    if args.delimiter is not None or args.key_delimiter is not None:
+        return RecordFormatter.raw(
+            delimiter="\\n" if args.delimiter is None else args.delimiter,
+            key_delimiter=args.key_delimiter,
+            null=args.null,
+        )
     if args.format == "jsonl":
         return RecordFormatter.jsonl(bytes_as=args.bytes)
     if args.format_string is not None:
@@ -301,6 +361,31 @@ def _formatter(args: argparse.Namespace) -> RecordFormatter:
     if args.format == "value":
         return RecordFormatter("%s\\n", null=args.null)
     return RecordFormatter(_TEXT_FORMAT, null=args.null)
+
+
+class _DecodingSink:
+    """Bytes written to a text stream that has no binary buffer (an ``io.StringIO`` in tests):
+    decoded as UTF-8, invalid bytes replaced. Real streams are written as bytes."""
+
+    def __init__(self, text: TextIO) -> None:
+        self._text = text
+
+    def write(self, data: bytes) -> object:
+        return self._text.write(data.decode("utf-8", "replace"))
+
+    def flush(self) -> None:
+        self._text.flush()
+
+
+def binary_sink(out: TextIO) -> ByteSink:
+    """Where ``consume`` writes the bytes of records: ``out``'s binary buffer when it has one
+    (``sys.stdout.buffer``: keys and values reach the pipe unchanged)."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is None:
+        return _DecodingSink(out)
+    out.flush()  # whatever went through the text layer first stays first
+    sink: ByteSink = buffer
+    return sink
 
 
 def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> int:
@@ -311,7 +396,9 @@ def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -
         default = StartSpec("beginning")
     if args.group_protocol is not None:
         config["group.protocol"] = args.group_protocol
-    if args.progress == "auto":
+    if args.quiet:
+        progress = False
+    elif args.progress == "auto":
         progress = not bool(getattr(out, "isatty", lambda: False)())
     else:
         progress = args.progress == "always"
@@ -330,8 +417,9 @@ def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -
         commit=not args.no_commit,
         progress=progress,
         progress_interval=args.progress_interval,
-        out=out,
+        out=binary_sink(out),
         err=sys.stderr,
+        notes=not args.quiet,
     )
 
 
@@ -344,7 +432,8 @@ def _embedded(args: argparse.Namespace, run: Any, banner: TextIO | None = None) 
     topics = list(getattr(args, "topic", None) or [_DEMO_TOPIC])
     with MockCluster(num_brokers=3) as cluster:
         if banner is None:
-            print(f"% embedded mock cluster at {cluster.bootstrap_servers}", file=sys.stderr)
+            if not getattr(args, "quiet", False):
+                print(f"% embedded mock cluster at {cluster.bootstrap_servers}", file=sys.stderr)
         else:
             print(f"== embedded mock cluster at {cluster.bootstrap_servers}", file=banner)
         for topic in topics:
@@ -361,6 +450,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
     try:
         return _dispatch(args, stream)
+    except BrokenPipeError:
+        return _broken_pipe(stream)
     except (KafkaError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _ISSUES
@@ -368,9 +459,26 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return 130
 
 
+def _broken_pipe(stream: TextIO) -> int:
+    """The reader of stdout went away (``... | head -1``): end quietly, as kcat and Unix
+    tools do, with 128 + SIGPIPE. What is still buffered for stdout cannot be written; stdout
+    is pointed at the null device so that the interpreter's last flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return _SIGPIPE
+
+
 def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
     from kafka_actors.log import configure
 
+    # stdout carries the output only; log lines go to stderr.
+    configure(
+        level="DEBUG" if args.debug else "ERROR" if args.quiet else "WARNING", stream=sys.stderr
+    )
     if args.command == "probe":
         from kafka_actors.cli.probe import probe, produce_demo
 
@@ -379,12 +487,11 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
                 produce_demo(args.bootstrap_servers, args.topic, args.records)
             return probe(args.bootstrap_servers, args.topic, out)
         return _embedded(
-            argparse.Namespace(topic=[args.topic], records=args.records),
+            argparse.Namespace(topic=[args.topic], records=args.records, quiet=args.quiet),
             lambda bootstrap, _topics: probe(bootstrap, args.topic, out),
             banner=out,
         )
 
-    configure(level="WARNING", stream=sys.stderr)  # stdout carries the output only
     config = build_config(args)
     if args.command == "consume":
         if not config.get("bootstrap.servers"):

@@ -17,16 +17,24 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from kafka_actors.cli.output import RecordFormatter
 
-__all__ = ["StartSpec", "parse_offset_specs", "run_consume"]
+__all__ = ["ByteSink", "StartSpec", "parse_offset_specs", "run_consume"]
 
 #: Group mode with --exit: the assignment must have stayed the same this long before the
 #: end of the assigned partitions ends the run (a group hands partitions out in steps).
 _SETTLE_S = 3.0
 _SPEC = re.compile(r"^(beginning|end|stored|-?\d+|@\d+)$")
+
+
+class ByteSink(Protocol):
+    """Where records go: ``sys.stdout.buffer`` or any binary stream."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +158,9 @@ def run_consume(
     commit: bool,
     progress: bool,
     progress_interval: float,
-    out: TextIO,
+    out: ByteSink,
     err: TextIO,
+    notes: bool = True,
 ) -> int:
     from kafka_actors import (
         ConsumerRebalanceListener,
@@ -280,7 +289,8 @@ def run_consume(
             consumer.commit_sync(dict(positions))
         reported.update(printed, _lag(consumer, end_offsets) if end_offsets else None, True)
     reported.done()
-    print(f"% consumed {printed} records", file=err)
+    if notes:
+        print(f"% consumed {printed} records", file=err)
     return 0
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from kafka_actors.cli import _parser
 from kafka_actors.cli.consume import StartSpec, parse_offset_specs
-from kafka_actors.cli.output import RecordFormatter
+from kafka_actors.cli.output import RecordFormatter, unescape
 from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 
 RECORD = ConsumerRecord(
@@ -28,13 +28,37 @@ NULLS = ConsumerRecord("t", 0, 0, -1, TimestampType.CREATE_TIME, None, None, (),
 
 def test_every_token_and_escape() -> None:
     fmt = RecordFormatter("%t|%p|%o|%k|%s|%K|%S|%T|%h|%%\\t\\n")
-    assert fmt.format(RECORD) == "orders|2|41|k1|vé|2|3|1700000000123|h1=x,h2=|%\t\n"
+    assert fmt.format(RECORD) == "orders|2|41|k1|vé|2|3|1700000000123|h1=x,h2=|%\t\n".encode()
 
 
 def test_nulls_print_as_the_null_text() -> None:
     assert RecordFormatter("[%k][%s][%K][%S]\\n", null="NULL").format(NULLS) == (
-        "[NULL][NULL][-1][-1]\n"
+        b"[NULL][NULL][-1][-1]\n"
     )
+
+
+BINARY = ConsumerRecord(
+    "t", 0, 7, 1, TimestampType.CREATE_TIME, b"\xff\x00k", b"\x80\xfe\n\xc3(", (), None
+)
+
+
+def test_keys_and_values_are_written_as_their_bytes() -> None:
+    assert RecordFormatter("%k|%s|%h").format(RECORD) == b"k1|v\xc3\xa9|h1=x,h2="
+    assert RecordFormatter("%k%s").format(BINARY) == b"\xff\x00k\x80\xfe\n\xc3("
+
+
+def test_kcat_escapes_nul_and_hex() -> None:
+    assert unescape("a\\0b\\x1e\\x7Fc\\\\\\q\\x4") == b"a\0b\x1e\x7fc\\\\q\\x4"
+    fmt = RecordFormatter("%o\\x1f%s\\0")
+    assert fmt.format(BINARY) == b"7\x1f\x80\xfe\n\xc3(\0"
+
+
+def test_raw_output_with_delimiters() -> None:
+    assert RecordFormatter.raw().format(BINARY) == b"\x80\xfe\n\xc3(\n"
+    raw = RecordFormatter.raw(delimiter="\\0", key_delimiter="\\t", null="N")
+    assert raw.format(BINARY) == b"\xff\x00k\t\x80\xfe\n\xc3(\0"
+    assert raw.format(NULLS) == b"N\tN\0"
+    assert RecordFormatter.raw(delimiter="%s|").format(NULLS) == b"%s|"
 
 
 def test_unknown_token_and_lone_percent_are_refused() -> None:
@@ -46,7 +70,7 @@ def test_unknown_token_and_lone_percent_are_refused() -> None:
 
 def test_jsonl_base64_and_utf8() -> None:
     line = RecordFormatter.jsonl().format(RECORD)
-    assert line.endswith("\n")
+    assert line.endswith(b"\n")
     assert json.loads(line) == {
         "topic": "orders",
         "partition": 2,

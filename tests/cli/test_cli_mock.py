@@ -1,0 +1,119 @@
+"""The command line on the embedded mock cluster, as kcat users use it: raw bytes through a
+pipe, ``| head -1``, an unknown topic, stopping at a timestamp, offsets for times."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.mock, pytest.mark.timeout(180)]
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "kafka_actors"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*CLI, *args], capture_output=True, timeout=150, cwd=ROOT, check=False)
+
+
+def produce(
+    bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, bytes | None, int]]
+) -> None:
+    """(key, value, timestamp ms) records into partition 0, in order."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    for key, value, timestamp in records:
+        producer.produce(topic, key=key, value=value, partition=0, timestamp=timestamp)
+    assert producer.flush(30) == 0
+
+
+def topic_names(bootstrap: str) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    return set(admin.list_topics(timeout=10).topics)
+
+
+BINARY = [
+    (b"k\xff\x00", b"\x80\xfe\xc3(\xff", 1_700_000_000_000),
+    (None, b"\xed\xa0\x80 lone surrogate \xf0\x28\x8c\xbc", 1_700_000_001_000),
+    (b"\n", b"", 1_700_000_002_000),
+    (b"plain", "caf\u00e9".encode(), 1_700_000_003_000),
+]
+
+
+def test_raw_mode_round_trips_bytes_exactly(
+    mock_cluster: Any, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(mock_cluster)
+    bootstrap = mock_cluster.bootstrap_servers
+    produce(bootstrap, topic, BINARY)
+    result = run_cli(
+        "consume",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-o",
+        "beginning",
+        "-e",
+        "-K",
+        "\\x1f",
+        "-D",
+        "\\0\\x1e",
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")[-2000:]
+    expected = b"".join(
+        (key or b"") + b"\x1f" + (value or b"") + b"\x00\x1e" for key, value, _ in BINARY
+    )
+    assert result.stdout == expected
+    # The default text layout and -f write the bytes too (nothing replaced).
+    text = run_cli("consume", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-f", "%s\\n")
+    assert text.returncode == 0, text.stderr.decode(errors="replace")[-2000:]
+    assert text.stdout == b"".join(value + b"\n" for _, value, _ in BINARY)
+
+
+def test_a_closed_pipe_ends_quietly(mock_cluster: Any, kafka_topic: Callable[..., str]) -> None:
+    topic = kafka_topic(mock_cluster)
+    bootstrap = mock_cluster.bootstrap_servers
+    produce(bootstrap, topic, [(None, b"x" * 2000, 1_700_000_000_000 + i) for i in range(2000)])
+    command = " ".join(
+        shlex.quote(part)
+        for part in [
+            *CLI,
+            "consume",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "--format",
+            "value",
+        ]
+    )
+    # The CLI does not stop by itself (no -e): only the closed pipe ends it.
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"set -o pipefail; {command} | head -1 >/dev/null; "
+            'echo "status=${PIPESTATUS[0]}" >&2',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=ROOT,
+        check=False,
+    )
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "BrokenPipeError" not in result.stderr
+    assert "status=141" in result.stderr, result.stderr[-2000:]
