@@ -41,6 +41,7 @@ __all__ = ["build_config", "load_properties", "main", "parse_properties"]
 
 _DEMO_TOPIC = "kafka-actors-demo"
 _TEXT_FORMAT = "%t-%p@%o\\t%k\\t%s\\n"
+_FAILED = 1  # exit status of a Kafka error (an unknown topic, a broker's error)
 _ISSUES = 2  # exit status of a usage or configuration error
 _SIGPIPE = 128 + 13  # exit status when stdout's reader went away, as a shell reports SIGPIPE
 
@@ -446,15 +447,18 @@ def _embedded(args: argparse.Namespace, run: Any, banner: TextIO | None = None) 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     stream = out if out is not None else sys.stdout
     args = _parser().parse_args(argv)
-    from kafka_actors.errors import KafkaError
+    from kafka_actors.errors import ConfigError, KafkaError
 
     try:
         return _dispatch(args, stream)
     except BrokenPipeError:
         return _broken_pipe(stream)
-    except (KafkaError, ValueError) as exc:
+    except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _ISSUES
+    except KafkaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _FAILED
     except KeyboardInterrupt:
         return 130
 

@@ -168,6 +168,7 @@ def run_consume(
         OffsetAndMetadata,
         TopicPartition,
     )
+    from kafka_actors.errors import UnknownTopicOrPartitionError
 
     subscribe = group is not None and partitions is None
     if not subscribe and pattern is not None:
@@ -176,6 +177,9 @@ def run_consume(
     if group is not None:
         cfg["group.id"] = group
     cfg.setdefault("enable.auto.commit", False)
+    # A command line that reads never creates what it was asked to read (a typo would
+    # otherwise become a topic): an unknown topic is an error.
+    cfg["allow.auto.create.topics"] = False
     if default_spec is not None and default_spec.kind in ("beginning", "end"):
         cfg.setdefault(
             "auto.offset.reset", "earliest" if default_spec.kind == "beginning" else "latest"
@@ -215,6 +219,8 @@ def run_consume(
                     end_offsets.pop(tp, None)
 
         if subscribe:
+            for topic in topics:
+                _partitions_of(consumer, topic, timeout)
             if pattern is not None:
                 consumer.subscribe(pattern=pattern, listener=Listener())
             else:
@@ -222,13 +228,14 @@ def run_consume(
         else:
             wanted: list[Any] = []
             for topic in topics:
-                infos = consumer.partitions_for(topic, timeout=timeout)
-                if not infos:
-                    raise ValueError(f"topic {topic!r} does not exist (or has no partitions)")
-                numbers = sorted(p.partition for p in infos)
+                numbers = _partitions_of(consumer, topic, timeout)
                 for number in partitions if partitions is not None else numbers:
                     if number not in numbers:
-                        raise ValueError(f"topic {topic!r} has no partition {number}")
+                        raise UnknownTopicOrPartitionError(
+                            f"topic {topic!r} has no partition {number}",
+                            topic=topic,
+                            partition=number,
+                        )
                     wanted.append(TopicPartition(topic, number))
             consumer.assign(wanted)
             # Assigned mode: the group's committed offsets only with --offset stored.
@@ -292,6 +299,20 @@ def run_consume(
     if notes:
         print(f"% consumed {printed} records", file=err)
     return 0
+
+
+def _partitions_of(consumer: Any, topic: str, timeout: float) -> list[int]:
+    """The partition numbers of ``topic`` from the cluster's metadata; an unknown topic (or
+    one without partitions) is an UnknownTopicOrPartitionError naming it."""
+    from kafka_actors.errors import UnknownTopicOrPartitionError
+
+    try:
+        infos = consumer.partitions_for(topic, timeout=timeout)
+    except UnknownTopicOrPartitionError:
+        infos = []
+    if not infos:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist", topic=topic)
+    return sorted(p.partition for p in infos)
 
 
 def _lag(consumer: Any, ends: Mapping[Any, int]) -> int | None:

@@ -117,3 +117,28 @@ def test_a_closed_pipe_ends_quietly(mock_cluster: Any, kafka_topic: Callable[...
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert "BrokenPipeError" not in result.stderr
     assert "status=141" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["assigned", "group"])
+def test_an_unknown_topic_is_an_error_and_is_not_created(mock_cluster: Any, group: bool) -> None:
+    bootstrap = mock_cluster.bootstrap_servers
+    topic = f"no-such-topic-{'g' if group else 'a'}-{pathlib.Path(__file__).stem}"
+    extra = ["-G", f"{topic}-group"] if group else []
+    # Even asked to create topics, the CLI does not.
+    result = run_cli(
+        "consume",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-e",
+        "-X",
+        "allow.auto.create.topics=true",
+        *extra,
+    )
+    stderr = result.stderr.decode(errors="replace")
+    assert result.returncode == 1, stderr[-2000:]
+    assert topic in stderr and "does not exist" in stderr
+    assert "Traceback" not in stderr
+    assert result.stdout == b""
+    assert topic not in topic_names(bootstrap)
