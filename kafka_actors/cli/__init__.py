@@ -12,6 +12,7 @@ Commands (``--help`` on each for every option):
   beginning / end / an offset / a timestamp, per partition; ``-e`` exits at the end of the
   partitions. In a group it subscribes and commits what it printed.
 * ``list``: topics with their partitions, leaders, replicas and in-sync replicas.
+* ``query``: offsets for times (kcat's ``-Q``), ``TOPIC:PARTITION:TIMESTAMP_MS``.
 * ``group``: a group's state, members, assignments, committed offsets, log end offsets and
   lag (``kafka-consumer-groups --describe``).
 * ``probe``: ApiVersions, metadata and the records of one topic through the protocol layer.
@@ -298,7 +299,36 @@ def _parser() -> argparse.ArgumentParser:
     )
     lister.add_argument("--internal", action="store_true", help="include internal topics")
     lister.add_argument(
+        "-J",
+        "--json",
+        action="store_true",
+        help="one JSON object: brokers (id, host, port), controller_id, topics (name, topic_id, "
+        "internal, partitions with leader, replicas, isr)",
+    )
+    lister.add_argument(
         "--records", type=int, default=100, metavar="N", help="demo records (embedded only)"
+    )
+
+    query = sub.add_parser(
+        "query",
+        help="offsets for times (kcat -Q): the first offset at or after a timestamp",
+        description="For each TOPIC:PARTITION:TIMESTAMP_MS, the offset of the first record "
+        "whose timestamp is at or after TIMESTAMP_MS, and that record's timestamp (-1 for "
+        "both when every record is older), from the partition's leader (ListOffsets). "
+        "An unknown topic or partition is an error (exit 1); nothing is created.",
+    )
+    _add_config_options(query)
+    query.add_argument(
+        "-t",
+        "--topic",
+        dest="queries",
+        action="append",
+        required=True,
+        metavar="TOPIC:PARTITION:TIMESTAMP_MS",
+        help="a partition and a timestamp in ms (repeatable), as kcat -Q -t takes them",
+    )
+    query.add_argument(
+        "-J", "--json", action="store_true", help="one JSON array of objects instead of a table"
     )
 
     group = sub.add_parser(
@@ -390,9 +420,15 @@ def binary_sink(out: TextIO) -> ByteSink:
 
 
 def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> int:
-    from kafka_actors.cli.consume import StartSpec, parse_offset_specs, run_consume
+    from kafka_actors.cli.consume import (
+        StartSpec,
+        parse_offset_specs,
+        parse_stop_specs,
+        run_consume,
+    )
 
     default, per_partition = parse_offset_specs(args.offset)
+    stop_default, stop_specs = parse_stop_specs(args.offset)
     if args.from_beginning:
         default = StartSpec("beginning")
     if args.group_protocol is not None:
@@ -411,6 +447,8 @@ def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -
         partitions=args.partition,
         default_spec=default,
         partition_specs=per_partition,
+        stop_default=stop_default,
+        stop_specs=stop_specs,
         formatter=_formatter(args),
         exit_at_end=args.exit,
         max_records=args.max_records,
@@ -533,6 +571,14 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
             return _embedded(args, listing)
         return _list(args, config, out)
 
+    if args.command == "query":
+        from kafka_actors.cli.query import parse_query, run_query
+
+        queries = [parse_query(text) for text in args.queries]
+        if not config.get("bootstrap.servers"):
+            raise ValueError("query needs --bootstrap-servers (or bootstrap.servers)")
+        return run_query(config, queries, out, as_json=args.json)
+
     if args.command == "group":
         if not config.get("bootstrap.servers"):
             raise ValueError("group needs --bootstrap-servers (or bootstrap.servers)")
@@ -549,4 +595,6 @@ def _list(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> i
     from kafka_actors.config import ConsumerConfig
 
     with ClusterClient(ConsumerConfig.from_dict(config)) as client:
-        return print_topics(client, out, topics=args.topic, internal=args.internal)
+        return print_topics(
+            client, out, topics=args.topic, internal=args.internal, as_json=args.json
+        )

@@ -7,6 +7,7 @@ an unknown value, as ``kafka-consumer-groups --describe`` shows them). May touch
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -28,11 +29,46 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
 
 
 def print_topics(
-    client: ClusterClient, out: TextIO, *, topics: Sequence[str] | None, internal: bool
+    client: ClusterClient,
+    out: TextIO,
+    *,
+    topics: Sequence[str] | None,
+    internal: bool,
+    as_json: bool = False,
 ) -> int:
     metadata = client.metadata(list(topics) if topics else None)
     controller = int(getattr(metadata, "controller_id", -1))
     brokers = sorted(metadata.brokers, key=lambda b: int(b.node_id))
+    if as_json:
+        listed = [
+            t for t in client.topics(list(topics) if topics else None) if internal or not t.internal
+        ]
+        document = {
+            "controller_id": controller,
+            "brokers": [
+                {"id": int(b.node_id), "host": str(b.host), "port": int(b.port)} for b in brokers
+            ],
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": t.topic_id,
+                    "internal": t.internal,
+                    "partitions": [
+                        {
+                            "partition": index,
+                            "leader": leader,
+                            "replicas": list(replicas),
+                            "isr": list(isr),
+                        }
+                        for index, leader, replicas, isr in t.partitions
+                    ],
+                }
+                for t in listed
+            ],
+        }
+        out.write(json.dumps(document) + "\n")
+        out.flush()
+        return 0
     out.write(f"{len(brokers)} brokers:\n")
     for b in brokers:
         role = " (controller)" if int(b.node_id) == controller else ""

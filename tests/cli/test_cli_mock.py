@@ -142,3 +142,79 @@ def test_an_unknown_topic_is_an_error_and_is_not_created(mock_cluster: Any, grou
     assert "Traceback" not in stderr
     assert result.stdout == b""
     assert topic not in topic_names(bootstrap)
+
+
+T0 = 1_700_000_000_000
+
+
+def produce_timed(bootstrap: str, topic: str, per_partition: int, partitions: int) -> None:
+    """Record i of partition p: timestamp T0 + i s, value p-i."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    for p in range(partitions):
+        for i in range(per_partition):
+            producer.produce(topic, value=f"{p}-{i}".encode(), partition=p, timestamp=T0 + i * 1000)
+    assert producer.flush(30) == 0
+
+
+def test_stop_at_a_timestamp(mock_cluster: Any, kafka_topic: Callable[..., str]) -> None:
+    topic = kafka_topic(mock_cluster, partitions=2)
+    bootstrap = mock_cluster.bootstrap_servers
+    produce_timed(bootstrap, topic, 10, partitions=2)
+    # No -e: only the end timestamps end the run; partition 1 stops earlier than the rest.
+    result = run_cli(
+        "consume",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-f",
+        "%s\\n",
+        "-o",
+        "beginning",
+        "-o",
+        f"e@{T0 + 6000}",
+        "-o",
+        f"1=e@{T0 + 4500}",
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")[-2000:]
+    lines = result.stdout.decode().splitlines()
+    assert sorted(lines) == sorted([f"0-{i}" for i in range(6)] + [f"1-{i}" for i in range(5)])
+
+
+def test_query_checks_its_topics(mock_cluster: Any, kafka_topic: Callable[..., str]) -> None:
+    # (The mock cluster answers every timestamp lookup with -1: the offsets themselves are
+    # checked on a real broker, tests/cli/test_cli_broker.py.)
+    topic = kafka_topic(mock_cluster, partitions=2)
+    bootstrap = mock_cluster.bootstrap_servers
+    missing = run_cli("query", "-b", bootstrap, "-t", f"{topic}:7:{T0}")
+    assert missing.returncode == 1
+    assert b"no partition 7" in missing.stderr
+    unknown = f"{topic}-unknown"
+    result = run_cli("query", "-b", bootstrap, "-t", f"{unknown}:0:{T0}")
+    assert result.returncode == 1
+    assert b"does not exist" in result.stderr
+    assert unknown not in topic_names(bootstrap)
+    usage = run_cli("query", "-b", bootstrap, "-t", f"{topic}:{T0}")
+    assert usage.returncode == 2
+
+
+def test_list_as_json(mock_cluster: Any, kafka_topic: Callable[..., str]) -> None:
+    topic = kafka_topic(mock_cluster, partitions=3)
+    result = run_cli("list", "-b", mock_cluster.bootstrap_servers, "-t", topic, "-J")
+    assert result.returncode == 0, result.stderr.decode(errors="replace")[-2000:]
+    document = json.loads(result.stdout)
+    [listed] = document["topics"]
+    assert listed["name"] == topic and listed["internal"] is False
+    assert [p["partition"] for p in listed["partitions"]] == [0, 1, 2]
+    brokers = {b["id"] for b in document["brokers"]}
+    assert all(p["leader"] in brokers for p in listed["partitions"])
+
+
+def test_version_and_quiet() -> None:
+    from kafka_actors import __version__
+
+    version = run_cli("--version")
+    assert version.returncode == 0
+    assert version.stdout.decode().strip() == f"kafka-actors {__version__}"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kafka_actors.cli import _parser
-from kafka_actors.cli.consume import StartSpec, parse_offset_specs
+from kafka_actors.cli.consume import StartSpec, parse_offset_specs, parse_stop_specs
 from kafka_actors.cli.output import RecordFormatter, unescape
 from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 
@@ -95,15 +95,25 @@ def test_offset_specs() -> None:
         3: StartSpec("offset", 42),
         0: StartSpec("end"),
     }
-    for bad in ("start", "x=1", "@", "1=@-3"):
+    for bad in ("start", "x=1", "@", "1=@-3", "e@", "x@5"):
         with pytest.raises(ValueError):
             parse_offset_specs([bad])
+
+
+def test_start_and_stop_timestamps_as_kcat_writes_them() -> None:
+    values = ["s@1700000000000", "e@1700000005000", "1=e@1700000009000", "2=s@5"]
+    assert parse_offset_specs(values) == (
+        StartSpec("timestamp", 1700000000000),
+        {2: StartSpec("timestamp", 5)},
+    )
+    assert parse_stop_specs(values) == (1700000005000, {1: 1700000009000})
+    assert parse_stop_specs(["beginning", "-5"]) == (None, {})
 
 
 def test_every_option_of_every_command_has_help() -> None:
     parser = _parser()
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert set(sub.choices) == {"consume", "list", "group", "probe"}
+    assert set(sub.choices) == {"consume", "list", "query", "group", "probe"}
     for name, command in sub.choices.items():
         assert command.description, name
         for action in command._actions:
