@@ -38,7 +38,7 @@ from kafka_actors.cli.consume import ByteSink
 from kafka_actors.cli.output import FORMAT_TOKENS, RecordFormatter
 from kafka_actors.cli.properties import load_properties, parse_properties
 
-__all__ = ["build_config", "load_properties", "main", "parse_properties"]
+__all__ = ["build_config", "consumer_settings", "load_properties", "main", "parse_properties"]
 
 _DEMO_TOPIC = "kafka-actors-demo"
 _TEXT_FORMAT = "%t-%p@%o\\t%k\\t%s\\n"
@@ -80,7 +80,8 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         default=[],
         help="a Java properties file of consumer settings (key=value or key: value, # and ! "
         "comments, \\ continuations and escapes), e.g. security.protocol, sasl.mechanism, "
-        "sasl.jaas.config, ssl.truststore.location; may be repeated, later files win",
+        "sasl.jaas.config, ssl.truststore.location; may be repeated, later files win; keys of "
+        "other clients (producer, admin) are ignored with a note, as Java's tools do",
     )
     p.add_argument(
         "-X",
@@ -93,11 +94,37 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: Keys a consumer knows but the CLI cannot take from a file: in Java's files they name
+#: classes; the CLI prints the bytes (or decodes them itself).
+_CLASS_KEYS = frozenset({"key.deserializer", "value.deserializer"})
+
+
+def consumer_settings(
+    path: str, properties: dict[str, str], notes: TextIO | None
+) -> dict[str, object]:
+    """The settings of a properties file the consumer understands. A file shared with other
+    clients holds their keys too (``acks``, ``linger.ms``, ``key.serializer``...): as Java's
+    tools do, those are ignored with a note (on ``notes``, unless it is None) instead of
+    refused. Keys given with ``-X`` are still checked: a typo there is an error."""
+    from kafka_actors.config import config_keys
+
+    known = set(config_keys()) - _CLASS_KEYS
+    ignored = [key for key in properties if key not in known]
+    if ignored and notes is not None:
+        print(
+            f"% {path}: ignored, not consumer settings this client takes: "
+            + ", ".join(sorted(ignored)),
+            file=notes,
+        )
+    return {key: value for key, value in properties.items() if key in known}
+
+
 def build_config(args: argparse.Namespace) -> dict[str, object]:
     """The consumer settings of a command: files, then ``-X``, then ``--bootstrap-servers``."""
     config: dict[str, object] = {}
+    notes = None if getattr(args, "quiet", False) else sys.stderr
     for path in args.consumer_config:
-        config.update(load_properties(path))
+        config.update(consumer_settings(path, load_properties(path), notes))
     for item in args.settings:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
