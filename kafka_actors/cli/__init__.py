@@ -612,7 +612,14 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         from kafka_actors.cli.tables import print_group
 
         with ClusterClient(ConsumerConfig.from_dict(config)) as client:
-            return print_group(client, args.group, out, members=args.members, state=args.state)
+            return print_group(
+                client,
+                args.group,
+                out,
+                members=args.members,
+                state=args.state,
+                notes=None if args.quiet else sys.stderr,
+            )
     return _ISSUES
 
 

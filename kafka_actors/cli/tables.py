@@ -11,7 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import TextIO
 
-from kafka_actors.cli.admin import ClusterClient, group_lag
+from kafka_actors.cli.admin import ClusterClient, GroupDescription, group_lag
+from kafka_actors.errors import UnsupportedVersionError
 from kafka_actors.protocol.messages import TopicPartition
 
 __all__ = ["format_table", "print_group", "print_topics"]
@@ -97,10 +98,37 @@ def _assignment_text(partitions: Sequence[TopicPartition]) -> str:
 
 
 def print_group(
-    client: ClusterClient, group: str, out: TextIO, *, members: bool, state: bool
+    client: ClusterClient,
+    group: str,
+    out: TextIO,
+    *,
+    members: bool,
+    state: bool,
+    notes: TextIO | None = None,
 ) -> int:
-    description = client.describe_group(group)
+    """``group``'s rows (see :mod:`kafka_actors.cli`). Where the broker cannot describe
+    groups (neither ConsumerGroupDescribe nor DescribeGroups), the committed offsets, log end
+    offsets and lag are still printed, members as unknown, with a note on ``notes``;
+    ``--members`` and ``--state`` need the description and fail (UnsupportedVersionError)."""
+    try:
+        description = client.describe_group(group)
+    except UnsupportedVersionError as exc:
+        if members or state:
+            raise
+        if notes is not None:
+            print(
+                f"% the broker cannot describe groups ({exc}): members are unknown; "
+                "committed offsets and lag follow",
+                file=notes,
+            )
+        description = GroupDescription(group, "Unknown", "-", "", None, ())
+        unknown_members = True
+    else:
+        unknown_members = False
     committed = client.committed(group)
+    if unknown_members and not committed:
+        out.write(f"Consumer group '{group}' has no committed offsets.\n")
+        return 1
     if description.state in ("Dead", "DEAD") and not committed:
         out.write(f"Consumer group '{group}' does not exist.\n")
         return 1
@@ -150,7 +178,7 @@ def print_group(
     partitions = {tp for m in description.members for tp in m.assignment} | set(committed)
     ends = client.log_end_offsets(partitions)
     rows = group_lag(description, committed, ends)
-    if not description.members:
+    if not description.members and not unknown_members:
         out.write(f"Consumer group '{group}' has no active members.\n\n")
     out.write(
         format_table(

@@ -218,3 +218,58 @@ def test_version_and_quiet() -> None:
     version = run_cli("--version")
     assert version.returncode == 0
     assert version.stdout.decode().strip() == f"kafka-actors {__version__}"
+
+
+def test_group_without_describe_apis_still_shows_offsets_and_lag(
+    mock_cluster: Any, kafka_topic: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+    import io
+
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    from kafka_actors.cli import main
+    from kafka_actors.cli.admin import ClusterClient
+    from kafka_actors.protocol.wire.apis import ApiKey
+
+    topic = kafka_topic(mock_cluster, partitions=2)
+    bootstrap = mock_cluster.bootstrap_servers
+    produce_timed(bootstrap, topic, 10, partitions=2)
+    group = f"{topic}-group"
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
+    try:
+        committer.commit(offsets=[CTP(topic, 0, 3), CTP(topic, 1, 10)], asynchronous=False)
+    finally:
+        committer.close()
+
+    # A broker that answers neither ConsumerGroupDescribe nor DescribeGroups.
+    negotiated = ClusterClient.versions
+
+    def without_describe(self: ClusterClient) -> Any:
+        versions = negotiated(self)
+        broker = {
+            api: r
+            for api, r in versions.broker.items()
+            if api not in (ApiKey.DESCRIBE_GROUPS, ApiKey.CONSUMER_GROUP_DESCRIBE)
+        }
+        return dataclasses.replace(versions, broker=broker)
+
+    monkeypatch.setattr(ClusterClient, "versions", without_describe)
+    out = io.StringIO()
+    assert main(["group", group, "-b", bootstrap], out=out) == 0
+    header, *rows = out.getvalue().splitlines()
+    assert header.split()[:6] == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+    ]
+    assert [row.split()[:6] for row in rows] == [
+        [group, topic, "0", "3", "10", "7"],
+        [group, topic, "1", "10", "10", "0"],
+    ]
+    # --members needs the description: an error, not a made-up table.
+    assert main(["group", group, "-b", bootstrap, "--members"], out=io.StringIO()) == 1
