@@ -212,12 +212,36 @@ def test_list_as_json(mock_cluster: Any, kafka_topic: Callable[..., str]) -> Non
     assert all(p["leader"] in brokers for p in listed["partitions"])
 
 
-def test_version_and_quiet() -> None:
+def test_version_quiet_and_debug(mock_cluster: Any, kafka_topic: Callable[..., str]) -> None:
     from kafka_actors import __version__
 
     version = run_cli("--version")
     assert version.returncode == 0
     assert version.stdout.decode().strip() == f"kafka-actors {__version__}"
+    topic = kafka_topic(mock_cluster)
+    bootstrap = mock_cluster.bootstrap_servers
+    produce(bootstrap, topic, [(None, b"v", T0)])
+    common = [
+        "consume",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-o",
+        "beginning",
+        "-e",
+        "--progress",
+        "always",
+        "--format",
+        "value",
+    ]
+    quiet = run_cli(*common, "-q")
+    assert quiet.returncode == 0 and quiet.stdout == b"v\n" and quiet.stderr == b""
+    loud = run_cli(*common)
+    assert loud.returncode == 0 and b"consumed 1 records" in loud.stderr
+    debug = run_cli(*common, "-d")
+    assert debug.returncode == 0 and debug.stdout == b"v\n"
+    assert b"debug" in debug.stderr and b"Fetch" in debug.stderr
 
 
 def test_group_without_describe_apis_still_shows_offsets_and_lag(
