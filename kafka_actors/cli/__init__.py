@@ -248,6 +248,32 @@ def _parser() -> argparse.ArgumentParser:
         help="raw output with keys: key, DELIM, value, then the -D delimiter",
     )
     consume.add_argument(
+        "-s",
+        "--schema",
+        dest="serdes",
+        action="append",
+        default=[],
+        metavar="[key=|value=]NAME",
+        help="decode keys and/or values through the Schema Registry (-r): avro or json (JSON "
+        "Schema); NAME alone for both, as kcat's -s; decoded records print as JSON text",
+    )
+    consume.add_argument(
+        "-r",
+        "--schema-registry",
+        metavar="URL",
+        default=None,
+        help="the Schema Registry's URL, for -s",
+    )
+    consume.add_argument(
+        "--schema-registry-setting",
+        dest="registry_settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the Schema Registry client (e.g. basic.auth.user.info=USER:PASS, "
+        "ssl.ca.location=FILE); may be repeated",
+    )
+    consume.add_argument(
         "--bytes",
         choices=("base64", "utf8"),
         default="base64",
@@ -460,6 +486,20 @@ def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -
         default = StartSpec("beginning")
     if args.group_protocol is not None:
         config["group.protocol"] = args.group_protocol
+    if args.serdes or args.schema_registry:
+        from kafka_actors.cli import registry
+
+        serdes = registry.parse_serdes(args.serdes)
+        if not serdes or not args.schema_registry:
+            raise ValueError("-s NAME and -r URL go together (Schema Registry decoding)")
+        settings: dict[str, str] = {}
+        for item in args.registry_settings:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"--schema-registry-setting {item!r}: expected KEY=VALUE")
+            settings[key.strip()] = value
+        client = registry.registry_client(args.schema_registry, settings)
+        config.update(registry.decoders(serdes, client))
     if args.quiet:
         progress = False
     elif args.progress == "auto":
