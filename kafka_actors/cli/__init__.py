@@ -62,15 +62,19 @@ def _add_verbosity_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_config_options(p: argparse.ArgumentParser) -> None:
+def _add_config_options(p: argparse.ArgumentParser, *, demo: bool) -> None:
     _add_verbosity_options(p)
     p.add_argument(
         "-b",
         "--bootstrap-servers",
         "--bootstrap-server",
         metavar="HOST:PORT[,...]",
-        help="brokers to start from (overrides bootstrap.servers of -X and the config files); "
-        "without any, the embedded mock cluster is started with demo records",
+        help="brokers to start from (overrides bootstrap.servers of -X and the config files)"
+        + (
+            "; without any, the embedded mock cluster is started with demo records"
+            if demo
+            else "; required (here or in the configuration)"
+        ),
     )
     p.add_argument(
         "--consumer-config",
@@ -178,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
         "  python -m kafka_actors consume -b H:P -t orders -o @1700000000000 -e -f '%o %s\\n'\n"
         "  python -m kafka_actors consume --consumer-config client.properties -t orders -G g\n",
     )
-    _add_config_options(consume)
+    _add_config_options(consume, demo=True)
     consume.add_argument(
         "-t",
         "--topic",
@@ -346,7 +350,7 @@ def _parser() -> argparse.ArgumentParser:
         description="List topics (internal ones with --internal) with their partitions, "
         "leader, replicas and in-sync replicas, and the cluster's brokers.",
     )
-    _add_config_options(lister)
+    _add_config_options(lister, demo=True)
     lister.add_argument(
         "-t", "--topic", action="append", default=None, metavar="TOPIC", help="only TOPIC"
     )
@@ -370,7 +374,7 @@ def _parser() -> argparse.ArgumentParser:
         "both when every record is older), from the partition's leader (ListOffsets). "
         "An unknown topic or partition is an error (exit 1); nothing is created.",
     )
-    _add_config_options(query)
+    _add_config_options(query, demo=False)
     query.add_argument(
         "-t",
         "--topic",
@@ -391,7 +395,7 @@ def _parser() -> argparse.ArgumentParser:
         "row per partition the group has assigned or committed (committed offset, log end "
         "offset, lag, owning member), or with --members one row per member. Read-only.",
     )
-    _add_config_options(group)
+    _add_config_options(group, demo=False)
     group.add_argument("group", metavar="GROUP", help="the group id")
     group.add_argument(
         "--members", action="store_true", help="one row per member with its assignment"

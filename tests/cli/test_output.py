@@ -123,3 +123,12 @@ def test_every_option_of_every_command_has_help() -> None:
 def test_negative_offsets_parse_as_values() -> None:
     args = _parser().parse_args(["consume", "-t", "t", "-o", "-5", "-o", "1=-2"])
     assert args.offset == ["-5", "1=-2"]
+
+
+def test_only_the_commands_that_start_the_demo_cluster_promise_it() -> None:
+    parser = _parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in sub.choices.items():
+        [bootstrap] = [a for a in command._actions if a.dest == "bootstrap_servers"]
+        promises = "embedded mock cluster" in (bootstrap.help or "")
+        assert promises == (name in ("consume", "list", "probe")), name
