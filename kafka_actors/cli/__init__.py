@@ -143,7 +143,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m kafka_actors",
         description="kafka-actors on the command line: consume, list topics, describe groups.",
-        epilog="Exit status: 0 done; 1 a Kafka error (an unknown topic, a broker's error); "
+        epilog="kcat's mode flags work too: -C = consume, -L = list, -Q = query (e.g. "
+        "python -m kafka_actors -b H:P -L -J). "
+        "Exit status: 0 done; 1 a Kafka error (an unknown topic, a broker's error); "
         "2 a usage or configuration error; 130 interrupted; 141 the reader of stdout went "
         "away (128 + SIGPIPE, as a shell reports it for kcat).",
     )
@@ -553,9 +555,27 @@ def _embedded(args: argparse.Namespace, run: Any, banner: TextIO | None = None) 
         return result
 
 
+#: kcat's mode flags and the commands they stand for.
+_KCAT_MODES = {"-C": "consume", "-L": "list", "-Q": "query"}
+
+
+def kcat_modes(argv: Sequence[str]) -> list[str]:
+    """``argv`` with kcat's mode flag (``-C`` consume, ``-L`` list, ``-Q`` query, anywhere
+    in the line, as kcat takes it) turned into the command, so ``-b H:P -L -J`` and
+    ``-Q -b H:P -t t:0:TS`` read as kcat users type them. A line that starts with a command
+    is left alone."""
+    args = list(argv)
+    modes = [a for a in args if a in _KCAT_MODES]
+    if not modes or (args and args[0] in ("consume", "list", "query", "group", "probe")):
+        return args
+    if len(set(modes)) > 1:
+        raise SystemExit(f"error: one mode at a time, not {' and '.join(sorted(set(modes)))}")
+    return [_KCAT_MODES[modes[0]], *[a for a in args if a not in _KCAT_MODES]]
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     stream = out if out is not None else sys.stdout
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(kcat_modes(sys.argv[1:] if argv is None else argv))
     from kafka_actors.errors import ConfigError, KafkaError
 
     try:

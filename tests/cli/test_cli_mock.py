@@ -202,7 +202,8 @@ def test_query_checks_its_topics(mock_cluster: Any, kafka_topic: Callable[..., s
 
 def test_list_as_json(mock_cluster: Any, kafka_topic: Callable[..., str]) -> None:
     topic = kafka_topic(mock_cluster, partitions=3)
-    result = run_cli("list", "-b", mock_cluster.bootstrap_servers, "-t", topic, "-J")
+    # kcat's way of asking: the -L mode flag anywhere in the line.
+    result = run_cli("-b", mock_cluster.bootstrap_servers, "-L", "-t", topic, "-J")
     assert result.returncode == 0, result.stderr.decode(errors="replace")[-2000:]
     document = json.loads(result.stdout)
     [listed] = document["topics"]

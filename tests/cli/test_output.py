@@ -132,3 +132,17 @@ def test_only_the_commands_that_start_the_demo_cluster_promise_it() -> None:
         [bootstrap] = [a for a in command._actions if a.dest == "bootstrap_servers"]
         promises = "embedded mock cluster" in (bootstrap.help or "")
         assert promises == (name in ("consume", "list", "probe")), name
+
+
+def test_kcat_mode_flags_name_the_command() -> None:
+    from kafka_actors.cli import kcat_modes
+
+    assert kcat_modes(["-b", "h:1", "-L", "-J"]) == ["list", "-b", "h:1", "-J"]
+    assert kcat_modes(["-Q", "-b", "h:1", "-t", "t:0:5"]) == ["query", "-b", "h:1", "-t", "t:0:5"]
+    assert kcat_modes(["-C", "-t", "list"]) == ["consume", "-t", "list"]
+    assert kcat_modes(["consume", "-t", "t"]) == ["consume", "-t", "t"]
+    assert kcat_modes(["--version"]) == ["--version"]
+    with pytest.raises(SystemExit):
+        kcat_modes(["-C", "-L"])
+    args = _parser().parse_args(kcat_modes(["-b", "h:1", "-L", "-J"]))
+    assert (args.command, args.json, args.bootstrap_servers) == ("list", True, "h:1")
