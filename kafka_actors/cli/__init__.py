@@ -260,8 +260,9 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="[key=|value=]NAME",
-        help="decode keys and/or values through the Schema Registry (-r): avro or json (JSON "
-        "Schema); NAME alone for both, as kcat's -s; decoded records print as JSON text",
+        help="decode keys and/or values through the Schema Registry (-r): avro, json (JSON "
+        "Schema) or protobuf; NAME alone for both, as kcat's -s; decoded records print as "
+        "JSON text",
     )
     consume.add_argument(
         "-r",
