@@ -22,7 +22,12 @@ clusters work): ``--consumer-config FILE`` (Java properties, as Kafka's tools re
 be repeated) and ``-X key=value`` (may be repeated; applied after the files), then the
 command's own options. Without a bootstrap server from any of them, ``consume``, ``list`` and
 ``probe`` start the embedded mock cluster and fill a demo topic. Nothing writes to a cluster
-you name unless asked (``probe --produce-demo``).
+you name unless asked (``probe --produce-demo``), and no command creates a topic.
+
+kcat's mode flags (``-C``, ``-L``, ``-Q``) name the command too (:func:`kcat_modes`). Exit
+status as kcat's: 0 done, 1 a Kafka error (an unknown topic), 2 a usage or configuration
+error, 130 interrupted, 141 (128 + SIGPIPE) when stdout's reader went away, without a
+traceback.
 """
 
 from __future__ import annotations
@@ -38,7 +43,15 @@ from kafka_actors.cli.consume import ByteSink
 from kafka_actors.cli.output import FORMAT_TOKENS, RecordFormatter
 from kafka_actors.cli.properties import load_properties, parse_properties
 
-__all__ = ["build_config", "consumer_settings", "load_properties", "main", "parse_properties"]
+__all__ = [
+    "binary_sink",
+    "build_config",
+    "consumer_settings",
+    "kcat_modes",
+    "load_properties",
+    "main",
+    "parse_properties",
+]
 
 _DEMO_TOPIC = "kafka-actors-demo"
 _TEXT_FORMAT = "%t-%p@%o\\t%k\\t%s\\n"
