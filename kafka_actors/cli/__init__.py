@@ -12,6 +12,7 @@ Commands (``--help`` on each for every option):
   beginning / end / an offset / a timestamp, per partition; ``-e`` exits at the end of the
   partitions. In a group it subscribes and commits what it printed.
 * ``list``: topics with their partitions, leaders, replicas and in-sync replicas.
+* ``query``: offsets for times (kcat's ``-Q``), ``TOPIC:PARTITION:TIMESTAMP_MS``.
 * ``group``: a group's state, members, assignments, committed offsets, log end offsets and
   lag (``kafka-consumer-groups --describe``).
 * ``probe``: ApiVersions, metadata and the records of one topic through the protocol layer.
@@ -21,35 +22,72 @@ clusters work): ``--consumer-config FILE`` (Java properties, as Kafka's tools re
 be repeated) and ``-X key=value`` (may be repeated; applied after the files), then the
 command's own options. Without a bootstrap server from any of them, ``consume``, ``list`` and
 ``probe`` start the embedded mock cluster and fill a demo topic. Nothing writes to a cluster
-you name unless asked (``probe --produce-demo``).
+you name unless asked (``probe --produce-demo``), and no command creates a topic.
+
+kcat's mode flags (``-C``, ``-L``, ``-Q``) name the command too (:func:`kcat_modes`). Exit
+status as kcat's: 0 done, 1 a Kafka error (an unknown topic), 2 a usage or configuration
+error, 130 interrupted, 141 (128 + SIGPIPE) when stdout's reader went away, without a
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from kafka_actors.cli.consume import ByteSink
 from kafka_actors.cli.output import FORMAT_TOKENS, RecordFormatter
 from kafka_actors.cli.properties import load_properties, parse_properties
 
-__all__ = ["build_config", "load_properties", "main", "parse_properties"]
+__all__ = [
+    "binary_sink",
+    "build_config",
+    "consumer_settings",
+    "kcat_modes",
+    "load_properties",
+    "main",
+    "parse_properties",
+]
 
 _DEMO_TOPIC = "kafka-actors-demo"
 _TEXT_FORMAT = "%t-%p@%o\\t%k\\t%s\\n"
+_FAILED = 1  # exit status of a Kafka error (an unknown topic, a broker's error)
 _ISSUES = 2  # exit status of a usage or configuration error
+_SIGPIPE = 128 + 13  # exit status when stdout's reader went away, as a shell reports SIGPIPE
 
 
-def _add_config_options(p: argparse.ArgumentParser) -> None:
+def _add_verbosity_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-d",
+        "--debug",
+        action="store_true",
+        help="write the client's debug log lines to stderr (connections, requests, groups)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="write nothing to stderr but errors (no progress, no notes, no warnings)",
+    )
+
+
+def _add_config_options(p: argparse.ArgumentParser, *, demo: bool) -> None:
+    _add_verbosity_options(p)
     p.add_argument(
         "-b",
         "--bootstrap-servers",
         "--bootstrap-server",
         metavar="HOST:PORT[,...]",
-        help="brokers to start from (overrides bootstrap.servers of -X and the config files); "
-        "without any, the embedded mock cluster is started with demo records",
+        help="brokers to start from (overrides bootstrap.servers of -X and the config files)"
+        + (
+            "; without any, the embedded mock cluster is started with demo records"
+            if demo
+            else "; required (here or in the configuration)"
+        ),
     )
     p.add_argument(
         "--consumer-config",
@@ -59,7 +97,8 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
         default=[],
         help="a Java properties file of consumer settings (key=value or key: value, # and ! "
         "comments, \\ continuations and escapes), e.g. security.protocol, sasl.mechanism, "
-        "sasl.jaas.config, ssl.truststore.location; may be repeated, later files win",
+        "sasl.jaas.config, ssl.truststore.location; may be repeated, later files win; keys of "
+        "other clients (producer, admin) are ignored with a note, as Java's tools do",
     )
     p.add_argument(
         "-X",
@@ -72,11 +111,37 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: Keys a consumer knows but the CLI cannot take from a file: in Java's files they name
+#: classes; the CLI prints the bytes (or decodes them itself).
+_CLASS_KEYS = frozenset({"key.deserializer", "value.deserializer"})
+
+
+def consumer_settings(
+    path: str, properties: dict[str, str], notes: TextIO | None
+) -> dict[str, object]:
+    """The settings of a properties file the consumer understands. A file shared with other
+    clients holds their keys too (``acks``, ``linger.ms``, ``key.serializer``...): as Java's
+    tools do, those are ignored with a note (on ``notes``, unless it is None) instead of
+    refused. Keys given with ``-X`` are still checked: a typo there is an error."""
+    from kafka_actors.config import config_keys
+
+    known = set(config_keys()) - _CLASS_KEYS
+    ignored = [key for key in properties if key not in known]
+    if ignored and notes is not None:
+        print(
+            f"% {path}: ignored, not consumer settings this client takes: "
+            + ", ".join(sorted(ignored)),
+            file=notes,
+        )
+    return {key: value for key, value in properties.items() if key in known}
+
+
 def build_config(args: argparse.Namespace) -> dict[str, object]:
     """The consumer settings of a command: files, then ``-X``, then ``--bootstrap-servers``."""
     config: dict[str, object] = {}
+    notes = None if getattr(args, "quiet", False) else sys.stderr
     for path in args.consumer_config:
-        config.update(load_properties(path))
+        config.update(consumer_settings(path, load_properties(path), notes))
     for item in args.settings:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -91,6 +156,20 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m kafka_actors",
         description="kafka-actors on the command line: consume, list topics, describe groups.",
+        epilog="kcat's mode flags work too: -C = consume, -L = list, -Q = query (e.g. "
+        "python -m kafka_actors -b H:P -L -J). "
+        "Exit status: 0 done; 1 a Kafka error (an unknown topic, a broker's error); "
+        "2 a usage or configuration error; 130 interrupted; 141 the reader of stdout went "
+        "away (128 + SIGPIPE, as a shell reports it for kcat).",
+    )
+    from kafka_actors import __version__
+
+    parser.add_argument(
+        "-V",
+        "--version",
+        action="version",
+        version=f"kafka-actors {__version__}",
+        help="print the version of kafka-actors and exit",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -105,15 +184,20 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Offsets (--offset, repeatable; SPEC for every partition or P=SPEC for one):\n"
         "  beginning | end | stored (the group's committed offset) | N (absolute) |\n"
-        "  -N (N records before the end) | @TIMESTAMP_MS (first record at or after it).\n"
+        "  -N (N records before the end) | @TIMESTAMP_MS or s@TIMESTAMP_MS (first record at\n"
+        "  or after it).\n"
+        "  e@TIMESTAMP_MS: stop each partition at its first record at or after the timestamp\n"
+        "  (that record is not printed); the command ends when every partition stopped.\n"
         "  Default: stored in a group, end otherwise. In a group, beginning/end only apply\n"
         "  where nothing is committed (auto.offset.reset).\n"
-        f"Format tokens (-f): {tokens};\n  escapes \\n \\t \\r \\\\.\n"
+        f"Format tokens (-f): {tokens};\n  escapes (-f, -D, -K) \\n \\t \\r \\0 \\xNN \\\\.\n"
+        "Keys and values are written as their bytes (binary safe); -D/-K give kcat's raw\n"
+        "output: key, -K delimiter, value, -D delimiter.\n"
         "Examples:\n"
         "  python -m kafka_actors consume -b H:P -t orders -o @1700000000000 -e -f '%o %s\\n'\n"
         "  python -m kafka_actors consume --consumer-config client.properties -t orders -G g\n",
     )
-    _add_config_options(consume)
+    _add_config_options(consume, demo=True)
     consume.add_argument(
         "-t",
         "--topic",
@@ -166,6 +250,48 @@ def _parser() -> argparse.ArgumentParser:
         help="text: topic-partition@offset<TAB>key<TAB>value (default); jsonl: one JSON "
         "object per record (topic, partition, offset, timestamp, timestamp_type, key, value, "
         "headers); value: the value only (kcat's default)",
+    )
+    fmt.add_argument(
+        "-D",
+        "--delimiter",
+        metavar="DELIM",
+        default=None,
+        help="raw output, as kcat's: each value followed by DELIM (default \\n; escapes "
+        "such as \\0 or \\x1e allowed)",
+    )
+    consume.add_argument(
+        "-K",
+        "--key-delimiter",
+        metavar="DELIM",
+        default=None,
+        help="raw output with keys: key, DELIM, value, then the -D delimiter",
+    )
+    consume.add_argument(
+        "-s",
+        "--schema",
+        dest="serdes",
+        action="append",
+        default=[],
+        metavar="[key=|value=]NAME",
+        help="decode keys and/or values through the Schema Registry (-r): avro, json (JSON "
+        "Schema) or protobuf; NAME alone for both, as kcat's -s; decoded records print as "
+        "JSON text",
+    )
+    consume.add_argument(
+        "-r",
+        "--schema-registry",
+        metavar="URL",
+        default=None,
+        help="the Schema Registry's URL, for -s",
+    )
+    consume.add_argument(
+        "--schema-registry-setting",
+        dest="registry_settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the Schema Registry client (e.g. basic.auth.user.info=USER:PASS, "
+        "ssl.ca.location=FILE); may be repeated",
     )
     consume.add_argument(
         "--bytes",
@@ -240,13 +366,42 @@ def _parser() -> argparse.ArgumentParser:
         description="List topics (internal ones with --internal) with their partitions, "
         "leader, replicas and in-sync replicas, and the cluster's brokers.",
     )
-    _add_config_options(lister)
+    _add_config_options(lister, demo=True)
     lister.add_argument(
         "-t", "--topic", action="append", default=None, metavar="TOPIC", help="only TOPIC"
     )
     lister.add_argument("--internal", action="store_true", help="include internal topics")
     lister.add_argument(
+        "-J",
+        "--json",
+        action="store_true",
+        help="one JSON object: brokers (id, host, port), controller_id, topics (name, topic_id, "
+        "internal, partitions with leader, replicas, isr)",
+    )
+    lister.add_argument(
         "--records", type=int, default=100, metavar="N", help="demo records (embedded only)"
+    )
+
+    query = sub.add_parser(
+        "query",
+        help="offsets for times (kcat -Q): the first offset at or after a timestamp",
+        description="For each TOPIC:PARTITION:TIMESTAMP_MS, the offset of the first record "
+        "whose timestamp is at or after TIMESTAMP_MS, and that record's timestamp (-1 for "
+        "both when every record is older), from the partition's leader (ListOffsets). "
+        "An unknown topic or partition is an error (exit 1); nothing is created.",
+    )
+    _add_config_options(query, demo=False)
+    query.add_argument(
+        "-t",
+        "--topic",
+        dest="queries",
+        action="append",
+        required=True,
+        metavar="TOPIC:PARTITION:TIMESTAMP_MS",
+        help="a partition and a timestamp in ms (repeatable), as kcat -Q -t takes them",
+    )
+    query.add_argument(
+        "-J", "--json", action="store_true", help="one JSON array of objects instead of a table"
     )
 
     group = sub.add_parser(
@@ -256,7 +411,7 @@ def _parser() -> argparse.ArgumentParser:
         "row per partition the group has assigned or committed (committed offset, log end "
         "offset, lag, owning member), or with --members one row per member. Read-only.",
     )
-    _add_config_options(group)
+    _add_config_options(group, demo=False)
     group.add_argument("group", metavar="GROUP", help="the group id")
     group.add_argument(
         "--members", action="store_true", help="one row per member with its assignment"
@@ -273,6 +428,7 @@ def _parser() -> argparse.ArgumentParser:
         "listeners only. Without --bootstrap-servers it runs on the embedded mock cluster "
         "with demo records; it writes to a cluster you name only with --produce-demo.",
     )
+    _add_verbosity_options(probe)
     probe.add_argument(
         "-b",
         "--bootstrap-servers",
@@ -294,6 +450,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _formatter(args: argparse.Namespace) -> RecordFormatter:
+    if args.key_delimiter is not None and (args.format is not None or args.format_string):
+        raise ValueError("-K/--key-delimiter is raw output: it goes with -D, not -f or --format")
+    if args.delimiter is not None or args.key_delimiter is not None:
+        return RecordFormatter.raw(
+            delimiter="\\n" if args.delimiter is None else args.delimiter,
+            key_delimiter=args.key_delimiter,
+            null=args.null,
+        )
     if args.format == "jsonl":
         return RecordFormatter.jsonl(bytes_as=args.bytes)
     if args.format_string is not None:
@@ -303,15 +467,62 @@ def _formatter(args: argparse.Namespace) -> RecordFormatter:
     return RecordFormatter(_TEXT_FORMAT, null=args.null)
 
 
+class _DecodingSink:
+    """Bytes written to a text stream that has no binary buffer (an ``io.StringIO`` in tests):
+    decoded as UTF-8, invalid bytes replaced. Real streams are written as bytes."""
+
+    def __init__(self, text: TextIO) -> None:
+        self._text = text
+
+    def write(self, data: bytes) -> object:
+        return self._text.write(data.decode("utf-8", "replace"))
+
+    def flush(self) -> None:
+        self._text.flush()
+
+
+def binary_sink(out: TextIO) -> ByteSink:
+    """Where ``consume`` writes the bytes of records: ``out``'s binary buffer when it has one
+    (``sys.stdout.buffer``: keys and values reach the pipe unchanged)."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is None:
+        return _DecodingSink(out)
+    out.flush()  # whatever went through the text layer first stays first
+    sink: ByteSink = buffer
+    return sink
+
+
 def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> int:
-    from kafka_actors.cli.consume import StartSpec, parse_offset_specs, run_consume
+    from kafka_actors.cli.consume import (
+        StartSpec,
+        parse_offset_specs,
+        parse_stop_specs,
+        run_consume,
+    )
 
     default, per_partition = parse_offset_specs(args.offset)
+    stop_default, stop_specs = parse_stop_specs(args.offset)
     if args.from_beginning:
         default = StartSpec("beginning")
     if args.group_protocol is not None:
         config["group.protocol"] = args.group_protocol
-    if args.progress == "auto":
+    if args.serdes or args.schema_registry:
+        from kafka_actors.cli import registry
+
+        serdes = registry.parse_serdes(args.serdes)
+        if not serdes or not args.schema_registry:
+            raise ValueError("-s NAME and -r URL go together (Schema Registry decoding)")
+        settings: dict[str, str] = {}
+        for item in args.registry_settings:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"--schema-registry-setting {item!r}: expected KEY=VALUE")
+            settings[key.strip()] = value
+        client = registry.registry_client(args.schema_registry, settings)
+        config.update(registry.decoders(serdes, client))
+    if args.quiet:
+        progress = False
+    elif args.progress == "auto":
         progress = not bool(getattr(out, "isatty", lambda: False)())
     else:
         progress = args.progress == "always"
@@ -323,6 +534,8 @@ def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -
         partitions=args.partition,
         default_spec=default,
         partition_specs=per_partition,
+        stop_default=stop_default,
+        stop_specs=stop_specs,
         formatter=_formatter(args),
         exit_at_end=args.exit,
         max_records=args.max_records,
@@ -330,8 +543,9 @@ def _consume(args: argparse.Namespace, config: dict[str, object], out: TextIO) -
         commit=not args.no_commit,
         progress=progress,
         progress_interval=args.progress_interval,
-        out=out,
+        out=binary_sink(out),
         err=sys.stderr,
+        notes=not args.quiet,
     )
 
 
@@ -344,7 +558,8 @@ def _embedded(args: argparse.Namespace, run: Any, banner: TextIO | None = None) 
     topics = list(getattr(args, "topic", None) or [_DEMO_TOPIC])
     with MockCluster(num_brokers=3) as cluster:
         if banner is None:
-            print(f"% embedded mock cluster at {cluster.bootstrap_servers}", file=sys.stderr)
+            if not getattr(args, "quiet", False):
+                print(f"% embedded mock cluster at {cluster.bootstrap_servers}", file=sys.stderr)
         else:
             print(f"== embedded mock cluster at {cluster.bootstrap_servers}", file=banner)
         for topic in topics:
@@ -354,23 +569,63 @@ def _embedded(args: argparse.Namespace, run: Any, banner: TextIO | None = None) 
         return result
 
 
+#: kcat's mode flags and the commands they stand for.
+_KCAT_MODES = {"-C": "consume", "-L": "list", "-Q": "query"}
+
+
+def kcat_modes(argv: Sequence[str]) -> list[str]:
+    """``argv`` with kcat's mode flag (``-C`` consume, ``-L`` list, ``-Q`` query, anywhere
+    in the line, as kcat takes it) turned into the command, so ``-b H:P -L -J`` and
+    ``-Q -b H:P -t t:0:TS`` read as kcat users type them. A line that starts with a command
+    is left alone."""
+    args = list(argv)
+    modes = [a for a in args if a in _KCAT_MODES]
+    if not modes or (args and args[0] in ("consume", "list", "query", "group", "probe")):
+        return args
+    if len(set(modes)) > 1:
+        raise SystemExit(f"error: one mode at a time, not {' and '.join(sorted(set(modes)))}")
+    return [_KCAT_MODES[modes[0]], *[a for a in args if a not in _KCAT_MODES]]
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     stream = out if out is not None else sys.stdout
-    args = _parser().parse_args(argv)
-    from kafka_actors.errors import KafkaError
+    args = _parser().parse_args(kcat_modes(sys.argv[1:] if argv is None else argv))
+    from kafka_actors.errors import ConfigError, KafkaError
 
     try:
         return _dispatch(args, stream)
-    except (KafkaError, ValueError) as exc:
+    except BrokenPipeError:
+        return _broken_pipe(stream)
+    except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _ISSUES
+    except KafkaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _FAILED
     except KeyboardInterrupt:
         return 130
+
+
+def _broken_pipe(stream: TextIO) -> int:
+    """The reader of stdout went away (``... | head -1``): end quietly, as kcat and Unix
+    tools do, with 128 + SIGPIPE. What is still buffered for stdout cannot be written; stdout
+    is pointed at the null device so that the interpreter's last flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return _SIGPIPE
 
 
 def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
     from kafka_actors.log import configure
 
+    # stdout carries the output only; log lines go to stderr.
+    configure(
+        level="DEBUG" if args.debug else "ERROR" if args.quiet else "WARNING", stream=sys.stderr
+    )
     if args.command == "probe":
         from kafka_actors.cli.probe import probe, produce_demo
 
@@ -379,12 +634,11 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
                 produce_demo(args.bootstrap_servers, args.topic, args.records)
             return probe(args.bootstrap_servers, args.topic, out)
         return _embedded(
-            argparse.Namespace(topic=[args.topic], records=args.records),
+            argparse.Namespace(topic=[args.topic], records=args.records, quiet=args.quiet),
             lambda bootstrap, _topics: probe(bootstrap, args.topic, out),
             banner=out,
         )
 
-    configure(level="WARNING", stream=sys.stderr)  # stdout carries the output only
     config = build_config(args)
     if args.command == "consume":
         if not config.get("bootstrap.servers"):
@@ -422,13 +676,28 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
             return _embedded(args, listing)
         return _list(args, config, out)
 
+    if args.command == "query":
+        from kafka_actors.cli.query import parse_query, run_query
+
+        queries = [parse_query(text) for text in args.queries]
+        if not config.get("bootstrap.servers"):
+            raise ValueError("query needs --bootstrap-servers (or bootstrap.servers)")
+        return run_query(config, queries, out, as_json=args.json)
+
     if args.command == "group":
         if not config.get("bootstrap.servers"):
             raise ValueError("group needs --bootstrap-servers (or bootstrap.servers)")
         from kafka_actors.cli.tables import print_group
 
         with ClusterClient(ConsumerConfig.from_dict(config)) as client:
-            return print_group(client, args.group, out, members=args.members, state=args.state)
+            return print_group(
+                client,
+                args.group,
+                out,
+                members=args.members,
+                state=args.state,
+                notes=None if args.quiet else sys.stderr,
+            )
     return _ISSUES
 
 
@@ -438,4 +707,6 @@ def _list(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> i
     from kafka_actors.config import ConsumerConfig
 
     with ClusterClient(ConsumerConfig.from_dict(config)) as client:
-        return print_topics(client, out, topics=args.topic, internal=args.internal)
+        return print_topics(
+            client, out, topics=args.topic, internal=args.internal, as_json=args.json
+        )

@@ -21,6 +21,7 @@ from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import (
     GroupIdNotFoundError,
     KafkaError,
+    UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     raise_for_code,
 )
@@ -231,28 +232,43 @@ class ClusterClient:
         return self._retrying(lambda: self._committed(group))
 
     def _committed(self, group: str) -> dict[TopicPartition, int]:
-        node = self._find_coordinator(group)
-        version = min(self._version(ApiKey.OFFSET_FETCH), 9)  # v10 names topics by id only
-        response = self._send(
-            rq.offset_fetch_request(version, group_id=group, partitions=None), node
-        )
-        if version >= 8:
-            [entry] = response.groups
-            raise_for_code(int(entry.error_code))
-            topics = entry.topics
-        else:
-            if version >= 2:
-                raise_for_code(int(response.error_code))
-            topics = response.topics
+        topics = self._offset_fetch(group, None)
+        if topics is None:
+            # A broker that does not answer "every partition" (the librdkafka mock): ask for
+            # every partition of every topic, as clients did before OffsetFetch v2.
+            every = [
+                TopicPartition(t.name, index)
+                for t in self.topics(None)
+                for index, _leader, _replicas, _isr in t.partitions
+            ]
+            topics = self._offset_fetch(group, every) if every else []
         result: dict[TopicPartition, int] = {}
-        for t in topics:
+        for t in topics or ():
             for p in t.partitions:
-                raise_for_code(int(p.error_code), topic=t.name, partition=int(p.partition_index))
+                code = int(p.error_code)
+                if code == UnknownTopicOrPartitionError.code:
+                    continue  # a topic deleted since the metadata was read
+                raise_for_code(code, topic=t.name, partition=int(p.partition_index))
                 if int(p.committed_offset) >= 0:
                     result[TopicPartition(str(t.name), int(p.partition_index))] = int(
                         p.committed_offset
                     )
         return result
+
+    def _offset_fetch(self, group: str, partitions: Sequence[TopicPartition] | None) -> Any:
+        """The topics of an OffsetFetch response (None when the broker sent none)."""
+        node = self._find_coordinator(group)
+        version = min(self._version(ApiKey.OFFSET_FETCH), 9)  # v10 names topics by id only
+        response = self._send(
+            rq.offset_fetch_request(version, group_id=group, partitions=partitions), node
+        )
+        if version >= 8:
+            [entry] = response.groups
+            raise_for_code(int(entry.error_code))
+            return entry.topics
+        if version >= 2:
+            raise_for_code(int(response.error_code))
+        return response.topics
 
     def log_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log end offset (high watermark, read_uncommitted) of each partition, asked of

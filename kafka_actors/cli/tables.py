@@ -7,10 +7,12 @@ an unknown value, as ``kafka-consumer-groups --describe`` shows them). May touch
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TextIO
 
-from kafka_actors.cli.admin import ClusterClient, group_lag
+from kafka_actors.cli.admin import ClusterClient, GroupDescription, group_lag
+from kafka_actors.errors import UnsupportedVersionError
 from kafka_actors.protocol.messages import TopicPartition
 
 __all__ = ["format_table", "print_group", "print_topics"]
@@ -28,11 +30,46 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
 
 
 def print_topics(
-    client: ClusterClient, out: TextIO, *, topics: Sequence[str] | None, internal: bool
+    client: ClusterClient,
+    out: TextIO,
+    *,
+    topics: Sequence[str] | None,
+    internal: bool,
+    as_json: bool = False,
 ) -> int:
     metadata = client.metadata(list(topics) if topics else None)
     controller = int(getattr(metadata, "controller_id", -1))
     brokers = sorted(metadata.brokers, key=lambda b: int(b.node_id))
+    if as_json:
+        listed = [
+            t for t in client.topics(list(topics) if topics else None) if internal or not t.internal
+        ]
+        document = {
+            "controller_id": controller,
+            "brokers": [
+                {"id": int(b.node_id), "host": str(b.host), "port": int(b.port)} for b in brokers
+            ],
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": t.topic_id,
+                    "internal": t.internal,
+                    "partitions": [
+                        {
+                            "partition": index,
+                            "leader": leader,
+                            "replicas": list(replicas),
+                            "isr": list(isr),
+                        }
+                        for index, leader, replicas, isr in t.partitions
+                    ],
+                }
+                for t in listed
+            ],
+        }
+        out.write(json.dumps(document) + "\n")
+        out.flush()
+        return 0
     out.write(f"{len(brokers)} brokers:\n")
     for b in brokers:
         role = " (controller)" if int(b.node_id) == controller else ""
@@ -61,10 +98,37 @@ def _assignment_text(partitions: Sequence[TopicPartition]) -> str:
 
 
 def print_group(
-    client: ClusterClient, group: str, out: TextIO, *, members: bool, state: bool
+    client: ClusterClient,
+    group: str,
+    out: TextIO,
+    *,
+    members: bool,
+    state: bool,
+    notes: TextIO | None = None,
 ) -> int:
-    description = client.describe_group(group)
+    """``group``'s rows (see :mod:`kafka_actors.cli`). Where the broker cannot describe
+    groups (neither ConsumerGroupDescribe nor DescribeGroups), the committed offsets, log end
+    offsets and lag are still printed, members as unknown, with a note on ``notes``;
+    ``--members`` and ``--state`` need the description and fail (UnsupportedVersionError)."""
+    try:
+        description = client.describe_group(group)
+    except UnsupportedVersionError as exc:
+        if members or state:
+            raise
+        if notes is not None:
+            print(
+                f"% the broker cannot describe groups ({exc}): members are unknown; "
+                "committed offsets and lag follow",
+                file=notes,
+            )
+        description = GroupDescription(group, "Unknown", "-", "", None, ())
+        unknown_members = True
+    else:
+        unknown_members = False
     committed = client.committed(group)
+    if unknown_members and not committed:
+        out.write(f"Consumer group '{group}' has no committed offsets.\n")
+        return 1
     if description.state in ("Dead", "DEAD") and not committed:
         out.write(f"Consumer group '{group}' does not exist.\n")
         return 1
@@ -114,7 +178,7 @@ def print_group(
     partitions = {tp for m in description.members for tp in m.assignment} | set(committed)
     ends = client.log_end_offsets(partitions)
     rows = group_lag(description, committed, ends)
-    if not description.members:
+    if not description.members and not unknown_members:
         out.write(f"Consumer group '{group}' has no active members.\n\n")
     out.write(
         format_table(

@@ -259,3 +259,29 @@ def test_probe_writes_to_a_named_cluster_only_when_asked(kafka_broker: Any) -> N
     args = ["probe", "-b", kafka_broker.bootstrap_servers, "-t", topic, "--produce-demo"]
     assert main([*args, "--records", "5"], out=asked) == 0
     assert "== 5 records decoded" in asked.getvalue()
+
+
+def test_query_offsets_for_times(kafka_broker: Any) -> None:
+    topic = unique("cli-query")
+    kafka_broker.create_topic(topic, partitions=2)
+    produce_timed(kafka_broker.bootstrap_servers, topic, 20, partitions=2)
+    # Partition 0 holds records 0, 2, 4, ... (T0 + i s) at offsets 0, 1, 2, ...
+    proc = run_cli(
+        "query",
+        "-b",
+        kafka_broker.bootstrap_servers,
+        "-J",
+        "-t",
+        f"{topic}:0:{T0 + 3000}",
+        "-t",
+        f"{topic}:1:{T0 + 7000}",
+        "-t",
+        f"{topic}:0:{T0}",
+        "-t",
+        f"{topic}:1:{T0 + 3_600_000}",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answers = [
+        (a["partition"], a["offset"], a["record_timestamp"]) for a in json.loads(proc.stdout)
+    ]
+    assert answers == [(0, 2, T0 + 4000), (1, 3, T0 + 7000), (0, 0, T0), (1, -1, -1)]

@@ -87,3 +87,34 @@ def test_files_utf8_latin1_and_missing(tmp_path: pathlib.Path) -> None:
     assert load_properties(latin1) == {"sasl.password": "päss"}
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_properties(tmp_path / "missing.properties")
+
+
+def test_other_clients_keys_in_a_file_are_ignored_with_a_note(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kafka_actors.cli import _parser, build_config
+    from kafka_actors.config import ConsumerConfig
+
+    shared = tmp_path / "client.properties"
+    shared.write_text(
+        "bootstrap.servers=h1:9092\n"
+        "security.protocol=PLAINTEXT\n"
+        "acks=all\n"
+        "linger.ms=5\n"
+        "key.serializer=org.apache.kafka.common.serialization.StringSerializer\n"
+        "value.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
+        "default.replication.factor=3\n"
+    )
+    args = _parser().parse_args(["list", "--command-config", str(shared)])
+    config = build_config(args)
+    assert config == {"bootstrap.servers": "h1:9092", "security.protocol": "PLAINTEXT"}
+    ConsumerConfig.from_dict(config)
+    note = capsys.readouterr().err
+    for key in ("acks", "linger.ms", "key.serializer", "value.deserializer"):
+        assert key in note
+    assert "bootstrap.servers" not in note
+    # -q: no note; -X keys are still the consumer's only (a typo there is an error).
+    quiet = _parser().parse_args(["list", "-q", "--command-config", str(shared), "-X", "acks=1"])
+    with pytest.raises(ConfigError, match="acks"):
+        ConsumerConfig.from_dict(build_config(quiet))
+    assert capsys.readouterr().err == ""
