@@ -11,64 +11,22 @@ Thespian bridge (:mod:`kafka_actors.bridges.messages`) plus pykka's own ``Call``
 May touch: nothing beyond its own modules.
 """
 
+from kafka_actors.bridges import messages as _shared
 from kafka_actors.bridges.errors import BridgeRequestFailedError, SubscriberFailedError
 
-# The protocol shared with Thespian.
-from kafka_actors.bridges.messages import (
-    Assign,
-    BatchRejected,
-    BridgeStats,
-    Close,
-    Closed,
-    Commit,
-    CommitFailed,
-    CommitOk,
-    Configured,
-    ErrorInfo,
-    GetStats,
-    Handled,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    RebalanceAck,
-    RecordBatch,
-    Request,
-    StreamError,
-    Subscribe,
-    Subscribed,
-)
+# The protocol shared with Thespian (type checkers read ``__all__ +=`` of its list).
+from kafka_actors.bridges.messages import *  # noqa: F403
 from kafka_actors.pykka.bridge import KafkaBridge, call
 from kafka_actors.pykka.messages import BatchFailed, Call
 from kafka_actors.pykka.subscriber import StreamSubscriber
 
-# A literal list, as type checkers read it (not ``[*other.__all__]``).
 __all__ = [
-    "Assign",
     "BatchFailed",
-    "BatchRejected",
     "BridgeRequestFailedError",
-    "BridgeStats",
     "Call",
-    "Close",
-    "Closed",
-    "Commit",
-    "CommitFailed",
-    "CommitOk",
-    "Configured",
-    "ErrorInfo",
-    "GetStats",
-    "Handled",
     "KafkaBridge",
-    "PartitionsAssigned",
-    "PartitionsLost",
-    "PartitionsRevoked",
-    "RebalanceAck",
-    "RecordBatch",
-    "Request",
-    "StreamError",
     "StreamSubscriber",
-    "Subscribe",
-    "Subscribed",
     "SubscriberFailedError",
     "call",
 ]
+__all__ += _shared.__all__

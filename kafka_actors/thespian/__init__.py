@@ -7,62 +7,21 @@ Owns: the public names of the bridge (:class:`KafkaBridge`), the subscriber base
 May touch: nothing beyond its own modules.
 """
 
+from kafka_actors.bridges import messages as _shared
+
+# The protocol: the shared names (type checkers read ``__all__ +=`` of their list) and
+# Configure.
+from kafka_actors.bridges.messages import *  # noqa: F403
 from kafka_actors.thespian.bridge import KafkaBridge
 from kafka_actors.thespian.errors import BridgeRequestFailedError, SubscriberFailedError
-
-# The protocol: the shared names and Configure.
-from kafka_actors.thespian.messages import (
-    Assign,
-    BatchRejected,
-    BridgeStats,
-    Close,
-    Closed,
-    Commit,
-    CommitFailed,
-    CommitOk,
-    Configure,
-    Configured,
-    ErrorInfo,
-    GetStats,
-    Handled,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    RebalanceAck,
-    RecordBatch,
-    Request,
-    StreamError,
-    Subscribe,
-    Subscribed,
-)
+from kafka_actors.thespian.messages import Configure
 from kafka_actors.thespian.subscriber import StreamSubscriber
 
-# A literal list, as type checkers read it (not ``[*other.__all__]``).
 __all__ = [
-    "Assign",
-    "BatchRejected",
     "BridgeRequestFailedError",
-    "BridgeStats",
-    "Close",
-    "Closed",
-    "Commit",
-    "CommitFailed",
-    "CommitOk",
     "Configure",
-    "Configured",
-    "ErrorInfo",
-    "GetStats",
-    "Handled",
     "KafkaBridge",
-    "PartitionsAssigned",
-    "PartitionsLost",
-    "PartitionsRevoked",
-    "RebalanceAck",
-    "RecordBatch",
-    "Request",
-    "StreamError",
     "StreamSubscriber",
-    "Subscribe",
-    "Subscribed",
     "SubscriberFailedError",
 ]
+__all__ += _shared.__all__
