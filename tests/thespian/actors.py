@@ -6,6 +6,7 @@ multiprocTCPBase; every message is a picklable frozen dataclass.
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -378,3 +379,12 @@ class RawSubscriber(Actor):  # type: ignore[misc]
                     commits=(),
                 ),
             )
+
+
+class Collector(Actor):  # type: ignore[misc]
+    """Runs the garbage collector of its own process on "collect" and answers how many
+    objects it freed (tests/thespian/test_fork_safety.py)."""
+
+    def receiveMessage(self, message: Any, sender: Any) -> None:
+        if message == "collect":
+            self.send(sender, gc.collect())

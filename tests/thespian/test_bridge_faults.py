@@ -13,7 +13,7 @@ from kafka_actors.supervisors import FaultInjector
 from kafka_actors.thespian import Configure, Configured, KafkaBridge
 from tests.consumer.helpers import produce, unique
 from tests.thespian.actors import RecordingSubscriber, SetMode
-from tests.thespian.conftest import start_actor_system
+from tests.thespian.conftest import start_actor_system, stop_actor_system
 from tests.thespian.test_bridge import bridge_config, by_partition, close, subscribe, until
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
@@ -25,7 +25,7 @@ def simple_system() -> Iterator[Any]:
     try:
         yield asys
     finally:
-        asys.shutdown()
+        stop_actor_system(asys)
 
 
 def test_bridge_consumer_obeys_injected_faults(simple_system: Any, kafka_broker: Any) -> None:

@@ -30,7 +30,7 @@ from kafka_actors.thespian import (
 )
 from tests.consumer.helpers import unique
 from tests.thespian.actors import Count, GetCount, RecordingSubscriber, SetMode
-from tests.thespian.conftest import start_actor_system
+from tests.thespian.conftest import start_actor_system, stop_actor_system
 from tests.thespian.test_bridge import bridge_config, by_partition, close, state
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(600)]
@@ -65,7 +65,7 @@ def test_huge_demand_gets_every_record_exactly_once(kafka_broker: Any) -> None:
     try:
         run(asys, kafka_broker, RECORDS, delay_ms=1.0)
     finally:
-        asys.shutdown()
+        stop_actor_system(asys)
 
 
 def test_slow_subscriber_loses_nothing_to_expired_transmits(
@@ -83,7 +83,7 @@ def test_slow_subscriber_loses_nothing_to_expired_transmits(
     try:
         run(asys, kafka_broker, 40_000, delay_ms=20.0)
     finally:
-        asys.shutdown()
+        stop_actor_system(asys)
 
 
 def run(asys: Any, kafka_broker: Any, total: int, delay_ms: float) -> None:
