@@ -11,7 +11,8 @@ import pykka
 from kafka_actors import ParallelConsumer
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.testing import KafkaBroker
-from tests.parallel.test_show_broker import committed, config, produce, running, wait_for
+from tests.parallel.faults import committed, wait_for
+from tests.parallel.test_show_broker import config, produce, running
 
 
 class Orders(pykka.ThreadingActor):
@@ -46,6 +47,6 @@ def test_an_actor_handles_each_record_by_ask_and_its_failures_are_retried(
                 wait_for(lambda: len(ref.proxy().seen.get()) == 20, 60, "20 records")
             assert pc.metrics()["records-retried-total"] == 4
         assert sorted(ref.proxy().seen.get()) == list(range(20))
-        assert committed(kafka_broker.bootstrap_servers, group, topic, 1)[0] == (20, "")
+        assert committed(kafka_broker.bootstrap_servers, group, topic, [0])[0] == (20, "")
     finally:
         ref.stop()
