@@ -23,6 +23,11 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([*CLI, *args], capture_output=True, timeout=150, cwd=ROOT, check=False)
 
 
+def read_all(bootstrap: str, topic: str) -> list[str]:
+    """The arguments of a ``consume`` of ``topic`` from its start to its end."""
+    return ["consume", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e"]
+
+
 def produce(
     bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, bytes | None, int]]
 ) -> None:
@@ -57,14 +62,7 @@ def test_raw_mode_round_trips_bytes_exactly(
     bootstrap = mock_cluster.bootstrap_servers
     produce(bootstrap, topic, BINARY)
     result = run_cli(
-        "consume",
-        "-b",
-        bootstrap,
-        "-t",
-        topic,
-        "-o",
-        "beginning",
-        "-e",
+        *read_all(bootstrap, topic),
         "-K",
         "\\x1f",
         "-D",
@@ -76,7 +74,7 @@ def test_raw_mode_round_trips_bytes_exactly(
     )
     assert result.stdout == expected
     # The default text layout and -f write the bytes too (nothing replaced).
-    text = run_cli("consume", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-f", "%s\\n")
+    text = run_cli(*read_all(bootstrap, topic), "-f", "%s\\n")
     assert text.returncode == 0, text.stderr.decode(errors="replace")[-2000:]
     assert text.stdout == b"".join(value + b"\n" for _, value, _ in BINARY)
 
@@ -223,14 +221,7 @@ def test_version_quiet_and_debug(mock_cluster: Any, kafka_topic: Callable[..., s
     bootstrap = mock_cluster.bootstrap_servers
     produce(bootstrap, topic, [(None, b"v", T0)])
     common = [
-        "consume",
-        "-b",
-        bootstrap,
-        "-t",
-        topic,
-        "-o",
-        "beginning",
-        "-e",
+        *read_all(bootstrap, topic),
         "--progress",
         "always",
         "--format",

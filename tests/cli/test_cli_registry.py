@@ -28,6 +28,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext, St
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from kafka_actors.cli import main, registry
+from tests.cli.test_cli_mock import read_all
 
 pytestmark = [pytest.mark.mock, pytest.mark.timeout(180)]
 
@@ -70,14 +71,7 @@ def test_avro_values_and_json_schema_keys_through_the_registry(
     monkeypatch.setattr(registry, "registry_client", shared)
     out = io.StringIO()
     argv = [
-        "consume",
-        "-b",
-        mock_cluster.bootstrap_servers,
-        "-t",
-        topic,
-        "-o",
-        "beginning",
-        "-e",
+        *read_all(mock_cluster.bootstrap_servers, topic),
         "-s",
         "key=json",
         "-s",
@@ -167,14 +161,7 @@ def test_protobuf_values_without_the_generated_class(
     monkeypatch.setattr(registry, "registry_client", lambda url, settings: client)
     out = io.StringIO()
     argv = [
-        "consume",
-        "-b",
-        mock_cluster.bootstrap_servers,
-        "-t",
-        topic,
-        "-o",
-        "beginning",
-        "-e",
+        *read_all(mock_cluster.bootstrap_servers, topic),
         "-s",
         "value=protobuf",
         "-r",
