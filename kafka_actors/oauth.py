@@ -173,6 +173,12 @@ class OAuthBearerTokenSource:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
+    def settled(self) -> bool:
+        """Whether the first fetch has an outcome (a token or an error): before that, a
+        connection would only fail with "no token yet". Never blocks."""
+        with self._lock:
+            return self._token is not None or self._error is not None
+
     def current(self) -> OAuthBearerToken:
         """The cached token if still valid; else the last error; else (first fetch under way)
         OAuthTokenUnavailableError. Never blocks."""

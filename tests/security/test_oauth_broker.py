@@ -197,8 +197,12 @@ def _consume_all(conf: dict[str, object], topic: str, *, min_seconds: float = 0.
 
 @pytest.mark.parametrize("listener", ["OAUTH_PLAIN", "OAUTH_SSL"])
 def test_client_credentials_flow_consumes_everything_across_token_refreshes(
-    oauth_broker: KafkaBroker, idp: IdentityProvider, listener: str
+    oauth_broker: KafkaBroker,
+    idp: IdentityProvider,
+    listener: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="kafka_actors")
     topic = f"oauth-cc-{listener.lower()}"
     _produce(oauth_broker, topic)
     before = len(idp.issued)
@@ -216,6 +220,10 @@ def test_client_credentials_flow_consumes_everything_across_token_refreshes(
     seen = _consume_all(conf, topic, min_seconds=15.0)
     assert seen == {f"v{i}" for i in range(RECORDS)}
     assert len(idp.issued) - before >= 3
+    # No connection was tried before the first token (it would fail "no token yet", warn
+    # that the broker is unavailable and sit out a reconnect backoff).
+    assert "token yet" not in caplog.text
+    assert "node_unavailable" not in caplog.text and "node_connect_failed" not in caplog.text
 
 
 def test_token_provider_callable(oauth_broker: KafkaBroker, idp: IdentityProvider) -> None:

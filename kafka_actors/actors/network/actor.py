@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, cast
 
+import pykka
+
 from kafka_actors.actors.network.connections import NetworkConnections
 from kafka_actors.actors.network.inbox import SelectorInbox
 from kafka_actors.actors.network.messages import (
@@ -29,6 +31,7 @@ from kafka_actors.actors.network.messages import (
     IoFailure,
     Resolved,
     Send,
+    TokenChanged,
     UpdateNodes,
     bootstrap_node_id,
 )
@@ -105,7 +108,9 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
         self._token_source = None
         if sasl is None and config.sasl_enabled:
             if config.sasl_mechanism == "OAUTHBEARER":
-                self._token_source = token_source_from_config(config)
+                self._token_source = token_source_from_config(
+                    config, on_change=self._token_changed
+                )
                 sasl = oauthbearer_sasl(config, self._token_source)
             else:
                 sasl = default_sasl(config)
@@ -189,6 +194,8 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             return None
         # Every message is a wake-up: what became due (a sever, a deadline) happens first.
         self._pump(self._clock.monotonic())
+        if isinstance(message, TokenChanged):
+            return None  # the pump above started the connections that waited for it
         if self.supervision.handle(message):
             return None
         if isinstance(message, UpdateNodes):
@@ -210,6 +217,19 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
                 sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
             )
         return super().on_receive(message)
+
+    def _token_changed(self) -> None:
+        """The token source's worker fetched: wake this actor (any thread; never raises)."""
+        try:
+            self.actor_ref.tell(TokenChanged())
+        except pykka.ActorDeadError:
+            pass
+
+    def _may_connect(self) -> bool:
+        """False while the OAUTHBEARER token source has no first outcome: an attempt would
+        fail with "no token yet" and back off; the source's wake-up starts it instead."""
+        source = self._token_source
+        return source is None or source.settled()
 
     def on_stop(self) -> None:
         if self._token_source is not None:
@@ -277,11 +297,12 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             item = heapq.heappop(self._delayed)
             self._deliver_response(item.node, item.event)
         self._route(now)
+        may_connect = self._may_connect()
         for node in list(self._nodes.values()):
             if node.retired and self._forget_retired(node):
                 continue
             conn = node.conn
-            if conn.queued_count and conn.connect_delay(now) == 0.0:
+            if conn.queued_count and conn.connect_delay(now) == 0.0 and may_connect:
                 self._connect(node, now)
             if conn.ready and (conn.queued_count or conn.reauth_due(now)):
                 before = conn.in_flight_count
@@ -305,7 +326,12 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             self._update_interest(node)
 
     def _next_deadline(self) -> float | None:
-        times = [t for n in self._nodes.values() if (t := n.conn.next_deadline()) is not None]
+        may_connect = self._may_connect()  # if not, a due connect waits for TokenChanged
+        times = [
+            t
+            for n in self._nodes.values()
+            if (t := n.conn.next_deadline(may_connect=may_connect)) is not None
+        ]
         times.extend(t for n in self._nodes.values() if (t := n.conn.idle_deadline()) is not None)
         if self._delayed:
             times.append(self._delayed[0].due)
@@ -313,7 +339,7 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             times.append(pending.deadline)
         if self._unassigned:
             times.extend(p.deadline for p in self._unassigned)
-            waits = [
+            waits = [] if not may_connect else [
                 n.conn.backoff_until
                 for n in self._nodes.values()
                 if n.conn.state is ConnectionState.DISCONNECTED

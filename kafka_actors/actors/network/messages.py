@@ -119,6 +119,12 @@ class Resolved:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenChanged:
+    """The OAUTHBEARER token source fetched (a token or an error): connections waiting for
+    its first outcome may start (internal; told by the source's worker thread)."""
+
+
+@dataclass(frozen=True, slots=True)
 class GetConnectionEvents:
     """Ask: the recorded connection events (tests, diagnostics), oldest first."""
 

@@ -165,6 +165,8 @@ class NetworkRequests(NetworkBase):
             keep.append(pending)
             if connect_started or any(n.conn.connected and not n.conn.ready for n in candidates):
                 continue
+            if not self._may_connect():
+                continue
             for node in candidates:
                 if node.conn.connect_delay(now) == 0.0:
                     self._connect(node, now)

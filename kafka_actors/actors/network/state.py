@@ -104,6 +104,10 @@ class NetworkBase(SupervisedActor):
     _closed: bool
     _seq: Iterator[int]
 
+    #: False while the OAUTHBEARER token source has no first outcome (no attempt starts).
+    @abc.abstractmethod
+    def _may_connect(self) -> bool: ...
+
     # -- NetworkConnections (connections.py) -------------------------------------------------
     #: Every node: real ones (learned from Metadata) and the bootstrap pseudo nodes.
     _nodes: dict[int, Node]

@@ -376,8 +376,9 @@ class NodeConnection:
             return float("inf")
         return max(0.0, self.backoff_until - now)
 
-    def next_deadline(self) -> float | None:
-        """The earliest time something of this connection expires or becomes possible."""
+    def next_deadline(self, *, may_connect: bool = True) -> float | None:
+        """The earliest time something of this connection expires or becomes possible
+        (``may_connect`` False: a connection attempt is not among those things)."""
         times: list[float] = []
         if self.setup_deadline is not None and self.state not in (
             ConnectionState.READY,
@@ -394,7 +395,7 @@ class NodeConnection:
                 times.append(self.reauth_at)
         if self._queued:
             times.append(min(p.deadline for p in self._queued))
-            if self.state is ConnectionState.DISCONNECTED:
+            if self.state is ConnectionState.DISCONNECTED and may_connect:
                 times.append(self.backoff_until)
             elif self.state is ConnectionState.READY and self.throttled_until:
                 times.append(self.throttled_until)
