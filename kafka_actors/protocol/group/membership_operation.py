@@ -33,11 +33,12 @@ __all__ = [
     "consumer_leave_epoch",
 ]
 
-#: What close() does with the group membership: ``"default"`` (dynamic members leave, static
-#: members remain until their session times out), ``"leave"`` (leave, static members too) or
-#: ``"remain"`` (send no leave; the broker removes the member when its session times out).
-#: Java's ``CloseOptions.GroupMembershipOperation`` DEFAULT, LEAVE_GROUP, REMAIN_IN_GROUP.
 GroupMembershipOperation = Literal["default", "leave", "remain"]
+"""What ``close(membership=...)`` does with the group membership (KIP-1092, Java's
+``CloseOptions.GroupMembershipOperation``): ``"default"`` (DEFAULT: a dynamic member leaves, a
+static member (``group.instance.id``) remains until its session times out), ``"leave"``
+(LEAVE_GROUP: leave, a static member too) or ``"remain"`` (REMAIN_IN_GROUP: stay until the
+session times out)."""
 
 MEMBERSHIP_OPERATIONS: Final[tuple[GroupMembershipOperation, ...]] = get_args(
     GroupMembershipOperation
