@@ -83,6 +83,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.metrics import MetricsView
+from kafka_actors.protocol.group.membership_operation import check_membership_operation
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets.list_offsets import LookupKind, OffsetAndTimestamp
@@ -91,7 +92,11 @@ from kafka_actors.protocol.records.arrow import records_batch
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.protocol.subscription import FetchPosition, ResetKind
 from kafka_actors.serialization import Deserializer, K, V
-from kafka_actors.structs import ConsumerGroupMetadata, ConsumerRebalanceListener
+from kafka_actors.structs import (
+    ConsumerGroupMetadata,
+    ConsumerRebalanceListener,
+    GroupMembershipOperation,
+)
 from kafka_actors.supervisors import ChildRestartingError, FaultInjector, SupervisorFatalError
 
 __all__ = ["AsyncKafkaConsumer", "ConsumerRebalanceListener"]
@@ -1049,8 +1054,19 @@ class AsyncKafkaConsumer(Generic[K, V]):
         state = self._ctx.subscriptions.partition_state(partition)
         return None if state is None else state.high_watermark
 
-    async def _leave_group(self, deadline: float) -> None:
-        future = self._core.leave_group(deadline, new_trace_id())
+    def enforce_rebalance(self, reason: str | None = None) -> None:
+        """Java's ``enforceRebalance``, as :meth:`KafkaConsumer.enforce_rebalance`: with
+        ``group.protocol=classic`` the member rejoins on its next ``poll()`` (the JoinGroup
+        carries ``reason``); the consumer protocol only logs a warning. Nothing to await."""
+        self._facade.ensure_open()
+        trace = new_trace_id()
+        with traced(trace):
+            self._core.enforce_rebalance(reason, trace)
+
+    async def _leave_group(
+        self, deadline: float, membership: GroupMembershipOperation = "default"
+    ) -> None:
+        future = self._core.leave_group(deadline, new_trace_id(), membership)
         if future is None:
             return
         self._drain_background()
@@ -1062,9 +1078,16 @@ class AsyncKafkaConsumer(Generic[K, V]):
             raise KafkaTimeoutError("Leaving the group timed out")  # named by close()
         wrapped.result()
 
-    async def close(self, timeout: float | None = None) -> None:
+    async def close(
+        self, timeout: float | None = None, membership: GroupMembershipOperation = "default"
+    ) -> None:
         """Commit (with auto-commit), leave the group (callbacks on the loop), stop the
-        actors; never waits longer than ``timeout`` seconds (default 30)."""
+        actors; never waits longer than ``timeout`` seconds (default 30).
+
+        ``membership``: what happens to the group membership (KIP-1092), ``"default"``,
+        ``"leave"`` or ``"remain"``, as :meth:`KafkaConsumer.close` describes; another value
+        raises :class:`~kafka_actors.errors.InvalidArgumentError`."""
+        membership = check_membership_operation(membership)
         if self._closed:
             return
         self._bind()
@@ -1094,7 +1117,7 @@ class AsyncKafkaConsumer(Generic[K, V]):
                             with facade.leave_timeout(
                                 timeout, round(DEFAULT_CLOSE_TIMEOUT_S * 1000)
                             ):
-                                await self._leave_group(deadline)
+                                await self._leave_group(deadline, membership)
                         except Exception as exc:
                             self._log.warning("leave_on_close_failed", error=str(exc))
                 for tp in list(self._records.buffer):

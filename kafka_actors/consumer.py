@@ -44,6 +44,7 @@ from kafka_actors.core.poll import PollStep
 from kafka_actors.errors import CallTimeout, KafkaTimeoutError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
+from kafka_actors.protocol.group.membership_operation import check_membership_operation
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.metadata import PartitionInfo
 from kafka_actors.protocol.offsets.list_offsets import LookupKind, OffsetAndTimestamp
@@ -54,6 +55,7 @@ from kafka_actors.structs import (
     ConsumerGroupMetadata,
     ConsumerRebalanceListener,
     ConsumerRecords,
+    GroupMembershipOperation,
     RebalanceReply,
 )
 from kafka_actors.supervisors import FaultInjector
@@ -524,14 +526,45 @@ class KafkaConsumer(Generic[K, V]):
         """Make the blocking call in progress (or the next one) raise WakeupError."""
         self._facade.wakeup()
 
+    def enforce_rebalance(self, reason: str | None = None) -> None:
+        """Java's ``enforceRebalance``: with ``group.protocol=classic`` the member rejoins the
+        group on its next ``poll()`` (a new generation; the JoinGroup carries ``reason``, or
+        "rebalance enforced by user"); without a ``group.id`` it raises
+        :class:`~kafka_actors.errors.IllegalStateError`. The consumer protocol (KIP-848) has
+        no client-triggered rebalance: there the call only logs a warning, as Java's."""
+        self._facade.ensure_open()
+        trace = new_trace_id()
+        with traced(trace):
+            self._core.enforce_rebalance(reason, trace)
+
     def defer_rebalance_ack(self) -> RebalanceReply:
         """Inside a rebalance listener callback: acknowledge it later with ``reply.ack()``
         (from any thread). The reconciliation waits for it up to max.poll.interval.ms."""
         return self._facade.defer_current()
 
-    def close(self, timeout: float | None = None) -> None:
+    def close(
+        self, timeout: float | None = None, membership: GroupMembershipOperation = "default"
+    ) -> None:
         """Commit (with auto-commit), leave the group, stop the actors; never waits longer
-        than ``timeout`` seconds (default 30), even without a coordinator."""
+        than ``timeout`` seconds (default 30), even without a coordinator.
+
+        ``membership`` (Java's ``CloseOptions.GroupMembershipOperation``, KIP-1092) says what
+        happens to the group membership; the rebalance listener releases the partitions in
+        every case:
+
+        * ``"default"``: a dynamic member leaves the group; a static member
+          (``group.instance.id``) stays until its session times out, so that it can come back
+          to its partitions without a rebalance (consumer protocol: the leave heartbeat with
+          epoch -2; classic: no LeaveGroup);
+        * ``"leave"``: leave the group, a static member too (consumer protocol: epoch -1;
+          classic: LeaveGroup with the instance id);
+        * ``"remain"``: stay in the group until the session times out (a dynamic member sends
+          nothing; a static member of the consumer protocol sends epoch -2, as ``"default"``).
+
+        Another value raises :class:`~kafka_actors.errors.InvalidArgumentError`.
+        ``unsubscribe()`` always leaves as ``"default"``.
+        """
+        membership = check_membership_operation(membership)
         with self._close_lock:
             facade = self._facade
             if facade.closed:
@@ -565,7 +598,7 @@ class KafkaConsumer(Generic[K, V]):
                             with facade.leave_timeout(
                                 timeout, round(DEFAULT_CLOSE_TIMEOUT_S * 1000)
                             ):
-                                self._leave_group(deadline, trace)
+                                self._leave_group(deadline, trace, membership)
                         except Exception as exc:
                             log.warning("leave_on_close_failed", error=str(exc))
                     try:
@@ -581,11 +614,13 @@ class KafkaConsumer(Generic[K, V]):
                     not_stopped=list(result.not_stopped),
                 )
 
-    def _leave_group(self, deadline: float, trace: str) -> None:
+    def _leave_group(
+        self, deadline: float, trace: str, membership: GroupMembershipOperation = "default"
+    ) -> None:
         """Leave, running the release callbacks on this thread, until the leave completes."""
         facade = self._facade
         ctx = self._ctx
-        future = self._core.leave_group(deadline, trace)
+        future = self._core.leave_group(deadline, trace, membership)
         if future is None:
             return
         while not future.done():

@@ -62,6 +62,7 @@ __all__ = [
     "FrameTooLargeError",
     "GroupError",
     "IllegalStateError",
+    "InvalidArgumentError",
     "InvalidFrameError",
     "InvalidMetadataError",
     "KafkaConnectionError",
@@ -1183,6 +1184,12 @@ class ConsumerClosedError(FatalError):
 class IllegalStateError(FatalError):
     """A call that the client's current state does not allow (Java IllegalStateException):
     mixing subscription types, asking the position of an unassigned partition, ..."""
+
+
+class InvalidArgumentError(FatalError, ValueError):
+    """An argument of a call has a value the call does not take (Java
+    IllegalArgumentException), such as an unknown ``membership`` of ``close()``; also a
+    ``ValueError``."""
 
 
 class OffsetMapError(FatalError):

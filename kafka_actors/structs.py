@@ -5,8 +5,8 @@ Owns: :class:`ConsumerRecords` (the records of one poll), :class:`ConsumerRebala
 :class:`RebalanceReply` (the deferred acknowledgement of a rebalance callback),
 :class:`ConsumerGroupMetadata` and :class:`ShareConsumerRecords`; and re-exports the value
 types the pure protocol layer defines because its own code uses them: :class:`TopicPartition`,
-:class:`OffsetAndMetadata`, :class:`ConsumerRecord`, :class:`ShareConsumerRecord` and
-:class:`AcknowledgeType`.
+:class:`OffsetAndMetadata`, :class:`ConsumerRecord`, :class:`ShareConsumerRecord`,
+:class:`AcknowledgeType` and :data:`GroupMembershipOperation` (close's ``membership``).
 
 May touch: the protocol layer's value types only (it is imported by the actors, the cores and
 the front ends alike).
@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Never, Protocol
 
+from kafka_actors.protocol.group.membership_operation import GroupMembershipOperation
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord, K_co, V_co
 from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
@@ -33,6 +34,7 @@ __all__ = [
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
+    "GroupMembershipOperation",
     "OffsetAndMetadata",
     "RebalanceReply",
     "ShareConsumerRecord",

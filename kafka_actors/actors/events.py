@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_actors.protocol.group.membership_operation import GroupMembershipOperation
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "CallbackCompletedEvent",
     "CommitDone",
     "CommitEvent",
+    "EnforceRebalanceEvent",
     "FetchCommittedEvent",
     "LeaveGroupEvent",
     "ListOffsetsEvent",
@@ -163,11 +165,21 @@ class CallbackCompletedEvent:
 
 @dataclass(frozen=True, slots=True)
 class LeaveGroupEvent:
-    """unsubscribe()/close(): leave the group (``future`` completes when the leave is over)."""
+    """unsubscribe()/close(): leave the group (``future`` completes when the leave is over).
+    ``membership``: close's group membership operation (KIP-1092); "default" for unsubscribe."""
 
     deadline_ms: int | None
     future: Future[Any]
     run_callbacks: bool = True
+    trace_id: str | None = None
+    membership: GroupMembershipOperation = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class EnforceRebalanceEvent:
+    """enforce_rebalance() of a classic member: rejoin, the JoinGroup carrying ``reason``."""
+
+    reason: str
     trace_id: str | None = None
 
 

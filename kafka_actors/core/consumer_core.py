@@ -42,6 +42,7 @@ from kafka_actors.actors.events import (
     AssignmentChangedEvent,
     CommitEvent,
     CommitOnCloseEvent,
+    EnforceRebalanceEvent,
     FetchCommittedEvent,
     LeaveGroupEvent,
     ListOffsetsEvent,
@@ -79,6 +80,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.log import get_logger, new_trace_id
 from kafka_actors.protocol.group.consumer.membership import CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG
+from kafka_actors.protocol.group.membership_operation import GroupMembershipOperation
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records import decode as _records
 from kafka_actors.protocol.request_state import RequestState, retry_backoff
@@ -110,6 +112,8 @@ __all__ = [
 ]
 
 DEFAULT_CLOSE_TIMEOUT_S: Final = 30.0
+#: The JoinGroup reason of enforce_rebalance() without one (Java's).
+ENFORCE_REBALANCE_DEFAULT_REASON: Final = "rebalance enforced by user"
 
 _client_ids = itertools.count(1)
 _log = get_logger("consumer")
@@ -707,16 +711,42 @@ class ConsumerCore(ActorCore):
             "commit", lambda f, d: CommitOnCloseEvent(d, f, trace), deadline, "commit on close"
         )
 
-    def leave_group(self, deadline: float, trace: str) -> concurrent.futures.Future[Any] | None:
+    def leave_group(
+        self,
+        deadline: float,
+        trace: str,
+        membership: GroupMembershipOperation = "default",
+    ) -> concurrent.futures.Future[Any] | None:
         """Ask the membership actor to leave (its release callbacks come as background
-        events); a future of the leave, None when the actor is down."""
+        events); a future of the leave, None when the actor is down. ``membership``: close's
+        group membership operation (KIP-1092)."""
         ctx = self.ctx
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         ctx.track(future)
-        event = LeaveGroupEvent(self.facade.deadline_ms(deadline), future, True, trace)
+        event = LeaveGroupEvent(
+            self.facade.deadline_ms(deadline), future, True, trace, membership=membership
+        )
         if not ctx.tell("membership", event):
             return None
         return future
+
+    def enforce_rebalance(self, reason: str | None, trace: str) -> None:
+        """Java's enforceRebalance: a classic member rejoins on its next poll, its JoinGroup
+        carrying the reason (KIP-800); the consumer protocol has no client-triggered
+        rebalance, so there it only logs a warning (as Java's AsyncKafkaConsumer)."""
+        if self.ctx.group_protocol == "consumer":
+            self.log.warning(
+                "enforce_rebalance_not_supported",
+                reason="Operation not supported in the consumer group protocol (KIP-848)",
+            )
+            return
+        if not self.uses_group:
+            raise IllegalStateError(
+                "Tried to force a rebalance but the consumer does not have a group."
+            )
+        why = reason if reason else ENFORCE_REBALANCE_DEFAULT_REASON
+        self.log.info("enforce_rebalance", reason=why)
+        self.facade.tell("membership", EnforceRebalanceEvent(why, trace))
 
     # -- close -----------------------------------------------------------------------------------
 

@@ -91,3 +91,12 @@ def broker_index(cluster: KafkaCluster, node_id: int) -> int:
         if node.node_id == node_id:
             return i
     raise AssertionError(f"no broker with id {node_id}")
+
+
+def described_client_ids(bootstrap: str, group: str) -> set[str]:
+    """The client ids of the members the broker lists in the group's description."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group], request_timeout=30)[group].result(60)
+    return {member.client_id for member in description.members}

@@ -27,6 +27,7 @@ from kafka_actors.actors.context import ConsumerContext, complete
 from kafka_actors.actors.events import (
     CallbackCompletedEvent,
     CommitDone,
+    EnforceRebalanceEvent,
     LeaveGroupEvent,
     PartitionCounts,
     PollEvent,
@@ -234,8 +235,15 @@ class MembershipActor(RoutingManagerActor):
             self.hold(message.future)
             self.leaves.append(message.future)
             manager.leave_group(
-                now_ms, deadline_ms=message.deadline_ms, run_callbacks=message.run_callbacks
+                now_ms,
+                deadline_ms=message.deadline_ms,
+                run_callbacks=message.run_callbacks,
+                operation=message.membership,
             )
+        elif isinstance(message, EnforceRebalanceEvent):
+            if isinstance(manager, classic.ClassicMembershipManager):
+                manager.enforce_rebalance(message.reason)
+            # The consumer protocol has no client-triggered rebalance (the front end warns).
         elif isinstance(message, CallbackCompletedEvent):
             manager.on_callback_completed(message.callback_id, message.error)
         else:

@@ -155,6 +155,10 @@ from kafka_actors.protocol.group.events import (
     MemberEpochChanged,
     RebalanceCallback,
 )
+from kafka_actors.protocol.group.membership_operation import (
+    GroupMembershipOperation,
+    classic_sends_leave_group,
+)
 from kafka_actors.protocol.group.owned_partitions import OwnedPartitions
 from kafka_actors.protocol.messages import (
     COORDINATOR_NODE,
@@ -236,6 +240,7 @@ class _Leave:
     deadline_ms: int | None
     run_callbacks: bool
     reason: str
+    operation: GroupMembershipOperation = "default"
     released: bool = False
     sent: bool = False
     request_id: int | None = None
@@ -415,6 +420,14 @@ class ClassicMembershipManager:
             self._request_rejoin("subscribed")
         self._log.debug("subscription_updated", topics=names)
 
+    def enforce_rebalance(self, reason: str) -> None:
+        """enforceRebalance: rejoin (JoinGroup carrying ``reason``, KIP-800) on the next poll;
+        a member already rejoining keeps its rebalance; ignored while leaving or FATAL."""
+        if self._leave is not None or self._state is ClassicMemberState.FATAL:
+            self._log.info("enforce_rebalance_ignored", state=self._state.value)
+            return
+        self._request_rejoin(reason)
+
     def on_poll(self, now_ms: int) -> None:
         """The application polled: reset the poll timer; start a rebalance if one is needed."""
         self._heartbeat.reset_poll_timer(now_ms)
@@ -427,13 +440,20 @@ class ClassicMembershipManager:
             self._join_allowed = True
 
     def leave_group(
-        self, now_ms: int, *, deadline_ms: int | None = None, run_callbacks: bool = True
+        self,
+        now_ms: int,
+        *,
+        deadline_ms: int | None = None,
+        run_callbacks: bool = True,
+        operation: GroupMembershipOperation = "default",
     ) -> None:
-        """Unsubscribe / close: release the assignment, then LeaveGroup (dynamic members only).
+        """Unsubscribe / close: release the assignment, then LeaveGroup (by default dynamic
+        members only; ``operation``, close's membership (KIP-1092), decides:
+        :func:`~kafka_actors.protocol.group.membership_operation.classic_sends_leave_group`).
 
         :class:`LeaveCompleted` is published when the leave is over: on the LeaveGroup outcome,
-        at once when no LeaveGroup is sent (static member, not in the group, coordinator
-        unknown), or at ``deadline_ms`` (``timed_out=True``).
+        at once when no LeaveGroup is sent (static member, "remain", not in the group,
+        coordinator unknown), or at ``deadline_ms`` (``timed_out=True``).
         """
         self._subscription = ()
         self._joined_subscription = None
@@ -449,7 +469,9 @@ class ClassicMembershipManager:
             self._outbox.publish(LeaveCompleted())
             return
         self._log.info("leave_requested", state=self._state.value)
-        self._leave = _Leave(deadline_ms, run_callbacks, "the consumer unsubscribed or is closing")
+        self._leave = _Leave(
+            deadline_ms, run_callbacks, "the consumer unsubscribed or is closing", operation
+        )
         self._cancel_join_flow()
         self._prepare = None
         self._advance(now_ms)
@@ -1127,28 +1149,34 @@ class ClassicMembershipManager:
             return True
         if not leave.sent:
             leave.sent = True
-            request_id = self._maybe_leave_group(leave.reason, _Kind.LEAVE)
+            request_id = self._maybe_leave_group(leave.reason, _Kind.LEAVE, leave.operation)
             leave.request_id = request_id
             if request_id is None:
                 self._complete_leave(None)
             return True
         return False
 
-    def _maybe_leave_group(self, reason: str, kind: _Kind) -> int | None:
-        """Java's maybeLeaveGroup: LeaveGroup for a dynamic member in the group, then reset."""
+    def _maybe_leave_group(
+        self, reason: str, kind: _Kind, operation: GroupMembershipOperation = "default"
+    ) -> int | None:
+        """Java's maybeLeaveGroup: LeaveGroup for a member in the group (by default a dynamic
+        one; a static one too with "leave", as its LeaveGroup v3+ identity), then reset."""
         request_id: int | None = None
+        instance_id = self._config.group_instance_id
+        version = self._config.leave_group_version
         if (
-            self._config.group_instance_id is None
+            classic_sends_leave_group(operation, static=instance_id is not None)
+            and (instance_id is None or version >= 3)
             and self._coordinator_known
             and self._state is not ClassicMemberState.UNJOINED
             and self._generation.member_id != NO_MEMBER_ID
         ):
             request_id = self._outbox.new_id()
-            version = self._config.leave_group_version
             request = leave_group_request(
                 version,
                 group_id=self._config.group_id,
                 member_id=self._generation.member_id,
+                group_instance_id=instance_id,
                 reason=reason[:MAX_REASON_LENGTH],
             )
             self._in_flight[request_id] = _InFlight(kind, self._flow, self._generation)
@@ -1159,7 +1187,8 @@ class ClassicMembershipManager:
         else:
             self._log.info(
                 "leave_group_not_sent",
-                static=self._config.group_instance_id is not None,
+                static=instance_id is not None,
+                operation=operation,
                 coordinator_known=self._coordinator_known,
                 state=self._state.value,
             )
@@ -1185,7 +1214,7 @@ class ClassicMembershipManager:
             self._owned.set_assignment(frozenset())
         if not leave.sent:
             leave.sent = True
-            self._maybe_leave_group(leave.reason, _Kind.LEAVE_IGNORED)
+            self._maybe_leave_group(leave.reason, _Kind.LEAVE_IGNORED, leave.operation)
         elif leave.request_id is not None:
             in_flight = self._in_flight.get(leave.request_id)
             if in_flight is not None:

@@ -120,6 +120,12 @@ from kafka_actors.protocol.group.events import (
     PauseFetching,
     RebalanceCallback,
 )
+from kafka_actors.protocol.group.membership_operation import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    GroupMembershipOperation,
+    consumer_leave_epoch,
+)
 from kafka_actors.protocol.group.owned_partitions import OwnedPartitions
 from kafka_actors.protocol.messages import (
     PollResult,
@@ -152,8 +158,6 @@ __all__ = [
 ]
 
 JOIN_GROUP_MEMBER_EPOCH: Final = 0
-LEAVE_GROUP_MEMBER_EPOCH: Final = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
 
 # -- Helpers ------------------------------------------------------------------------------------
 
@@ -238,6 +242,9 @@ class ConsumerMembershipManager:
         # Leave in progress.
         self._leave_in_progress = False
         self._leave_deadline_ms: int | None = None
+        # What the leave under way does with the membership (close(membership=...)); every
+        # other leave (unsubscribe, the poll timer) is "default".
+        self._leave_operation: GroupMembershipOperation = "default"
 
         # The heartbeat (Java HeartbeatRequestState + HeartbeatState), holding this member.
         self._heartbeat = ConsumerHeartbeatRequestManager(config, self, random=random)
@@ -372,13 +379,21 @@ class ConsumerMembershipManager:
         self._maybe_reconcile(now_ms, can_commit=True)
 
     def leave_group(
-        self, now_ms: int, *, deadline_ms: int | None = None, run_callbacks: bool = True
+        self,
+        now_ms: int,
+        *,
+        deadline_ms: int | None = None,
+        run_callbacks: bool = True,
+        operation: GroupMembershipOperation = "default",
     ) -> None:
         """Unsubscribe / close: release the assignment, then send the leave heartbeat.
 
         :class:`LeaveCompleted` is published when the leave is over: on the leave heartbeat's
         response or failure, when it cannot be sent (no coordinator, fenced, fatal), at once when
         the member is not in the group, or at ``deadline_ms`` (``timed_out=True``).
+        ``operation`` (close's membership, KIP-1092) picks the leave epoch, or no leave
+        heartbeat at all (a dynamic member that remains):
+        :func:`~kafka_actors.protocol.group.membership_operation.consumer_leave_epoch`.
         """
         self._subscribed_topics = ()
         self._subscribed_regex = None
@@ -403,6 +418,7 @@ class ConsumerMembershipManager:
         self._transition_to(MemberState.PREPARE_LEAVING)
         self._leave_in_progress = True
         self._leave_deadline_ms = deadline_ms
+        self._leave_operation = operation
         owned = self._owned.assignment
         if not run_callbacks:
             self._on_release_on_leave_done(None)
@@ -712,7 +728,17 @@ class ConsumerMembershipManager:
     def _on_release_on_leave_done(self, error: BaseException | None) -> None:
         self._clear_assignment()
         if self._state is MemberState.PREPARE_LEAVING:
-            self.transition_to_sending_leave_group(due_to_expired_poll_timer=False)
+            self._send_leave_or_remain()
+
+    def _send_leave_or_remain(self) -> None:
+        """The released member of a leave: LEAVING (its heartbeat is the leave), or, when it
+        sends no leave (a dynamic member closed with "remain", as Java's isLeavingGroup),
+        out of the group at once; the broker keeps it until its session times out."""
+        self.transition_to_sending_leave_group(due_to_expired_poll_timer=False)
+        if self._leave_group_epoch() is None and self._state is MemberState.LEAVING:
+            self._log.info("leave_heartbeat_not_sent", reason="the member remains in the group")
+            self._transition_to(MemberState.UNSUBSCRIBED)
+            self.complete_leave()
 
     # -- Transitions --------------------------------------------------------------------------
 
@@ -737,10 +763,10 @@ class ConsumerMembershipManager:
         self._member_epoch = epoch
         self._outbox.publish(MemberEpochChanged(self._member_id, epoch if epoch > 0 else None))
 
-    def _leave_group_epoch(self) -> int:
-        if self._config.group_instance_id is not None:
-            return LEAVE_GROUP_STATIC_MEMBER_EPOCH
-        return LEAVE_GROUP_MEMBER_EPOCH
+    def _leave_group_epoch(self) -> int | None:
+        """The epoch of the leave heartbeat; None when the member sends none."""
+        operation = "default" if self._leaving_due_to_poll_timer else self._leave_operation
+        return consumer_leave_epoch(operation, static=self._config.group_instance_id is not None)
 
     def _transition_to_joining(self) -> None:
         if self._state is MemberState.FATAL:
@@ -807,7 +833,9 @@ class ConsumerMembershipManager:
             self._leaving_due_to_poll_timer = True
             # Briefly through PREPARE_LEAVING: a stale member releases (as lost) after leaving.
             self._transition_to(MemberState.PREPARE_LEAVING)
-        self._update_member_epoch(self._leave_group_epoch())
+        epoch = self._leave_group_epoch()
+        # A member that sends no leave still gives up its epoch here (it is out of the group).
+        self._update_member_epoch(LEAVE_GROUP_MEMBER_EPOCH if epoch is None else epoch)
         self._reconciler.reset_current_assignment()
         self._transition_to(MemberState.LEAVING)
 
@@ -836,6 +864,7 @@ class ConsumerMembershipManager:
         if self._leave_in_progress:
             self._leave_in_progress = False
             self._leave_deadline_ms = None
+            self._leave_operation = "default"
             self._outbox.publish(LeaveCompleted(timed_out=timed_out))
 
     def _check_leave_deadline(self, now_ms: int) -> None:
@@ -846,10 +875,13 @@ class ConsumerMembershipManager:
         if self._state is MemberState.PREPARE_LEAVING:
             # Stop waiting for the release callback; its late completion only clears again.
             self._clear_assignment()
-            self.transition_to_sending_leave_group(due_to_expired_poll_timer=False)
+            self._send_leave_or_remain()
+            if not self._leave_in_progress:
+                return  # it remains: no leave to send, LeaveCompleted published
         # Best effort, response ignored: the leave is over for the caller now.
         self._leave_in_progress = False
         self._leave_deadline_ms = None
+        self._leave_operation = "default"
         if self._state is MemberState.LEAVING and self._heartbeat.request_in_flight:
             # Never two in flight: give up the leave heartbeat (the session timeout removes us).
             self._transition_to(MemberState.UNSUBSCRIBED)
