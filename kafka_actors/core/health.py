@@ -11,6 +11,7 @@ ask of an actor, a few short lock holds. May touch: the context, read only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -31,6 +32,8 @@ __all__ = ["HealthFacts", "connections_of", "current_lag", "health_of", "read_fa
 _IN_GROUP: Final = frozenset({"STABLE", "RECONCILING", "ACKNOWLEDGING"})
 #: Member states of a member leaving (``unsubscribe()``, ``close()``, a poll-timer leave).
 _LEAVING: Final = frozenset({"PREPARE_LEAVING", "LEAVING"})
+#: The " (node=N)" a connection error's text ends with.
+_NODE_SUFFIX: Final = re.compile(r" \(node=-?\d+\)$")
 #: Connection ids from here on are coordinator connections (broker ids are far below).
 _COORDINATOR_IDS_FROM: Final = 2**30
 
@@ -58,6 +61,9 @@ class HealthFacts:
     max_poll_interval_ms: int | None
     closed: bool
     error: BaseException | None = None
+    #: A member in its group whose last good heartbeat is older than this is not ready
+    #: (the coordinator drops a member after its session timeout); None: not checked.
+    session_timeout_ms: int | None = None
 
 
 def _partition(
@@ -149,6 +155,7 @@ def read_facts(
         max_poll_interval_ms=max_poll_interval_ms,
         closed=closed,
         error=error,
+        session_timeout_ms=ctx.config.session_timeout_ms if group_protocol is not None else None,
     )
 
 
@@ -212,15 +219,24 @@ def health_of(facts: HealthFacts) -> ConsumerHealth:
         reasons.append(f"not in the group: {status.value.replace('_', ' ')}")
     if live and poll_age is None:
         reasons.append("not polled yet")
-    if live and not any(c.up for c in facts.connections):
-        errors = sorted({f"{c.address}: {c.error}" for c in facts.connections if c.error})
+    heartbeat = facts.last_heartbeat_ok_ms
+    heartbeat_age = None if heartbeat is None else max(0, facts.now_ms - heartbeat)
+    session = facts.session_timeout_ms
+    if (
+        status is GroupStatus.IN_GROUP
+        and session is not None
+        and heartbeat_age is not None
+        and heartbeat_age > session
+    ):
         reasons.append(
-            "no broker connection up" + (f" ({'; '.join(errors[:3])})" if errors else "")
+            f"no heartbeat answered for {heartbeat_age} ms (session timeout {session} ms)"
         )
+    if live and not any(c.up for c in facts.connections):
+        errors = sorted({_NODE_SUFFIX.sub("", c.error) for c in facts.connections if c.error})
+        reasons.append("no broker connection up" + (f" ({errors[0]})" if errors else ""))
     member = facts.member
     classic = facts.group_protocol == "classic"
     epoch = member.epoch if member is not None else None
-    heartbeat = facts.last_heartbeat_ok_ms
     return ConsumerHealth(
         live=live,
         ready=not reasons,
@@ -233,7 +249,7 @@ def health_of(facts: HealthFacts) -> ConsumerHealth:
         member_epoch=None if classic else epoch,
         generation=epoch if classic else None,
         assignment=facts.assignment,
-        last_heartbeat_age_ms=None if heartbeat is None else max(0, facts.now_ms - heartbeat),
+        last_heartbeat_age_ms=heartbeat_age,
         last_poll_age_ms=poll_age,
         partitions=facts.partitions,
         connections=facts.connections,

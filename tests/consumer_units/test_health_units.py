@@ -115,6 +115,7 @@ def test_a_poll_that_runs_counts_as_polling() -> None:
     ctx = _stable_member(clock)
     with ctx.metrics.polling():
         clock.advance(60.0)  # a long poll (waiting for records) is no stuck loop
+        ctx.metrics.heartbeat_response(3.0, ok=True)
         health = _health(ctx)
     assert health.last_poll_age_ms == 0 and health.ready
 
@@ -137,13 +138,14 @@ def test_broker_down_is_not_ready_and_says_why() -> None:
     for node in (1, coordinator_connection_id(1)):
         ctx.connection_states.record(node, "localhost:9092", "disconnected", "lost")
         ctx.connection_states.record(node, "localhost:9092", "connect", None)
-        ctx.connection_states.record(node, "localhost:9092", "connect_failed", refused)
+        failed = f"{refused} (node={node})"
+        ctx.connection_states.record(node, "localhost:9092", "connect_failed", failed)
     ctx.coordinator_node = None
     health = _health(ctx)
     assert (health.live, health.ready) == (True, False)
     assert health.reasons == (
         "not in the group: coordinator unknown",
-        f"no broker connection up (localhost:9092: {refused})",
+        f"no broker connection up ({refused})",
     )
     assert {c.state for c in health.connections} == {"down"}
     assert health.connections_up == 0
@@ -244,7 +246,9 @@ def test_without_a_group_ready_means_assigned_polled_connected() -> None:
     clock.advance(3600.0)  # no poll timer without a group
     health = _health(ctx, protocol=None)
     assert (health.live, health.ready, health.reasons) == (True, True, ())
-    assert health.connections == (BrokerConnection(-1001, "localhost:9092", "up", kind="bootstrap"),)
+    assert health.connections == (
+        BrokerConnection(-1001, "localhost:9092", "up", kind="bootstrap"),
+    )
 
 
 def test_a_failed_heartbeat_does_not_count_as_a_good_one() -> None:
@@ -253,6 +257,30 @@ def test_a_failed_heartbeat_does_not_count_as_a_good_one() -> None:
     ctx.metrics.heartbeat_response(2.0, ok=False)
     clock.advance(0.5)
     assert _health(ctx).last_heartbeat_age_ms == 2000
+
+
+def test_no_good_heartbeat_for_a_session_timeout_is_not_ready() -> None:
+    clock = ManualClock()
+    ctx = _context(
+        clock,
+        **{
+            "group.protocol": "classic",
+            "session.timeout.ms": 6_000,
+            "max.poll.interval.ms": 60_000,
+        },
+    )
+    ctx.subscriptions.subscribe(["orders"])
+    ctx.publish_member("STABLE", "m-1", 7)
+    ctx.coordinator_node = 1
+    ctx.connection_states.record(1, "localhost:9092", "ready", None)
+    ctx.metrics.heartbeat_response(2.0, ok=True)
+    clock.advance(6.0)
+    with ctx.metrics.polling():
+        assert _health(ctx, protocol="classic").ready  # 6 s: not more than the timeout
+        clock.advance(0.5)
+        health = _health(ctx, protocol="classic")
+    assert (health.live, health.ready, health.in_group) == (True, False, True)
+    assert health.reasons == ("no heartbeat answered for 6500 ms (session timeout 6000 ms)",)
 
 
 def test_connection_states_follow_the_events() -> None:
