@@ -6,8 +6,13 @@ for its onPartitionsLost, run by the next poll) -> healthy again, and ``current_
 
 from __future__ import annotations
 
+import json
+import re
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,3 +125,42 @@ def test_health_through_coordinator_loss_and_fencing() -> None:
             False,
             GroupStatus.CLOSED,
         )
+
+
+def _get(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def test_the_probe_endpoint_of_the_production_guide() -> None:
+    """The Kubernetes probe block of docs/production.md, run as it is (on loopback)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "production.md").read_text()
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "serve_health" in b]
+    namespace: dict[str, Any] = {"__name__": "docs_production"}
+    exec(compile(code, "production.md[probe]", "exec"), namespace)
+    with MockCluster(1) as cluster:
+        cluster.create_topic("probe", 1)
+        consumer = KafkaConsumer({"bootstrap.servers": cluster.bootstrap_servers})
+        server = namespace["serve_health"](consumer, host="127.0.0.1", port=0)
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        try:
+            status, body = _get(f"{url}/readyz")
+            assert status == 503 and "no partitions assigned" in body["reasons"]
+            assert _get(f"{url}/livez")[0] == 200
+            consumer.assign([TopicPartition("probe", 0)])
+            deadline = time.monotonic() + 30
+            while not consumer.health().ready:
+                assert time.monotonic() < deadline, consumer.health()
+                consumer.poll(0.1)
+            status, body = _get(f"{url}/readyz")
+            assert (status, body["ready"], body["group_status"]) == (200, True, "no_group")
+            consumer.close(timeout=2)
+            status, body = _get(f"{url}/livez")
+            assert (status, body["reasons"]) == (503, ["closed"])
+        finally:
+            server.shutdown()
+            server.server_close()
+            consumer.close(timeout=2)
