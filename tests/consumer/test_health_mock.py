@@ -125,6 +125,7 @@ def test_health_through_coordinator_loss_and_fencing() -> None:
             False,
             GroupStatus.CLOSED,
         )
+        assert closed.connections == ()  # the network actor stopped
 
 
 def _get(url: str) -> tuple[int, dict[str, Any]]:

@@ -351,6 +351,8 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
                 node.transport.close()
                 node.transport = None
                 self._transport_closed()
+        if self.connection_states is not None:
+            self.connection_states.clear()  # this actor's connections are gone
         for pending in list(self._unassigned):
             self._fail(pending, error, cast(Send, pending.token).node)
         self._unassigned.clear()

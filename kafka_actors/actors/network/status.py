@@ -47,6 +47,11 @@ class ConnectionStates:
                 return
             self._nodes[node_id] = (node_id, address, state, error if state == "down" else None)
 
+    def clear(self) -> None:
+        """The NetworkActor stopped: it has no connection any more."""
+        with self._lock:
+            self._nodes.clear()
+
     def snapshot(self) -> tuple[NodeState, ...]:
         """Every node's state, by node id."""
         with self._lock:
