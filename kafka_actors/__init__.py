@@ -8,7 +8,7 @@ The public API: :class:`KafkaConsumer`, :class:`AsyncKafkaConsumer` (asyncio),
 inside partitions, key-ordered),
 :class:`KafkaShareConsumer`, :class:`AsyncKafkaShareConsumer` (share groups, KIP-932) with
 :class:`AcknowledgeType`, :class:`ShareConsumerRecord`, :class:`ShareConsumerRecords`,
-:class:`ConsumerRebalanceListener`,
+:class:`ConsumerRebalanceListener`, :class:`ConsumerHealth` (what ``health()`` returns),
 :class:`TopicPartition`, :class:`OffsetAndMetadata`, :class:`ConsumerRecord` (and
 ``kafka_actors.errors`` for the typed errors). They are imported lazily, so importing a
 sub-package (the protocol layer, the testkit) does not start anything.
@@ -26,6 +26,7 @@ __all__ = [
     "AsyncKafkaShareConsumer",
     "AsyncParallelConsumer",
     "ConsumerGroupMetadata",
+    "ConsumerHealth",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from kafka_actors.aio import AsyncKafkaConsumer
     from kafka_actors.aio_share import AsyncKafkaShareConsumer
     from kafka_actors.consumer import KafkaConsumer
+    from kafka_actors.health import ConsumerHealth
     from kafka_actors.parallel.aio import AsyncParallelConsumer
     from kafka_actors.parallel.consumer import ParallelConsumer
     from kafka_actors.share_consumer import KafkaShareConsumer
@@ -67,6 +69,7 @@ _LAZY = {
     "ParallelConsumer": "kafka_actors.parallel.consumer",
     "AsyncParallelConsumer": "kafka_actors.parallel.aio",
     "AsyncKafkaShareConsumer": "kafka_actors.aio_share",
+    "ConsumerHealth": "kafka_actors.health",
     **dict.fromkeys(
         (
             "AcknowledgeType",

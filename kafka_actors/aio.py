@@ -81,6 +81,7 @@ from kafka_actors.errors import (
     KafkaTimeoutError,
     RecordDeserializationError,
 )
+from kafka_actors.health import ConsumerHealth
 from kafka_actors.log import get_logger, new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.group.membership_operation import check_membership_operation
@@ -1135,6 +1136,19 @@ class AsyncKafkaConsumer(Generic[K, V]):
                     completed=result.completed,
                     not_stopped=list(result.not_stopped),
                 )
+
+    def health(self) -> ConsumerHealth:
+        """The consumer's health, as :meth:`KafkaConsumer.health`
+        (:class:`~kafka_actors.health.ConsumerHealth`). A plain method, not a coroutine: it
+        reads local state only and never waits, so it is safe on the loop (a probe handler
+        calls ``consumer.health()``) and from any other thread."""
+        return self._core.health()
+
+    def current_lag(self, partition: TopicPartition) -> int | None:
+        """As :meth:`KafkaConsumer.current_lag` (a plain method: nothing to await): the
+        lag from the fetch state held locally, None when unknown; IllegalStateError when
+        ``partition`` is not assigned."""
+        return self._core.current_lag(partition)
 
     def metrics(self) -> MetricsView:
         """Java's consumer metrics, the same as :meth:`KafkaConsumer.metrics` (nothing here

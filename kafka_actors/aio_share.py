@@ -134,7 +134,7 @@ class AsyncKafkaShareConsumer(ShareFrontEnd[K, V]):
         trace = new_trace_id()
         deadline = time.monotonic() + max(0.0, float(timeout))
         async with self._poll_lock:
-            with traced(trace):
+            with traced(trace), self._ctx.metrics.polling():
                 core.begin_poll(trace)
                 step = self._step
                 step.start(trace)

@@ -42,6 +42,7 @@ from kafka_actors.core import (
 )
 from kafka_actors.core.poll import PollStep
 from kafka_actors.errors import CallTimeout, KafkaTimeoutError
+from kafka_actors.health import ConsumerHealth
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.group.membership_operation import check_membership_operation
@@ -488,6 +489,22 @@ class KafkaConsumer(Generic[K, V]):
         """The group's identity as this member sees it now (group id, generation,
         member id, group instance id)."""
         return self._core.group_metadata()
+
+    def health(self) -> ConsumerHealth:
+        """The consumer's health for a liveness or readiness probe
+        (:class:`~kafka_actors.health.ConsumerHealth`: ``.live``, ``.ready``, ``.reasons``,
+        the group membership, coordinator, heartbeat and poll ages, partitions' positions and
+        lag, broker connections). Reads local state only (no broker round trip, never waits
+        on an actor): cheap enough for every second, callable from any thread, also while
+        another thread polls and after ``close()`` (``docs/production.md``)."""
+        return self._core.health()
+
+    def current_lag(self, partition: TopicPartition) -> int | None:
+        """Java's ``currentLag``: the partition's lag from the fetch state held locally
+        (high watermark, or the last stable offset under ``read_committed``, of the last
+        fetch minus the position); None when unknown (no fetch or no position yet). Sends
+        no request. Raises IllegalStateError when ``partition`` is not assigned."""
+        return self._core.current_lag(partition)
 
     def metrics(self) -> MetricsView:
         """Java's consumer metrics (``docs/metrics.md``): a mapping from

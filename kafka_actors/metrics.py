@@ -688,6 +688,8 @@ class ConsumerMetrics:
         self._assignment_id: int | None = None
         # coordinator
         self._last_heartbeat_ms: float | None = None
+        #: When a heartbeat was last answered without error (``health()``).
+        self._last_heartbeat_ok_ms: float | None = None
         self._last_rebalance_ms: float | None = None
         self._heartbeat = sensor(
             _G, tags, {"heartbeat-response-time-max": Max(), **_rate_count("heartbeat")}
@@ -729,6 +731,7 @@ class ConsumerMetrics:
         self._between_polls = sensor(_N, tags, _avg_max("time-between-poll"))
         self._poll_started_ms: float | None = None
         self._last_poll_ms: float | None = None
+        self._last_poll_ended_ms: float | None = None
         self._since_last_poll_ms = 0.0
         registry.add(_N, "last-poll-seconds-ago", tags, _seconds_ago(lambda: self._last_poll_ms))
         # the flat view of before
@@ -848,8 +851,14 @@ class ConsumerMetrics:
         with self.registry.lock:
             self._last_heartbeat_ms = self.registry.now_ms()
 
-    def heartbeat_response(self, latency_ms: float) -> None:
-        self._heartbeat.record(latency_ms, self.registry.now_ms())
+    def heartbeat_response(self, latency_ms: float, *, ok: bool = True) -> None:
+        """A heartbeat response (``ok``: answered without error)."""
+        registry = self.registry
+        with registry.lock:
+            now = registry.now_ms()
+            self._heartbeat.record_locked(latency_ms, now)
+            if ok:
+                self._last_heartbeat_ok_ms = now
 
     def rebalance_completed(self, latency_ms: float) -> None:
         registry = self.registry
@@ -921,10 +930,23 @@ class ConsumerMetrics:
                 return
             now = registry.now_ms()
             self._poll_started_ms = None
+            self._last_poll_ended_ms = now
             inside = now - started
             span = inside + self._since_last_poll_ms
             if self._since_last_poll_ms > 0 and span > 0:
                 self._poll_idle.record_locked(inside / span, now)
+
+    def activity(self) -> Activity:
+        """When the last good heartbeat and the last poll were (``health()``)."""
+        registry = self.registry
+        with registry.lock:
+            return Activity(
+                now_ms=registry.now_ms(),
+                last_heartbeat_ok_ms=self._last_heartbeat_ok_ms,
+                last_poll_ms=self._last_poll_ms,
+                last_poll_ended_ms=self._last_poll_ended_ms,
+                polling=self._poll_started_ms is not None,
+            )
 
     def polling(self) -> _Polling:
         """``with ctx.metrics.polling(): ...`` around a poll / getmany."""
@@ -973,6 +995,19 @@ _FLAT_FETCH_MANAGER: Final = (
     "records-consumed-rate",
     "records-consumed-total",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What :meth:`ConsumerMetrics.activity` returns: the registry clock's now and when (on
+    the same clock, ms) a heartbeat was last answered without error, the last poll started
+    and ended, and whether a poll runs now."""
+
+    now_ms: float
+    last_heartbeat_ok_ms: float | None
+    last_poll_ms: float | None
+    last_poll_ended_ms: float | None
+    polling: bool
 
 
 class _Polling:

@@ -32,6 +32,7 @@ from kafka_actors.core.share_core import (
     build_share_config,
 )
 from kafka_actors.errors import KafkaError, KafkaTimeoutError
+from kafka_actors.health import ConsumerHealth
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.messages import TopicPartition
@@ -119,6 +120,16 @@ class ShareFrontEnd(Generic[K, V]):
         thread (the polling thread; the loop for asyncio), in ``poll``, ``commit_sync`` or
         ``close``."""
         self._core.callback = callback
+
+    def health(self) -> ConsumerHealth:
+        """The share consumer's health for a liveness or readiness probe
+        (:class:`~kafka_actors.health.ConsumerHealth`), as ``KafkaConsumer.health()``: the
+        share group membership (member epoch, coordinator, assignment), heartbeat and poll
+        ages, broker connections and the verdict. A share group has no poll timer and the
+        broker holds the positions, so no poll-interval verdict and no partitions' lag.
+        Reads local state only, never waits: callable from any thread (and on an asyncio
+        loop: a plain method)."""
+        return self._core.health()
 
     def wakeup(self) -> None:
         """A waiting ``poll`` (or the next one) raises WakeupError."""

@@ -51,7 +51,13 @@ __all__ = ["BackgroundError", "ManagerActor", "Tick"]
 _VERSIONS_REQUEST_ID = -7001
 #: Requests whose round trip feeds a coordinator sensor (Java's heartbeat and commit sensors
 #: record each response's request latency): API key -> sensor.
-_HEARTBEAT_APIS = frozenset({int(ApiKey.HEARTBEAT), int(ApiKey.CONSUMER_GROUP_HEARTBEAT)})
+_HEARTBEAT_APIS = frozenset(
+    {
+        int(ApiKey.HEARTBEAT),
+        int(ApiKey.CONSUMER_GROUP_HEARTBEAT),
+        int(ApiKey.SHARE_GROUP_HEARTBEAT),
+    }
+)
 _TIMED_APIS = _HEARTBEAT_APIS | {int(ApiKey.OFFSET_COMMIT)}
 
 
@@ -207,7 +213,7 @@ class ManagerActor(SupervisedActor):
             if isinstance(message, Response):
                 if message.request_id is not None:
                     if self._timed:
-                        self._timed_response(message.request_id, now)
+                        self._timed_response(message.request_id, now, message.response)
                     self.on_response(message.request_id, message.response, now)
             elif isinstance(message, RequestFailed):
                 if message.request_id is not None:
@@ -291,13 +297,14 @@ class ManagerActor(SupervisedActor):
                 self.ctx.metrics.heartbeat_sent()
         return True
 
-    def _timed_response(self, request_id: int, now_ms: int) -> None:
+    def _timed_response(self, request_id: int, now_ms: int, response: Any = None) -> None:
         sent = self._timed.pop(request_id, None)
         if sent is None:
             return
         api, sent_ms = sent
         if api in _HEARTBEAT_APIS:
-            self.ctx.metrics.heartbeat_response(now_ms - sent_ms)
+            ok = int(getattr(response, "error_code", 0) or 0) == 0
+            self.ctx.metrics.heartbeat_response(now_ms - sent_ms, ok=ok)
         else:
             self.ctx.metrics.committed(now_ms - sent_ms)
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_actors.actors.network.status import ConnectionStates
 from kafka_actors.clock import Clock, Scheduler
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.log import get_logger
@@ -39,6 +40,7 @@ __all__ = [
     "AppSignal",
     "ConsumerContext",
     "ConsumerMetrics",
+    "MemberStatus",
     "Routed",
     "complete",
     "fail",
@@ -111,6 +113,17 @@ class Routed:
     trace_id: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class MemberStatus:
+    """What the membership actor last published of its member (read by ``health()``):
+    the state machine's state name, the member id, and the member epoch (KIP-848, share) or
+    the generation (classic)."""
+
+    state: str
+    member_id: str | None
+    epoch: int | None
+
+
 @dataclass(eq=False)
 class ConsumerContext:
     """Shared by the facade, the consumer and every request-manager actor of one consumer."""
@@ -132,6 +145,12 @@ class ConsumerContext:
     member_id: str | None = None
     member_epoch: int | None = None
     coordinator_id: int | None = None
+    #: The coordinator's broker id (``coordinator_id`` is the id of its own connection).
+    coordinator_node: int | None = None
+    #: The member as the membership actor last published it (None: not built yet).
+    member_status: MemberStatus | None = None
+    #: Each broker connection's state, written by the NetworkActor.
+    connection_states: ConnectionStates = field(default_factory=ConnectionStates)
     cluster: Any = None
     versions: NegotiatedVersions | None = None
     #: The consumer's one ApiVersions ask (all manager actors, every incarnation); under
@@ -166,6 +185,13 @@ class ConsumerContext:
 
     def now_ms(self) -> int:
         return int(self.clock.monotonic() * 1000)
+
+    def publish_member(self, state: str, member_id: str | None, epoch: int | None) -> None:
+        """The membership actor's member after each message it handled (one reference
+        assignment, only when something changed)."""
+        status = MemberStatus(state, member_id or None, epoch)
+        if status != self.member_status:
+            self.member_status = status
 
     def version_for(self, api: int) -> int:
         """The highest version of ``api`` both sides support (KafkaError if none)."""

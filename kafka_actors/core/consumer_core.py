@@ -70,6 +70,7 @@ from kafka_actors.actors.network import NetworkActor
 from kafka_actors.clock import SystemClock, default_scheduler
 from kafka_actors.config import SHARE_ONLY_KEYS, ConsumerConfig
 from kafka_actors.core.handout import HandOut
+from kafka_actors.core.health import current_lag, health_of, read_facts
 from kafka_actors.errors import (
     ConfigError,
     IllegalStateError,
@@ -78,6 +79,7 @@ from kafka_actors.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from kafka_actors.health import ConsumerHealth
 from kafka_actors.log import get_logger, new_trace_id
 from kafka_actors.protocol.group.consumer.membership import CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG
 from kafka_actors.protocol.group.membership_operation import GroupMembershipOperation
@@ -224,6 +226,7 @@ class ActorCore:
                 table=network_table,
                 faults=faults,
                 metrics=ctx.metrics,
+                connection_states=ctx.connection_states,
             )
 
         self.tree: SupervisorTree = start_tree(
@@ -771,6 +774,28 @@ class ConsumerCore(ActorCore):
             ctx.member_id or "",
             self.config.group_instance_id,
         )
+
+    def health(self) -> ConsumerHealth:
+        """``health()`` of the front ends (:mod:`kafka_actors.core.health`): local state
+        only, never blocks on an actor; callable from any thread, also after close."""
+        cfg = self.config
+        return health_of(
+            read_facts(
+                self.ctx,
+                group_protocol=cfg.group_protocol if self.uses_group else None,
+                closed=self.facade.closed,
+                error=self.tree.fatal_error,
+                max_poll_interval_ms=cfg.max_poll_interval_ms if self.uses_group else None,
+            )
+        )
+
+    def current_lag(self, partition: TopicPartition) -> int | None:
+        """Java's ``currentLag`` (:func:`kafka_actors.core.health.current_lag`);
+        IllegalStateError when ``partition`` is not assigned."""
+        self.facade.ensure_open()
+        if not self.ctx.subscriptions.is_assigned(partition):
+            raise IllegalStateError(f"No current assignment for partition {partition}")
+        return current_lag(self.ctx, partition)
 
     def flat_metrics(self) -> dict[str, Any]:
         """The sensors' values, and the assigned partitions (nothing asked of an actor)."""

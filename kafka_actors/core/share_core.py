@@ -49,6 +49,7 @@ from kafka_actors.actors.managers.share_fetch import (
 from kafka_actors.actors.managers.share_membership import ShareAssignment, ShareMembershipActor
 from kafka_actors.config import CONSUMER_ONLY_KEYS, ConsumerConfig
 from kafka_actors.core.consumer_core import DEFAULT_CLOSE_TIMEOUT_S, ActorCore, _keys
+from kafka_actors.core.health import health_of, read_facts
 from kafka_actors.errors import (
     ConfigError,
     IllegalStateError,
@@ -56,6 +57,7 @@ from kafka_actors.errors import (
     ShareGroupsNotSupportedError,
     UnsupportedVersionError,
 )
+from kafka_actors.health import ConsumerHealth
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records import decode as _records
 from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
@@ -604,6 +606,21 @@ class ShareCore(ActorCore):
         )
 
     # -- metrics ------------------------------------------------------------------------------
+
+    def health(self) -> ConsumerHealth:
+        """``health()`` of the share front ends (:mod:`kafka_actors.core.health`): local
+        state only; the share group has no poll timer and the broker holds the positions
+        (no partitions' lag is reported)."""
+        return health_of(
+            read_facts(
+                self.ctx,
+                group_protocol="share",
+                closed=self.facade.closed,
+                error=self.tree.fatal_error,
+                max_poll_interval_ms=None,
+                assignment=self.assignment.partitions,
+            )
+        )
 
     def flat_metrics(self, timeout: float) -> dict[str, Any]:
         values: dict[str, Any] = dict(self.ctx.metrics.snapshot())

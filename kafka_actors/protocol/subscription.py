@@ -421,6 +421,12 @@ class SubscriptionState:
         with self._lock:
             return self._assignment.get(tp)
 
+    def partition_states(self) -> tuple[tuple[TopicPartition, TopicPartitionState], ...]:
+        """Every assigned partition with a snapshot of its state, in assignment order (one
+        hold of the lock: the states are immutable)."""
+        with self._lock:
+            return tuple(self._assignment.items())
+
     def _state(self, tp: TopicPartition) -> TopicPartitionState:
         state = self._assignment.get(tp)
         if state is None:

@@ -3,7 +3,7 @@
 The rule for what is public:
 
 * every name in the ``__all__`` of the modules in :data:`PUBLIC_MODULES` (the package root and
-  the modules users import from: the consumers, parallel processing, records and structs,
+  the modules users import from: the consumers, parallel processing, health, records and structs,
   errors, configuration, deserializers, logging, metrics, OpenTelemetry, OAuth, the testkit,
   the pykka and Thespian bridges, Spark), except names starting with an underscore
   (``__version__``) and the few in :data:`NOT_REFERENCED`, each with its reason;
@@ -40,6 +40,7 @@ PUBLIC_MODULES = (
     "kafka_actors.parallel.consumer",
     "kafka_actors.parallel.aio",
     "kafka_actors.parallel.messages",
+    "kafka_actors.health",
     "kafka_actors.structs",
     "kafka_actors.errors",
     "kafka_actors.config",

@@ -7,11 +7,11 @@ From the bottom up:
   ``_version``, ``runtime``, ``retrying``) and the pure ``protocol`` layer: protocol imports
   only itself and errors/config/log/_version, never the package root (which re-exports the
   front ends), so ``kafka_actors/protocol`` stays importable on its own;
-* ``structs`` (the public value types): protocol and the leaves;
+* ``structs`` and ``health`` (the public value types): protocol and the leaves;
 * ``supervisors``: protocol, the leaves;
 * ``actors``: protocol, supervisors, structs, the leaves (and ``oauth``, the token fetcher its
   connections use);
-* ``core``: actors and everything below;
+* ``core``: actors and everything below (``health``: what ``health()`` returns);
 * the front ends (``consumer``, ``aio``, ``aio_loop``, ``share_consumer``, ``aio_share``): the
   core and everything below it except the actors, which they reach only through the core.
 
@@ -47,13 +47,16 @@ LEAVES = frozenset(
 ALLOWED: dict[str, frozenset[str]] = {
     "protocol": frozenset({"errors", "config", "log", "_version"}),
     "structs": LEAVES | {"protocol"},
+    "health": LEAVES | {"protocol"},
     "supervisors": LEAVES | {"protocol"},
     "actors": LEAVES | {"protocol", "supervisors", "structs", "oauth"},
-    "core": LEAVES | {"protocol", "supervisors", "structs", "actors"},
+    "core": LEAVES | {"protocol", "supervisors", "structs", "health", "actors"},
 }
 FRONT_ENDS = ("consumer", "aio", "aio_loop", "share_consumer", "aio_share")
 for _front_end in FRONT_ENDS:
-    ALLOWED[_front_end] = LEAVES | {"protocol", "supervisors", "structs", "core"} | set(FRONT_ENDS)
+    ALLOWED[_front_end] = (
+        LEAVES | {"protocol", "supervisors", "structs", "health", "core"} | set(FRONT_ENDS)
+    )
 #: Parallel processing is a front end on the front ends: it drives a KafkaConsumer through
 #: its public API (its pure core, ``parallel/scheduler.py`` and below, imports only
 #: protocol and the leaves).

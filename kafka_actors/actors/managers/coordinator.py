@@ -66,7 +66,9 @@ class CoordinatorActor(RoutingManagerActor):
                     connection=connection,
                 )
             self.ctx.coordinator_id = connection
+            self.ctx.coordinator_node = event.node_id
         else:
             self.ctx.coordinator_id = None
+            self.ctx.coordinator_node = None
 
     effects = {CoordinatorChanged: _coordinator_changed}

@@ -107,7 +107,19 @@ class MembershipActor(RoutingManagerActor):
     def poll_manager(self, now_ms: int) -> PollResult:
         result = super().poll_manager(now_ms)
         self._observe_rebalance(now_ms)
+        self._publish_member()
         return result
+
+    def _publish_member(self) -> None:
+        """The member's state, id and epoch (generation) for ``health()``."""
+        manager = self.manager
+        if isinstance(manager, classic.ClassicMembershipManager):
+            epoch = manager.generation_id
+        elif isinstance(manager, m848.ConsumerMembershipManager):
+            epoch = manager.member_epoch
+        else:
+            return
+        self.ctx.publish_member(manager.state.value, manager.member_id, epoch)
 
     def _observe_rebalance(self, now_ms: int) -> None:
         """rebalance-latency: from the first rebalancing state (joining, reconciling,

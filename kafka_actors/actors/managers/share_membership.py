@@ -25,7 +25,7 @@ from kafka_actors.actors.managers.metadata import subscription_inputs
 from kafka_actors.actors.routing import RoutingManagerActor
 from kafka_actors.protocol.group.coordinator import CoordinatorChanged
 from kafka_actors.protocol.group.events import AssignmentChanged, LeaveCompleted
-from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.protocol.messages import PollResult, TopicPartition
 from kafka_actors.protocol.metadata import ClusterUpdated
 from kafka_actors.protocol.share.membership import ShareMembershipConfig, ShareMembershipManager
 from kafka_actors.protocol.wire.apis import ApiKey
@@ -87,6 +87,12 @@ class ShareMembershipActor(RoutingManagerActor):
             self.log.error("share_groups_unsupported")
             manager.unsupported()
         return manager
+
+    def poll_manager(self, now_ms: int) -> PollResult:
+        result = super().poll_manager(now_ms)
+        manager: ShareMembershipManager = self.manager
+        self.ctx.publish_member(manager.state.value, manager.member_id, manager.member_epoch)
+        return result
 
     def rebuild(self) -> None:
         manager: ShareMembershipManager = self.manager

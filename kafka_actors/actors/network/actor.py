@@ -38,6 +38,7 @@ from kafka_actors.actors.network.messages import (
 from kafka_actors.actors.network.rebootstrap import NetworkRebootstrap
 from kafka_actors.actors.network.requests import NetworkRequests
 from kafka_actors.actors.network.security import default_sasl, default_tls, oauthbearer_sasl
+from kafka_actors.actors.network.status import ConnectionStates
 from kafka_actors.actors.network.transport import Resolver, system_resolver
 from kafka_actors.clock import Clock, Scheduler, SystemClock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
@@ -94,10 +95,13 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
         event_log_size: int = 10_000,
         metrics: ConsumerMetrics | None = None,
         resolver: Resolver | None = None,
+        connection_states: ConnectionStates | None = None,
     ) -> None:
         super().__init__(context=context, name=name, faults=faults)
         #: Java's consumer-metrics (connections, requests, select waits); None: not kept.
         self.metrics = metrics
+        #: Each node's connection state for ``health()``; None: not kept.
+        self.connection_states = connection_states
         self.config = config
         self.settings = ConnectionSettings.from_config(config)
         self._clock = clock or SystemClock()
@@ -373,6 +377,8 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
                 node.transport.close()
                 node.transport = None
                 self._transport_closed()
+        if self.connection_states is not None:
+            self.connection_states.clear()  # this actor's connections are gone
         for pending in list(self._unassigned):
             self._fail(pending, error, cast(Send, pending.token).node)
         self._unassigned.clear()

@@ -80,6 +80,11 @@ class NetworkConnections(NetworkBase):
                 else None,
             )
         )
+        states = self.connection_states
+        if states is not None:
+            states.record(
+                node.node_id, str(node.address), kind, None if error is None else str(error)
+            )
 
     def _connect(self, node: Node, now: float) -> None:
         conn = node.conn

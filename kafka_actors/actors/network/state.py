@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from kafka_actors.actors.network.inbox import SelectorInbox
 from kafka_actors.actors.network.messages import ConnectionEvent
+from kafka_actors.actors.network.status import ConnectionStates
 from kafka_actors.actors.network.transport import Resolver, Transport
 from kafka_actors.clock import Clock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
@@ -95,6 +96,7 @@ class NetworkBase(SupervisedActor):
     config: ConsumerConfig
     settings: ConnectionSettings
     metrics: ConsumerMetrics | None
+    connection_states: ConnectionStates | None
     supervision: Supervision
     _clock: Clock
     _random: Callable[[], float]
