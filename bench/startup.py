@@ -11,8 +11,8 @@ Rows, each the median (and best) of ``--runs`` children:
 * ``python -c pass``: the interpreter alone (the floor every row includes);
 * ``import kafka_actors``;
 * ``from kafka_actors import KafkaConsumer``;
-* ``construct KafkaConsumer``: the import plus ``KafkaConsumer(bootstrap_servers=..., group_id=...)``
-  and ``close()`` against a port nothing listens on (no network: the actors start, nothing
+* ``construct KafkaConsumer``: the import plus
+  ``KafkaConsumer(bootstrap_servers=..., group_id=...)`` and ``close()`` against a port nothing listens on (no network: the actors start, nothing
   connects before the first call);
 
 then the top ``--top`` items of ``-X importtime`` (cumulative microseconds, one child) of
@@ -185,7 +185,7 @@ def _first_record(root: Path, runs: int, bootstrap: str, topic: str) -> None:
             _, out = _wall(code, root, [bootstrap, topic])
             times.append(floor + float(out.strip().splitlines()[0]))
         print(_row(name, times), flush=True)
-    print("(interpreter start-up, the median of `python -c pass`, is added to each child's own span)")
+    print("(interpreter start-up, the median of `python -c pass`, is added to each child's span)")
 
 
 def _produce(bootstrap: str, topic: str) -> None:
