@@ -12,8 +12,8 @@ Rows, each the median (and best) of ``--runs`` children:
 * ``import kafka_actors``;
 * ``from kafka_actors import KafkaConsumer``;
 * ``construct KafkaConsumer``: the import plus
-  ``KafkaConsumer(bootstrap_servers=..., group_id=...)`` and ``close()`` against a port nothing listens on (no network: the actors start, nothing
-  connects before the first call);
+  ``KafkaConsumer(bootstrap_servers=..., group_id=...)`` and ``close()`` against a port
+  nothing listens on (no network: the actors start, nothing connects before the first call);
 
 then the top ``--top`` items of ``-X importtime`` (cumulative microseconds, one child) of
 ``from kafka_actors import KafkaConsumer``.
