@@ -25,8 +25,11 @@ time is from this process's ``Popen`` to the child's report of its first record 
 prints ``time.perf_counter()`` offsets; the parent adds its own start-up gap, measured the same
 way as the rows above). aiokafka (``getmany``) is measured beside it when it is installed.
 
-    .venv/bin/python bench/startup.py [--runs 10] [--top 15] [--root DIR] [--broker]
+    .venv/bin/python bench/startup.py [--runs 10] [--top 15] [--root DIR ...] [--broker]
         [--bootstrap HOST:PORT]
+
+``--root DIR`` more than once sets trees side by side (the broker section on one broker and
+topic for all of them; aiokafka with the first).
 """
 
 from __future__ import annotations
@@ -59,10 +62,8 @@ c = KafkaConsumer(bootstrap_servers=sys.argv[1], enable_auto_commit=False)
 tp = TopicPartition(sys.argv[2], 0)
 c.assign([tp])
 c.seek_to_beginning([tp])
-while True:
-    batch = c.poll(timeout_ms=1000)
-    if batch:
-        break
+while not c.poll(1.0):
+    pass
 t_first = time.perf_counter()
 print(t_first - t_start, flush=True)
 c.close(timeout=5)
@@ -169,17 +170,19 @@ def startup_rows(root: Path, runs: int, top: int) -> None:
     print()
 
 
-def _first_record(root: Path, runs: int, bootstrap: str, topic: str) -> None:
+def _first_record(root: Path, runs: int, bootstrap: str, topic: str, *, peers: bool) -> None:
     clients = [("kafka-actors KafkaConsumer", FIRST_KA)]
     try:
         import aiokafka  # noqa: F401
     except ImportError:
         pass
     else:
-        clients.append(("aiokafka AIOKafkaConsumer", FIRST_AIOKAFKA))
-    print(f"process start to first record ({runs} runs; ms): median, best")
+        if peers:
+            clients.append(("aiokafka AIOKafkaConsumer", FIRST_AIOKAFKA))
+    print(f"tree {root}: process start to first record ({runs} runs; ms): median, best")
     floor = statistics.median(_wall("pass", root)[0] for _ in range(runs))
     for name, code in clients:
+        _wall(code, root, [bootstrap, topic])  # warm-up: bytecode of what the first fetch needs
         times = []
         for _ in range(runs):
             _, out = _wall(code, root, [bootstrap, topic])
@@ -205,26 +208,34 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--top", type=int, default=15)
-    parser.add_argument("--root", type=Path, default=HERE, help="the tree to measure")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        action="append",
+        help="a tree to measure (repeat to set trees side by side; default: this one)",
+    )
     parser.add_argument("--broker", action="store_true", help="also time to the first record")
     parser.add_argument("--bootstrap", help="use this broker (else the testkit starts one)")
     args = parser.parse_args()
-    root = args.root.resolve()
-    _check_root(root)
-    _wall(CONSTRUCT, root)  # compiles and caches the bytecode of everything the rows import
-    startup_rows(root, args.runs, args.top)
+    roots = [root.resolve() for root in (args.root or [HERE])]
+    for root in roots:
+        _check_root(root)
+        _wall(CONSTRUCT, root)  # compiles and caches the bytecode of everything the rows import
+        startup_rows(root, args.runs, args.top)
     if not (args.broker or args.bootstrap):
         return 0
     topic = f"startup-{os.getpid()}"
     if args.bootstrap:
         _produce(args.bootstrap, topic)
-        _first_record(root, args.runs, args.bootstrap, topic)
+        for i, root in enumerate(roots):
+            _first_record(root, args.runs, args.bootstrap, topic, peers=i == 0)
         return 0
     from kafka_actors.testing import KafkaBroker
 
     with KafkaBroker() as broker:
         _produce(broker.bootstrap_servers, topic)
-        _first_record(root, args.runs, broker.bootstrap_servers, topic)
+        for i, root in enumerate(roots):
+            _first_record(root, args.runs, broker.bootstrap_servers, topic, peers=i == 0)
     return 0
 
 
