@@ -5,7 +5,8 @@ KafkaConsumer`` and constructing one load the consumer's runtime but none of the
 parts (other front ends, the share and classic group protocols, the OAUTHBEARER token
 fetcher, Spark, OpenTelemetry, the testkit, the CLI) nor hypothesis, which kio imports
 whenever it is installed unless hypothesis is hidden from it (``kafka_actors/protocol``).
-Module sets, read from ``sys.modules`` of a child interpreter run in this tree; never timings
+A classic group member (a real broker) imports the classic protocol when it joins. Module sets,
+read from ``sys.modules`` of a child interpreter run in this tree; never timings
 (``bench/startup.py`` measures those).
 """
 
@@ -15,6 +16,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.consumer.helpers import produce, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,11 +67,32 @@ consumer.close(timeout=5)
 """
 
 
-def _modules_after(code: str) -> set[str]:
-    """``sys.modules`` of a fresh interpreter (working directory: this tree) after ``code``."""
+#: A classic group member reads what the test produced (the classic protocol is imported by
+#: the membership actor when it builds the member; the share protocol and the KIP-848
+#: heartbeat's kio schemas are not needed). ``sys.argv``: bootstrap servers, topic, group.
+CLASSIC_MEMBER = """
+import sys, time
+from kafka_actors import KafkaConsumer
+
+bootstrap, topic, group = sys.argv[1:4]
+consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                          "group.protocol": "classic", "auto.offset.reset": "earliest"})
+consumer.subscribe([topic])
+values = []
+deadline = time.monotonic() + 60
+while len(values) < 20 and time.monotonic() < deadline:
+    values.extend(r.value for r in consumer.poll(0.5))
+consumer.close()
+assert len(values) == 20, values
+"""
+
+
+def _modules_after(code: str, *args: str) -> set[str]:
+    """``sys.modules`` of a fresh interpreter (working directory: this tree) after ``code``
+    (``args``: its ``sys.argv[1:]``)."""
     script = f"{code}\nimport json as _j, sys as _s\nprint(_j.dumps(sorted(_s.modules)))\n"
     proc = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -134,3 +161,14 @@ def test_hypothesis_stays_importable_and_keeps_kios_strategies_when_imported_fir
         "repr(st.from_type(i16))\n"
     )
     assert "kio.static._phantom" in before
+
+
+@pytest.mark.broker
+def test_a_classic_member_loads_the_classic_protocol_when_it_joins(kafka_broker: Any) -> None:
+    topic, group = unique("startup-classic"), unique("g")
+    kafka_broker.create_topic(topic, partitions=2)
+    produce(kafka_broker.bootstrap_servers, topic, 20)
+    modules = _modules_after(CLASSIC_MEMBER, kafka_broker.bootstrap_servers, topic, group)
+    assert "kafka_actors.protocol.group.classic.membership" in modules
+    assert _loaded(modules, ("kafka_actors.protocol.share.fetch", "kafka_actors.oauth")) == []
+    assert _loaded(modules, ("kio.schema.consumer_group_heartbeat",)) == []
