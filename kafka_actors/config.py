@@ -53,8 +53,6 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
 
 from __future__ import annotations
 
-import difflib
-import hmac
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -104,6 +102,8 @@ class Password:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Password):
             return NotImplemented
+        import hmac  # (here: hashlib and hmac cost ~3 ms of every start-up)
+
         return hmac.compare_digest(other._value.encode(), self._value.encode())
 
     def __hash__(self) -> int:
@@ -830,6 +830,8 @@ def _unknown_key(key: str) -> ConfigError:
     for candidate in candidates:
         if candidate != key and candidate in _SPECS:
             return _error(key, f"Unknown configuration {key!r}; did you mean {candidate!r}?")
+    import difflib  # (here: only a misspelt key needs it)
+
     close = difflib.get_close_matches(candidates[1], list(_SPECS), n=1, cutoff=0.75)
     suffix = f"; did you mean {close[0]!r}?" if close else ""
     return _error(key, f"Unknown configuration {key!r}{suffix}")

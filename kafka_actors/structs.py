@@ -18,13 +18,15 @@ import itertools
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Never, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Never, Protocol
 
 from kafka_actors.protocol.group.membership_operation import GroupMembershipOperation
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord, K_co, V_co
-from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
-from kafka_actors.protocol.share.buffer import ShareConsumerRecord
+
+if TYPE_CHECKING:
+    from kafka_actors.protocol.share.acknowledgements import AcknowledgeType
+    from kafka_actors.protocol.share.buffer import ShareConsumerRecord
 
 __all__ = [
     "EMPTY_RECORDS",
@@ -199,3 +201,22 @@ class ShareConsumerRecords(Generic[K_co, V_co]):
 
     def __repr__(self) -> str:
         return f"ShareConsumerRecords({len(self)} records, {len(self._by_partition)} partitions)"
+
+
+#: The share consumer's value types, re-exported here and imported on first use (a consumer
+#: of a classic or KIP-848 group never loads the share protocol).
+_SHARE_TYPES = {
+    "AcknowledgeType": "kafka_actors.protocol.share.acknowledgements",
+    "ShareConsumerRecord": "kafka_actors.protocol.share.buffer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _SHARE_TYPES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -46,7 +46,6 @@ from kafka_actors.actors.events import (
     TopicNames,
 )
 from kafka_actors.protocol.fetch.manager import MetadataRefreshNeeded
-from kafka_actors.protocol.group.classic.membership import NeedPartitionCounts
 from kafka_actors.protocol.group.consumer.membership import (
     AssignmentChanged,
     CommitBeforeRevocation,
@@ -61,6 +60,7 @@ from kafka_actors.protocol.group.consumer.membership import (
     PauseFetching,
 )
 from kafka_actors.protocol.group.coordinator import CoordinatorChanged, CoordinatorErrorEvent
+from kafka_actors.protocol.group.events import NeedPartitionCounts
 from kafka_actors.protocol.metadata import (
     ClusterUpdated,
     MetadataErrorEvent,
@@ -81,7 +81,7 @@ from kafka_actors.protocol.offsets.list_offsets import (
     PositionsValidated,
     ResetPositionsError,
 )
-from kafka_actors.protocol.share.fetch import (
+from kafka_actors.protocol.share.events import (
     AcknowledgementsCommitted,
     ShareCloseCompleted,
     ShareCommitCompleted,

@@ -21,6 +21,7 @@ through the routing table.
 from __future__ import annotations
 
 import concurrent.futures
+import sys
 from typing import Any
 
 from kafka_actors.actors.context import ConsumerContext, complete
@@ -38,8 +39,6 @@ from kafka_actors.actors.managers.metadata import subscription_inputs
 from kafka_actors.actors.routing import RoutingManagerActor
 from kafka_actors.errors import UnsupportedVersionError
 from kafka_actors.protocol.group import events as group_events
-from kafka_actors.protocol.group.classic import membership as classic
-from kafka_actors.protocol.group.classic.config import ClassicMembershipConfig
 from kafka_actors.protocol.group.consumer import membership as m848
 from kafka_actors.protocol.group.consumer.config import MembershipConfig
 from kafka_actors.protocol.group.coordinator import CoordinatorChanged
@@ -165,6 +164,10 @@ class MembershipActor(RoutingManagerActor):
         return manager
 
     def _build_classic(self) -> Any:
+        # The classic protocol is imported by the consumers that use it (group.protocol=classic).
+        from kafka_actors.protocol.group.classic import membership as classic
+        from kafka_actors.protocol.group.classic.config import ClassicMembershipConfig
+
         ctx = self.ctx
         versions = ctx.versions
         assert versions is not None
@@ -276,12 +279,12 @@ class MembershipActor(RoutingManagerActor):
 
     def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
         manager = self.manager
-        if isinstance(manager, classic.ClassicMembershipManager):
+        if _is_classic(manager):
             manager.on_partition_counts(None, _partition_counts(event.cluster))
 
     def _partition_counts(self, event: PartitionCounts, now_ms: int) -> None:
         manager = self.manager
-        if isinstance(manager, classic.ClassicMembershipManager):
+        if _is_classic(manager):
             manager.on_partition_counts(event.request_id, event.counts)
 
     def _pattern_matched(self, event: PatternSubscriptionMatched, now_ms: int) -> None:
@@ -334,3 +337,10 @@ class MembershipActor(RoutingManagerActor):
             subs.assign_from_subscribed_awaiting_callback(assignment, added)
         except Exception as exc:  # the user changed the subscription meanwhile
             self.log.warning("group_assignment_not_applied", error=repr(exc))
+
+
+def _is_classic(manager: Any) -> bool:
+    """Whether ``manager`` is the classic protocol's membership manager (without importing the
+    classic protocol: while no consumer of this process uses it, it is not loaded)."""
+    classic = sys.modules.get("kafka_actors.protocol.group.classic.membership")
+    return classic is not None and isinstance(manager, classic.ClassicMembershipManager)

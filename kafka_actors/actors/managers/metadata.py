@@ -27,7 +27,6 @@ from kafka_actors.actors.events import (
 )
 from kafka_actors.actors.routing import RoutingManagerActor
 from kafka_actors.protocol.group import events as group_events
-from kafka_actors.protocol.group.classic import membership as classic
 from kafka_actors.protocol.metadata import (
     ClusterUpdated,
     MetadataConfig,
@@ -105,7 +104,7 @@ class MetadataActor(RoutingManagerActor):
         if self.names_wanted:
             self.manager.request_update("topic ids to resolve")
 
-    def _need_partition_counts(self, event: classic.NeedPartitionCounts, now_ms: int) -> None:
+    def _need_partition_counts(self, event: group_events.NeedPartitionCounts, now_ms: int) -> None:
         key = self.manager.fetch_topic_metadata(
             event.topics, now_ms + self.ctx.config.default_api_timeout_ms, now_ms
         )
@@ -129,7 +128,7 @@ class MetadataActor(RoutingManagerActor):
 
     receivers = {
         group_events.NeedTopicNames: _need_topic_names,
-        classic.NeedPartitionCounts: _need_partition_counts,
+        group_events.NeedPartitionCounts: _need_partition_counts,
         group_events.AssignmentChanged: _assignment_changed,
         RefreshMetadataEvent: _refresh,
         MetadataUpdateNeeded: _update_needed,

@@ -45,7 +45,6 @@ from kafka_actors.config import BrokerAddress, ConsumerConfig
 from kafka_actors.errors import ConsumerClosedError, DisconnectedError, KafkaError
 from kafka_actors.log import get_logger, traced
 from kafka_actors.metrics import ConsumerMetrics
-from kafka_actors.oauth import token_source_from_config
 from kafka_actors.protocol.condition_log import REPEAT_INTERVAL_MS, ConditionLog
 from kafka_actors.protocol.connection.node import (
     ConnectionSettings,
@@ -112,6 +111,9 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
         self._token_source = None
         if sasl is None and config.sasl_enabled:
             if config.sasl_mechanism == "OAUTHBEARER":
+                # (imported here: the token fetcher and urllib are for OAUTHBEARER only)
+                from kafka_actors.oauth import token_source_from_config
+
                 self._token_source = token_source_from_config(
                     config, on_change=self._token_changed
                 )

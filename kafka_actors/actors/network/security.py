@@ -9,12 +9,15 @@ May touch: :mod:`kafka_actors.protocol.connection.sasl`,
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.oauth import OAuthBearerTokenSource
 from kafka_actors.protocol.connection.node import MechanismFactory
 from kafka_actors.protocol.connection.sasl import SaslMechanism, mechanism_from_config
 from kafka_actors.protocol.connection.tls import TlsChannel, build_ssl_context
+
+if TYPE_CHECKING:
+    from kafka_actors.oauth import OAuthBearerTokenSource  # imported only for OAUTHBEARER
 
 __all__ = [
     "default_sasl",

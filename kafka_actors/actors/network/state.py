@@ -17,7 +17,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.actors.network.inbox import SelectorInbox
 from kafka_actors.actors.network.messages import ConnectionEvent
@@ -27,7 +27,6 @@ from kafka_actors.clock import Clock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
 from kafka_actors.errors import KafkaError
 from kafka_actors.metrics import ConsumerMetrics
-from kafka_actors.oauth import OAuthBearerTokenSource
 from kafka_actors.protocol.condition_log import ConditionLog
 from kafka_actors.protocol.connection.node import (
     Completed,
@@ -39,6 +38,9 @@ from kafka_actors.protocol.connection.node import (
 )
 from kafka_actors.protocol.connection.tls import TlsChannel
 from kafka_actors.supervisors import SupervisedActor, Supervision
+
+if TYPE_CHECKING:
+    from kafka_actors.oauth import OAuthBearerTokenSource  # imported only for OAUTHBEARER
 
 __all__ = [
     "ALL_DOWN",

@@ -28,6 +28,7 @@ __all__ = [
     "InvokeRevoked",
     "LeaveCompleted",
     "MemberEpochChanged",
+    "NeedPartitionCounts",
     "NeedTopicNames",
     "PauseFetching",
     "RebalanceCallback",
@@ -148,3 +149,17 @@ class LeaveCompleted:
     """The leave started by ``leave_group`` is over (response, failure, skipped or deadline)."""
 
     timed_out: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NeedPartitionCounts:
+    """The leader needs the partition count of these topics (reply with ``on_partition_counts``
+    and this ``request_id``). Ask the cluster fresh: the assignment is computed from the answer;
+    topics missing from the answer are left out of the assignment (as Java).
+
+    Published by the classic protocol's leader only; it lives here, with the group vocabulary,
+    so that the routing table and the metadata actor know it without importing the classic
+    protocol (imported only by a consumer with ``group.protocol=classic``)."""
+
+    topics: frozenset[str]
+    request_id: int

@@ -39,7 +39,7 @@ import mmap
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import partial
@@ -48,7 +48,6 @@ from types import ModuleType
 from typing import Any, Generic, NamedTuple, Protocol, overload
 
 import cramjam
-from crc32c import crc32c
 from typing_extensions import TypeVar
 
 from kafka_actors.errors import (
@@ -1011,7 +1010,7 @@ def _decode_into(
             _base_sequence,
             count,
         ) = unpack_header(buf, pos)
-        if check_crcs and crc32c(memoryview(buf)[pos + _CRC_START : end]) != crc:
+        if check_crcs and _crc32c(memoryview(buf)[pos + _CRC_START : end]) != crc:
             raise _batch_error(_Corrupt("CRC32C mismatch"), topic, partition, base_offset)
         if count < 0 or last_offset_delta < 0:
             corrupt = _Corrupt(f"bad record count {count} / last offset delta")
@@ -1127,6 +1126,21 @@ def _rollback(out: DecodedRecords) -> None:
     if out.materialized is not None and len(out.materialized) != n:
         # (a LazyRecords shows only complete batches: its length is n already)
         out.materialized = out.materialized[:n]
+
+
+_crc32c_impl: Callable[[Any], int] | None = None
+
+
+def _crc32c(data: Any) -> int:
+    """CRC-32C of ``data`` (the pure-Python path's check). The crc32c package is imported on
+    the first call: its import costs ~20 ms of start-up (importlib.metadata among it), and the
+    native path checks CRCs in C."""
+    global _crc32c_impl
+    if _crc32c_impl is None:
+        import crc32c
+
+        _crc32c_impl = crc32c.crc32c
+    return _crc32c_impl(data)
 
 
 #: Set to 1 (or true / yes) to use the pure-Python record path even when the native one is built.

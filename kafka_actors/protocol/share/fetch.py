@@ -98,6 +98,12 @@ from kafka_actors.protocol.share.buffer import (
     ShareConsumerRecord,
     ShareFetchBuffer,
 )
+from kafka_actors.protocol.share.events import (
+    AcknowledgementsCommitted,
+    AckResult,
+    ShareCloseCompleted,
+    ShareCommitCompleted,
+)
 from kafka_actors.protocol.share.pacing import SharePacing
 from kafka_actors.protocol.wire.requests import share_acknowledge_request, share_fetch_request
 
@@ -144,37 +150,6 @@ def next_epoch(epoch: int) -> int:
     if epoch < 0:
         return INITIAL_EPOCH
     return 1 if epoch >= _INT32_MAX else epoch + 1
-
-
-@dataclass(frozen=True, slots=True)
-class AckResult:
-    """What became of the acknowledgements of one partition: the record offsets they settled
-    and the error (None: accepted by the broker)."""
-
-    partition: TopicPartition
-    offsets: frozenset[int]
-    error: KafkaError | None
-
-
-@dataclass(frozen=True, slots=True)
-class AcknowledgementsCommitted:
-    """Acknowledgements were answered (piggybacked or committed): one result per partition,
-    for the acknowledgement-commit callback."""
-
-    results: tuple[AckResult, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ShareCommitCompleted:
-    """The commit ``commit_id`` is over: per partition, None or the error."""
-
-    commit_id: int
-    results: Mapping[TopicPartition, KafkaError | None]
-
-
-@dataclass(frozen=True, slots=True)
-class ShareCloseCompleted:
-    """Every share session was closed (or could not be: no broker answered in time)."""
 
 
 class ClusterView(Protocol):

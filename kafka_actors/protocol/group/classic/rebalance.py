@@ -46,6 +46,7 @@ from kafka_actors.protocol.group.events import (
     InvokeAssigned,
     InvokeLost,
     InvokeRevoked,
+    NeedPartitionCounts,
     RebalanceCallback,
 )
 from kafka_actors.protocol.messages import TopicPartition
@@ -131,16 +132,6 @@ class Generation:
 
 #: No generation: before the first join, and after a reset.
 NO_GENERATION: Final = Generation()
-
-
-@dataclass(frozen=True, slots=True)
-class NeedPartitionCounts:
-    """The leader needs the partition count of these topics (reply with ``on_partition_counts``
-    and this ``request_id``). Ask the cluster fresh: the assignment is computed from the answer;
-    topics missing from the answer are left out of the assignment (as Java)."""
-
-    topics: frozenset[str]
-    request_id: int
 
 
 def join_protocols(

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import datetime
 import enum
+import importlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Final, Protocol
 
-from kio.schema.consumer_group_heartbeat.v0 import request as _hb_v0
-from kio.schema.consumer_group_heartbeat.v1 import request as _hb_v1
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i32Timedelta
 
@@ -291,11 +291,11 @@ class HeartbeatState:
             sent.local_assignment = local
         else:
             fields["topic_partitions"] = None
-        module = _hb_v1 if config.heartbeat_api_version >= 1 else _hb_v0
+        module = _request_schema(config.heartbeat_api_version)
         return module.ConsumerGroupHeartbeatRequest(**fields)
 
     def build_leave_request(self, member: HeartbeatMember) -> Any:
-        module = _hb_v1 if self._config.heartbeat_api_version >= 1 else _hb_v0
+        module = _request_schema(self._config.heartbeat_api_version)
         return module.ConsumerGroupHeartbeatRequest(
             group_id=GroupId(self._config.group_id),
             member_id=member.member_id,
@@ -305,13 +305,21 @@ class HeartbeatState:
         )
 
     def _topic_partitions_field(self, local: LocalAssignment) -> tuple[Any, ...]:
-        module = _hb_v1 if self._config.heartbeat_api_version >= 1 else _hb_v0
+        module = _request_schema(self._config.heartbeat_api_version)
         return tuple(
             module.TopicPartitions(
                 topic_id=uuid.UUID(topic_id), partitions=tuple(i32(p) for p in partitions)
             )
             for topic_id, partitions in local.by_topic().items()
         )
+
+
+def _request_schema(version: int) -> ModuleType:
+    """kio's ConsumerGroupHeartbeat request module for ``version`` (v0 or v1), imported on the
+    first heartbeat built: a consumer that only assigns partitions never loads it."""
+    return importlib.import_module(
+        f"kio.schema.consumer_group_heartbeat.v{1 if version >= 1 else 0}.request"
+    )
 
 
 class ConsumerHeartbeatRequestManager:
