@@ -112,7 +112,7 @@ class MembershipActor(RoutingManagerActor):
     def _publish_member(self) -> None:
         """The member's state, id and epoch (generation) for ``health()``."""
         manager = self.manager
-        if isinstance(manager, classic.ClassicMembershipManager):
+        if _is_classic(manager):
             epoch = manager.generation_id
         elif isinstance(manager, m848.ConsumerMembershipManager):
             epoch = manager.member_epoch
@@ -256,7 +256,7 @@ class MembershipActor(RoutingManagerActor):
                 operation=message.membership,
             )
         elif isinstance(message, EnforceRebalanceEvent):
-            if isinstance(manager, classic.ClassicMembershipManager):
+            if _is_classic(manager):
                 manager.enforce_rebalance(message.reason)
             # The consumer protocol has no client-triggered rebalance (the front end warns).
         elif isinstance(message, CallbackCompletedEvent):
