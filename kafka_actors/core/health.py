@@ -64,6 +64,9 @@ class HealthFacts:
     #: A member in its group whose last good heartbeat is older than this is not ready
     #: (the coordinator drops a member after its session timeout); None: not checked.
     session_timeout_ms: int | None = None
+    #: When the last poll started: ``max.poll.interval.ms`` runs from there, as the
+    #: member's poll timer (Java's) does; None: ``last_poll_ms`` is used.
+    last_poll_started_ms: int | None = None
 
 
 def _partition(
@@ -156,6 +159,7 @@ def read_facts(
         closed=closed,
         error=error,
         session_timeout_ms=ctx.config.session_timeout_ms if group_protocol is not None else None,
+        last_poll_started_ms=None if activity.last_poll_ms is None else int(activity.last_poll_ms),
     )
 
 
@@ -194,11 +198,24 @@ def _group_status(facts: HealthFacts, poll_exceeded: bool) -> GroupStatus:
     return GroupStatus.JOINING
 
 
+def _since_poll_started(facts: HealthFacts) -> int | None:
+    """How long ago the last poll started (0 while one runs): what the member's poll timer
+    measures. Judging by the poll's end instead would lag the member by the poll's length
+    (a member already left as STALE while health() still said live)."""
+    if facts.polling:
+        return 0
+    started = facts.last_poll_started_ms
+    if started is None:
+        return _poll_age(facts)
+    return max(0, facts.now_ms - started)
+
+
 def health_of(facts: HealthFacts) -> ConsumerHealth:
     """The health the facts show (see :class:`~kafka_actors.health.ConsumerHealth`)."""
     poll_age = _poll_age(facts)
+    since_start = _since_poll_started(facts)
     limit = facts.max_poll_interval_ms
-    poll_exceeded = limit is not None and poll_age is not None and poll_age > limit
+    poll_exceeded = limit is not None and since_start is not None and since_start > limit
     status = _group_status(facts, poll_exceeded)
     reasons: list[str] = []
     if status is GroupStatus.FAILED:
@@ -209,7 +226,7 @@ def health_of(facts: HealthFacts) -> ConsumerHealth:
         reasons.append("closed")
     elif poll_exceeded:
         reasons.append(
-            f"poll interval exceeded: no poll for {poll_age} ms (max.poll.interval.ms {limit})"
+            f"poll interval exceeded: no poll for {since_start} ms (max.poll.interval.ms {limit})"
         )
     live = not reasons
     if status is GroupStatus.NO_GROUP:

@@ -151,6 +151,19 @@ def test_broker_down_is_not_ready_and_says_why() -> None:
     assert health.connections_up == 0
 
 
+def test_the_poll_interval_runs_from_the_start_of_the_last_poll() -> None:
+    """As the member's poll timer (Java's): ``max.poll.interval.ms`` after the last poll
+    *started*. Judged from the poll's end, health() said live while the member had already
+    left as STALE (a poll of 0.2 s: for 0.2 s the two disagreed; seen in a broker test)."""
+    clock = ManualClock()
+    ctx = _stable_member(clock)  # the poll took 0.2 s and ended 1.5 s ago
+    clock.advance((MAX_POLL_MS - 1_600) / 1000)  # 9.9 s since its end, 10.1 s since its start
+    health = _health(ctx)
+    assert health.last_poll_age_ms == MAX_POLL_MS - 100
+    assert health.group_status is GroupStatus.POLL_INTERVAL_EXCEEDED
+    assert (health.live, health.ready) == (False, False)
+
+
 def test_poll_interval_exceeded_is_not_live() -> None:
     clock = ManualClock()
     ctx = _stable_member(clock)
@@ -159,7 +172,7 @@ def test_poll_interval_exceeded_is_not_live() -> None:
     assert health.group_status is GroupStatus.POLL_INTERVAL_EXCEEDED
     assert (health.live, health.ready) == (False, False)
     assert health.reasons == (
-        f"poll interval exceeded: no poll for 11500 ms (max.poll.interval.ms {MAX_POLL_MS})",
+        f"poll interval exceeded: no poll for 11700 ms (max.poll.interval.ms {MAX_POLL_MS})",
     )
     # The member left (STALE) and the application polls again: joining, live again.
     ctx.publish_member("STALE", "m-1", 0)
