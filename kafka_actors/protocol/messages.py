@@ -43,8 +43,23 @@ COORDINATOR_NODE = -2
 
 @dataclass(frozen=True, slots=True, order=True)
 class TopicPartition:
+    """A topic's partition. Its hash is computed once (as Java's ``TopicPartition`` caches
+    it): the fetch path looks partitions up in dicts hundreds of thousands of times a
+    second with many partitions. Pickled and copied as ``(topic, partition)`` only (a string
+    hash differs between processes)."""
+
     topic: str
     partition: int
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.topic, self.partition)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, tuple[str, int]]:
+        return (TopicPartition, (self.topic, self.partition))
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
