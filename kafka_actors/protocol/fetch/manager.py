@@ -479,6 +479,15 @@ class FetchManager:
         return None if common is None else (common.min, common.max)
 
     def _prepare_fetches(self, now_ms: int) -> list[UnsentRequest]:
+        in_flight = self._in_flight_nodes
+        if (
+            in_flight
+            and all(node in in_flight for node in self._cluster.nodes)
+            and all(node in in_flight for node in self._sessions)
+        ):
+            # Every broker has a Fetch in flight (one broker: most polls): nothing can be
+            # sent and no session closed until one answers, and its answer runs this again.
+            return []
         buffer_full = self.buffer.buffered_bytes >= self._config.buffer_limit
         chains = self.buffer.chains()
         fetch_ahead = self._config.fetch_ahead
@@ -494,16 +503,10 @@ class FetchManager:
         #: per partition instead of a leader and read-replica lookup each.
         idle: list[TopicPartition] = []
         awaiting_metadata = self._awaiting_metadata
-        in_flight = self._in_flight_nodes
-        # Every broker has a Fetch in flight (one broker: most polls): nothing can be sent
-        # until one answers, and its answer runs this again.
-        nothing_to_send = buffer_full or (
-            bool(in_flight) and all(node in in_flight for node in self._cluster.nodes)
-        )
         for tp, position in positions.items():
             if tp in awaiting_metadata:
                 continue
-            if nothing_to_send:
+            if buffer_full:
                 idle.append(tp)
                 continue
             chain = chains.get(tp)
@@ -521,7 +524,7 @@ class FetchManager:
             leader, cluster_epoch = found
             node = self._select_read_replica(tp, leader, now_ms)
             wanted_nodes.add(node)
-            if node in self._in_flight_nodes:
+            if node in in_flight:
                 continue
             if self._node_backoff_until.get(node, 0) > now_ms:
                 continue
