@@ -30,9 +30,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_actors.actors.context import ConsumerContext, complete
+from kafka_actors.actors.context import ConsumerContext, complete, fail
 from kafka_actors.actors.managers.share_membership import ShareAssignment
 from kafka_actors.actors.routing import RoutingManagerActor, feed_cluster
+from kafka_actors.errors import RetriableError
 from kafka_actors.protocol.group.events import AssignmentChanged
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.metadata import ClusterUpdated
@@ -148,6 +149,27 @@ class ShareFetchActor(RoutingManagerActor):
             return None
         return super().on_receive(message)
 
+    def on_crash(self, exception: BaseException | None) -> None:
+        """This instance dies (its supervisor starts a new one): the commits and closes it
+        took are answered now, as nothing else would answer them."""
+        super().on_crash(exception)
+        commits, self.commits = self.commits, {}
+        for future in commits.values():
+            fail(future, _restarted())
+        closes, self.closes = self.closes, []
+        for future in closes:
+            complete(future, None)
+
+    def on_undelivered(self, message: Any) -> None:
+        """A request still in the inbox when this instance stopped (a crash) is answered, not
+        lost: a collect gets no records (the poll goes on; what the crashed instance had
+        acquired comes again once its acquisition lock expires), a close has nothing left to
+        close, a commit fails retriably."""
+        if isinstance(message, (ShareCollectEvent, CloseShareEvent)):
+            complete(message.future, None)
+        elif isinstance(message, ShareCommitEvent):
+            fail(message.future, _restarted())
+
     def handle_unbuilt(self, message: Any, now_ms: int) -> bool:
         """Before the manager exists nothing was fetched: a collect gets None (no records),
         a close has no session to close and no acknowledgement to send."""
@@ -230,3 +252,10 @@ class ShareFetchActor(RoutingManagerActor):
         if manager.buffered_count:
             self.ctx.fetch_buffer.wakeup()
             self.ctx.signal.notify()
+
+
+def _restarted() -> RetriableError:
+    return RetriableError(
+        "The share fetch actor restarted before the acknowledgements were sent; the "
+        "records they were for are delivered again once their acquisition lock expires"
+    )
