@@ -12,6 +12,7 @@ from kafka_actors import KafkaConsumer
 from kafka_actors.protocol.records.decode import ConsumerRecord
 
 if TYPE_CHECKING:
+    from kafka_actors.health import ConsumerHealth
     from kafka_actors.testing import KafkaCluster
 
 _seq = itertools.count()
@@ -64,6 +65,42 @@ def poll_until(
         assert time.monotonic() < deadline, f"only {len(records)} of {count} records arrived"
         records.extend(consumer.poll(step))
     return records
+
+
+def poll_all_until(
+    consumers: list[KafkaConsumer],
+    done: Callable[[], bool],
+    what: str,
+    *,
+    timeout: float = 120.0,
+    step: float = 0.1,
+) -> None:
+    """Poll every consumer in turn (``step`` s each) until ``done()`` (or fail at ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        for consumer in consumers:
+            consumer.poll(step)
+
+
+def health_until(
+    consumer: KafkaConsumer,
+    check: Callable[[ConsumerHealth], bool],
+    *,
+    poll: bool = True,
+    timeout: float = 60.0,
+) -> ConsumerHealth:
+    """``consumer.health()`` once ``check`` holds, polling (or only waiting) between looks."""
+    deadline = time.monotonic() + timeout
+    while True:
+        health = consumer.health()
+        if check(health):
+            return health
+        assert time.monotonic() < deadline, health
+        if poll:
+            consumer.poll(0.1)
+        else:
+            time.sleep(0.05)
 
 
 def base_config(bootstrap: str, **extra: object) -> dict[str, object]:

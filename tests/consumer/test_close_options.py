@@ -12,16 +12,13 @@ the consumer protocol it changes nothing (Java's AsyncKafkaConsumer only logs a 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
 
 from kafka_actors import KafkaConsumer
 from kafka_actors.errors import IllegalStateError, InvalidArgumentError
 from kafka_actors.structs import GroupMembershipOperation
 from kafka_actors.testing.broker import KafkaBroker
-from tests.consumer.helpers import base_config, described_client_ids, unique
+from tests.consumer.helpers import base_config, described_client_ids, poll_all_until, unique
 
 #: (client id suffix, static, membership operation, remains in the group after close)
 MEMBERS: list[tuple[str, bool, GroupMembershipOperation, bool]] = [
@@ -34,14 +31,6 @@ MEMBERS: list[tuple[str, bool, GroupMembershipOperation, bool]] = [
 ]
 
 
-def _poll_until(
-    consumers: list[KafkaConsumer], done: Callable[[], bool], what: str, timeout: float = 120
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        for consumer in consumers:
-            consumer.poll(0.1)
 
 
 @pytest.mark.broker
@@ -75,15 +64,16 @@ def test_close_membership_operations_as_the_broker_sees_them(
         members = list(consumers.values())
         for consumer in members:
             consumer.subscribe([topic])
-        # close() leaves only with an assignment (must_leave): wait until every member owns
-        # partitions.
-        _poll_until(members, lambda: all(c.assignment() for c in members), "every member assigned")
+        # Every member owns partitions (joined and settled) before the closes.
+        poll_all_until(
+            members, lambda: all(c.assignment() for c in members), "every member assigned"
+        )
         first = members[0]
 
         generation = first.group_metadata().generation_id
         first.enforce_rebalance("closeopts test")
         if protocol == "classic":
-            _poll_until(
+            poll_all_until(
                 members,
                 lambda: (
                     first.group_metadata().generation_id > generation

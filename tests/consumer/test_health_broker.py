@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,30 +16,13 @@ import pytest
 from kafka_actors import AsyncKafkaConsumer, KafkaConsumer, TopicPartition
 from kafka_actors.health import ConsumerHealth, GroupStatus
 from kafka_actors.testing import KafkaBroker
-from tests.consumer.helpers import base_config, poll_until, produce, unique
+from tests.consumer.helpers import base_config, health_until, poll_until, produce, unique
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 
 MAX_POLL_MS = 3_000
 
 
-def _until(
-    consumer: KafkaConsumer,
-    check: Callable[[ConsumerHealth], bool],
-    *,
-    poll: bool = True,
-    timeout: float = 60.0,
-) -> ConsumerHealth:
-    deadline = time.monotonic() + timeout
-    while True:
-        health = consumer.health()
-        if check(health):
-            return health
-        assert time.monotonic() < deadline, health
-        if poll:
-            consumer.poll(0.1)
-        else:
-            time.sleep(0.1)
 
 
 def _asyncio_consumer_health(bootstrap: str, topic: str) -> ConsumerHealth:
@@ -80,7 +62,7 @@ def test_health_healthy_poll_interval_exceeded_broker_down() -> None:
             assert consumer.health().group_status is GroupStatus.NOT_SUBSCRIBED
             consumer.subscribe([topic])
             poll_until(consumer, 20)
-            healthy = _until(consumer, lambda h: h.ready and len(h.partitions) == 2)
+            healthy = health_until(consumer, lambda h: h.ready and len(h.partitions) == 2)
             assert healthy.group_status is GroupStatus.IN_GROUP
             assert healthy.member_epoch is not None and healthy.member_epoch > 0
             assert healthy.coordinator_id == 1
@@ -93,20 +75,20 @@ def test_health_healthy_poll_interval_exceeded_broker_down() -> None:
             print("healthy:", healthy)
 
             # No poll for longer than max.poll.interval.ms: not live; the member leaves.
-            stuck = _until(
+            stuck = health_until(
                 consumer, lambda h: h.group_status is GroupStatus.POLL_INTERVAL_EXCEEDED, poll=False
             )
             assert (stuck.live, stuck.ready) == (False, False)
             assert stuck.reasons[0].startswith("poll interval exceeded")
             print("poll interval exceeded:", stuck)
-            left = _until(consumer, lambda h: h.member_state == "STALE", poll=False)
+            left = health_until(consumer, lambda h: h.member_state == "STALE", poll=False)
             assert not left.live
             # Polling again: back in the group.
-            _until(consumer, lambda h: h.ready and bool(h.assignment))
+            health_until(consumer, lambda h: h.ready and bool(h.assignment))
 
             # The broker stops: live (a restart would not help), not ready.
             broker.stop_broker(0)
-            down = _until(consumer, lambda h: h.connections_up == 0)
+            down = health_until(consumer, lambda h: h.connections_up == 0)
             assert (down.live, down.ready) == (True, False)
             assert any(r.startswith("no broker connection up") for r in down.reasons), down
             assert {c.state for c in down.connections} <= {"down", "connecting"}

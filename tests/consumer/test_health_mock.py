@@ -11,7 +11,6 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,10 @@ from confluent_kafka import Producer
 
 from kafka_actors import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka_actors.errors import IllegalStateError
-from kafka_actors.health import ConsumerHealth, GroupStatus
+from kafka_actors.health import GroupStatus
 from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.testing.mock import MockCluster
+from tests.consumer.helpers import health_until
 
 pytestmark = pytest.mark.mock
 
@@ -43,23 +43,6 @@ class _Lost(ConsumerRebalanceListener):
         self.lost.append(set(lost))
 
 
-def _until(
-    consumer: KafkaConsumer,
-    check: Callable[[ConsumerHealth], bool],
-    *,
-    poll: bool = True,
-    timeout: float = 30.0,
-) -> ConsumerHealth:
-    deadline = time.monotonic() + timeout
-    while True:
-        health = consumer.health()
-        if check(health):
-            return health
-        assert time.monotonic() < deadline, health
-        if poll:
-            consumer.poll(0.1)
-        else:
-            time.sleep(0.05)
 
 
 def test_health_through_coordinator_loss_and_fencing() -> None:
@@ -86,8 +69,8 @@ def test_health_through_coordinator_loss_and_fencing() -> None:
             with pytest.raises(IllegalStateError):
                 consumer.current_lag(tp)
             consumer.subscribe(["health"], listener=listener)
-            healthy = _until(consumer, lambda h: h.ready and bool(h.partitions))
-            _until(consumer, lambda h: h.partitions[0].position == 10)
+            healthy = health_until(consumer, lambda h: h.ready and bool(h.partitions))
+            health_until(consumer, lambda h: h.partitions[0].position == 10)
             assert consumer.current_lag(tp) == 0
             healthy = consumer.health()
             assert healthy.group_status is GroupStatus.IN_GROUP
@@ -99,22 +82,24 @@ def test_health_through_coordinator_loss_and_fencing() -> None:
             # The coordinator is lost and cannot be found again for a while.
             cluster.push_request_errors(ApiKey.FIND_COORDINATOR, [COORDINATOR_NOT_AVAILABLE] * 50)
             cluster.push_request_errors(ApiKey.CONSUMER_GROUP_HEARTBEAT, [NOT_COORDINATOR])
-            lost = _until(consumer, lambda h: not h.coordinator_known)
+            lost = health_until(consumer, lambda h: not h.coordinator_known)
             assert lost.group_status is GroupStatus.COORDINATOR_UNKNOWN
             assert (lost.live, lost.ready) == (True, False)
             assert "not in the group: coordinator unknown" in lost.reasons
             print("coordinator lost:", lost)
             cluster.clear_request_errors(ApiKey.FIND_COORDINATOR)
-            _until(consumer, lambda h: h.ready)
+            health_until(consumer, lambda h: h.ready)
 
             # Fenced, while the application does not poll.
             cluster.push_request_errors(ApiKey.CONSUMER_GROUP_HEARTBEAT, [FENCED_MEMBER_EPOCH])
-            fenced = _until(consumer, lambda h: h.group_status is GroupStatus.FENCED, poll=False)
+            fenced = health_until(
+                consumer, lambda h: h.group_status is GroupStatus.FENCED, poll=False
+            )
             assert (fenced.live, fenced.ready) == (True, False)
             assert fenced.reasons == ("not in the group: fenced",)
             assert fenced.member_state == "FENCED"
             print("fenced:", fenced)
-            back = _until(consumer, lambda h: h.ready and bool(h.assignment))
+            back = health_until(consumer, lambda h: h.ready and bool(h.assignment))
             assert listener.lost == [{tp}]
             assert back.member_epoch is not None and back.member_epoch > 0
         finally:

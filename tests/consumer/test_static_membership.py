@@ -6,7 +6,6 @@ unchanged); ``kafka-consumer-groups --describe --members`` shows the instance id
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from kafka_actors import KafkaConsumer
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.structs import ConsumerRebalanceListener
 from kafka_actors.testing.broker import KafkaBroker
-from tests.consumer.helpers import base_config, produce, unique
+from tests.consumer.helpers import base_config, poll_all_until, produce, unique
 
 PARTITIONS = 4
 
@@ -34,14 +33,6 @@ class Recorder(ConsumerRebalanceListener):
         self.calls.append(("lost", frozenset(lost)))
 
 
-def _poll_until(
-    consumers: list[KafkaConsumer], done: Callable[[], bool], what: str, timeout: float = 120
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        for consumer in consumers:
-            consumer.poll(0.2)
 
 
 @pytest.mark.broker
@@ -73,7 +64,7 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
     try:
         static.subscribe([topic], static_rec)
         other.subscribe([topic], other_rec)
-        _poll_until(
+        poll_all_until(
             [static, other],
             lambda: (
                 static.assignment() | other.assignment() == every
@@ -85,7 +76,7 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
         # Settle: nothing more changes for a while.
         settled = (frozenset(static.assignment()), frozenset(other.assignment()))
         quiet_until = time.monotonic() + 5
-        _poll_until([static, other], lambda: time.monotonic() > quiet_until, "a quiet period")
+        poll_all_until([static, other], lambda: time.monotonic() > quiet_until, "a quiet period")
         assert (frozenset(static.assignment()), frozenset(other.assignment())) == settled
         static_parts, other_parts = settled
         other_calls = list(other_rec.calls)
@@ -94,14 +85,14 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
         restarted_rec = Recorder()
         restarted = KafkaConsumer(config(**{"group.instance.id": instance}))
         restarted.subscribe([topic], restarted_rec)
-        _poll_until(
+        poll_all_until(
             [restarted, other],
             lambda: frozenset(restarted.assignment()) == static_parts,  # type: ignore[union-attr]
             "the restarted static member's partitions",
         )
         # The other member keeps polling for a while: never rebalanced.
         quiet_until = time.monotonic() + 8
-        _poll_until([restarted, other], lambda: time.monotonic() > quiet_until, "a quiet period")
+        poll_all_until([restarted, other], lambda: time.monotonic() > quiet_until, "a quiet period")
         assert other_rec.calls == other_calls, other_rec.calls[len(other_calls) :]
         assert frozenset(other.assignment()) == other_parts
         assert frozenset(restarted.assignment()) == static_parts
