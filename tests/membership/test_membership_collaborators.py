@@ -138,6 +138,19 @@ def test_heartbeat_state_sends_all_when_joining_then_only_changes() -> None:
     assert again.server_assignor == "uniform" and again.subscribed_topic_names == ("a", "b")
 
 
+def test_heartbeat_state_never_sends_an_empty_subscription_in_the_group() -> None:
+    """librdkafka's mock cluster aborts the process on topic names without a topic or a
+    regex; a member in the group with an empty subscription is about to leave."""
+    fields = HeartbeatState(CONFIG)
+    member = FakeMember(state=S.JOINING)
+    fields.build_request(member)
+    member.state, member.member_epoch = S.STABLE, 1
+    member.subscription = ()
+    emptied = fields.build_request(member)
+    assert emptied.subscribed_topic_names is None
+    assert emptied.subscribed_topic_regex is None
+
+
 # -- ConsumerHeartbeatRequestManager ------------------------------------------------------------
 
 
