@@ -131,7 +131,7 @@ def test_in_flight_requests_of_a_removed_node_are_still_answered(net: NetworkAct
     # queued for node 1: failed (retriable); queued for any node: routed again
     [failed] = queued_for_1
     assert isinstance(failed, RequestFailed) and failed.error.retriable
-    assert queued_for_any == [] and list(net._unassigned) != []
+    assert queued_for_any == [] and list(net._unsent.any_pending()) != []
     net._route(clock.monotonic())
     assert new.conn.queued_count == 1 and old.conn.queued_count == 0
     # node 1 is kept for its in-flight request, but no longer a candidate

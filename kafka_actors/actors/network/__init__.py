@@ -10,15 +10,20 @@ package, structlog.
 
 Where things are
 ----------------
-One actor, one thread, one state; its code is split by seam, a module each:
+One actor, one thread, one state. The actor owns the node registry and the life of each
+request; the objects it composes own the rest of its state, a module each:
 
-* :mod:`.actor`: :class:`NetworkActor`: construction, the pykka hooks, the I/O round, the
-  deadlines, the shutdown; it assembles the parts below.
-* :mod:`.connections`: nodes, addresses, DNS, sockets, TLS, reading/writing, closing a node.
-* :mod:`.requests`: a ``Send`` from acceptance to its reply: routing, deadlines, throttling,
-  fault injection on responses.
-* :mod:`.rebootstrap`: metadata recovery (KIP-899 / KIP-1102) and learning node addresses.
-* :mod:`.state`: the state the parts share and the calls between them.
+* :mod:`.actor`: :class:`NetworkActor`: construction, the pykka hooks, the nodes and what
+  their connections do, routing and answering requests, metadata recovery, the I/O round,
+  the deadlines, the shutdown.
+* :mod:`.connections`: :class:`~.connections.Connector`: DNS, sockets, TLS, reading/writing,
+  the selector registrations.
+* :mod:`.unsent`: :class:`~.unsent.UnsentRequests`: the requests on no connection (for any
+  node, for a node whose address is unknown, held back or dropped by fault injection).
+* :mod:`.rebootstrap`: :class:`~.rebootstrap.MetadataRecovery`: since when a Metadata request
+  waits (KIP-899 / KIP-1102).
+* :mod:`.requests`: KIP-219 throttling versions, replies, error-code injection.
+* :mod:`.nodes`: :class:`~.nodes.Node`, one node as the actor knows it.
 * :mod:`.messages`: ``Send``, ``Response``, ``RequestFailed`` and the other messages;
   :func:`request`.
 * :mod:`.inbox`: :class:`SelectorInbox`, the mailbox that also waits on the sockets.

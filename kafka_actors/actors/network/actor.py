@@ -1,73 +1,115 @@
-"""The NetworkActor itself: its parts assembled, the pykka hooks, and the I/O round.
+"""The NetworkActor: one actor, one thread, one state, every broker connection.
 
-Owns: :class:`NetworkActor` (construction, ``on_start`` / ``on_receive`` / ``on_stop`` /
-``on_failure``, the selector driver ``io_timeout`` / ``on_io``, the I/O round ``_pump``, the
-next deadline, and the shutdown that fails whatever is still pending). Its other code is in
-its parts: :mod:`.connections`, :mod:`.requests`, :mod:`.rebootstrap` (shared state and the
-calls between them: :mod:`.state`). May touch: everything its parts may, the supervisors
-package (it supervises the request managers).
+Owns: :class:`NetworkActor`: construction and the pykka hooks; the node registry (a
+:class:`~kafka_actors.actors.network.nodes.Node` per node, learned from Metadata responses,
+retired when a newer one leaves it out) and what a node's connection does (connect, ready,
+lost, idle, "unavailable" warnings, the connection event log); a ``Send`` from acceptance to
+its reply (routing to the least loaded ready node, deadlines, throttling, fault injection on
+responses); metadata recovery (rebootstrap); the I/O round ``_pump``, the next deadline, and
+the shutdown that fails whatever is still pending. It composes the objects that own the rest
+of its state: :class:`~.connections.Connector` (sockets, DNS, TLS, the selector),
+:class:`~.unsent.UnsentRequests` (requests on no connection),
+:class:`~.rebootstrap.MetadataRecovery` (since when a Metadata request waits) and its
+:class:`~kafka_actors.supervisors.Supervision`. May touch: sockets (through the connector), the
+protocol package, the supervisors package (it supervises the request managers), the reply
+targets, the metrics.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import random as _random
 import selectors
 import socket
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pykka
 
-from kafka_actors.actors.network.connections import NetworkConnections
+from kafka_actors.actors.network.connections import Connector
 from kafka_actors.actors.network.inbox import SelectorInbox
 from kafka_actors.actors.network.messages import (
+    BOOTSTRAP_NODE,
+    ConnectionEvent,
     GetConnectionEvents,
     GetNodeStates,
     GetSocketBuffers,
     IoFailure,
+    RequestFailed,
     Resolved,
+    Response,
     Send,
     TokenChanged,
     UpdateNodes,
     bootstrap_node_id,
 )
-from kafka_actors.actors.network.rebootstrap import NetworkRebootstrap
-from kafka_actors.actors.network.requests import NetworkRequests
+from kafka_actors.actors.network.nodes import ALL_DOWN, Node
+from kafka_actors.actors.network.rebootstrap import NO_RECOVERY, REBOOTSTRAP, MetadataRecovery
+from kafka_actors.actors.network.requests import (
+    CLIENT_THROTTLES_FROM,
+    api_label,
+    reply,
+    with_error_code,
+)
 from kafka_actors.actors.network.security import default_sasl, default_tls, oauthbearer_sasl
 from kafka_actors.actors.network.status import ConnectionStates
 from kafka_actors.actors.network.transport import Resolver, system_resolver
+from kafka_actors.actors.network.unsent import UnsentRequests
 from kafka_actors.clock import Clock, Scheduler, SystemClock
 from kafka_actors.config import BrokerAddress, ConsumerConfig
-from kafka_actors.errors import ConsumerClosedError, DisconnectedError, KafkaError
+from kafka_actors.errors import (
+    AuthenticationError,
+    BrokersUnreachableError,
+    ConsumerClosedError,
+    DisconnectedError,
+    FatalError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    RebootstrapRequiredError,
+    error_for_code,
+)
 from kafka_actors.log import get_logger, traced
 from kafka_actors.metrics import ConsumerMetrics
 from kafka_actors.protocol.condition_log import REPEAT_INTERVAL_MS, ConditionLog
 from kafka_actors.protocol.connection.node import (
+    Broken,
+    Completed,
     ConnectionSettings,
     ConnectionState,
+    Event,
     Failed,
     MechanismFactory,
+    NodeConnection,
     PendingRequest,
+    Ready,
+    Reauthenticated,
 )
 from kafka_actors.protocol.connection.tls import TlsChannel
+from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
+from kafka_actors.protocol.wire.apis import ApiKey, api_name
 from kafka_actors.supervisors import (
     ChildContext,
     ChildSpec,
     ChildTable,
+    Delay,
+    Drop,
+    ErrorCode,
     FaultInjector,
+    SupervisedActor,
     Supervision,
     SupervisorEscalation,
     SupervisorSpec,
 )
 
+if TYPE_CHECKING:
+    from kafka_actors.oauth import OAuthBearerTokenSource  # imported only for OAUTHBEARER
+
 __all__ = ["NetworkActor"]
 
 
-class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
+class NetworkActor(SupervisedActor):
     """Owns the connections; supervises ``children`` (see :mod:`kafka_actors.actors.network`).
 
     ``sasl``: a factory of SASL mechanisms (``kafka_actors.protocol.connection.sasl``), one per
@@ -108,7 +150,7 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
         self._log = get_logger("network", client_id=config.client_id)
         #: SASL/OAUTHBEARER: the token source this actor owns (its worker thread fetches and
         #: refreshes tokens; started in on_start, stopped in on_stop).
-        self._token_source = None
+        self._token_source: OAuthBearerTokenSource | None = None
         if sasl is None and config.sasl_enabled:
             if config.sasl_mechanism == "OAUTHBEARER":
                 # (imported here: the token fetcher and urllib are for OAUTHBEARER only)
@@ -123,35 +165,44 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
         if tls is None and config.ssl_enabled:
             tls = default_tls(config)
         self._sasl = sasl
-        self._tls = tls
-        self._resolver = resolver or system_resolver
-        self._canonical_bootstrap = (
-            config.client_dns_lookup == "resolve_canonical_bootstrap_servers_only"
-        )
-        self._resolver_pool = None
         self._inbox = cast(SelectorInbox, self.actor_inbox)
         if metrics is not None:
             self._inbox.on_wait = metrics.io_waited
-        self._nodes = {}
-        self._bootstrap = []
+        self._connector = Connector(
+            self.settings,
+            self._inbox.selector,
+            resolver=resolver or system_resolver,
+            canonical_bootstrap=(
+                config.client_dns_lookup == "resolve_canonical_bootstrap_servers_only"
+            ),
+            tls=tls,
+            metrics=metrics,
+            tell=self._tell_self,
+            on_events=self._handle,
+        )
+        #: Every node: real ones (learned from Metadata) and the bootstrap pseudo nodes.
+        self._nodes: dict[int, Node] = {}
+        self._bootstrap: list[int] = []
         for index, address in enumerate(config.bootstrap_servers):
             node_id = bootstrap_node_id(index)
             self._bootstrap.append(node_id)
             self._nodes[node_id] = self._new_node(node_id, address)
-        self._unassigned = deque()
-        self._waiting = {}
-        self._delayed = []
-        self._dropped = []
-        self._seq = itertools.count()
-        self._events = deque(maxlen=event_log_size)
+        #: Node ids a newer Metadata response left out (until one names them again): a request
+        #: for one of them fails at once with a retriable error instead of waiting for it.
+        self._removed: set[int] = set()
+        self._unsent = UnsentRequests()
+        self._events: deque[ConnectionEvent] = deque(maxlen=event_log_size)
         self._closed = False
-        self._unavailable = ConditionLog(max(REPEAT_INTERVAL_MS, config.reconnect_backoff_max_ms))
-        self._removed = set()
-        # Re-bootstrap (KIP-899 / KIP-1102): since when a Metadata request waits for an
-        # answer (None: the last one was answered).
-        self._rebootstrap = config.metadata_recovery_strategy == "rebootstrap"
-        self._rebootstrap_trigger = config.metadata_recovery_rebootstrap_trigger_ms / 1000.0
-        self._metadata_wanted_since = None
+        #: The "node unavailable" conditions (key: node id; ``ALL_DOWN``: every node down; the
+        #: metadata recovery ones), for the schedule of their log lines.
+        self._unavailable: ConditionLog[int | str] = ConditionLog(
+            max(REPEAT_INTERVAL_MS, config.reconnect_backoff_max_ms)
+        )
+        # Re-bootstrap (KIP-899 / KIP-1102).
+        self._recovery = MetadataRecovery(
+            rebootstrap=config.metadata_recovery_strategy == "rebootstrap",
+            trigger_s=config.metadata_recovery_rebootstrap_trigger_ms / 1000.0,
+        )
         self.supervision = Supervision(
             self,
             supervisor_spec or SupervisorSpec(),
@@ -224,6 +275,10 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             )
         return super().on_receive(message)
 
+    def _tell_self(self, message: Resolved) -> None:
+        """A resolver thread's answer (any thread; raises ActorDeadError once stopped)."""
+        self.actor_ref.tell(message)
+
     def _token_changed(self) -> None:
         """The token source's worker fetched: wake this actor (any thread; never raises)."""
         try:
@@ -278,7 +333,7 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             if node is None or node.transport is None or node.transport.sock is not key.fileobj:
                 continue
             try:
-                self._socket_ready(node, mask)
+                self._connector.socket_ready(node, mask, self._clock.monotonic())
             except KafkaError as exc:
                 self._close_node(node, exc)
         self._pump(self._clock.monotonic())
@@ -299,8 +354,7 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
                     )
         self._expire(now)
         self._maybe_recover_metadata(now)
-        while self._delayed and self._delayed[0].due <= now:
-            item = heapq.heappop(self._delayed)
+        for item in self._unsent.take_due(now):
             self._deliver_response(item.node, item.event)
         self._route(now)
         may_connect = self._may_connect()
@@ -329,7 +383,7 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
                 if not node.transport.out:
                     self._close_idle(node, now)
                     continue
-            self._update_interest(node)
+            self._connector.update_interest(node)
 
     def _next_deadline(self) -> float | None:
         may_connect = self._may_connect()  # if not, a due connect waits for TokenChanged
@@ -339,12 +393,8 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             if (t := n.conn.next_deadline(may_connect=may_connect)) is not None
         ]
         times.extend(t for n in self._nodes.values() if (t := n.conn.idle_deadline()) is not None)
-        if self._delayed:
-            times.append(self._delayed[0].due)
-        for pending in self._dropped:
-            times.append(pending.deadline)
-        if self._unassigned:
-            times.extend(p.deadline for p in self._unassigned)
+        times.extend(self._unsent.deadlines())
+        if self._unsent.has_any():
             waits = [] if not may_connect else [
                 n.conn.backoff_until
                 for n in self._nodes.values()
@@ -352,12 +402,540 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             ]
             if waits:
                 times.append(min(waits))
-        for waiting in self._waiting.values():
-            times.extend(p.deadline for p in waiting)
-        if self._metadata_starved():
-            assert self._metadata_wanted_since is not None
-            times.append(self._metadata_wanted_since + self._rebootstrap_trigger)
+        recovery = self._recovery.deadline(self._brokers_known())
+        if recovery is not None:
+            times.append(recovery)
         return min(times) if times else None
+
+    # -- nodes and their connections ---------------------------------------------------------
+
+    def _new_node(self, node_id: int, address: BrokerAddress) -> Node:
+        conn = NodeConnection(node_id, self.settings, random=self._random, sasl=self._sasl)
+        log = self._log.bind(node=node_id, address=str(address))
+        return Node(node_id, address, conn, log)
+
+    def _set_address(self, node_id: int, address: BrokerAddress) -> None:
+        self._removed.discard(node_id)
+        node = self._nodes.get(node_id)
+        if node is None:
+            node = self._nodes[node_id] = self._new_node(node_id, address)
+            node.log.debug("node_learned")
+            for pending in self._unsent.take_waiting(node_id):
+                node.conn.enqueue(pending)
+        if node.retired:  # named again before its last requests were answered
+            node.retired = False
+            node.log.info("node_restored")
+        if node.address != address:
+            node.log.info("node_address_changed", new_address=str(address))
+            node.address = address
+            node.addresses = None  # resolve the new name at the next attempt
+            node.address_index = 0
+            node.log = self._log.bind(node=node_id, address=str(address))
+
+    def _record(
+        self, node: Node, kind: str, error: KafkaError | None = None, at: float | None = None
+    ) -> None:
+        """Record a connection event; ``at`` is the clock reading the state change used (a
+        failure's backoff runs from it), else now."""
+        self._events.append(
+            ConnectionEvent(
+                node.node_id,
+                kind,
+                self._clock.monotonic() if at is None else at,
+                None if error is None else str(error),
+                node.conn.last_backoff
+                if kind in ("connect_failed", "auth_failed", "disconnected")
+                else None,
+            )
+        )
+        states = self.connection_states
+        if states is not None:
+            states.record(
+                node.node_id, str(node.address), kind, None if error is None else str(error)
+            )
+
+    def _connect(self, node: Node, now: float) -> None:
+        conn = node.conn
+        conn.start_connect(now)
+        self._record(node, "connect", at=now)
+        log = (
+            node.log.info
+            if not node.down_announced and conn.failed_attempts == 0
+            else (node.log.debug)
+        )
+        log("node_connecting", attempt=conn.failed_attempts + 1)
+        if self._connector.needs_resolving(node):
+            self._connector.resolve(node)  # the connection goes on in _on_resolved
+            return
+        error = self._connector.open_socket(node)
+        if error is not None:
+            self._close_node(node, error)
+
+    def _on_resolved(self, answer: Resolved) -> None:
+        node = self._nodes.get(answer.node)
+        if (
+            node is None
+            or node.resolving != answer.token
+            or node.conn.state is not ConnectionState.CONNECTING
+            or node.transport is not None
+        ):
+            return  # an older attempt's answer (it timed out, or the node was forgotten)
+        error = self._connector.resolved(node, answer)
+        if error is not None:
+            self._close_node(node, error)
+
+    def _close_idle(self, node: Node, now: float) -> None:
+        """connections.max.idle.ms passed with nothing queued or in flight: close the
+        connection; the next request for the node opens a new one (no backoff)."""
+        self._connector.drop_transport(node)
+        idle_ms = round((now - node.conn.last_used) * 1000)
+        node.conn.close_idle()
+        self._record(node, "idle_closed")
+        node.log.debug("node_idle_closed", idle_ms=idle_ms)
+
+    def _retire(self, node: Node) -> None:
+        """A newer Metadata response left ``node`` out (Java: a node not in the latest
+        metadata is no connection candidate): requests for any node queued on it are routed
+        again, requests for it fail with a retriable error, and it is forgotten (its
+        connection closed) once its in-flight requests are answered or failed."""
+        node.in_metadata = False
+        self._removed.add(node.node_id)
+        if node.retired:
+            return
+        node.retired = True
+        error = DisconnectedError(
+            f"Node {node.node_id} is not in the latest Metadata response", node=node.node_id
+        )
+        for pending in node.conn.take_queued():
+            if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
+                self._unsent.add_any(pending)
+            else:
+                self._fail(pending, error, node.node_id)
+        self._record(node, "removed")
+        node.log.info("node_removed", in_flight=node.conn.in_flight_count)
+        self._forget_retired(node)
+
+    def _forget_retired(self, node: Node) -> bool:
+        """Forget a retired node with nothing in flight (True if it is gone)."""
+        if not node.retired or node.conn.in_flight_count or node.conn.queued_count:
+            return False
+        if self._nodes.get(node.node_id) is node:
+            self._connector.drop_transport(node)
+            node.conn.close(DisconnectedError(f"Node {node.node_id} removed", node=node.node_id))
+            del self._nodes[node.node_id]
+            self._unavailable.forget(node.node_id)
+            node.log.debug("node_forgotten")
+        return True
+
+    def _close_node(self, node: Node, error: KafkaError) -> None:
+        """Close ``node``'s transport because of ``error`` and fail what must fail."""
+        if error.node is None:
+            error.node = node.node_id
+        self._connector.drop_transport(node)
+        conn = node.conn
+        was = conn.state
+        # One reading of the clock: the backoff runs from it, and the recorded event says so.
+        lost_at = self._clock.monotonic()
+        events = conn.connection_lost(error, lost_at)
+        # Requests for "any node" queued here may go to another node now. A request for this
+        # node fails at once with a retriable error, as Java's NetworkClientDelegate fails an
+        # unsent request whose node's connection failed (checkDisconnects): its manager retries
+        # it through its request state, or gives it up (a leave whose coordinator cannot be
+        # reached ends, so close() does not wait for request.timeout.ms).
+        for pending in conn.take_queued():
+            if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
+                self._unsent.add_any(pending)
+            else:
+                unreachable = KafkaConnectionError(
+                    f"Node {node.node_id} ({node.address}) is unreachable: {error.message}",
+                    node=node.node_id,
+                )
+                self._fail(pending, unreachable, node.node_id)
+        backoff_ms = round(conn.last_backoff * 1000)
+        if isinstance(error, AuthenticationError):
+            # Callers waiting for any node were waiting on this attempt: they get the typed
+            # error too, rather than a timeout (Java fails such requests with it).
+            for pending in self._unsent.take_any():
+                if cast(Send, pending.token).node == ANY_NODE or node.node_id < 0:
+                    self._fail(pending, error, node.node_id)
+                else:
+                    self._unsent.add_any(pending)
+            self._record(node, "auth_failed", error, lost_at)
+            first = not node.down_announced
+            log = node.log.warning if first else node.log.debug
+            log("node_authentication_failed", error=str(error), backoff_ms=backoff_ms)
+            node.down_announced = True
+            self._warn_unavailable(node, "authentication failed", error)
+        elif was is ConnectionState.READY:
+            self._record(node, "disconnected", error, lost_at)
+            node.log.info("node_disconnected", error=str(error), backoff_ms=backoff_ms)
+            node.down_announced = True
+            if node.node_id < 0 and not any(n >= 0 for n in self._nodes):
+                # Java's "Bootstrap broker host:port disconnected": no broker learned yet.
+                self._warn_unavailable(node, "bootstrap broker disconnected", error)
+        else:
+            self._record(node, "connect_failed", error, lost_at)
+            log = node.log.info if not node.down_announced else node.log.debug
+            log("node_connect_failed", error=str(error), backoff_ms=backoff_ms)
+            node.down_announced = True
+            self._warn_unavailable(node, "connection could not be established", error)
+        self._handle(node, events)
+
+    def _warn_unavailable(self, node: Node, reason: str, error: KafkaError) -> None:
+        """A WARNING a user sees with default logging when a node becomes unavailable, again
+        at most once per ``max(30 s, reconnect.backoff.max.ms)`` while it stays so, with the
+        number of failed attempts since the last line (Java's NetworkClient warns at each
+        failed attempt; librdkafka suppresses identical errors for 30 s); the same for "every
+        known node is down". :meth:`_node_available` logs the end of both."""
+        now_ms = round(self._clock.monotonic() * 1000)
+        report = self._unavailable.occurred(node.node_id, now_ms)
+        if report is not None:
+            node.log.warning(
+                "node_unavailable",
+                reason=reason,
+                error=str(error),
+                bootstrap=node.node_id < 0,
+                failed_attempts=node.conn.failed_attempts,
+                backoff_ms=round(node.conn.last_backoff * 1000),
+                **report.fields(),
+            )
+        if not all(
+            n.conn.state is ConnectionState.DISCONNECTED and n.conn.last_error is not None
+            for n in self._nodes.values()
+        ):
+            return
+        report = self._unavailable.occurred(ALL_DOWN, now_ms)
+        if report is not None:
+            self._log.warning(
+                "all_brokers_unavailable",
+                addresses=sorted({str(n.address) for n in self._nodes.values()}),
+                last_error=str(error),
+                **report.fields(),
+            )
+
+    def _node_available(self, node: Node) -> None:
+        """``node`` is ready: the end of its "unavailable" condition and of "all down"."""
+        now_ms = round(self._clock.monotonic() * 1000)
+        cleared = self._unavailable.cleared(node.node_id, now_ms)
+        if cleared is not None:
+            node.log.info("node_available_again", **cleared.fields())
+        cleared = self._unavailable.cleared(ALL_DOWN, now_ms)
+        if cleared is not None:
+            self._log.info("broker_available_again", **cleared.fields())
+
+    # -- requests: from acceptance to the reply ---------------------------------------------
+
+    def _accept(self, send: Send) -> None:
+        now = self._clock.monotonic()
+        timeout_ms = (
+            send.timeout_ms if send.timeout_ms is not None else (self.settings.request_timeout_ms)
+        )
+        pending = PendingRequest(send.request, send, now + timeout_ms / 1000.0, send.trace_id)
+        if self._closed:
+            self._fail(pending, ConsumerClosedError("The NetworkActor is closed"), send.node)
+            return
+        if not hasattr(send.request, "__api_key__"):
+            self._fail(pending, FatalError(f"Not a Kafka request: {send.request!r}"), send.node)
+            return
+        node = send.node
+        if pending.api_key == ApiKey.METADATA:
+            self._recovery.requested(now)
+        self._log.debug(
+            "request_accepted",
+            api=api_label(pending.api_key),
+            version=int(send.request.__version__),
+            node=node,
+            request_id=send.request_id,
+        )
+        if node in (ANY_NODE, BOOTSTRAP_NODE):
+            self._unsent.add_any(pending)
+        elif node == COORDINATOR_NODE:
+            self._fail(
+                pending,
+                FatalError("COORDINATOR_NODE must be resolved to a node id by the sender"),
+                node,
+            )
+        elif node in self._removed:
+            self._fail(
+                pending,
+                DisconnectedError(f"Node {node} is not in the latest Metadata response", node=node),
+                node,
+            )
+        elif node in self._nodes:
+            self._nodes[node].conn.enqueue(pending)
+        else:
+            self._unsent.wait_for(node, pending)
+
+    def _expire(self, now: float) -> None:
+        for node in list(self._nodes.values()):
+            events, broken = node.conn.check_timeouts(now)
+            self._handle(node, events)
+            if broken is not None:
+                self._close_node(node, broken)
+        unsent, dropped = self._unsent.expire(now)
+        for pending, kind in unsent:
+            self._fail(pending, self._unsent_timeout(pending, kind), kind)
+        for pending in dropped:
+            self._fail(
+                pending,
+                KafkaTimeoutError(
+                    f"No response to {type(pending.request).__name__} before its deadline "
+                    "(response dropped by fault injection)"
+                ),
+                cast(Send, pending.token).node,
+            )
+
+    def _unsent_timeout(self, pending: PendingRequest, node: int) -> KafkaTimeoutError:
+        if node == ANY_NODE:
+            errors = [n.conn.last_error for n in self._nodes.values() if n.conn.last_error]
+            why = f"; last error: {errors[-1].message}" if errors else ""
+            return KafkaTimeoutError(
+                f"{type(pending.request).__name__} timed out: no node became ready{why}"
+            )
+        return KafkaTimeoutError(
+            f"{type(pending.request).__name__} to node {node} timed out: the node's address is "
+            "unknown (not in any Metadata response yet)",
+            node=node,
+        )
+
+    def _route(self, now: float) -> None:
+        """Give ANY_NODE / BOOTSTRAP_NODE requests to a ready node, or start a connection."""
+        if not self._unsent.has_any():
+            return
+        real = [n for n in self._nodes.values() if n.node_id >= 0 and not n.retired]
+        boot = [self._nodes[i] for i in self._bootstrap]
+        keep: deque[PendingRequest] = deque()
+        connect_started = False
+        for pending in self._unsent.take_any():
+            kind = cast(Send, pending.token).node
+            if kind == BOOTSTRAP_NODE:
+                candidates = boot
+            elif real and not self._recovery.rebootstrap:
+                candidates = real  # metadata.recovery.strategy=none: never back to bootstrap
+            else:
+                candidates = real + boot
+            ready = [n for n in candidates if n.conn.ready]
+            if kind == ANY_NODE and any(n.node_id >= 0 for n in ready):
+                ready = [n for n in ready if n.node_id >= 0]
+            if ready:
+                min(ready, key=lambda n: n.conn.load).conn.enqueue(pending)
+                continue
+            keep.append(pending)
+            if connect_started or any(n.conn.connected and not n.conn.ready for n in candidates):
+                continue
+            if not self._may_connect():
+                continue
+            for node in candidates:
+                if node.conn.connect_delay(now) == 0.0:
+                    self._connect(node, now)
+                    connect_started = True
+                    break
+        for pending in keep:
+            self._unsent.add_any(pending)
+
+    def _handle(self, node: Node, events: Iterable[Event]) -> None:
+        for event in events:
+            if isinstance(event, Completed):
+                self._completed(node, event)
+            elif isinstance(event, Failed):
+                self._fail(event.request, event.error, node.node_id)
+            elif isinstance(event, Ready):
+                node.conn.touch(self._clock.monotonic())
+                self._record(node, "ready")
+                node.log.info(
+                    "node_ready",
+                    api_versions_version=event.versions.api_versions_version,
+                    authenticated=self._sasl is not None,
+                )
+                node.down_announced = False
+                self._node_available(node)
+            elif isinstance(event, Broken):
+                self._close_node(node, event.error)
+            elif isinstance(event, Reauthenticated):
+                self._record(node, "reauthenticated")
+                node.log.debug(
+                    "node_reauthenticated", session_lifetime_ms=event.session_lifetime_ms
+                )
+
+    def _completed(self, node: Node, event: Completed) -> None:
+        pending = event.request
+        api = pending.api_key
+        if self.metrics is not None and event.sent_at is not None:
+            self.metrics.response_received((self._clock.monotonic() - event.sent_at) * 1000.0)
+        if api == ApiKey.METADATA:
+            self._learn(event.response)
+        throttle = getattr(event.response, "throttle_time", None)
+        if throttle is not None:
+            throttle_ms = round(throttle.total_seconds() * 1000)
+            version = int(pending.request.__version__)
+            if throttle_ms > 0 and version >= CLIENT_THROTTLES_FROM.get(api, 0):
+                now = self._clock.monotonic()
+                node.conn.throttle(now, throttle_ms)
+                self._events.append(
+                    ConnectionEvent(node.node_id, "throttled", now, None, throttle_ms / 1000.0)
+                )
+                node.log.debug("node_throttled", api=api_label(api), throttle_time_ms=throttle_ms)
+        faults = self.faults
+        if faults is not None:
+            fault = faults.on_response(api, node.node_id)
+            if fault is not None:
+                with traced(pending.trace_id):
+                    node.log.info("fault_injected", api=api_name(api), fault=repr(fault))
+                if isinstance(fault, Delay):
+                    self._unsent.delay(
+                        self._clock.monotonic() + fault.seconds, node.node_id, event
+                    )
+                    return
+                if isinstance(fault, Drop):
+                    self._unsent.drop(pending)
+                    return
+                if isinstance(fault, ErrorCode):
+                    replaced = with_error_code(event.response, fault.code)
+                    if replaced is not None:
+                        event = Completed(pending, event.correlation_id, replaced)
+                    else:
+                        self._fail(
+                            pending,
+                            error_for_code(
+                                fault.code,
+                                f"{error_for_code(fault.code).message} (injected)",
+                                node=node.node_id,
+                            ),
+                            node.node_id,
+                        )
+                        return
+        self._deliver_response(node.node_id, event)
+
+    def _deliver_response(self, node_id: int, event: Completed) -> None:
+        pending = event.request
+        send = cast(Send, pending.token)
+        if pending.api_key == ApiKey.METADATA:
+            code = int(getattr(event.response, "error_code", 0) or 0)
+            if code == RebootstrapRequiredError.code:
+                self._fail(
+                    pending,
+                    DisconnectedError("The broker answered REBOOTSTRAP_REQUIRED", node=node_id),
+                    node_id,
+                )
+                self._do_rebootstrap(self._clock.monotonic(), "REBOOTSTRAP_REQUIRED")
+                return
+            self._recovery.answered()
+            if self._unavailable:
+                self._metadata_answered()
+        with traced(pending.trace_id):
+            self._log.debug(
+                "response_received",
+                node=node_id,
+                api=api_label(pending.api_key),
+                correlation_id=event.correlation_id,
+                request_id=send.request_id,
+            )
+            reply(
+                send.reply_to,
+                Response(
+                    send.request_id, event.correlation_id, node_id, event.response, pending.trace_id
+                ),
+                self._log,
+            )
+
+    def _fail(self, pending: PendingRequest, error: KafkaError, node: int) -> None:
+        send = cast(Send, pending.token)
+        api = pending.api_key if hasattr(pending.request, "__api_key__") else -1
+        with traced(pending.trace_id):
+            self._log.debug(
+                "request_failed",
+                node=node,
+                api=api_label(api),
+                error=str(error),
+                retriable=error.retriable,
+                request_id=send.request_id,
+            )
+            reply(
+                send.reply_to,
+                RequestFailed(send.request_id, node, api, error, pending.trace_id),
+                self._log,
+            )
+
+    # -- metadata: the brokers it names, and recovery (KIP-899 / KIP-1102) -----------------
+
+    def _learn(self, response: Any) -> None:
+        """The brokers of a Metadata response are the cluster's nodes (Java's ``Metadata``
+        builds its node set from the latest response only): learn them, and retire the nodes
+        an earlier response named that this one leaves out (a decommissioned or fenced broker,
+        the old cluster after a move). An empty broker list changes nothing."""
+        brokers = getattr(response, "brokers", None)
+        if not brokers:
+            return
+        named: set[int] = set()
+        for broker in brokers:
+            node_id = int(broker.node_id)
+            named.add(node_id)
+            self._set_address(node_id, BrokerAddress(str(broker.host), int(broker.port)))
+            self._nodes[node_id].in_metadata = True
+        for node in [n for n in self._nodes.values() if n.in_metadata and n.node_id not in named]:
+            self._retire(node)
+
+    def _brokers_known(self) -> bool:
+        """A Metadata response named a broker (else there is nothing to recover from)."""
+        return any(n >= 0 for n in self._nodes)
+
+    def _metadata_answered(self) -> None:
+        """A Metadata response came: the recovery conditions (if reported) have ended."""
+        now_ms = round(self._clock.monotonic() * 1000)
+        for key in (REBOOTSTRAP, NO_RECOVERY):
+            if (cleared := self._unavailable.cleared(key, now_ms)) is not None:
+                self._log.info("metadata_recovered", after=key, **cleared.fields())
+
+    def _maybe_recover_metadata(self, now: float) -> None:
+        """No Metadata response for ``metadata.recovery.rebootstrap.trigger.ms`` while one is
+        wanted: rebootstrap, or (strategy ``none``) fail the waiting Metadata requests."""
+        waited = self._recovery.overdue(now, self._brokers_known())
+        if waited is None:
+            return
+        waited_ms = round(waited * 1000)
+        if self._recovery.rebootstrap:
+            self._do_rebootstrap(now, f"no Metadata response for {waited_ms} ms")
+            return
+        self._recovery.restart(now)  # reported once per trigger period
+        error = BrokersUnreachableError(
+            f"No Metadata response from any known broker for {waited_ms} ms "
+            "(metadata.recovery.rebootstrap.trigger.ms) and metadata.recovery.strategy=none: "
+            "the client does not go back to the bootstrap servers; known brokers: "
+            + ", ".join(sorted(str(n.address) for n in self._nodes.values() if n.node_id >= 0))
+        )
+        if (report := self._unavailable.occurred(NO_RECOVERY, round(now * 1000))) is not None:
+            self._log.warning("metadata_recovery_impossible", error=str(error), **report.fields())
+        for pending in self._unsent.take_any():
+            if pending.api_key == ApiKey.METADATA:
+                self._fail(pending, error, ANY_NODE)
+            else:
+                self._unsent.add_any(pending)
+
+    def _do_rebootstrap(self, now: float, reason: str) -> None:
+        """Forget every known broker and start again from the bootstrap servers."""
+        self._recovery.restart(now)  # the next trigger counts from here
+        forgotten = [n for n in self._nodes.values() if n.node_id >= 0]
+        if (report := self._unavailable.occurred(REBOOTSTRAP, round(now * 1000))) is not None:
+            self._log.warning(
+                "rebootstrap",
+                reason=reason,
+                forgotten=sorted(f"{n.node_id}@{n.address}" for n in forgotten),
+                bootstrap=[str(a) for a in self.config.bootstrap_servers],
+                **report.fields(),
+            )
+        self._events.append(ConnectionEvent(BOOTSTRAP_NODE, "rebootstrap", now, reason, None))
+        for node in forgotten:
+            error = DisconnectedError(f"Rebootstrapping ({reason})", node=node.node_id)
+            self._connector.drop_transport(node)
+            for pending in node.conn.take_queued():
+                if cast(Send, pending.token).node in (ANY_NODE, BOOTSTRAP_NODE):
+                    self._unsent.add_any(pending)
+                else:
+                    self._fail(pending, error, node.node_id)
+            for event in node.conn.close(error):
+                if isinstance(event, Failed):
+                    self._fail(event.request, event.error, node.node_id)
+            del self._nodes[node.node_id]
 
     # -- shutdown --------------------------------------------------------------------------------
 
@@ -366,8 +944,7 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             return
         self._closed = True
         self._inbox.driver = None
-        if self._resolver_pool is not None:
-            self._resolver_pool.shutdown(wait=False, cancel_futures=True)
+        self._connector.close()
         error = ConsumerClosedError(
             "The NetworkActor stopped" + (f" because of: {cause}" if cause else "")
         )
@@ -378,21 +955,11 @@ class NetworkActor(NetworkRequests, NetworkRebootstrap, NetworkConnections):
             if node.transport is not None:
                 node.transport.close()
                 node.transport = None
-                self._transport_closed()
+                self._connector.transport_closed()
         if self.connection_states is not None:
             self.connection_states.clear()  # this actor's connections are gone
-        for pending in list(self._unassigned):
-            self._fail(pending, error, cast(Send, pending.token).node)
-        self._unassigned.clear()
-        for node_id, waiting in self._waiting.items():
-            for pending in waiting:
-                self._fail(pending, error, node_id)
-        self._waiting.clear()
-        for pending in self._dropped:
-            self._fail(pending, error, cast(Send, pending.token).node)
-        self._dropped.clear()
-        for item in self._delayed:
-            self._fail(item.event.request, error, item.node)
-        self._delayed.clear()
+        for pending, node_id in self._unsent.take_all():
+            target = cast(Send, pending.token).node if node_id is None else node_id
+            self._fail(pending, error, target)
         self._inbox.close()
         self._log.info("network_stopped")
