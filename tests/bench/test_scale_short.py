@@ -6,50 +6,35 @@ Rates and CPU are printed, not asserted."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.runner import run_bench
+
 CLIENTS = ("kafka-actors", "confluent-kafka tuned", "aiokafka", "java")
 
 
 @pytest.mark.broker
 def test_scale_bench_short_form(tmp_path: Path) -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     png, rows = tmp_path / "scale.png", tmp_path / "scale.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "scale.py"),
-            "--partitions",
-            "1,8",
-            "--brokers",
-            "1",
-            "--records",
-            "2000",
-            "--clients",
-            ",".join(CLIENTS),
-            "--paused-seconds",
-            "1",
-            "--plot",
-            str(png),
-            "--json",
-            str(rows),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=env,
-        cwd=ROOT,
+    out = run_bench(
+        "scale.py",
+        "--partitions",
+        "1,8",
+        "--brokers",
+        "1",
+        "--records",
+        "2000",
+        "--clients",
+        ",".join(CLIENTS),
+        "--paused-seconds",
+        "1",
+        "--plot",
+        str(png),
+        "--json",
+        str(rows),
     )
-    out = done.stdout
-    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     table = json.loads(rows.read_text())
     assert {(r["client"], r["partitions"]) for r in table["rows"]} == {
         (c, p) for c in CLIENTS for p in (1, 8)

@@ -7,15 +7,12 @@ Rates are printed, not asserted."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.runner import run_bench
+
 WAYS = (
     "poll loop",
     "aiokafka task/partition",
@@ -29,34 +26,22 @@ WAYS = (
 
 @pytest.mark.broker
 def test_parallel_bench_short_form() -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "parallel.py"),
-            "--records",
-            "2000",
-            "--quota",
-            "600",
-            "--keys",
-            "100",
-            "--handlers",
-            "0,1",
-            "--seconds-sequential",
-            "0.2",
-            "--max-concurrency",
-            "32",
-        ],
-        capture_output=True,
-        text=True,
+    out = run_bench(
+        "parallel.py",
+        "--records",
+        "2000",
+        "--quota",
+        "600",
+        "--keys",
+        "100",
+        "--handlers",
+        "0,1",
+        "--seconds-sequential",
+        "0.2",
+        "--max-concurrency",
+        "32",
         timeout=900,
-        check=False,
-        env=env,
-        cwd=ROOT,
     )
-    out = done.stdout
-    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert "!!" not in out, out
     sections = out.split("\n\n")[1:]
     titles = [s.splitlines()[0] for s in sections]
