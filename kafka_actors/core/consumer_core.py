@@ -458,11 +458,18 @@ class ConsumerCore(ActorCore):
             return False
         subs = self.ctx.subscriptions
         if regex is not None:
-            try:
-                re.compile(regex)
-            except re.error as exc:
-                raise ValueError(f"Invalid subscription regex {regex!r}: {exc}") from exc
-            subs.subscribe_pattern(regex)
+            # The consumer group protocol evaluates the regex on the broker (RE2J): Python's
+            # re does not judge it; the broker's INVALID_REGULAR_EXPRESSION reaches poll()
+            # as InvalidRegularExpressionError. The classic protocol matches it here.
+            broker_evaluated = self.ctx.group_protocol == "consumer"
+            if not regex:
+                raise ValueError("A subscription regex must not be empty")
+            if not broker_evaluated:
+                try:
+                    re.compile(regex)
+                except re.error as exc:
+                    raise ValueError(f"Invalid subscription regex {regex!r}: {exc}") from exc
+            subs.subscribe_pattern(regex, broker_evaluated=broker_evaluated)
             names = frozenset()
         else:
             for name in names:

@@ -55,7 +55,11 @@ Choices, in one place:
   broker decides); requests for all topics never ask for creation.
 * **exclude.internal.topics** applies to regex matching (as Java's ``ConsumerMetadata``); an
   all-topics lookup (``list_topics``) returns internal topics too, for the caller to filter.
-* **Regex subscriptions** are matched with Python's :func:`re.fullmatch` (Java's
+* **Regex subscriptions** under the consumer group protocol (KIP-848) are evaluated by the
+  group's coordinator with RE2J: the regex goes to the broker as given, a pattern in RE2
+  syntax Python cannot read (``\\Q...\\E``) is not matched here (``broker_evaluated``), and
+  the names of the topics the broker assigns are resolved by an all-topics request. Under the
+  classic protocol they are matched here, with Python's :func:`re.fullmatch` (Java's
   ``Matcher.matches()`` is a full match as well). Caveats against Java's ``java.util.regex``:
   ``\\p{...}`` classes other than what Python knows, ``\\Q...\\E`` quoting, ``(?<name>...)``
   named groups (Python: ``(?P<name>...)``) and the Java-only flags are not understood; an
@@ -348,6 +352,8 @@ class MetadataManager:
         # Wanted topics.
         self._subscribed: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
+        #: The subscribed regex as given (None: none), also when it is not matched here.
+        self._pattern_text: str | None = None
         self._matched: frozenset[str] | None = None
         self._assigned_topics: frozenset[str] = frozenset()
         self._waiters: dict[int, _Waiter] = {}
@@ -409,16 +415,31 @@ class MetadataManager:
     def set_versions(self, versions: NegotiatedVersions) -> None:
         self._versions = versions
 
-    def set_subscription(self, topics: Iterable[str] = (), *, pattern: str | None = None) -> None:
+    def set_subscription(
+        self,
+        topics: Iterable[str] = (),
+        *,
+        pattern: str | None = None,
+        broker_evaluated: bool = False,
+    ) -> None:
         """The subscribed topic names, or a regex (names are then ignored); () and None to
-        unsubscribe. A change asks for an update."""
-        compiled = None if pattern is None else compile_subscription_pattern(pattern)
-        names = frozenset(topics) if compiled is None else frozenset()
-        old_pattern = None if self._pattern is None else self._pattern.pattern
-        if names == self._subscribed and pattern == old_pattern:
+        unsubscribe. A change asks for an update. ``broker_evaluated``: the group's
+        coordinator matches the regex (KIP-848, RE2J): one Python's ``re`` cannot read is not
+        matched here (the assignment's topics are kept in the view as usual) instead of
+        raising InvalidRegularExpressionError."""
+        compiled = None
+        if pattern is not None:
+            try:
+                compiled = compile_subscription_pattern(pattern)
+            except InvalidRegularExpressionError:
+                if not broker_evaluated:
+                    raise
+        names = frozenset(topics) if pattern is None else frozenset()
+        if names == self._subscribed and pattern == self._pattern_text:
             return
         self._subscribed = names
         self._pattern = compiled
+        self._pattern_text = pattern
         self._matched = None
         if compiled is not None and self._cluster_covers_all:
             # Match against what is known now; the update asked for below refines it.

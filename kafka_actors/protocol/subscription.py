@@ -228,6 +228,11 @@ class SubscriptionState:
         self._type = SubscriptionType.NONE
         self._subscription: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
+        #: The group's coordinator evaluates the pattern (KIP-848: RE2J, on the broker): an
+        #: assigned topic is of the subscription whether or not Python's ``re`` matches it.
+        self._broker_pattern = False
+        #: The subscribed regex as given (None: none), also when ``re`` cannot read it.
+        self._regex: str | None = None
         # Assignment in assignment order (dicts keep insertion order).
         self._assignment: dict[TopicPartition, TopicPartitionState] = {}
         self._assignment_id = 0
@@ -267,15 +272,36 @@ class SubscriptionState:
         with self._lock:
             self._set_type(SubscriptionType.AUTO_TOPICS)
             self._pattern = None
+            self._broker_pattern = False
+            self._regex = None
             return self._change_subscription(wanted)
 
-    def subscribe_pattern(self, pattern: str | re.Pattern[str]) -> None:
+    def subscribe_pattern(
+        self, pattern: str | re.Pattern[str], *, broker_evaluated: bool = False
+    ) -> None:
         """Subscribe to every topic matching a regular expression (AUTO_PATTERN). The topics
-        matching it are set by the metadata layer with :meth:`subscribe_from_pattern`."""
-        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        matching it are set by the metadata layer with :meth:`subscribe_from_pattern`.
+
+        ``broker_evaluated``: the group's coordinator decides which topics match (the
+        consumer group protocol evaluates the regex on the broker, with RE2J): a pattern
+        Python's ``re`` cannot read is accepted (nothing is matched locally then, and the
+        subscription is the topics of the assignment), and every assigned topic is of the
+        subscription. Otherwise a pattern ``re`` cannot read raises ``re.error``."""
+        compiled: re.Pattern[str] | None
+        if isinstance(pattern, str):
+            try:
+                compiled = re.compile(pattern)
+            except re.error:
+                if not broker_evaluated:
+                    raise
+                compiled = None
+        else:
+            compiled = pattern
         with self._lock:
             self._set_type(SubscriptionType.AUTO_PATTERN)
             self._pattern = compiled
+            self._broker_pattern = broker_evaluated
+            self._regex = pattern if isinstance(pattern, str) else pattern.pattern
 
     def subscribe_from_pattern(self, topics: Iterable[str]) -> bool:
         """The topics currently matching the subscribed pattern; True when they changed."""
@@ -301,6 +327,12 @@ class SubscriptionState:
     def subscribed_pattern(self) -> re.Pattern[str] | None:
         with self._lock:
             return self._pattern
+
+    @property
+    def subscribed_regex(self) -> str | None:
+        """The subscribed regex as given (also one only the broker reads); None: none."""
+        with self._lock:
+            return self._regex
 
     def matches_subscribed_pattern(self, topic: str) -> bool:
         with self._lock:
@@ -330,6 +362,8 @@ class SubscriptionState:
         with self._lock:
             self._subscription = frozenset()
             self._pattern = None
+            self._broker_pattern = False
+            self._regex = None
             self._type = SubscriptionType.NONE
             if self._assignment:
                 self._assignment = {}
@@ -347,7 +381,8 @@ class SubscriptionState:
 
     def assign_from_subscribed(self, partitions: Iterable[TopicPartition]) -> bool:
         """The group's assignment for an auto subscription. Every partition must belong to a
-        subscribed topic (or match the pattern); True when the assignment changed."""
+        subscribed topic (or match the pattern, unless the broker evaluates it); True when the
+        assignment changed."""
         wanted = list(dict.fromkeys(partitions))
         with self._lock:
             if not self._has_auto():
@@ -355,6 +390,10 @@ class SubscriptionState:
                     "Assignment from the group is only allowed with a topic or pattern "
                     f"subscription (current: {self._type.value})"
                 )
+            if self._broker_pattern:
+                if self._pattern is None:  # nothing matched here: the broker's match
+                    self._change_subscription(frozenset(tp.topic for tp in wanted))
+                return self._set_assignment(wanted)
             for tp in wanted:
                 if tp.topic not in self._subscription and not (
                     self._pattern is not None and self._pattern.fullmatch(tp.topic)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kafka_actors import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka_actors.errors import InvalidRegularExpressionError
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from tests.consumer.helpers import base_config, poll_until, produce, unique
 
@@ -61,6 +62,33 @@ def test_subscribe_pattern(kafka_broker: Any, protocol: str) -> None:
         consumer.subscribe(pattern=f"{prefix}-.*")
         records = poll_until(consumer, 10)
     assert {r.topic for r in records} == {f"{prefix}-a", f"{prefix}-b"}
+
+
+def test_the_consumer_protocol_leaves_the_regex_to_the_broker(kafka_broker: Any) -> None:
+    """The coordinator evaluates a KIP-848 regex subscription with RE2J: a pattern in RE2
+    syntax Python's re cannot read (\\Q...\\E quoting) is accepted and matches on the
+    broker; one RE2J refuses (a lookahead, which Python reads) fails poll() with the broker's
+    INVALID_REGULAR_EXPRESSION as a typed error."""
+    prefix = unique("re2")
+    for suffix in ("a", "b"):
+        kafka_broker.create_topic(f"{prefix}.{suffix}", partitions=1)
+        produce(kafka_broker.bootstrap_servers, f"{prefix}.{suffix}", 5)
+    kafka_broker.create_topic(f"{prefix}x{suffix}", partitions=1)  # "." quoted: no match
+    produce(kafka_broker.bootstrap_servers, f"{prefix}x{suffix}", 5)
+    config = group_config(kafka_broker.bootstrap_servers, unique("g"), "consumer")
+    with KafkaConsumer(config) as consumer:
+        consumer.subscribe(pattern=rf"\Q{prefix}.\E.*")
+        records = poll_until(consumer, 10)
+        assert consumer.subscription() == {f"{prefix}.a", f"{prefix}.b"}
+    assert {r.topic for r in records} == {f"{prefix}.a", f"{prefix}.b"}
+
+    config = group_config(kafka_broker.bootstrap_servers, unique("g"), "consumer")
+    with KafkaConsumer(config) as consumer:
+        consumer.subscribe(pattern=rf"(?={prefix}){prefix}\..*")
+        deadline = time.monotonic() + 30
+        with pytest.raises(InvalidRegularExpressionError):
+            while time.monotonic() < deadline:
+                consumer.poll(0.5)
 
 
 class Recorder(ConsumerRebalanceListener):

@@ -105,6 +105,29 @@ def test_pattern_subscription_matches_and_sets_topics() -> None:
     assert s.metadata_topics() == {"orders-eu", "orders-us"}
 
 
+def test_a_broker_evaluated_pattern_accepts_what_the_broker_assigns() -> None:
+    # The consumer group protocol: the coordinator matches the regex (RE2J). One Python's re
+    # cannot read (\Q...\E quoting) is kept; the assignment's topics are the subscription.
+    s = SubscriptionState()
+    with pytest.raises(re.error):
+        s.subscribe_pattern(r"\Qorders.\E.*")  # matched here (classic): refused
+    s.subscribe_pattern(r"\Qorders.\E.*", broker_evaluated=True)
+    assert s.subscription_type is SubscriptionType.AUTO_PATTERN
+    assert s.subscribed_regex == r"\Qorders.\E.*"
+    assert s.subscription == frozenset()
+    assert s.assign_from_subscribed([TopicPartition("orders.eu", 0)]) is True
+    assert s.subscription == {"orders.eu"}
+    # A readable pattern whose Python match differs from the broker's: the broker decides.
+    s.unsubscribe()
+    assert s.subscribed_regex is None
+    s.subscribe_pattern("orders-[a-z]+", broker_evaluated=True)
+    assert s.assign_from_subscribed([TopicPartition("orders-EU", 0)]) is True
+    s.unsubscribe()
+    s.subscribe_pattern("orders-[a-z]+")
+    with pytest.raises(ValueError):
+        s.assign_from_subscribed([TopicPartition("orders-EU", 0)])
+
+
 def test_subscribe_from_pattern_needs_a_pattern_subscription() -> None:
     s = SubscriptionState()
     s.subscribe(["t"])

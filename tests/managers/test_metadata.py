@@ -462,6 +462,20 @@ def test_invalid_regex_is_refused() -> None:
         manager().set_subscription(pattern="orders(")
 
 
+def test_a_regex_only_the_broker_reads_is_not_matched_here_and_asks_for_no_topic_list() -> None:
+    # RE2J's \Q...\E quoting, which Python's re refuses: with the consumer group protocol
+    # the coordinator evaluates it, so it is kept (no error) and not matched locally.
+    m = manager()
+    m.set_subscription(pattern=r"\Qorders.\E.*", broker_evaluated=True)
+    assert m.wanted_topics() == frozenset()  # no all-topics request to match it here
+    result = respond(m, 0, [T("orders.eu"), T("payments")])
+    assert events_of(result, PatternSubscriptionMatched) == []
+    m.set_assigned_topics(["orders.eu"])
+    assert m.wanted_topics() == frozenset({"orders.eu"})
+    with pytest.raises(InvalidRegularExpressionError):  # the classic protocol matches here
+        manager().set_subscription(pattern=r"\Qorders.\E.*")
+
+
 # -- Topic ids and leader-epoch hints ----------------------------------------------------------
 
 

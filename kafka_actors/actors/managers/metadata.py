@@ -44,9 +44,9 @@ __all__ = ["MetadataActor", "subscription_inputs"]
 def subscription_inputs(ctx: ConsumerContext) -> tuple[frozenset[str], str | None]:
     """(topics, pattern) of the current auto subscription, for a new incarnation."""
     subs = ctx.subscriptions
-    pattern = subs.subscribed_pattern
-    if subs.subscription_type is SubscriptionType.AUTO_PATTERN and pattern is not None:
-        return frozenset(), pattern.pattern
+    regex = subs.subscribed_regex
+    if subs.subscription_type is SubscriptionType.AUTO_PATTERN and regex is not None:
+        return frozenset(), regex
     if subs.subscription_type is SubscriptionType.AUTO_TOPICS:
         return subs.subscription, None
     return frozenset(), None
@@ -73,7 +73,9 @@ class MetadataActor(RoutingManagerActor):
     def rebuild(self) -> None:
         topics, pattern = subscription_inputs(self.ctx)
         if topics or pattern:
-            self.manager.set_subscription(topics, pattern=pattern)
+            self.manager.set_subscription(
+                topics, pattern=pattern, broker_evaluated=self.ctx.group_protocol == "consumer"
+            )
         self.manager.set_assigned_topics(
             {tp.topic for tp in self.ctx.subscriptions.assigned_partitions()}
         )
@@ -81,7 +83,11 @@ class MetadataActor(RoutingManagerActor):
     def handle(self, message: Any, now_ms: int) -> Any:
         manager: MetadataManager = self.manager
         if isinstance(message, SubscriptionChangedEvent):
-            manager.set_subscription(message.topics, pattern=message.pattern)
+            manager.set_subscription(
+                message.topics,
+                pattern=message.pattern,
+                broker_evaluated=self.ctx.group_protocol == "consumer",
+            )
         elif isinstance(message, AssignmentChangedEvent):
             manager.set_assigned_topics(
                 {tp.topic for tp in self.ctx.subscriptions.assigned_partitions()}
@@ -102,7 +108,9 @@ class MetadataActor(RoutingManagerActor):
         self.names_wanted |= event.topic_ids
         self._answer_names(self.manager.cluster)
         if self.names_wanted:
-            self.manager.request_update("topic ids to resolve")
+            # Topics outside the view (those of a regex only the broker matched): the next
+            # request lists every topic, which names them (answered on ClusterUpdated).
+            self.manager.resolve_topic_ids(self.names_wanted)
 
     def _need_partition_counts(self, event: group_events.NeedPartitionCounts, now_ms: int) -> None:
         key = self.manager.fetch_topic_metadata(
