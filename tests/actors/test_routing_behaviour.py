@@ -533,7 +533,7 @@ def test_metadata_receives() -> None:
     _deliver(actor, MetadataUpdateNeeded("leaders", frozenset({"u"})))
     _deliver(actor, MetadataUpdateNeeded("stale"))
     assert manager.calls == [
-        ("request_update", ("topic ids to resolve",)),
+        ("resolve_topic_ids", (frozenset({"id-9"}),)),  # an all-topics request names it
         ("fetch_topic_metadata", (frozenset({"t"}), 1050, 50)),
         ("set_assigned_topics", ({"t"},)),
         ("request_update", ("fetch said so",)),
