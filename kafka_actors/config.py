@@ -680,6 +680,7 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         _long(0),
         300_000,
     ),
+    "metadata.cluster.check.enable": ("metadata_cluster_check_enable", _as_bool, True),
     "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _long(), 10_000),
     "socket.connection.setup.timeout.max.ms": (
         "socket_connection_setup_timeout_max_ms",
@@ -896,6 +897,11 @@ class ConsumerConfig:
     #: "none" never goes back once brokers are known.
     metadata_recovery_strategy: str = "rebootstrap"
     metadata_recovery_rebootstrap_trigger_ms: int = 300_000
+    #: KIP-1242 (Kafka 4.4): connecting to a broker the metadata named, send the cluster id
+    #: and node id expected (ApiVersions v5): a broker of another cluster answers
+    #: REBOOTSTRAP_REQUIRED and the client rebootstraps. Ignored with
+    #: ``metadata.recovery.strategy=none``; older brokers do no check.
+    metadata_cluster_check_enable: bool = True
     #: "use_all_dns_ips": try each address a name resolves to in turn;
     #: "resolve_canonical_bootstrap_servers_only": also use the canonical names of the
     #: bootstrap servers' addresses as their TLS / SASL server names.

@@ -85,6 +85,7 @@ JAVA_DEFAULTS: Final[dict[str, str | None]] = {
     "client.dns.lookup": "use_all_dns_ips",
     "metadata.recovery.strategy": "rebootstrap",
     "metadata.recovery.rebootstrap.trigger.ms": "300000",
+    "metadata.cluster.check.enable": "true",
     "socket.connection.setup.timeout.ms": "10000",
     "socket.connection.setup.timeout.max.ms": "30000",
     "receive.buffer.bytes": "65536",
@@ -344,6 +345,14 @@ KEY_DOCS: Final[dict[str, KeyDoc]] = {
         _AT_LEAST_0,
         "low",
         "How long without any reachable broker before rebootstrapping.",
+    ),
+    "metadata.cluster.check.enable": KeyDoc(
+        BOOL,
+        "",
+        "low",
+        "Send the expected cluster and node id when connecting to a broker (ApiVersions v5, "
+        "Kafka 4.4+, KIP-1242): a broker of another cluster answers REBOOTSTRAP_REQUIRED and "
+        "the client rebootstraps. Ignored with metadata.recovery.strategy=none.",
     ),
     "socket.connection.setup.timeout.ms": KeyDoc(
         LONG,

@@ -25,7 +25,7 @@ import pykka
 import pytest
 
 from kafka_actors import KafkaConsumer
-from kafka_actors.actors.network import Response
+from kafka_actors.actors.network import Response, UpdateNodes
 from kafka_actors.errors import BrokersUnreachableError, KafkaError
 from kafka_actors.metrics import CONSUMER, ConsumerMetrics
 from kafka_actors.protocol.messages import TopicPartition
@@ -215,3 +215,45 @@ def test_consumer_leaves_a_frozen_cluster_after_the_trigger_time() -> None:
                     os.kill(pid, signal.SIGCONT)
                 for consumer in consumers.values():
                     consumer.close()
+
+
+@pytest.mark.broker
+def test_a_known_address_answering_for_another_cluster_rebootstraps(
+    start_network: StartNetwork,
+) -> None:
+    """KIP-1242 (Kafka 4.4): node 1's address (a forwarder standing for a reused address)
+    starts answering for another cluster, whose broker is node 1 too. The reconnection's
+    ApiVersions v5 names the cluster id the metadata gave: the other cluster answers
+    REBOOTSTRAP_REQUIRED and the client rebootstraps. With metadata.cluster.check.enable=false
+    it would talk to the other cluster's node 1 as if it were the first's."""
+    with KafkaBroker() as first, KafkaBroker() as second:
+        assert first.node.node_id == second.node.node_id == 1
+        with TcpProxy("127.0.0.1", (first.node.host, first.node.port)) as proxy:
+            checked = start_network(network_config(first.bootstrap_servers))
+            unchecked = start_network(
+                network_config(
+                    first.bootstrap_servers, **{"metadata.cluster.check.enable": False}
+                )
+            )
+            host, port = proxy.address.rsplit(":", 1)
+            for ref in (checked, unchecked):
+                cluster_id = metadata(ref).response.cluster_id
+                assert cluster_id
+                ref.tell(UpdateNodes(((1, host, int(port)),)))  # node 1 is at the forwarder
+                answer = send(ref, _find_coordinator(), node=1).get(timeout=30)
+                assert isinstance(answer, Response), answer  # the first cluster answers
+            proxy.target = (second.node.host, second.node.port)
+            proxy.cut()  # both reconnect to the second cluster
+            failed = send(checked, _find_coordinator(), node=1).get(timeout=30)
+            assert not isinstance(failed, Response) and failed.error.retriable, failed
+            reasons = [e.error or "" for e in events(checked) if e.kind == "rebootstrap"]
+            assert len(reasons) == 1 and "REBOOTSTRAP_REQUIRED" in reasons[0], reasons
+            assert cluster_id in reasons[0]
+            assert metadata(checked).node < 0  # node 1 forgotten: a bootstrap server answers
+            wrong = send(unchecked, _find_coordinator(), node=1).get(timeout=30)
+            assert isinstance(wrong, Response), wrong  # the second cluster, unnoticed
+            assert "rebootstrap" not in [e.kind for e in events(unchecked)]
+
+
+def _find_coordinator() -> Any:
+    return rq.find_coordinator_request(4, key="kip-1242")

@@ -26,12 +26,14 @@ from kafka_actors.errors import (
     ClusterAuthorizationFailedError,
     KafkaError,
     ProtocolError,
+    RebootstrapRequiredError,
     UnknownApiError,
     UnsupportedVersionError,
 )
 from kafka_actors.protocol.wire import apis
 from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, ApiKey, VersionRange
 from kafka_actors.protocol.wire.framing import decode_request, encode_request, encode_response
+from kafka_actors.protocol.wire.schemas import ApiVersionsRequest as ApiVersionsRequestV5
 from kafka_actors.protocol.wire.versions import (
     CLIENT_SOFTWARE_NAME,
     ApiVersionsHandshake,
@@ -118,12 +120,46 @@ def frame(response: object, correlation_id: int = 1) -> bytes:
 def test_initial_request_is_newest_with_software_name() -> None:
     handshake = ApiVersionsHandshake()
     request, version = handshake.initial_request()
-    assert version == CLIENT_VERSIONS[ApiKey.API_VERSIONS].max == 4
-    assert isinstance(request, ApiVersionsRequestV4)
+    assert version == CLIENT_VERSIONS[ApiKey.API_VERSIONS].max == 5
+    assert isinstance(request, ApiVersionsRequestV5)
     assert request.client_software_name == CLIENT_SOFTWARE_NAME
+    assert request.cluster_id is None and request.node_id == -1  # nothing expected: no check
     encoded = encode_request(request, correlation_id=3, client_id="c")
     header, decoded = decode_request(encoded[4:], apis.request_type)
-    assert decoded == request and header.request_api_version == 4
+    assert decoded == request and header.request_api_version == 5
+
+
+def test_v5_request_names_the_expected_cluster_and_node() -> None:
+    # KIP-1242: the bytes after the software version are the compact nullable ClusterId and
+    # the int32 NodeId (then the empty tagged fields), as Kafka's ApiVersionsRequest.json says.
+    request, _ = ApiVersionsHandshake(expected=("cluster-A", 7)).initial_request()
+    encoded = encode_request(request, correlation_id=3, client_id="c")
+    assert encoded.endswith(b"\x0acluster-A" + struct.pack(">i", 7) + b"\x00")
+    _header, decoded = decode_request(encoded[4:], apis.request_type)
+    assert (decoded.cluster_id, decoded.node_id) == ("cluster-A", 7)
+    nothing, _ = ApiVersionsHandshake().initial_request()
+    plain = encode_request(nothing, correlation_id=3, client_id="c")
+    assert plain.endswith(b"\x00" + struct.pack(">i", -1) + b"\x00")
+
+
+def test_rebootstrap_required_answer_raises_its_error() -> None:
+    handshake = ApiVersionsHandshake(expected=("cluster-A", 7))
+    response = ApiVersionsResponseV4(
+        error_code=ErrorCode(RebootstrapRequiredError.code), api_keys=(), throttle_time=ZERO
+    )
+    with pytest.raises(RebootstrapRequiredError):
+        handshake.handle_response_bytes(frame(response))
+
+
+def test_a_broker_before_kafka_4_4_refuses_v5_and_gets_v4_without_the_check() -> None:
+    handshake = ApiVersionsHandshake(expected=("cluster-A", 7))
+    refused = ApiVersionsResponseV0(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=(ApiVersionV0(api_key=i16(18), min_version=i16(0), max_version=i16(4)),),
+    )
+    step = handshake.handle_response_bytes(frame(refused))
+    assert isinstance(step, Retry) and step.version == 4
+    assert isinstance(step.request, ApiVersionsRequestV4)
 
 
 def test_software_version_is_a_valid_kafka_software_version() -> None:
@@ -150,7 +186,7 @@ def test_handshake_success_at_first_try() -> None:
     )
     step = handshake.handle_response_bytes(frame(response, 9), correlation_id=9)
     assert isinstance(step, Done)
-    assert step.versions.api_versions_version == 4
+    assert step.versions.api_versions_version == 5  # the version asked (v5's body is v4's)
     assert step.versions.version_for(ApiKey.FETCH) == 17
     assert step.versions.version_for(ApiKey.METADATA) == 13
     assert handshake.done

@@ -198,6 +198,12 @@ class NetworkActor(SupervisedActor):
         self._unavailable: ConditionLog[int | str] = ConditionLog(
             max(REPEAT_INTERVAL_MS, config.reconnect_backoff_max_ms)
         )
+        #: KIP-1242: connections to nodes the metadata named send the expected cluster and
+        #: node id (ApiVersions v5); only when rebootstrapping is possible, as Java.
+        self._cluster_check = (
+            config.metadata_cluster_check_enable
+            and config.metadata_recovery_strategy == "rebootstrap"
+        )
         # Re-bootstrap (KIP-899 / KIP-1102).
         self._recovery = MetadataRecovery(
             rebootstrap=config.metadata_recovery_strategy == "rebootstrap",
@@ -580,6 +586,15 @@ class NetworkActor(SupervisedActor):
             node.down_announced = True
             self._warn_unavailable(node, "connection could not be established", error)
         self._handle(node, events)
+        if isinstance(error, RebootstrapRequiredError) and self._recovery.rebootstrap:
+            # KIP-1242: the address answers for another cluster or node than the metadata said
+            # (ApiVersions v5): what is known of the cluster is stale, start again.
+            expected = conn.expected_cluster
+            self._do_rebootstrap(
+                lost_at,
+                f"node {node.node_id} ({node.address}) answered REBOOTSTRAP_REQUIRED"
+                + (f": it is not node {expected[1]} of cluster {expected[0]}" if expected else ""),
+            )
 
     def _warn_unavailable(self, node: Node, reason: str, error: KafkaError) -> None:
         """A WARNING a user sees with default logging when a node becomes unavailable, again
@@ -867,11 +882,16 @@ class NetworkActor(SupervisedActor):
         if not brokers:
             return
         named: set[int] = set()
+        cluster_id = getattr(response, "cluster_id", None)
         for broker in brokers:
             node_id = int(broker.node_id)
             named.add(node_id)
             self._set_address(node_id, BrokerAddress(str(broker.host), int(broker.port)))
-            self._nodes[node_id].in_metadata = True
+            node = self._nodes[node_id]
+            node.in_metadata = True
+            if self._cluster_check and cluster_id:
+                # KIP-1242: the next connection to it says which cluster and node it expects.
+                node.conn.expected_cluster = (str(cluster_id), node_id)
         for node in [n for n in self._nodes.values() if n.in_metadata and n.node_id not in named]:
             self._retire(node)
 

@@ -279,6 +279,10 @@ class NodeConnection:
         self._random = random
         self._sasl = sasl
         self._api_versions_max = api_versions_max
+        #: (cluster id, node id) this connection means to reach, sent with ApiVersions v5+
+        #: (KIP-1242, ``metadata.cluster.check.enable``); None: not known (a bootstrap
+        #: server) or not checked. Set by the shell; used from the next attempt on.
+        self.expected_cluster: tuple[str, int] | None = None
         self.state = ConnectionState.DISCONNECTED
         self.versions: NegotiatedVersions | None = None
         #: Connection failures since the last time the connection became ready.
@@ -424,7 +428,9 @@ class NodeConnection:
         if self.state is not ConnectionState.CONNECTING:
             raise RuntimeError(f"node {self.node_id}: transport ready while {self.state.value}")
         self.state = ConnectionState.API_VERSIONS
-        handshake = ApiVersionsHandshake(max_version=self._api_versions_max)
+        handshake = ApiVersionsHandshake(
+            max_version=self._api_versions_max, expected=self.expected_cluster
+        )
         self._setup.handshake = handshake
         request, _version = handshake.initial_request()
         return self._encode_setup(request)

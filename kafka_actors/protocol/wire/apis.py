@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import Final
+from typing import Final, cast
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.static.protocol import RequestPayload, ResponsePayload
@@ -105,7 +105,9 @@ CLIENT_VERSIONS: Final[Mapping[int, VersionRange]] = MappingProxyType(
         # v3+: the consumer's replica id (-1); v2 has none (Java's consumer needs v3 too).
         ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(3, 4),
         ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),
-        ApiKey.API_VERSIONS: VersionRange(0, 4),
+        # v5 (Kafka 4.4, KIP-1242): the expected cluster and node id; kio stops at v4, v5 is
+        # declared in wire/schemas.py.
+        ApiKey.API_VERSIONS: VersionRange(0, 5),
         ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
@@ -143,6 +145,10 @@ def _check(api: int, version: int) -> None:
         )
 
 
+#: (api key, version) pairs kio has no codec for: declared in :mod:`.schemas` (loaded on use).
+_NEWER_THAN_KIO: Final = frozenset({(18, 5)})
+
+
 @cache
 def request_type(api: int, version: int) -> type[RequestPayload]:
     """The kio request class for ``api`` at ``version``.
@@ -151,6 +157,10 @@ def request_type(api: int, version: int) -> type[RequestPayload]:
     a version outside the client's range.
     """
     _check(api, version)
+    if (int(api), version) in _NEWER_THAN_KIO:
+        from kafka_actors.protocol.wire.schemas import EXTRA_REQUESTS
+
+        return cast(type[RequestPayload], EXTRA_REQUESTS[int(api), version])
     try:
         return load_request_schema(int(api), version)
     except KioIndexError as exc:  # pragma: no cover - CLIENT_VERSIONS is tested against kio
@@ -161,6 +171,10 @@ def request_type(api: int, version: int) -> type[RequestPayload]:
 def response_type(api: int, version: int) -> type[ResponsePayload]:
     """The kio response class for ``api`` at ``version`` (see :func:`request_type`)."""
     _check(api, version)
+    if (int(api), version) in _NEWER_THAN_KIO:
+        from kafka_actors.protocol.wire.schemas import EXTRA_RESPONSES
+
+        return cast(type[ResponsePayload], EXTRA_RESPONSES[int(api), version])
     try:
         return load_response_schema(int(api), version)
     except KioIndexError as exc:  # pragma: no cover - CLIENT_VERSIONS is tested against kio

@@ -76,9 +76,18 @@ def api_versions_request(
     *,
     client_software_name: str = CLIENT_SOFTWARE_NAME,
     client_software_version: str = CLIENT_SOFTWARE_VERSION,
+    expected: tuple[str, int] | None = None,
 ) -> Any:
-    """An ApiVersions request at ``version`` (v3+ carry the client software name/version)."""
+    """An ApiVersions request at ``version`` (v3+ carry the client software name/version;
+    v5+ the ``expected`` (cluster id, node id) when given, KIP-1242)."""
     cls: Any = request_type(ApiKey.API_VERSIONS, version)
+    if version >= 5 and expected is not None:
+        return cls(
+            client_software_name=client_software_name,
+            client_software_version=client_software_version,
+            cluster_id=expected[0],
+            node_id=expected[1],
+        )
     if version >= 3:
         return cls(
             client_software_name=client_software_name,
@@ -176,7 +185,11 @@ class ApiVersionsHandshake:
         client_software_version: str = CLIENT_SOFTWARE_VERSION,
         client_versions: Mapping[int, VersionRange] | None = None,
         max_version: int | None = None,
+        expected: tuple[str, int] | None = None,
     ) -> None:
+        #: (cluster id, node id) the connection means to reach, sent with v5+ (KIP-1242): a
+        #: broker of another cluster (or another node) answers REBOOTSTRAP_REQUIRED.
+        self._expected = expected
         self._name = client_software_name
         self._software_version = client_software_version
         self._client = dict(CLIENT_VERSIONS) if client_versions is None else dict(client_versions)
@@ -204,6 +217,7 @@ class ApiVersionsHandshake:
             self._version,
             client_software_name=self._name,
             client_software_version=self._software_version,
+            expected=self._expected,
         )
 
     def initial_request(self) -> tuple[Any, int]:
