@@ -46,7 +46,7 @@ from kafka_actors.protocol.connection.node import (
 )
 from kafka_actors.protocol.connection.sasl import PlainMechanism
 from kafka_actors.protocol.wire import requests as rq
-from kafka_actors.protocol.wire.apis import ApiKey, request_type
+from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, ApiKey, request_type
 from kafka_actors.protocol.wire.framing import FrameDecoder, decode_request, encode_response
 
 ZERO32 = i32Timedelta.parse(datetime.timedelta(0))
@@ -116,7 +116,8 @@ def connect_ready(conn: NodeConnection, clock: ManualClock, broker: FakeBroker) 
     out = conn.transport_ready(clock.monotonic())
     assert conn.state.value == "api_versions"
     [(header, body)] = broker.take(out)
-    assert body.__api_key__ == ApiKey.API_VERSIONS and body.__version__ == 4
+    assert body.__api_key__ == ApiKey.API_VERSIONS
+    assert body.__version__ == CLIENT_VERSIONS[ApiKey.API_VERSIONS].max  # v5 (KIP-1242)
     out, events = conn.receive(broker.answer(api_versions_v4(), header.correlation_id), 0.0)
     assert out == b""
     assert len(events) == 1 and isinstance(events[0], Ready)
