@@ -216,7 +216,7 @@ class _Partition:
     inherited: offset_map.OffsetMap | None
     window: CompletionWindow | None = None
     ready: deque[_Work] = field(default_factory=deque)
-    held: dict[Hashable, deque[_Work]] = field(default_factory=dict)
+    held: dict[Hashable, deque[_Work] | None] = field(default_factory=dict)
     buffered: int = 0
     in_flight: int = 0
     running: int = 0
@@ -337,31 +337,35 @@ class WorkScheduler:
         run = records[-1].offset - first == len(records) - 1 and window.receive_run(
             first, len(records)
         )
-        added = 0
-        for record in records:
-            if not run and not window.receive(record.offset):
-                counters.skipped_completed += 1
-                continue
-            key: Hashable
-            if ordering is Ordering.KEY:
-                key = record.key
-            elif ordering is Ordering.PARTITION:
-                key = _PARTITION_KEY
-            else:
-                key = None
-            work = _Work(next(self._ids), record, part, key)
-            part.buffered += 1
-            added += 1
+        if run:
+            fresh: Sequence[ConsumerRecord] = records
+        else:
+            fresh = [r for r in records if window.receive(r.offset)]
+            counters.skipped_completed += len(records) - len(fresh)
+        ids = self._ids
+        ready = part.ready
+        part.buffered += len(fresh)
+        if ordering is Ordering.UNORDERED:
+            ready.extend([_Work(next(ids), r, part, None) for r in fresh])
+            return len(fresh)
+        held = part.held
+        for record in fresh:
+            key: Hashable = record.key if ordering is Ordering.KEY else _PARTITION_KEY
+            work = _Work(next(ids), record, part, key)
             if key is None:
-                part.ready.append(work)
-                continue
-            queue = part.held.get(key)
-            if queue is None:
-                part.held[key] = deque()
-                part.ready.append(work)
+                ready.append(work)  # a null key is its own key (module doc)
+            elif key not in held:
+                # No record of its key is ahead of it: it may start (None: none waits
+                # behind it yet, so that most keys cost no queue).
+                held[key] = None
+                ready.append(work)
             else:
-                queue.append(work)
-        return added
+                queue = held[key]
+                if queue is None:
+                    held[key] = deque((work,))
+                else:
+                    queue.append(work)
+        return len(fresh)
 
     # -- what starts -----------------------------------------------------------------------
 
@@ -467,7 +471,9 @@ class WorkScheduler:
         work = self._works.get(work_id)
         if work is None or work.state != "running":
             return False
-        self._stop_running(work)
+        part = work.owner
+        part.running -= 1
+        self._running -= 1
         self.counters.succeeded += 1
         self._complete(work)
         return True
@@ -556,11 +562,12 @@ class WorkScheduler:
         part.window.complete(work.record.offset)
         key = work.key
         if key is not None:
-            queue = part.held.get(key)
+            held = part.held
+            queue = held.get(key)
             if queue:
                 part.ready.append(queue.popleft())
             else:
-                part.held.pop(key, None)
+                del held[key]
 
     # -- commits ---------------------------------------------------------------------------
 

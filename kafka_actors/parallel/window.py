@@ -140,9 +140,29 @@ class CompletionWindow:
 
     def complete(self, offset: int) -> None:
         """The record at ``offset`` completed (handled, dead-lettered or skipped by policy)."""
-        if offset < self.base:
+        i = offset - self._start
+        head = self._head
+        if i != head:
+            if i > head:
+                self._mark(offset)
             return
-        self._mark(offset)
+        # The base completes (the usual case: records complete about in offset order). The
+        # completed run from it up to the next incomplete offset leaves the window; inside
+        # the window that run was bounded by two transitions (0 -> 1 after the base, 1 -> 0
+        # at its end) when it was longer than the base alone, and none otherwise.
+        status = self._status
+        end = status.find(0, head + 1)
+        if end < 0:
+            self._rebase(self._start + len(status))  # everything completed
+            return
+        status[head] = 1
+        if end > head + 1:
+            self.transitions -= 2
+        self._head = end
+        if end >= _COMPACT_AT and end * 2 >= len(status):
+            del status[:end]
+            self._start += end
+            self._head = 0
 
     # -- internals -------------------------------------------------------------------------
 
