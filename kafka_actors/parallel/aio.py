@@ -32,7 +32,7 @@ import random as _random
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from types import TracebackType
+from types import CoroutineType, TracebackType
 from typing import Any
 
 from kafka_actors.aio import AsyncKafkaConsumer
@@ -56,7 +56,7 @@ from kafka_actors.parallel.scheduler import (
     WorkScheduler,
 )
 from kafka_actors.parallel.settings import ParallelSettings, offset_metadata_limit
-from kafka_actors.parallel.workers import bind_record
+from kafka_actors.parallel.workers import record_context_vars
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.supervisors import FaultInjector
@@ -388,6 +388,10 @@ class AsyncParallelConsumer:
         self._spawning = False
         queued = self._queued
         handler = self._handler
+        scheduler = self._scheduler
+        progress = self._progress
+        # bind_record, inlined: the record's fields in this task's structlog context.
+        topic_var, partition_var, offset_var, key_var, attempt_var = record_context_vars()
         while True:
             if not queued:
                 if self._stopping:
@@ -403,15 +407,23 @@ class AsyncParallelConsumer:
             if queued and not self._spawning:
                 self._spawn()
             record = task.record
-            bind_record(record, task.attempt)
-            error: BaseException | None = None
+            topic_var.set(record.topic)
+            partition_var.set(record.partition)
+            offset_var.set(record.offset)
+            key_var.set(record.key)
+            attempt_var.set(task.attempt)
             try:
                 result = handler(record)
-                if inspect.isawaitable(result):
+                if type(result) is CoroutineType or inspect.isawaitable(result):
                     await result
             except Exception as exc:
-                error = exc
-            self._outcome(task.work_id, error)
+                self._outcome(task.work_id, exc)
+                continue
+            # A success, as _outcome(work_id, None) handles it.
+            scheduler.succeeded(task.work_id)
+            progress.fire()
+            if self._paused:
+                self._wake()  # a paused partition may resume
 
     def _outcome(self, work_id: int, error: BaseException | None) -> None:
         """A handler ended (on the loop's thread): complete or fail the record, wake the

@@ -31,7 +31,7 @@ import structlog
 from kafka_actors.parallel.messages import Task
 from kafka_actors.protocol.records.decode import ConsumerRecord
 
-__all__ = ["FIELDS", "HandlerPool", "RecordContext", "bind_record"]
+__all__ = ["FIELDS", "HandlerPool", "RecordContext", "bind_record", "record_context_vars"]
 
 #: What a handler call has bound in the structlog context (``docs/parallel.md``).
 FIELDS = ("topic", "partition", "offset", "key", "attempt")
@@ -44,6 +44,12 @@ def _structlog_vars() -> tuple[ContextVar[Any], ...]:
     tokens = structlog.contextvars.bind_contextvars(**dict.fromkeys(FIELDS))
     structlog.contextvars.reset_contextvars(**tokens)
     return tuple(tokens[name].var for name in FIELDS)
+
+
+def record_context_vars() -> tuple[ContextVar[Any], ...]:
+    """The context variables of :data:`FIELDS`, in that order (for a loop that binds them
+    per record itself: what :func:`bind_record` does)."""
+    return _structlog_vars()
 
 
 def bind_record(record: ConsumerRecord, attempt: int) -> None:
