@@ -54,6 +54,7 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -730,6 +731,66 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         _as_token_provider,
         None,
     ),
+    "sasl.oauthbearer.jwt.retriever.class": (
+        "sasl_oauthbearer_jwt_retriever_class",
+        _as_string,
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever",
+    ),
+    "sasl.oauthbearer.assertion.file": (
+        "sasl_oauthbearer_assertion_file",
+        _as_optional_string,
+        None,
+    ),
+    "sasl.oauthbearer.assertion.algorithm": (
+        "sasl_oauthbearer_assertion_algorithm",
+        _enum("RS256", "ES256", upper=True),
+        "RS256",
+    ),
+    "sasl.oauthbearer.assertion.private.key.file": (
+        "sasl_oauthbearer_assertion_private_key_file",
+        _as_optional_string,
+        None,
+    ),
+    "sasl.oauthbearer.assertion.private.key.passphrase": (
+        "sasl_oauthbearer_assertion_private_key_passphrase",
+        _as_password,
+        None,
+    ),
+    "sasl.oauthbearer.assertion.template.file": (
+        "sasl_oauthbearer_assertion_template_file",
+        _as_optional_string,
+        None,
+    ),
+    "sasl.oauthbearer.assertion.claim.iss": (
+        "sasl_oauthbearer_assertion_claim_iss",
+        _as_optional_string,
+        None,
+    ),
+    "sasl.oauthbearer.assertion.claim.sub": (
+        "sasl_oauthbearer_assertion_claim_sub",
+        _as_optional_string,
+        None,
+    ),
+    "sasl.oauthbearer.assertion.claim.aud": (
+        "sasl_oauthbearer_assertion_claim_aud",
+        _as_optional_string,
+        None,
+    ),
+    "sasl.oauthbearer.assertion.claim.exp.seconds": (
+        "sasl_oauthbearer_assertion_claim_exp_seconds",
+        _int(0, 86_400),
+        300,
+    ),
+    "sasl.oauthbearer.assertion.claim.nbf.seconds": (
+        "sasl_oauthbearer_assertion_claim_nbf_seconds",
+        _int(0, 3_600),
+        60,
+    ),
+    "sasl.oauthbearer.assertion.claim.jti.include": (
+        "sasl_oauthbearer_assertion_claim_jti_include",
+        _as_bool,
+        False,
+    ),
     "sasl.login.refresh.window.factor": (
         "sasl_login_refresh_window_factor",
         _double(0.5, 1.0),
@@ -781,6 +842,7 @@ _SECRET_KEYS: Final = frozenset(
         "sasl.jaas.config",
         "sasl.password",
         "sasl.oauthbearer.client.credentials.client.secret",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
         "ssl.truststore.certificates",
         "ssl.truststore.password",
         "ssl.keystore.certificate.chain",
@@ -926,6 +988,20 @@ class ConsumerConfig:
     sasl_oauthbearer_scope: str | None = None
     sasl_oauthbearer_sub_claim_name: str = "sub"
     sasl_oauthbearer_token_provider: Callable[[], Any] | None = field(default=None, compare=False)
+    sasl_oauthbearer_jwt_retriever_class: str = (
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever"
+    )
+    sasl_oauthbearer_assertion_file: str | None = None
+    sasl_oauthbearer_assertion_algorithm: str = "RS256"
+    sasl_oauthbearer_assertion_private_key_file: str | None = None
+    sasl_oauthbearer_assertion_private_key_passphrase: Password | None = None
+    sasl_oauthbearer_assertion_template_file: str | None = None
+    sasl_oauthbearer_assertion_claim_iss: str | None = None
+    sasl_oauthbearer_assertion_claim_sub: str | None = None
+    sasl_oauthbearer_assertion_claim_aud: str | None = None
+    sasl_oauthbearer_assertion_claim_exp_seconds: int = 300
+    sasl_oauthbearer_assertion_claim_nbf_seconds: int = 60
+    sasl_oauthbearer_assertion_claim_jti_include: bool = False
     sasl_login_refresh_window_factor: float = 0.8
     sasl_login_refresh_window_jitter: float = 0.05
     sasl_login_refresh_min_period_seconds: int = 60
@@ -1277,6 +1353,18 @@ def _validate_oauthbearer(config: ConsumerConfig) -> None:
             "sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url (OIDC client "
             "credentials) or sasl.oauthbearer.token.provider (a callable)",
         )
+    retriever = config.sasl_oauthbearer_jwt_retriever_class
+    if (
+        retriever is not None
+        and retriever not in _RETRIEVERS
+        and retriever.rsplit(".", 1)[-1] not in {r.rsplit(".", 1)[-1] for r in _RETRIEVERS}
+    ):
+        raise _error(
+            "sasl.oauthbearer.jwt.retriever.class",
+            f"Unsupported sasl.oauthbearer.jwt.retriever.class {retriever!r}: this client does "
+            "the client credentials and the jwt-bearer grants (ClientCredentialsJwtRetriever, "
+            "JwtBearerJwtRetriever)",
+        )
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in ("http", "https"):
         raise _error(
@@ -1284,6 +1372,9 @@ def _validate_oauthbearer(config: ConsumerConfig) -> None:
             f"Invalid value {url!r} for configuration sasl.oauthbearer.token.endpoint.url: "
             "expected an http(s) URL",
         )
+    if uses_jwt_bearer_grant(config):
+        _validate_jwt_bearer(config)
+        return
     if not config.sasl_oauthbearer_client_credentials_client_id:
         raise _error(
             "sasl.oauthbearer.client.credentials.client.id",
@@ -1297,6 +1388,57 @@ def _validate_oauthbearer(config: ConsumerConfig) -> None:
             "The OIDC client credentials flow needs "
             "sasl.oauthbearer.client.credentials.client.secret (or clientSecret in "
             "sasl.jaas.config)",
+        )
+
+
+#: Java's retriever classes (``sasl.oauthbearer.jwt.retriever.class``), by the grant they do.
+JWT_BEARER_RETRIEVER: Final = "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever"
+_RETRIEVERS: Final = (
+    JWT_BEARER_RETRIEVER,
+    "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever",
+    "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever",
+)
+
+
+def uses_jwt_bearer_grant(config: ConsumerConfig) -> bool:
+    """Whether ``sasl.oauthbearer.jwt.retriever.class`` selects the jwt-bearer grant (KIP-1139);
+    the short name ``JwtBearerJwtRetriever`` is accepted too."""
+    name = config.sasl_oauthbearer_jwt_retriever_class
+    return name.rsplit(".", 1)[-1] == "JwtBearerJwtRetriever"
+
+
+def _validate_jwt_bearer(config: ConsumerConfig) -> None:
+    """KIP-1139: a ready assertion in a file, or one built and signed from a private key file
+    (PEM, PKCS#8, optionally encrypted with the passphrase), not both."""
+    ready = config.sasl_oauthbearer_assertion_file
+    key = config.sasl_oauthbearer_assertion_private_key_file
+    if ready and key:
+        raise _error(
+            "sasl.oauthbearer.assertion.file",
+            "Set either sasl.oauthbearer.assertion.file (a ready assertion) or "
+            "sasl.oauthbearer.assertion.private.key.file (an assertion signed here), not both",
+        )
+    if not ready and not key:
+        raise _error(
+            "sasl.oauthbearer.assertion.private.key.file",
+            "The jwt-bearer grant (sasl.oauthbearer.jwt.retriever.class=JwtBearerJwtRetriever) "
+            "needs sasl.oauthbearer.assertion.file or "
+            "sasl.oauthbearer.assertion.private.key.file",
+        )
+    for name, path in (
+        ("sasl.oauthbearer.assertion.file", ready),
+        ("sasl.oauthbearer.assertion.private.key.file", key),
+        (
+            "sasl.oauthbearer.assertion.template.file",
+            config.sasl_oauthbearer_assertion_template_file,
+        ),
+    ):
+        if path and not os.path.isfile(path):
+            raise _error(name, f"The file {path!r} of configuration {name} does not exist")
+    if key and config.sasl_oauthbearer_assertion_claim_exp_seconds <= 0:
+        raise _error(
+            "sasl.oauthbearer.assertion.claim.exp.seconds",
+            "sasl.oauthbearer.assertion.claim.exp.seconds must be positive",
         )
 
 

@@ -102,6 +102,20 @@ JAVA_DEFAULTS: Final[dict[str, str | None]] = {
     "sasl.oauthbearer.client.credentials.client.secret": "null",
     "sasl.oauthbearer.scope": "null",
     "sasl.oauthbearer.sub.claim.name": "sub",
+    "sasl.oauthbearer.jwt.retriever.class": (
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever"
+    ),
+    "sasl.oauthbearer.assertion.file": "null",
+    "sasl.oauthbearer.assertion.algorithm": "RS256",
+    "sasl.oauthbearer.assertion.private.key.file": "null",
+    "sasl.oauthbearer.assertion.private.key.passphrase": "null",
+    "sasl.oauthbearer.assertion.template.file": "null",
+    "sasl.oauthbearer.assertion.claim.iss": "null",
+    "sasl.oauthbearer.assertion.claim.sub": "null",
+    "sasl.oauthbearer.assertion.claim.aud": "null",
+    "sasl.oauthbearer.assertion.claim.exp.seconds": "300",
+    "sasl.oauthbearer.assertion.claim.nbf.seconds": "60",
+    "sasl.oauthbearer.assertion.claim.jti.include": "false",
     "sasl.login.refresh.window.factor": "0.8",
     "sasl.login.refresh.window.jitter": "0.05",
     "sasl.login.refresh.min.period.seconds": "60",
@@ -461,6 +475,55 @@ KEY_DOCS: Final[dict[str, KeyDoc]] = {
     ),
     "sasl.login.refresh.min.period.seconds": KeyDoc(
         INT, "0 to 900", "low", "The least time between two token refreshes."
+    ),
+    "sasl.oauthbearer.jwt.retriever.class": KeyDoc(
+        STR,
+        "DefaultJwtRetriever, ClientCredentialsJwtRetriever, JwtBearerJwtRetriever",
+        "medium",
+        "OAUTHBEARER: the grant. JwtBearerJwtRetriever (KIP-1139) sends a signed assertion "
+        "(grant urn:ietf:params:oauth:grant-type:jwt-bearer) instead of client credentials.",
+    ),
+    "sasl.oauthbearer.assertion.file": KeyDoc(
+        OPT_STR,
+        "",
+        "medium",
+        "jwt-bearer: a file holding a ready assertion, read again for each token request.",
+    ),
+    "sasl.oauthbearer.assertion.algorithm": KeyDoc(
+        STR, "RS256, ES256", "medium", "jwt-bearer: how the assertion is signed."
+    ),
+    "sasl.oauthbearer.assertion.private.key.file": KeyDoc(
+        OPT_STR,
+        "",
+        "medium",
+        "jwt-bearer: the PEM (PKCS#8) private key that signs the assertion built here.",
+    ),
+    "sasl.oauthbearer.assertion.private.key.passphrase": KeyDoc(
+        SECRET, "", "medium", "jwt-bearer: the passphrase of an encrypted private key."
+    ),
+    "sasl.oauthbearer.assertion.template.file": KeyDoc(
+        OPT_STR,
+        "",
+        "low",
+        "jwt-bearer: a JSON file with 'header' and 'payload' objects added to the assertion.",
+    ),
+    "sasl.oauthbearer.assertion.claim.iss": KeyDoc(
+        OPT_STR, "", "low", "jwt-bearer: the assertion's issuer claim."
+    ),
+    "sasl.oauthbearer.assertion.claim.sub": KeyDoc(
+        OPT_STR, "", "low", "jwt-bearer: the assertion's subject claim."
+    ),
+    "sasl.oauthbearer.assertion.claim.aud": KeyDoc(
+        OPT_STR, "", "low", "jwt-bearer: the assertion's audience claim."
+    ),
+    "sasl.oauthbearer.assertion.claim.exp.seconds": KeyDoc(
+        INT, "0 to 86400", "low", "jwt-bearer: the assertion expires this long after issue."
+    ),
+    "sasl.oauthbearer.assertion.claim.nbf.seconds": KeyDoc(
+        INT, "0 to 3600", "low", "jwt-bearer: the assertion is valid from this long before issue."
+    ),
+    "sasl.oauthbearer.assertion.claim.jti.include": KeyDoc(
+        BOOL, "", "low", "jwt-bearer: add a unique 'jti' claim to each assertion."
     ),
     "sasl.login.refresh.buffer.seconds": KeyDoc(
         INT, "0 to 3600", "low", "Refresh at least this long before the token expires."

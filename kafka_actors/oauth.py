@@ -24,10 +24,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kafka_actors.config import ConsumerConfig
+from kafka_actors.config import ConsumerConfig, uses_jwt_bearer_grant
 from kafka_actors.errors import (
     AuthenticationError,
     OAuthBearerTokenError,
@@ -37,16 +38,28 @@ from kafka_actors.errors import (
 from kafka_actors.log import get_logger
 from kafka_actors.protocol.connection.oauth import (
     MAX_TOKEN_RESPONSE_BYTES,
+    AssertionClaims,
     OAuthBearerToken,
     RefreshSettings,
+    assertion_claims,
     check_provided_token,
     client_credentials_request,
+    compact_jws,
+    jwt_bearer_request,
+    parse_assertion_template,
     parse_jwt,
     parse_token_response,
     refresh_at,
+    signing_input,
 )
 
-__all__ = ["OAuthBearerTokenSource", "TokenFetcher", "client_credentials_fetcher"]
+__all__ = [
+    "OAuthBearerTokenSource",
+    "TokenFetcher",
+    "assertion_builder",
+    "client_credentials_fetcher",
+    "jwt_bearer_fetcher",
+]
 
 #: Obtains one token (blocking; runs on the source's worker thread).
 TokenFetcher = Callable[[], OAuthBearerToken]
@@ -64,37 +77,160 @@ def client_credentials_fetcher(
     client_id = config.sasl_oauthbearer_client_credentials_client_id
     secret = config.sasl_oauthbearer_client_credentials_client_secret
     assert url and client_id and secret is not None  # ConsumerConfig validated them
-    timeouts = [
-        t / 1000
-        for t in (config.sasl_login_connect_timeout_ms, config.sasl_login_read_timeout_ms)
-        if t is not None
-    ]
-    timeout = max(timeouts) if timeouts else _DEFAULT_HTTP_TIMEOUT_S
+    timeout = _http_timeout(config)
     scope = config.sasl_oauthbearer_scope
     sub_claim = config.sasl_oauthbearer_sub_claim_name
 
     def fetch() -> OAuthBearerToken:
         body, headers = client_credentials_request(client_id, secret.value(), scope)
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as answer:
-                status = int(answer.status)
-                payload = answer.read(MAX_TOKEN_RESPONSE_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            status = int(exc.code)
-            try:
-                payload = exc.read(MAX_TOKEN_RESPONSE_BYTES + 1)
-            finally:
-                exc.close()
-        except (OSError, ValueError) as exc:
-            raise OAuthTokenRetrievalError(
-                f"The token endpoint {url} could not be reached: {type(exc).__name__}: "
-                f"{getattr(exc, 'reason', None) or exc}"
-            ) from None
-        token = parse_token_response(payload, status)
+        token = _post_token_request(url, body, headers, timeout)
         return parse_jwt(token, wall_clock(), sub_claim_name=sub_claim)
 
     return fetch
+
+
+def _read_text(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OAuthBearerTokenError(
+            f"The {what} {path!r} could not be read: {type(exc).__name__}"
+        ) from None
+
+
+AssertionSigner = Callable[[bytes], bytes]
+
+
+def assertion_signer(
+    key_file: str, algorithm: str, passphrase: str | None = None
+) -> AssertionSigner:
+    """Sign with the PEM private key of ``key_file`` (RSA for RS256, P-256 for ES256); the JWS
+    signature of ES256 is ``r || s`` (RFC 7518 §3.4), not DER. Needs ``cryptography``."""
+    try:
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+    except ImportError:
+        raise OAuthBearerTokenError(
+            "Signing a jwt-bearer assertion needs the 'cryptography' package "
+            "(pip install kafka-actors[tls])"
+        ) from None
+    try:
+        with open(key_file, "rb") as handle:
+            pem = handle.read()
+        key = serialization.load_pem_private_key(
+            pem, password=passphrase.encode("utf-8") if passphrase else None
+        )
+    except (OSError, ValueError, TypeError) as exc:
+        raise OAuthBearerTokenError(
+            f"The assertion private key {key_file!r} could not be loaded: {type(exc).__name__}"
+        ) from None
+    if algorithm == "RS256":
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise OAuthBearerTokenError(
+                "sasl.oauthbearer.assertion.algorithm RS256 needs an RSA key"
+            )
+        rsa_key = key
+        return lambda data: rsa_key.sign(data, padding.PKCS1v15(), hashes.SHA256())
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
+        raise OAuthBearerTokenError("sasl.oauthbearer.assertion.algorithm ES256 needs a P-256 key")
+    ec_key = key
+
+    def sign_es256(data: bytes) -> bytes:
+        r, s = decode_dss_signature(ec_key.sign(data, ec.ECDSA(hashes.SHA256())))
+        return r.to_bytes(32, "big") + s.to_bytes(32, "big")
+
+    return sign_es256
+
+
+def assertion_builder(
+    config: ConsumerConfig,
+    *,
+    wall_clock: Callable[[], float] = time.time,
+    new_jti: Callable[[], str] = lambda: str(uuid.uuid4()),
+) -> Callable[[], str]:
+    """The assertion of each token request: the file's contents (read again on each request,
+    so that a rotated assertion is used) or a fresh one signed with the private key."""
+    ready = config.sasl_oauthbearer_assertion_file
+    if ready:
+        return lambda: _read_text(ready, "assertion file")
+    key_file = config.sasl_oauthbearer_assertion_private_key_file
+    assert key_file  # ConsumerConfig validated it
+    passphrase = config.sasl_oauthbearer_assertion_private_key_passphrase
+    algorithm = config.sasl_oauthbearer_assertion_algorithm
+    sign = assertion_signer(key_file, algorithm, passphrase.value() if passphrase else None)
+    header_t: dict[str, object] = {}
+    payload_t: dict[str, object] = {}
+    template = config.sasl_oauthbearer_assertion_template_file
+    if template:
+        header_t, payload_t = parse_assertion_template(_read_text(template, "assertion template"))
+    settings = AssertionClaims(
+        algorithm=algorithm,
+        iss=config.sasl_oauthbearer_assertion_claim_iss,
+        sub=config.sasl_oauthbearer_assertion_claim_sub,
+        aud=config.sasl_oauthbearer_assertion_claim_aud,
+        exp_seconds=config.sasl_oauthbearer_assertion_claim_exp_seconds,
+        nbf_seconds=config.sasl_oauthbearer_assertion_claim_nbf_seconds,
+        jti_include=config.sasl_oauthbearer_assertion_claim_jti_include,
+        template_header=header_t,
+        template_payload=payload_t,
+    )
+
+    def build() -> str:
+        header, payload = assertion_claims(settings, wall_clock(), new_jti())
+        part = signing_input(header, payload)
+        return compact_jws(part, sign(part.encode("ascii")))
+
+    return build
+
+
+def jwt_bearer_fetcher(
+    config: ConsumerConfig, *, wall_clock: Callable[[], float] = time.time
+) -> TokenFetcher:
+    """The jwt-bearer token request of ``config`` (KIP-1139, RFC 7523)."""
+    url = config.sasl_oauthbearer_token_endpoint_url
+    assert url  # ConsumerConfig validated it
+    build = assertion_builder(config, wall_clock=wall_clock)
+    scope = config.sasl_oauthbearer_scope
+    sub_claim = config.sasl_oauthbearer_sub_claim_name
+    timeout = _http_timeout(config)
+
+    def fetch() -> OAuthBearerToken:
+        body, headers = jwt_bearer_request(build(), scope)
+        token = _post_token_request(url, body, headers, timeout)
+        return parse_jwt(token, wall_clock(), sub_claim_name=sub_claim)
+
+    return fetch
+
+
+def _http_timeout(config: ConsumerConfig) -> float:
+    timeouts = [
+        t / 1000
+        for t in (config.sasl_login_connect_timeout_ms, config.sasl_login_read_timeout_ms)
+        if t is not None
+    ]
+    return max(timeouts) if timeouts else _DEFAULT_HTTP_TIMEOUT_S
+
+
+def _post_token_request(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            status = int(answer.status)
+            payload = answer.read(MAX_TOKEN_RESPONSE_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        status = int(exc.code)
+        try:
+            payload = exc.read(MAX_TOKEN_RESPONSE_BYTES + 1)
+        finally:
+            exc.close()
+    except (OSError, ValueError) as exc:
+        raise OAuthTokenRetrievalError(
+            f"The token endpoint {url} could not be reached: {type(exc).__name__}: "
+            f"{getattr(exc, 'reason', None) or exc}"
+        ) from None
+    return parse_token_response(payload, status)
 
 
 def provider_fetcher(
@@ -251,9 +387,12 @@ def token_source_from_config(
 ) -> OAuthBearerTokenSource:
     """The (not yet started) token source ``sasl.oauthbearer.*`` describes."""
     provider = config.sasl_oauthbearer_token_provider
-    fetch = (
-        provider_fetcher(provider) if provider is not None else client_credentials_fetcher(config)
-    )
+    if provider is not None:
+        fetch = provider_fetcher(provider)
+    elif uses_jwt_bearer_grant(config):
+        fetch = jwt_bearer_fetcher(config)
+    else:
+        fetch = client_credentials_fetcher(config)
     settings = RefreshSettings(
         window_factor=config.sasl_login_refresh_window_factor,
         window_jitter=config.sasl_login_refresh_window_jitter,

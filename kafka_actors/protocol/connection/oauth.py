@@ -34,10 +34,13 @@ __all__ = [
     "OAuthBearerMechanism",
     "OAuthBearerToken",
     "RefreshSettings",
+    "assertion_claims",
     "client_credentials_request",
+    "jwt_bearer_request",
     "parse_jwt",
     "parse_token_response",
     "refresh_at",
+    "signing_input",
 ]
 
 _HIDDEN: Final = "[hidden]"
@@ -166,6 +169,97 @@ def client_credentials_request(
         "Cache-Control": "no-cache",
     }
     return body, headers
+
+
+# -- The jwt-bearer grant (RFC 7523, KIP-1139) ------------------------------------------------
+
+JWT_BEARER_GRANT: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+
+def jwt_bearer_request(assertion: str, scope: str | None) -> tuple[bytes, dict[str, str]]:
+    """The form body and headers of the jwt-bearer token request (RFC 7523 §2.1): the grant
+    type and the signed assertion, no client authentication header, as Kafka's
+    ``JwtBearerJwtRetriever`` sends it."""
+    form = {"grant_type": JWT_BEARER_GRANT, "assertion": assertion}
+    if scope:
+        form["scope"] = scope
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Accept": "application/json",
+        "Cache-Control": "no-cache",
+    }
+    return urllib.parse.urlencode(form).encode("ascii"), headers
+
+
+@dataclass(frozen=True)
+class AssertionClaims:
+    """``sasl.oauthbearer.assertion.claim.*`` and the template file's parts (parsed JSON)."""
+
+    algorithm: str = "RS256"
+    iss: str | None = None
+    sub: str | None = None
+    aud: str | None = None
+    exp_seconds: int = 300
+    nbf_seconds: int = 60
+    jti_include: bool = False
+    template_header: dict[str, object] = field(default_factory=dict)
+    template_payload: dict[str, object] = field(default_factory=dict)
+
+
+def parse_assertion_template(text: str) -> tuple[dict[str, object], dict[str, object]]:
+    """``sasl.oauthbearer.assertion.template.file``: a JSON object with optional ``header``
+    and ``payload`` objects whose members are added to the assertion's (the configured claims
+    and the computed times win)."""
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        raise OAuthBearerTokenError("The assertion template is not JSON") from None
+    if not isinstance(decoded, dict):
+        raise OAuthBearerTokenError("The assertion template is not a JSON object")
+    parts: list[dict[str, object]] = []
+    for name in ("header", "payload"):
+        part = decoded.get(name, {})
+        if not isinstance(part, dict):
+            raise OAuthBearerTokenError(f"The assertion template's {name!r} is not an object")
+        parts.append(part)
+    return parts[0], parts[1]
+
+
+def assertion_claims(
+    settings: AssertionClaims, now: float, jti: str | None = None
+) -> tuple[dict[str, object], dict[str, object]]:
+    """The header and payload of a jwt-bearer assertion at ``now`` (epoch seconds): ``alg`` and
+    ``typ: JWT``; ``iat`` now, ``exp`` ``exp_seconds`` later, ``nbf`` ``nbf_seconds`` earlier,
+    ``iss``/``sub``/``aud`` when configured, ``jti`` (the caller's unique id) when included."""
+    header: dict[str, object] = {**settings.template_header}
+    header.update(alg=settings.algorithm, typ="JWT")
+    payload: dict[str, object] = {**settings.template_payload}
+    for name, value in (("iss", settings.iss), ("sub", settings.sub), ("aud", settings.aud)):
+        if value:
+            payload[name] = value
+    issued = int(now)
+    payload.update(iat=issued, exp=issued + settings.exp_seconds, nbf=issued - settings.nbf_seconds)
+    if settings.jti_include:
+        if not jti:
+            raise OAuthBearerTokenError("The assertion needs a jti but none was given")
+        payload["jti"] = jti
+    return header, payload
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def signing_input(header: dict[str, object], payload: dict[str, object]) -> str:
+    """``base64url(header) . base64url(payload)`` (RFC 7515 compact serialization)."""
+    return ".".join(
+        _b64url(json.dumps(part, separators=(",", ":"), sort_keys=True).encode("utf-8"))
+        for part in (header, payload)
+    )
+
+
+def compact_jws(signed_part: str, signature: bytes) -> str:
+    return f"{signed_part}.{_b64url(signature)}"
 
 
 def parse_token_response(body: bytes, status: int) -> str:
