@@ -4,7 +4,9 @@ The test generates an RSA key, serves its JWKS and an OIDC client-credentials to
 on loopback (http.server threads), and starts a broker with a SASL_PLAINTEXT and a SASL_SSL
 OAUTHBEARER listener using Kafka's ``OAuthBearerValidatorCallbackHandler`` (expected audience
 and issuer checked, the URL allowed by the JVM property). Our consumer then reads every record
-with the client-credentials flow and with a token provider callable; tokens living 10 s are
+with the client-credentials flow, with the jwt-bearer grant (KIP-1139: an assertion signed
+with the client's own RSA key, which the token endpoint verifies with the public key), and
+with a token provider callable; tokens living 10 s are
 refreshed during the run; a wrong client secret gives a typed error, retried with back-off,
 and no secret reaches the logs.
 """
@@ -16,15 +18,18 @@ import json
 import logging
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 cryptography = pytest.importorskip("cryptography")
-from cryptography.hazmat.primitives import hashes  # noqa: E402
+from cryptography.exceptions import InvalidSignature  # noqa: E402
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import padding, rsa  # noqa: E402
 
 from kafka_actors.consumer import KafkaConsumer as Consumer  # noqa: E402
@@ -40,6 +45,8 @@ AUDIENCE = "kafka-broker"
 ISSUER = "http://127.0.0.1/test-idp"
 KID = "test-key-1"
 RECORDS = 300
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+ASSERTION_SUBJECT = "jwt-bearer-service"
 
 
 def _b64url(data: bytes) -> str:
@@ -58,6 +65,9 @@ class IdentityProvider:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.issued: list[float] = []
         self.refused = 0
+        #: The client's own key pair for the jwt-bearer grant: the endpoint knows the public key.
+        self.client_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.assertions: list[dict[str, Any]] = []
         numbers = self.key.public_key().public_numbers()
         jwks = {
             "keys": [
@@ -87,6 +97,15 @@ class IdentityProvider:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+                form = urllib.parse.parse_qs(body)
+                if self.path == "/token" and form.get("grant_type") == [JWT_BEARER]:
+                    claims = idp.check_assertion(form.get("assertion", [""])[0])
+                    if claims is None:
+                        idp.refused += 1
+                        self._answer(400, {"error": "invalid_grant"})
+                    else:
+                        self._answer(200, {"access_token": idp.token(str(claims["sub"]))})
+                    return
                 basic = base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
                 if (
                     self.path != "/token"
@@ -106,6 +125,33 @@ class IdentityProvider:
         self.jwks_url, self.token_url = f"{base}/jwks", f"{base}/token"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def check_assertion(self, assertion: str) -> dict[str, Any] | None:
+        """The claims of a jwt-bearer assertion signed (RS256) by the client's key, addressed to
+        this endpoint and valid now; None otherwise."""
+        try:
+            header_b64, claims_b64, signature_b64 = assertion.split(".")
+            header = json.loads(base64.urlsafe_b64decode(header_b64 + "=" * (-len(header_b64) % 4)))
+            claims = json.loads(base64.urlsafe_b64decode(claims_b64 + "=" * (-len(claims_b64) % 4)))
+            signature = base64.urlsafe_b64decode(signature_b64 + "=" * (-len(signature_b64) % 4))
+            self.client_key.public_key().verify(
+                signature,
+                f"{header_b64}.{claims_b64}".encode(),
+                padding.PKCS1v15(),
+                hashes.SHA256(),
+            )
+        except (ValueError, InvalidSignature):
+            return None
+        now = time.time()
+        if (
+            header.get("alg") != "RS256"
+            or claims.get("aud") != self.token_url
+            or not claims.get("sub")
+            or not claims.get("nbf", now) <= now < claims.get("exp", 0)
+        ):
+            return None
+        self.assertions.append(claims)
+        return dict(claims)
 
     def token(self, subject: str) -> str:
         now = time.time()
@@ -224,6 +270,48 @@ def test_client_credentials_flow_consumes_everything_across_token_refreshes(
     # that the broker is unavailable and sit out a reconnect backoff).
     assert "token yet" not in caplog.text
     assert "node_unavailable" not in caplog.text and "node_connect_failed" not in caplog.text
+
+
+def test_jwt_bearer_grant_consumes_everything_across_token_refreshes(
+    oauth_broker: KafkaBroker, idp: IdentityProvider, tmp_path: Path
+) -> None:
+    """KIP-1139: the token comes from the jwt-bearer grant, with an assertion this client signs
+    from a private key file (encrypted PEM) and the endpoint verifies; refreshed tokens use new
+    assertions (a new jti each)."""
+    key_file = tmp_path / "client-key.pem"
+    key_file.write_bytes(
+        idp.client_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"key-pass"),
+        )
+    )
+    topic = "oauth-jwt-bearer"
+    _produce(oauth_broker, topic)
+    before = len(idp.assertions)
+    conf = _client(
+        oauth_broker,
+        "OAUTH_PLAIN",
+        **{
+            "sasl.oauthbearer.token.endpoint.url": idp.token_url,
+            "sasl.oauthbearer.jwt.retriever.class": (
+                "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever"
+            ),
+            "sasl.oauthbearer.assertion.private.key.file": str(key_file),
+            "sasl.oauthbearer.assertion.private.key.passphrase": "key-pass",
+            "sasl.oauthbearer.assertion.claim.iss": CLIENT_ID,
+            "sasl.oauthbearer.assertion.claim.sub": ASSERTION_SUBJECT,
+            "sasl.oauthbearer.assertion.claim.aud": idp.token_url,
+            "sasl.oauthbearer.assertion.claim.jti.include": True,
+            "sasl.oauthbearer.scope": "kafka",
+        },
+    )
+    seen = _consume_all(conf, topic, min_seconds=12.0)
+    assert seen == {f"v{i}" for i in range(RECORDS)}
+    granted = idp.assertions[before:]
+    assert len(granted) >= 2  # the first token and at least one refresh (10 s tokens)
+    assert {claims["sub"] for claims in granted} == {ASSERTION_SUBJECT}
+    assert len({claims["jti"] for claims in granted}) == len(granted)
 
 
 def test_token_provider_callable(oauth_broker: KafkaBroker, idp: IdentityProvider) -> None:
