@@ -188,6 +188,14 @@ class AsyncKafkaShareConsumer(ShareFrontEnd[K, V]):
         last published (never waited for on the loop)."""
         return self._ctx.metrics.view(lambda: self._core.flat_metrics(timeout=0.0))
 
+    async def acquisition_lock_timeout_ms(self) -> int | None:
+        """As ``KafkaShareConsumer.acquisition_lock_timeout_ms()``: the broker's acquisition
+        lock timeout (ms) from the last ShareFetch answer; ``None`` until one arrived. The
+        fetch actor is asked from a worker thread (bounded, 5 s), never on the loop."""
+        figures = await asyncio.to_thread(self._core.flat_metrics, 5.0)
+        value = figures.get("share-acquisition-lock-timeout-ms")
+        return None if value is None else int(value)
+
     # -- close --------------------------------------------------------------------------------
 
     async def close(self, timeout: float | None = None) -> None:

@@ -248,6 +248,13 @@ class KafkaShareConsumer(ShareFrontEnd[K, V]):
         (``metrics()["share-acknowledgements-sent-total"]``)."""
         return self._ctx.metrics.view(lambda: self._core.flat_metrics(timeout=5.0))
 
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """The broker's acquisition lock timeout of the records it hands out (ms), from the
+        last ShareFetch answer (v1+); ``None`` until one arrived. Java's
+        ``acquisitionLockTimeoutMs()`` (an ``Optional``)."""
+        value = self._core.flat_metrics(timeout=5.0).get("share-acquisition-lock-timeout-ms")
+        return None if value is None else int(value)
+
     # -- waiting -------------------------------------------------------------------------------
 
     def _wait(
