@@ -87,6 +87,8 @@ BUILDERS: dict[ApiKey, Callable[[int], Any]] = {
     ApiKey.LEAVE_GROUP: lambda v: rq.leave_group_request(v, group_id="g1", member_id="m1"),
     ApiKey.SASL_HANDSHAKE: lambda v: rq.sasl_handshake_request(v, mechanism="PLAIN"),
     ApiKey.SASL_AUTHENTICATE: lambda v: rq.sasl_authenticate_request(v, auth_bytes=b"\0u\0p"),
+    ApiKey.LIST_GROUPS: lambda v: rq.list_groups_request(v),
+    ApiKey.DELETE_GROUPS: lambda v: rq.delete_groups_request(v, groups=["g1", "g2"]),
 }
 
 CASES = [

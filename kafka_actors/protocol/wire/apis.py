@@ -49,6 +49,8 @@ class ApiKey(enum.IntEnum):
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    DELETE_GROUPS = 42
     OFFSET_FOR_LEADER_EPOCH = 23
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
@@ -102,6 +104,9 @@ CLIENT_VERSIONS: Final[Mapping[int, VersionRange]] = MappingProxyType(
         ApiKey.LEAVE_GROUP: VersionRange(0, 5),
         ApiKey.SYNC_GROUP: VersionRange(0, 5),
         ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
+        # v4+: the states filter; v5+: the types filter and each group's type (KIP-848).
+        ApiKey.LIST_GROUPS: VersionRange(0, 5),
+        ApiKey.DELETE_GROUPS: VersionRange(0, 2),
         # v3+: the consumer's replica id (-1); v2 has none (Java's consumer needs v3 too).
         ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(3, 4),
         ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),

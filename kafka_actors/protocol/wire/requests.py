@@ -528,6 +528,23 @@ def describe_groups_request(
     )
 
 
+def list_groups_request(
+    version: int, *, states: Sequence[str] = (), types: Sequence[str] = ()
+) -> Any:
+    """ListGroups: every group one broker coordinates, with its protocol type (and state from
+    v4, type from v5). Send it to every broker. Filters need v4 (states) and v5 (types)."""
+    api = ApiKey.LIST_GROUPS
+    _require(api, version, 4, "a states filter", bool(states))
+    _require(api, version, 5, "a types filter", bool(types))
+    return make_request(api, version, states_filter=list(states), types_filter=list(types))
+
+
+def delete_groups_request(version: int, *, groups: Sequence[str]) -> Any:
+    """DeleteGroups of empty (or dead) groups and their committed offsets. Send it to each
+    group's coordinator; a group with members answers NON_EMPTY_GROUP."""
+    return make_request(ApiKey.DELETE_GROUPS, version, groups_names=list(groups))
+
+
 def consumer_group_describe_request(
     version: int, *, group_ids: Sequence[str], include_authorized_operations: bool = False
 ) -> Any:

@@ -1,0 +1,123 @@
+"""Group administration, as Java's Admin and ``kafka-consumer-groups.sh`` do it (first part):
+list the groups of the cluster, describe groups, committed offsets with lag, delete groups.
+
+Owns: :class:`AdminClient`, a small front over the CLI's :class:`ClusterClient` (its
+NetworkActor, version negotiation, coordinator lookup and paced retries are reused, not
+copied) plus the pure decoding of ListGroups and DeleteGroups responses. May touch: the
+protocol package, errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_actors.cli.admin import ClusterClient, GroupDescription, PartitionLag, group_lag
+from kafka_actors.config import ConsumerConfig
+from kafka_actors.errors import KafkaError, error_for_code, raise_for_code
+from kafka_actors.protocol.wire import requests as rq
+from kafka_actors.protocol.wire.apis import ApiKey
+
+__all__ = [
+    "AdminClient",
+    "GroupListing",
+    "decode_delete_groups",
+    "decode_list_groups",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    """One group of ListGroups. ``state`` is None before ListGroups v4, ``group_type``
+    (``consumer``, ``classic``, ``share``, ...) None before v5; ``protocol_type`` is
+    ``consumer`` for consumer groups of either protocol, empty for a bare group."""
+
+    group_id: str
+    protocol_type: str
+    state: str | None
+    group_type: str | None
+
+
+def decode_list_groups(response: Any) -> list[GroupListing]:
+    """The groups of one broker's ListGroups response; an error code raises."""
+    raise_for_code(int(response.error_code))
+    return [
+        GroupListing(
+            group_id=str(g.group_id),
+            protocol_type=str(g.protocol_type),
+            state=None if getattr(g, "group_state", None) is None else str(g.group_state),
+            group_type=None if getattr(g, "group_type", None) is None else str(g.group_type),
+        )
+        for g in response.groups
+    ]
+
+
+def decode_delete_groups(response: Any) -> dict[str, KafkaError | None]:
+    """Per group: None when deleted, else the typed error (e.g. NON_EMPTY_GROUP)."""
+    return {
+        str(r.group_id): error_for_code(int(r.error_code)) if int(r.error_code) else None
+        for r in response.results
+    }
+
+
+class AdminClient:
+    """Blocking group administration with the consumer's configuration (connection, SASL,
+    TLS, ``retry.backoff.ms``)."""
+
+    def __init__(self, config: ConsumerConfig, timeout: float = 30.0) -> None:
+        self._cluster = ClusterClient(config, timeout=timeout)
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._cluster.close()
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group of the cluster (ListGroups to every broker), sorted by id."""
+        brokers = sorted({int(b.node_id) for b in self._cluster.metadata([]).brokers})
+        version = self._cluster._version(ApiKey.LIST_GROUPS)
+        found: dict[str, GroupListing] = {}
+        payload = rq.list_groups_request(version)
+        for node in brokers:
+            response = self._cluster._retrying(
+                lambda node=node: self._cluster._send(payload, node)  # type: ignore[misc]
+            )
+            for listing in decode_list_groups(response):
+                found[listing.group_id] = listing
+        return [found[g] for g in sorted(found)]
+
+    def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupDescription]:
+        """Each group's state and members (ConsumerGroupDescribe, else DescribeGroups)."""
+        return {g: self._cluster.describe_group(g) for g in groups}
+
+    def list_group_offsets(self, group: str) -> list[PartitionLag]:
+        """Committed offsets of ``group`` with log end offsets and lag, as ``--describe``."""
+        description = self._cluster.describe_group(group)
+        committed = self._cluster.committed(group)
+        owned = {tp for m in description.members for tp in m.assignment}
+        log_end = self._cluster.log_end_offsets(set(committed) | owned)
+        return group_lag(description, committed, log_end)
+
+    def delete_groups(self, groups: Sequence[str]) -> dict[str, KafkaError | None]:
+        """Delete each group (DeleteGroups to its coordinator): None when deleted, else the
+        typed error (``NON_EMPTY_GROUP`` while it has members, ``GROUP_ID_NOT_FOUND``)."""
+        result: dict[str, KafkaError | None] = {}
+        version = self._cluster._version(ApiKey.DELETE_GROUPS)
+        for group in groups:
+
+            def once(group: str = group) -> Mapping[str, KafkaError | None]:
+                node = self._cluster._find_coordinator(group)
+                payload = rq.delete_groups_request(version, groups=[group])
+                outcome = decode_delete_groups(self._cluster._send(payload, node))
+                error = outcome.get(group)
+                if error is not None and getattr(error, "retriable", False):
+                    raise error  # coordinator moved or loading: retried with backoff
+                return outcome
+
+            result.update(self._cluster._retrying(once))
+        return result

@@ -1,0 +1,69 @@
+"""kafka_actors.admin's pure parts: ListGroups / DeleteGroups requests and their decoding."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGroupsResponse
+from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
+from kio.static.primitive import i16, i32Timedelta
+
+from kafka_actors.admin import GroupListing, decode_delete_groups, decode_list_groups
+from kafka_actors.errors import (
+    CoordinatorLoadInProgressError,
+    GroupIdNotFoundError,
+    NonEmptyGroupError,
+    UnsupportedVersionError,
+)
+from kafka_actors.protocol.wire import requests as rq
+
+ZERO = i32Timedelta.parse(datetime.timedelta(0))
+
+
+def test_list_groups_filters_need_their_versions() -> None:
+    assert rq.list_groups_request(5, types=["consumer"]).types_filter == ("consumer",)
+    assert rq.list_groups_request(4, states=["Empty"]).states_filter == ("Empty",)
+    with pytest.raises(UnsupportedVersionError):
+        rq.list_groups_request(4, types=["consumer"])
+    with pytest.raises(UnsupportedVersionError):
+        rq.list_groups_request(3, states=["Empty"])
+
+
+def test_decode_list_groups() -> None:
+    response = ListGroupsResponse(
+        throttle_time=ZERO,
+        error_code=i16(0),
+        groups=(
+            ListedGroup(
+                group_id="a", protocol_type="consumer", group_state="Stable", group_type="consumer"
+            ),
+            ListedGroup(
+                group_id="b", protocol_type="consumer", group_state="Empty", group_type="classic"
+            ),
+        ),
+    )
+    assert decode_list_groups(response) == [
+        GroupListing("a", "consumer", "Stable", "consumer"),
+        GroupListing("b", "consumer", "Empty", "classic"),
+    ]
+    failed = ListGroupsResponse(
+        throttle_time=ZERO, error_code=i16(CoordinatorLoadInProgressError.code), groups=()
+    )
+    with pytest.raises(CoordinatorLoadInProgressError):
+        decode_list_groups(failed)
+
+
+def test_decode_delete_groups() -> None:
+    response = DeleteGroupsResponse(
+        throttle_time=ZERO,
+        results=(
+            DeletableGroupResult(group_id="gone", error_code=i16(0)),
+            DeletableGroupResult(group_id="busy", error_code=i16(NonEmptyGroupError.code)),
+            DeletableGroupResult(group_id="none", error_code=i16(GroupIdNotFoundError.code)),
+        ),
+    )
+    outcome = decode_delete_groups(response)
+    assert outcome["gone"] is None
+    assert isinstance(outcome["busy"], NonEmptyGroupError)
+    assert isinstance(outcome["none"], GroupIdNotFoundError)
