@@ -1,0 +1,78 @@
+"""kafka_actors.admin against a real broker (one per module): list shows a consumer and a
+classic group with their type and state; offsets with lag; delete refused while a member is
+active, then done once the group is empty."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from kafka_actors import KafkaConsumer, TopicPartition
+from kafka_actors.admin import AdminClient
+from kafka_actors.config import ConsumerConfig
+from kafka_actors.errors import NonEmptyGroupError
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _joined(consumer: KafkaConsumer, tps: set[TopicPartition]) -> None:
+    deadline = time.monotonic() + 60  # a bound on a hang, not a timing assertion
+    while consumer.assignment() != tps and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    assert consumer.assignment() == tps
+
+
+def test_list_describe_offsets_and_delete(kafka_broker: Any) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = _unique("admin")
+    kafka_broker.create_topic(topic, partitions=2)
+    tps = {TopicPartition(topic, p) for p in range(2)}
+    groups = {protocol: _unique(f"admin-{protocol}") for protocol in ("consumer", "classic")}
+    consumers = []
+    try:
+        for protocol, group in groups.items():
+            consumer = KafkaConsumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": group,
+                    "group.protocol": protocol,
+                    "enable.auto.commit": False,
+                }
+            )
+            consumers.append(consumer)
+            consumer.subscribe([topic])
+            _joined(consumer, tps)
+            consumer.commit_sync({TopicPartition(topic, 0): 0})  # type: ignore[dict-item]
+        with AdminClient(ConsumerConfig.from_dict({"bootstrap.servers": bootstrap})) as admin:
+            listed = {g.group_id: g for g in admin.list_groups()}
+            for protocol, group in groups.items():
+                assert listed[group].group_type == protocol
+                assert listed[group].protocol_type == "consumer"
+                assert (listed[group].state or "").lower() == "stable"
+            described = admin.describe_groups(groups.values())
+            for protocol, group in groups.items():
+                assert described[group].protocol == protocol
+                assert len(described[group].members) == 1
+            rows = admin.list_group_offsets(groups["consumer"])
+            assert [(r.partition, r.committed, r.lag) for r in rows] == [
+                (0, 0, 0),
+                (1, None, None),
+            ]
+            outcome = admin.delete_groups([groups["classic"]])
+            assert isinstance(outcome[groups["classic"]], NonEmptyGroupError)
+            for consumer in consumers:
+                consumer.close()
+            consumers.clear()
+            assert admin.delete_groups(list(groups.values())) == dict.fromkeys(groups.values())
+            remaining = {g.group_id for g in admin.list_groups()}
+            assert not remaining & set(groups.values())
+    finally:
+        for consumer in consumers:
+            consumer.close()
