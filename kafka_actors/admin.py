@@ -77,6 +77,11 @@ class AdminClient:
     def close(self) -> None:
         self._cluster.close()
 
+    @property
+    def cluster(self) -> ClusterClient:
+        """The read-only query client underneath (topics, coordinator, describe)."""
+        return self._cluster
+
     def list_groups(self) -> list[GroupListing]:
         """Every group of the cluster (ListGroups to every broker), sorted by id."""
         brokers = sorted({int(b.node_id) for b in self._cluster.metadata([]).brokers})

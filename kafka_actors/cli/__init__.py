@@ -420,6 +420,24 @@ def _parser() -> argparse.ArgumentParser:
         "--state", action="store_true", help="the group's state, protocol, assignor, epoch"
     )
 
+    groups = sub.add_parser(
+        "groups",
+        help="list, describe or delete groups, as kafka-consumer-groups does",
+        description="Group administration with kafka-consumer-groups' option names: --list "
+        "(every group: type, protocol type, state), --describe --group G (as the group "
+        "command), --delete --group G (refused while the group has members).",
+    )
+    _add_config_options(groups, demo=False)
+    action = groups.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="every group of the cluster")
+    action.add_argument("--describe", action="store_true", help="describe --group")
+    action.add_argument("--delete", action="store_true", help="delete each --group")
+    groups.add_argument(
+        "--group", dest="groups", action="append", default=[], metavar="GROUP", help="a group id"
+    )
+    groups.add_argument("--members", action="store_true", help="with --describe: members")
+    groups.add_argument("--state", action="store_true", help="with --describe: the state")
+
     probe = sub.add_parser(
         "probe",
         help="ApiVersions, metadata and records of a cluster (protocol layer)",
@@ -698,7 +716,46 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
                 state=args.state,
                 notes=None if args.quiet else sys.stderr,
             )
+    if args.command == "groups":
+        if not config.get("bootstrap.servers"):
+            raise ValueError("groups needs --bootstrap-servers (or bootstrap.servers)")
+        return _groups(args, config, out)
     return _ISSUES
+
+
+def _groups(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> int:
+    from kafka_actors.admin import AdminClient
+    from kafka_actors.cli.tables import format_table, print_group
+    from kafka_actors.config import ConsumerConfig
+
+    if not args.list and not args.groups:
+        raise ValueError("--describe and --delete need --group")
+    with AdminClient(ConsumerConfig.from_dict(config)) as admin:
+        if args.list:
+            rows = [
+                (g.group_id, g.group_type or "-", g.protocol_type or "-", g.state or "-")
+                for g in admin.list_groups()
+            ]
+            out.write(format_table(("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"), rows))
+            return 0
+        if args.describe:
+            for group in args.groups:
+                code = print_group(
+                    admin.cluster, group, out, members=args.members, state=args.state,
+                    notes=None if args.quiet else sys.stderr,
+                )  # fmt: skip
+                if code:
+                    return code
+            return 0
+        outcome = admin.delete_groups(args.groups)
+        failed = {g: e for g, e in outcome.items() if e is not None}
+        deleted = [g for g, e in outcome.items() if e is None]
+        if deleted:
+            names = ", ".join(f"'{g}'" for g in deleted)
+            out.write(f"Deletion of requested consumer groups ({names}) was successful.\n")
+        for group, error in failed.items():
+            out.write(f"Group '{group}' could not be deleted: {error}\n")
+        return 1 if failed else 0
 
 
 def _list(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> int:

@@ -4,6 +4,7 @@ active, then done once the group is empty."""
 
 from __future__ import annotations
 
+import io
 import time
 import uuid
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from kafka_actors import KafkaConsumer, TopicPartition
 from kafka_actors.admin import AdminClient
+from kafka_actors.cli import main
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import NonEmptyGroupError
 
@@ -65,6 +67,19 @@ def test_list_describe_offsets_and_delete(kafka_broker: Any) -> None:
                 (0, 0, 0),
                 (1, None, None),
             ]
+            # The CLI's table: kafka-consumer-groups' option names.
+            out = io.StringIO()
+            assert main(["groups", "-b", bootstrap, "--list"], out=out) == 0
+            lines = {line.split()[0]: line.split() for line in out.getvalue().splitlines()}
+            assert lines["GROUP"] == ["GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"]
+            for protocol, group in groups.items():
+                assert lines[group][1:3] == [protocol, "consumer"]
+            out = io.StringIO()
+            assert (
+                main(["groups", "-b", bootstrap, "--delete", "--group", groups["classic"]], out=out)
+                == 1
+            )
+            assert "could not be deleted" in out.getvalue()
             outcome = admin.delete_groups([groups["classic"]])
             assert isinstance(outcome[groups["classic"]], NonEmptyGroupError)
             for consumer in consumers:

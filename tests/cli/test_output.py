@@ -113,7 +113,7 @@ def test_start_and_stop_timestamps_as_kcat_writes_them() -> None:
 def test_every_option_of_every_command_has_help() -> None:
     parser = _parser()
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert set(sub.choices) == {"consume", "list", "query", "group", "probe"}
+    assert set(sub.choices) == {"consume", "list", "query", "group", "groups", "probe"}
     for name, command in sub.choices.items():
         assert command.description, name
         for action in command._actions:
