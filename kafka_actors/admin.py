@@ -16,6 +16,7 @@ from typing import Any
 from kafka_actors.cli.admin import ClusterClient, GroupDescription, PartitionLag, group_lag
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import KafkaError, error_for_code, raise_for_code
+from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.protocol.wire.apis import ApiKey
 
@@ -24,6 +25,7 @@ __all__ = [
     "GroupListing",
     "decode_delete_groups",
     "decode_list_groups",
+    "decode_offset_delete",
 ]
 
 
@@ -58,6 +60,21 @@ def decode_delete_groups(response: Any) -> dict[str, KafkaError | None]:
     return {
         str(r.group_id): error_for_code(int(r.error_code)) if int(r.error_code) else None
         for r in response.results
+    }
+
+
+def decode_offset_delete(response: Any) -> dict[TopicPartition, KafkaError | None]:
+    """Per partition: None when its committed offset was deleted, else the typed error; a
+    group-level error code raises."""
+    raise_for_code(int(response.error_code))
+    return {
+        TopicPartition(str(t.name), int(p.partition_index)): (
+            error_for_code(int(p.error_code), topic=str(t.name), partition=int(p.partition_index))
+            if int(p.error_code)
+            else None
+        )
+        for t in response.topics
+        for p in t.partitions
     }
 
 
@@ -107,6 +124,22 @@ class AdminClient:
         owned = {tp for m in description.members for tp in m.assignment}
         log_end = self._cluster.log_end_offsets(set(committed) | owned)
         return group_lag(description, committed, log_end)
+
+    def delete_group_offsets(
+        self, group: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Delete committed offsets of ``group`` (OffsetDelete): per partition None when
+        deleted, else the typed error (GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes
+        to the topic). A group-level error raises."""
+        wanted = sorted(set(partitions))
+        version = self._cluster._version(ApiKey.OFFSET_DELETE)
+
+        def once() -> dict[TopicPartition, KafkaError | None]:
+            node = self._cluster._find_coordinator(group)
+            payload = rq.offset_delete_request(version, group_id=group, partitions=wanted)
+            return decode_offset_delete(self._cluster._send(payload, node))
+
+        return self._cluster._retrying(once)
 
     def delete_groups(self, groups: Sequence[str]) -> dict[str, KafkaError | None]:
         """Delete each group (DeleteGroups to its coordinator): None when deleted, else the

@@ -15,7 +15,7 @@ from kafka_actors import KafkaConsumer, TopicPartition
 from kafka_actors.admin import AdminClient
 from kafka_actors.cli import main
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.errors import NonEmptyGroupError
+from kafka_actors.errors import GroupSubscribedToTopicError, NonEmptyGroupError
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 
@@ -82,9 +82,14 @@ def test_list_describe_offsets_and_delete(kafka_broker: Any) -> None:
             assert "could not be deleted" in out.getvalue()
             outcome = admin.delete_groups([groups["classic"]])
             assert isinstance(outcome[groups["classic"]], NonEmptyGroupError)
+            tp0 = TopicPartition(topic, 0)
+            refused = admin.delete_group_offsets(groups["consumer"], [tp0])
+            assert isinstance(refused[tp0], GroupSubscribedToTopicError)
             for consumer in consumers:
                 consumer.close()
             consumers.clear()
+            assert admin.delete_group_offsets(groups["consumer"], [tp0]) == {tp0: None}
+            assert [r.committed for r in admin.list_group_offsets(groups["consumer"])] == []
             assert admin.delete_groups(list(groups.values())) == dict.fromkeys(groups.values())
             remaining = {g.group_id for g in admin.list_groups()}
             assert not remaining & set(groups.values())

@@ -9,13 +9,20 @@ from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGro
 from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
 from kio.static.primitive import i16, i32Timedelta
 
-from kafka_actors.admin import GroupListing, decode_delete_groups, decode_list_groups
+from kafka_actors.admin import (
+    GroupListing,
+    decode_delete_groups,
+    decode_list_groups,
+    decode_offset_delete,
+)
 from kafka_actors.errors import (
     CoordinatorLoadInProgressError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     NonEmptyGroupError,
     UnsupportedVersionError,
 )
+from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.wire import requests as rq
 
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
@@ -67,3 +74,42 @@ def test_decode_delete_groups() -> None:
     assert outcome["gone"] is None
     assert isinstance(outcome["busy"], NonEmptyGroupError)
     assert isinstance(outcome["none"], GroupIdNotFoundError)
+
+
+def test_offset_delete_request_and_decoding() -> None:
+    from kio.schema.offset_delete.v0.response import (
+        OffsetDeleteResponse,
+        OffsetDeleteResponsePartition,
+        OffsetDeleteResponseTopic,
+    )
+
+    request = rq.offset_delete_request(
+        0, group_id="g", partitions=[TopicPartition("a", 1), TopicPartition("a", 0)]
+    )
+    assert request.group_id == "g"
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics] == [
+        ("a", [1, 0])
+    ]
+    response = OffsetDeleteResponse(
+        error_code=i16(0),
+        throttle_time=ZERO,
+        topics=(
+            OffsetDeleteResponseTopic(
+                name="a",
+                partitions=(
+                    OffsetDeleteResponsePartition(partition_index=0, error_code=i16(0)),
+                    OffsetDeleteResponsePartition(
+                        partition_index=1, error_code=i16(GroupSubscribedToTopicError.code)
+                    ),
+                ),
+            ),
+        ),
+    )
+    outcome = decode_offset_delete(response)
+    assert outcome[TopicPartition("a", 0)] is None
+    assert isinstance(outcome[TopicPartition("a", 1)], GroupSubscribedToTopicError)
+    failed = OffsetDeleteResponse(
+        error_code=i16(GroupIdNotFoundError.code), throttle_time=ZERO, topics=()
+    )
+    with pytest.raises(GroupIdNotFoundError):
+        decode_offset_delete(failed)

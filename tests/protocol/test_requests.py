@@ -89,6 +89,9 @@ BUILDERS: dict[ApiKey, Callable[[int], Any]] = {
     ApiKey.SASL_AUTHENTICATE: lambda v: rq.sasl_authenticate_request(v, auth_bytes=b"\0u\0p"),
     ApiKey.LIST_GROUPS: lambda v: rq.list_groups_request(v),
     ApiKey.DELETE_GROUPS: lambda v: rq.delete_groups_request(v, groups=["g1", "g2"]),
+    ApiKey.OFFSET_DELETE: lambda v: rq.offset_delete_request(
+        v, group_id="g1", partitions=[TopicPartition("a", 0), TopicPartition("a", 2)]
+    ),
 }
 
 CASES = [

@@ -51,6 +51,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
     DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
     OFFSET_FOR_LEADER_EPOCH = 23
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
@@ -107,6 +108,7 @@ CLIENT_VERSIONS: Final[Mapping[int, VersionRange]] = MappingProxyType(
         # v4+: the states filter; v5+: the types filter and each group's type (KIP-848).
         ApiKey.LIST_GROUPS: VersionRange(0, 5),
         ApiKey.DELETE_GROUPS: VersionRange(0, 2),
+        ApiKey.OFFSET_DELETE: VersionRange(0, 0),
         # v3+: the consumer's replica id (-1); v2 has none (Java's consumer needs v3 too).
         ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(3, 4),
         ApiKey.SASL_HANDSHAKE: VersionRange(0, 1),

@@ -545,6 +545,23 @@ def delete_groups_request(version: int, *, groups: Sequence[str]) -> Any:
     return make_request(ApiKey.DELETE_GROUPS, version, groups_names=list(groups))
 
 
+def offset_delete_request(
+    version: int, *, group_id: str, partitions: Iterable[TopicPartition]
+) -> Any:
+    """OffsetDelete of some committed offsets of a group (to its coordinator); refused per
+    partition (GROUP_SUBSCRIBED_TO_TOPIC) while a member is subscribed to the topic."""
+    by_topic = _group_by_topic((tp.topic, tp.partition) for tp in partitions)
+    return make_request(
+        ApiKey.OFFSET_DELETE,
+        version,
+        group_id=group_id,
+        topics=[
+            {"name": topic, "partitions": [{"partition_index": p} for p in indexes]}
+            for topic, indexes in by_topic.items()
+        ],
+    )
+
+
 def consumer_group_describe_request(
     version: int, *, group_ids: Sequence[str], include_authorized_operations: bool = False
 ) -> Any:
