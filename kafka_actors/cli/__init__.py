@@ -432,6 +432,19 @@ def _parser() -> argparse.ArgumentParser:
     action.add_argument("--list", action="store_true", help="every group of the cluster")
     action.add_argument("--describe", action="store_true", help="describe --group")
     action.add_argument("--delete", action="store_true", help="delete each --group")
+    action.add_argument(
+        "--delete-offsets",
+        action="store_true",
+        help="delete the committed offsets of --group for each --topic",
+    )
+    groups.add_argument(
+        "--topic",
+        dest="topics",
+        action="append",
+        default=[],
+        metavar="TOPIC[:P,P...]",
+        help="a topic, or some of its partitions (for --delete-offsets)",
+    )
     groups.add_argument(
         "--group", dest="groups", action="append", default=[], metavar="GROUP", help="a group id"
     )
@@ -747,6 +760,8 @@ def _groups(args: argparse.Namespace, config: dict[str, object], out: TextIO) ->
                 if code:
                     return code
             return 0
+        if args.delete_offsets:
+            return _delete_offsets(admin, args.groups, args.topics, out)
         outcome = admin.delete_groups(args.groups)
         failed = {g: e for g, e in outcome.items() if e is not None}
         deleted = [g for g, e in outcome.items() if e is None]
@@ -756,6 +771,30 @@ def _groups(args: argparse.Namespace, config: dict[str, object], out: TextIO) ->
         for group, error in failed.items():
             out.write(f"Group '{group}' could not be deleted: {error}\n")
         return 1 if failed else 0
+
+
+def _delete_offsets(admin: Any, groups: list[str], topics: list[str], out: TextIO) -> int:
+    """``groups --delete-offsets``: one row per partition, ``Successful`` or the error."""
+    from kafka_actors.cli.tables import format_table
+    from kafka_actors.protocol.messages import TopicPartition
+
+    if len(groups) != 1 or not topics:
+        raise ValueError("--delete-offsets needs one --group and at least one --topic")
+    partitions: list[TopicPartition] = []
+    for spec in topics:
+        name, _, indexes = spec.partition(":")
+        if indexes:
+            partitions += [TopicPartition(name, int(p)) for p in indexes.split(",")]
+        else:
+            [described] = admin.cluster.topics([name])
+            partitions += [TopicPartition(name, p[0]) for p in described.partitions]
+    outcome = admin.delete_group_offsets(groups[0], partitions)
+    rows = [
+        (tp.topic, tp.partition, "Successful" if error is None else f"Error: {error}")
+        for tp, error in sorted(outcome.items())
+    ]
+    out.write(format_table(("TOPIC", "PARTITION", "STATUS"), rows))
+    return 1 if any(error is not None for error in outcome.values()) else 0
 
 
 def _list(args: argparse.Namespace, config: dict[str, object], out: TextIO) -> int:
