@@ -15,14 +15,15 @@ from typing import Any
 
 from kafka_actors.cli.admin import ClusterClient, GroupDescription, PartitionLag, group_lag
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.errors import KafkaError, error_for_code, raise_for_code
-from kafka_actors.protocol.messages import TopicPartition
+from kafka_actors.errors import KafkaError, NonEmptyGroupError, error_for_code, raise_for_code
+from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.protocol.wire.apis import ApiKey
 
 __all__ = [
     "AdminClient",
     "GroupListing",
+    "OffsetReset",
     "decode_delete_groups",
     "decode_list_groups",
     "decode_offset_delete",
@@ -78,6 +79,15 @@ def decode_offset_delete(response: Any) -> dict[TopicPartition, KafkaError | Non
     }
 
 
+@dataclass(frozen=True, slots=True)
+class OffsetReset:
+    """One row of a reset plan: the committed offset now (None without one) and the new."""
+
+    partition: TopicPartition
+    current: int | None
+    target: int
+
+
 class AdminClient:
     """Blocking group administration with the consumer's configuration (connection, SASL,
     TLS, ``retry.backoff.ms``)."""
@@ -124,6 +134,56 @@ class AdminClient:
         owned = {tp for m in description.members for tp in m.assignment}
         log_end = self._cluster.log_end_offsets(set(committed) | owned)
         return group_lag(description, committed, log_end)
+
+    def plan_reset(
+        self, group: str, partitions: Iterable[TopicPartition], *, to: str | int
+    ) -> list[OffsetReset]:
+        """What ``--reset-offsets --dry-run`` prints: ``to`` is ``"earliest"``,
+        ``"latest"``, or an offset (clamped to the partition's earliest..latest, as Kafka
+        does). Writes nothing."""
+        wanted = sorted(set(partitions))
+        committed = self._cluster.committed(group)
+        earliest = self._cluster.list_offsets(wanted, rq.EARLIEST_TIMESTAMP)
+        latest = self._cluster.list_offsets(wanted, rq.LATEST_TIMESTAMP)
+        rows = []
+        for tp in wanted:
+            if to == "earliest":
+                target = earliest[tp]
+            elif to == "latest":
+                target = latest[tp]
+            elif isinstance(to, int):
+                target = min(max(to, earliest[tp]), latest[tp])
+            else:
+                raise ValueError(f"reset to {to!r}: earliest, latest or an offset")
+            rows.append(OffsetReset(tp, committed.get(tp), target))
+        return rows
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` for ``group`` as its admin (generation -1, no member), as
+        ``--reset-offsets --execute`` does; refused with NonEmptyGroupError while the group
+        has members (Kafka's tool resets inactive groups only)."""
+        description = self._cluster.describe_group(group)
+        if description.members:
+            raise NonEmptyGroupError(
+                f"group {group} has {len(description.members)} active member(s): "
+                "offsets can only be reset while it is inactive"
+            )
+        version = min(self._cluster._version(ApiKey.OFFSET_COMMIT), 9)  # v10 names topics by id
+
+        def once() -> None:
+            node = self._cluster._find_coordinator(group)
+            payload = rq.offset_commit_request(
+                version,
+                group_id=group,
+                offsets={tp: OffsetAndMetadata(o) for tp, o in offsets.items()},
+            )
+            for t in self._cluster._send(payload, node).topics:
+                for p in t.partitions:
+                    raise_for_code(
+                        int(p.error_code), topic=str(t.name), partition=int(p.partition_index)
+                    )
+
+        self._cluster._retrying(once)
 
     def delete_group_offsets(
         self, group: str, partitions: Iterable[TopicPartition]

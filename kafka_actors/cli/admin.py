@@ -273,6 +273,13 @@ class ClusterClient:
     def log_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log end offset (high watermark, read_uncommitted) of each partition, asked of
         its leader."""
+        return self.list_offsets(partitions, rq.LATEST_TIMESTAMP)
+
+    def list_offsets(
+        self, partitions: Iterable[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
+        """ListOffsets of each partition at its leader for ``timestamp`` (or
+        EARLIEST_TIMESTAMP / LATEST_TIMESTAMP); -1 where no record is that recent."""
         wanted = sorted(set(partitions))
         if not wanted:
             return {}
@@ -289,7 +296,7 @@ class ClusterClient:
         result: dict[TopicPartition, int] = {}
         for leader, tps in sorted(by_leader.items()):
             payload = rq.list_offsets_request(
-                version, timestamps=dict.fromkeys(tps, rq.LATEST_TIMESTAMP)
+                version, timestamps=dict.fromkeys(tps, timestamp)
             )
             for t in self._send(payload, leader).topics:
                 for p in t.partitions:

@@ -83,6 +83,8 @@ def test_list_describe_offsets_and_delete(kafka_broker: Any) -> None:
             outcome = admin.delete_groups([groups["classic"]])
             assert isinstance(outcome[groups["classic"]], NonEmptyGroupError)
             tp0 = TopicPartition(topic, 0)
+            with pytest.raises(NonEmptyGroupError):
+                admin.alter_group_offsets(groups["classic"], {tp0: 0})
             refused = admin.delete_group_offsets(groups["consumer"], [tp0])
             assert isinstance(refused[tp0], GroupSubscribedToTopicError)
             for consumer in consumers:
@@ -103,3 +105,44 @@ def test_list_describe_offsets_and_delete(kafka_broker: Any) -> None:
     finally:
         for consumer in consumers:
             consumer.close()
+
+
+def test_reset_to_earliest_plan_then_execute(kafka_broker: Any) -> None:
+    from confluent_kafka import Producer
+
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = _unique("admin-reset")
+    kafka_broker.create_topic(topic, partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    for i in range(10):
+        producer.produce(topic, value=f"v{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    tp = TopicPartition(topic, 0)
+    group = _unique("admin-reset-g")
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "latest",
+    }
+    with KafkaConsumer(config) as consumer:
+        consumer.subscribe([topic])
+        _joined(consumer, {tp})
+        consumer.commit_sync({tp: 8})  # type: ignore[dict-item]
+        with AdminClient(ConsumerConfig.from_dict({"bootstrap.servers": bootstrap})) as admin:
+            with pytest.raises(NonEmptyGroupError):
+                admin.alter_group_offsets(group, {tp: 0})
+    with AdminClient(ConsumerConfig.from_dict({"bootstrap.servers": bootstrap})) as admin:
+        plan = admin.plan_reset(group, [tp], to="earliest")
+        assert [(r.partition, r.current, r.target) for r in plan] == [(tp, 8, 0)]
+        assert admin.cluster.committed(group) == {tp: 8}  # the plan wrote nothing
+        assert admin.plan_reset(group, [tp], to=99)[0].target == 10  # clamped to the end
+        admin.alter_group_offsets(group, {r.partition: r.target for r in plan})
+        assert admin.cluster.committed(group) == {tp: 0}
+    with KafkaConsumer(config) as consumer:
+        consumer.subscribe([topic])
+        records = []
+        deadline = time.monotonic() + 60  # a bound on a hang, not a timing assertion
+        while not records and time.monotonic() < deadline:
+            records = list(consumer.poll(0.5))
+        assert records and records[0].offset == 0
