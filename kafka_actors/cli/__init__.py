@@ -437,6 +437,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="delete the committed offsets of --group for each --topic",
     )
+    action.add_argument(
+        "--reset-offsets",
+        action="store_true",
+        help="plan (--dry-run, the default) or --execute a reset of --group on each --topic",
+    )
+    target = groups.add_mutually_exclusive_group()
+    target.add_argument("--to-earliest", action="store_true", help="reset to the log start")
+    target.add_argument("--to-latest", action="store_true", help="reset to the log end")
+    target.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N")
+    mode = groups.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (default)")
+    mode.add_argument("--execute", action="store_true", help="commit the planned offsets")
     groups.add_argument(
         "--topic",
         dest="topics",
@@ -762,6 +774,8 @@ def _groups(args: argparse.Namespace, config: dict[str, object], out: TextIO) ->
             return 0
         if args.delete_offsets:
             return _delete_offsets(admin, args.groups, args.topics, out)
+        if args.reset_offsets:
+            return _reset_offsets(admin, args, out)
         outcome = admin.delete_groups(args.groups)
         failed = {g: e for g, e in outcome.items() if e is not None}
         deleted = [g for g, e in outcome.items() if e is None]
@@ -773,13 +787,10 @@ def _groups(args: argparse.Namespace, config: dict[str, object], out: TextIO) ->
         return 1 if failed else 0
 
 
-def _delete_offsets(admin: Any, groups: list[str], topics: list[str], out: TextIO) -> int:
-    """``groups --delete-offsets``: one row per partition, ``Successful`` or the error."""
-    from kafka_actors.cli.tables import format_table
+def _partitions_of(admin: Any, topics: list[str]) -> list[Any]:
+    """``--topic T`` (every partition) or ``T:P,P`` as TopicPartitions."""
     from kafka_actors.protocol.messages import TopicPartition
 
-    if len(groups) != 1 or not topics:
-        raise ValueError("--delete-offsets needs one --group and at least one --topic")
     partitions: list[TopicPartition] = []
     for spec in topics:
         name, _, indexes = spec.partition(":")
@@ -788,7 +799,41 @@ def _delete_offsets(admin: Any, groups: list[str], topics: list[str], out: TextI
         else:
             [described] = admin.cluster.topics([name])
             partitions += [TopicPartition(name, p[0]) for p in described.partitions]
-    outcome = admin.delete_group_offsets(groups[0], partitions)
+    return partitions
+
+
+def _reset_offsets(admin: Any, args: argparse.Namespace, out: TextIO) -> int:
+    """``groups --reset-offsets``: the plan as kafka-consumer-groups prints it, committed
+    only with ``--execute``."""
+    from kafka_actors.cli.tables import format_table
+
+    if len(args.groups) != 1 or not args.topics:
+        raise ValueError("--reset-offsets needs one --group and at least one --topic")
+    to: str | int
+    if args.to_earliest:
+        to = "earliest"
+    elif args.to_latest:
+        to = "latest"
+    elif args.to_offset is not None:
+        to = args.to_offset
+    else:
+        raise ValueError("--reset-offsets needs --to-earliest, --to-latest or --to-offset")
+    [group] = args.groups
+    plan = admin.plan_reset(group, _partitions_of(admin, args.topics), to=to)
+    if args.execute:
+        admin.alter_group_offsets(group, {r.partition: r.target for r in plan})
+    rows = [(group, r.partition.topic, r.partition.partition, r.target) for r in plan]
+    out.write(format_table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), rows))
+    return 0
+
+
+def _delete_offsets(admin: Any, groups: list[str], topics: list[str], out: TextIO) -> int:
+    """``groups --delete-offsets``: one row per partition, ``Successful`` or the error."""
+    from kafka_actors.cli.tables import format_table
+
+    if len(groups) != 1 or not topics:
+        raise ValueError("--delete-offsets needs one --group and at least one --topic")
+    outcome = admin.delete_group_offsets(groups[0], _partitions_of(admin, topics))
     rows = [
         (tp.topic, tp.partition, "Successful" if error is None else f"Error: {error}")
         for tp, error in sorted(outcome.items())

@@ -137,7 +137,12 @@ def test_reset_to_earliest_plan_then_execute(kafka_broker: Any) -> None:
         assert [(r.partition, r.current, r.target) for r in plan] == [(tp, 8, 0)]
         assert admin.cluster.committed(group) == {tp: 8}  # the plan wrote nothing
         assert admin.plan_reset(group, [tp], to=99)[0].target == 10  # clamped to the end
-        admin.alter_group_offsets(group, {r.partition: r.target for r in plan})
+        out = io.StringIO()
+        args = ["groups", "-b", bootstrap, "--reset-offsets", "--group", group, "--topic", topic]
+        assert main([*args, "--to-earliest", "--dry-run"], out=out) == 0
+        assert out.getvalue().splitlines()[1].split() == [group, topic, "0", "0"]
+        assert admin.cluster.committed(group) == {tp: 8}  # the dry run wrote nothing
+        assert main([*args, "--to-earliest", "--execute"], out=io.StringIO()) == 0
         assert admin.cluster.committed(group) == {tp: 0}
     with KafkaConsumer(config) as consumer:
         consumer.subscribe([topic])
