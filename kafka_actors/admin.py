@@ -136,18 +136,32 @@ class AdminClient:
         return group_lag(description, committed, log_end)
 
     def plan_reset(
-        self, group: str, partitions: Iterable[TopicPartition], *, to: str | int
+        self,
+        group: str,
+        partitions: Iterable[TopicPartition],
+        *,
+        to: str | int,
+        timestamp_ms: int | None = None,
     ) -> list[OffsetReset]:
         """What ``--reset-offsets --dry-run`` prints: ``to`` is ``"earliest"``,
-        ``"latest"``, or an offset (clamped to the partition's earliest..latest, as Kafka
-        does). Writes nothing."""
+        ``"latest"``, an offset (clamped to the partition's earliest..latest, as Kafka
+        does), or ``"timestamp"`` with ``timestamp_ms`` (the first offset at or after it,
+        the log end where none is). Writes nothing."""
         wanted = sorted(set(partitions))
         committed = self._cluster.committed(group)
         earliest = self._cluster.list_offsets(wanted, rq.EARLIEST_TIMESTAMP)
         latest = self._cluster.list_offsets(wanted, rq.LATEST_TIMESTAMP)
+        at_time: dict[TopicPartition, int] = {}
+        if to == "timestamp":
+            if timestamp_ms is None:
+                raise ValueError("reset to a timestamp needs timestamp_ms")
+            at_time = self._cluster.list_offsets(wanted, timestamp_ms)
         rows = []
         for tp in wanted:
-            if to == "earliest":
+            if to == "timestamp":
+                found = at_time.get(tp, -1)
+                target = found if found >= 0 else latest[tp]
+            elif to == "earliest":
                 target = earliest[tp]
             elif to == "latest":
                 target = latest[tp]

@@ -36,6 +36,7 @@ import argparse
 import os
 import re
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -446,6 +447,16 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--to-earliest", action="store_true", help="reset to the log start")
     target.add_argument("--to-latest", action="store_true", help="reset to the log end")
     target.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N")
+    target.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="reset to the first offset at or after this time (UTC unless an offset is given)",
+    )
+    target.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="reset to the first offset at or after now minus this ISO-8601 duration",
+    )
     mode = groups.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan only (default)")
     mode.add_argument("--execute", action="store_true", help="commit the planned offsets")
@@ -787,6 +798,27 @@ def _groups(args: argparse.Namespace, config: dict[str, object], out: TextIO) ->
         return 1 if failed else 0
 
 
+def datetime_ms(text: str) -> int:
+    """``--to-datetime``: ``YYYY-MM-DDTHH:mm:SS[.sss]`` (UTC) or with an offset, in ms."""
+    import datetime as dt
+
+    moment = dt.datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def duration_ms(text: str) -> int:
+    """``--by-duration``: an ISO-8601 duration ``PnDTnHnMn.nS`` in ms."""
+    match = re.fullmatch(
+        r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", text.upper()
+    )
+    if match is None or text.upper() in ("P", "PT"):
+        raise ValueError(f"--by-duration {text!r}: an ISO-8601 duration such as PT1H30M")
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+
+
 def _partitions_of(admin: Any, topics: list[str]) -> list[Any]:
     """``--topic T`` (every partition) or ``T:P,P`` as TopicPartitions."""
     from kafka_actors.protocol.messages import TopicPartition
@@ -816,10 +848,22 @@ def _reset_offsets(admin: Any, args: argparse.Namespace, out: TextIO) -> int:
         to = "latest"
     elif args.to_offset is not None:
         to = args.to_offset
+    elif args.to_datetime is not None or args.by_duration is not None:
+        to = "timestamp"
     else:
-        raise ValueError("--reset-offsets needs --to-earliest, --to-latest or --to-offset")
+        raise ValueError(
+            "--reset-offsets needs --to-earliest, --to-latest, --to-offset, --to-datetime "
+            "or --by-duration"
+        )
+    timestamp_ms: int | None = None
+    if args.to_datetime is not None:
+        timestamp_ms = datetime_ms(args.to_datetime)
+    elif args.by_duration is not None:
+        timestamp_ms = int(time.time() * 1000) - duration_ms(args.by_duration)
     [group] = args.groups
-    plan = admin.plan_reset(group, _partitions_of(admin, args.topics), to=to)
+    plan = admin.plan_reset(
+        group, _partitions_of(admin, args.topics), to=to, timestamp_ms=timestamp_ms
+    )
     if args.execute:
         admin.alter_group_offsets(group, {r.partition: r.target for r in plan})
     rows = [(group, r.partition.topic, r.partition.partition, r.target) for r in plan]

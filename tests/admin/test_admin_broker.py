@@ -137,6 +137,10 @@ def test_reset_to_earliest_plan_then_execute(kafka_broker: Any) -> None:
         assert [(r.partition, r.current, r.target) for r in plan] == [(tp, 8, 0)]
         assert admin.cluster.committed(group) == {tp: 8}  # the plan wrote nothing
         assert admin.plan_reset(group, [tp], to=99)[0].target == 10  # clamped to the end
+        # From 1970: the first record; from an hour ahead (no record that recent): the log end.
+        assert admin.plan_reset(group, [tp], to="timestamp", timestamp_ms=0)[0].target == 0
+        far = int(time.time() * 1000) + 3_600_000
+        assert admin.plan_reset(group, [tp], to="timestamp", timestamp_ms=far)[0].target == 10
         out = io.StringIO()
         args = ["groups", "-b", bootstrap, "--reset-offsets", "--group", group, "--topic", topic]
         assert main([*args, "--to-earliest", "--dry-run"], out=out) == 0

@@ -113,3 +113,16 @@ def test_offset_delete_request_and_decoding() -> None:
     )
     with pytest.raises(GroupIdNotFoundError):
         decode_offset_delete(failed)
+
+
+def test_reset_time_options_parse() -> None:
+    from kafka_actors.cli import datetime_ms, duration_ms
+
+    assert datetime_ms("1970-01-01T00:00:01.500") == 1500
+    assert datetime_ms("1970-01-01T01:00:00+01:00") == 0
+    assert duration_ms("PT1H30M") == 5_400_000
+    assert duration_ms("P1DT0.5S") == 86_400_500
+    with pytest.raises(ValueError):
+        duration_ms("PT")
+    with pytest.raises(ValueError):
+        duration_ms("1h")
