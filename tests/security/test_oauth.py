@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -37,6 +35,7 @@ from kafka_actors.protocol.connection.oauth import (
     refresh_at,
 )
 from kafka_actors.protocol.connection.sasl import mechanism_from_config
+from tests.security.token_server import LocalTokenServer
 
 SECRET = "s3cr3t-client-secret"
 
@@ -228,46 +227,22 @@ def test_config_errors_name_the_key(extra: dict[str, Any], key: str) -> None:
 # -- the client-credentials call against a loopback token endpoint -------------------------------
 
 
-class TokenEndpoint:
+class TokenEndpoint(LocalTokenServer):
     """An OIDC token endpoint on loopback: client credentials by HTTP Basic."""
 
     def __init__(self, lifetime: float = 60.0) -> None:
         self.lifetime = lifetime
         self.requests: list[tuple[str, str]] = []
-        outer = self
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                body = self.rfile.read(length).decode()
-                auth = self.headers.get("Authorization", "")
-                outer.requests.append((auth, body))
-                expected = "Basic " + base64.b64encode(f"app:{SECRET}".encode()).decode()
-                if auth != expected or "grant_type=client_credentials" not in body:
-                    payload, status = {"error": "invalid_client"}, 401
-                else:
-                    now = time.time()
-                    token = make_jwt(now + outer.lifetime, iat=now)
-                    payload, status = {"access_token": token, "token_type": "Bearer"}, 200
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
+    def _answer(self, headers: Mapping[str, str], body: str) -> tuple[int, dict[str, Any]]:
+        auth = headers.get("Authorization", "")
+        self.requests.append((auth, body))
+        expected = "Basic " + base64.b64encode(f"app:{SECRET}".encode()).decode()
+        if auth != expected or "grant_type=client_credentials" not in body:
+            return 401, {"error": "invalid_client"}
+        now = time.time()
+        return 200, {"access_token": make_jwt(now + self.lifetime, iat=now), "token_type": "Bearer"}
 
 
 @pytest.fixture

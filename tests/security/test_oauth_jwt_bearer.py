@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import urllib.parse
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,7 @@ from kafka_actors.protocol.connection.oauth import (  # noqa: E402
     assertion_claims,
     jwt_bearer_request,
 )
+from tests.security.token_server import LocalTokenServer  # noqa: E402
 
 BASE = {"bootstrap.servers": "localhost:9092", "security.protocol": "SASL_SSL"}
 RETRIEVER = "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever"
@@ -241,52 +240,28 @@ def test_token_request_form() -> None:
 # -- the token request against a loopback endpoint that checks the assertion ---------------------
 
 
-class JwtBearerEndpoint:
+class JwtBearerEndpoint(LocalTokenServer):
     """A token endpoint granting a token for an assertion the public key signed."""
 
     def __init__(self, public_key: Any) -> None:
         self.grants: list[dict[str, Any]] = []
-        outer = self
+        self._public_key = public_key
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
-                status, payload = 400, {"error": "invalid_grant"}
-                if form.get("grant_type") == [JWT_BEARER_GRANT]:
-                    try:
-                        claims = verify(form["assertion"][0], public_key)
-                    except (InvalidSignature, KeyError, ValueError):
-                        pass
-                    else:
-                        outer.grants.append(claims)
-                        token = ".".join(
-                            base64.urlsafe_b64encode(json.dumps(p).encode()).decode().rstrip("=")
-                            for p in (
-                                {"alg": "none"},
-                                {"sub": claims["sub"], "exp": claims["exp"] + 3600},
-                            )
-                        )
-                        status, payload = 200, {"access_token": token + ".sig"}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
+    def _answer(self, headers: Mapping[str, str], body: str) -> tuple[int, dict[str, Any]]:
+        form = urllib.parse.parse_qs(body)
+        if form.get("grant_type") != [JWT_BEARER_GRANT]:
+            return 400, {"error": "invalid_grant"}
+        try:
+            claims = verify(form["assertion"][0], self._public_key)
+        except (InvalidSignature, KeyError, ValueError):
+            return 400, {"error": "invalid_grant"}
+        self.grants.append(claims)
+        token = ".".join(
+            base64.urlsafe_b64encode(json.dumps(p).encode()).decode().rstrip("=")
+            for p in ({"alg": "none"}, {"sub": claims["sub"], "exp": claims["exp"] + 3600})
+        )
+        return 200, {"access_token": token + ".sig"}
 
 
 @pytest.fixture
