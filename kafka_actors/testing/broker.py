@@ -576,8 +576,18 @@ class KafkaCluster:
         config: Mapping[str, str] | None = None,
         timeout: float = 60.0,
     ) -> None:
-        """Create a topic and wait until every partition has a leader and a full ISR."""
+        """Create a topic and wait until every partition has a leader and a full ISR.
+
+        A retriable failure (a transport error: a broker just started may close a connection
+        it accepted; a timeout) is retried with exponential backoff and jitter until
+        ``timeout``; TOPIC_ALREADY_EXISTS after such a retry means the earlier attempt
+        created it. Any other error raises at once."""
+        import random
+
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.cimpl import NewTopic
+
+        from kafka_actors.protocol.request_state import ExponentialBackoff
 
         admin = self._admin()
         topic = NewTopic(
@@ -586,8 +596,30 @@ class KafkaCluster:
             replication_factor=replication_factor,
             config=dict(config or {}),
         )
-        futures = admin.create_topics([topic], operation_timeout=timeout, request_timeout=timeout)
-        futures[name].result(timeout)
+        backoff = ExponentialBackoff(100, 2.0, 2_000, 0.2, random.random)
+        deadline = time.monotonic() + timeout
+        attempts = 0
+        while True:
+            left = max(1.0, deadline - time.monotonic())
+            futures = admin.create_topics([topic], operation_timeout=left, request_timeout=left)
+            try:
+                futures[name].result(left)
+                break
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if not isinstance(error, KafkaError):
+                    raise
+                if attempts and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    break  # an earlier attempt created it before its answer was lost
+                transient = error.retriable() or error.code() in (
+                    KafkaError._TRANSPORT,
+                    KafkaError._TIMED_OUT,
+                )
+                pause = backoff.backoff(attempts) / 1000.0
+                if not transient or time.monotonic() + pause >= deadline:
+                    raise
+                attempts += 1
+                time.sleep(pause)
         self.wait_for_topic(name, partitions, replication_factor, timeout=timeout, admin=admin)
 
     def wait_for_topic(
