@@ -658,6 +658,7 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "max.decompressed.batch.bytes": ("max_decompressed_batch_bytes", _int(1), 268_435_456),
     "exclude.internal.topics": ("exclude_internal_topics", _as_bool, True),
     "allow.auto.create.topics": ("allow_auto_create_topics", _as_bool, True),
+    "enable.metrics.push": ("enable_metrics_push", _as_bool, True),
     "request.timeout.ms": ("request_timeout_ms", _int(0), 30_000),
     "default.api.timeout.ms": ("default_api_timeout_ms", _int(0), 60_000),
     "retry.backoff.ms": ("retry_backoff_ms", _long(0), 100),
@@ -945,6 +946,9 @@ class ConsumerConfig:
     max_decompressed_batch_bytes: int = 268_435_456
     exclude_internal_topics: bool = True
     allow_auto_create_topics: bool = True
+    #: KIP-714: push the metrics a broker subscribes to (GetTelemetrySubscriptions /
+    #: PushTelemetry); also what ``client_instance_id()`` needs.
+    enable_metrics_push: bool = True
     request_timeout_ms: int = 30_000
     default_api_timeout_ms: int = 60_000
     retry_backoff_ms: int = 100

@@ -74,6 +74,7 @@ JAVA_DEFAULTS: Final[dict[str, str | None]] = {
     "check.crcs": "true",
     "exclude.internal.topics": "true",
     "allow.auto.create.topics": "true",
+    "enable.metrics.push": "true",
     "request.timeout.ms": "30000",
     "default.api.timeout.ms": "60000",
     "retry.backoff.ms": "100",
@@ -282,6 +283,14 @@ KEY_DOCS: Final[dict[str, KeyDoc]] = {
         "`read_committed` hides aborted transactional records and stops at the last stable offset.",
     ),
     "check.crcs": KeyDoc(BOOL, "", "low", "Verify each record batch's CRC32C when decoding."),
+    "enable.metrics.push": KeyDoc(
+        BOOL,
+        "",
+        "low",
+        "KIP-714: fetch the broker's client-metrics subscription and push the subscribed "
+        "metrics (OTLP) every push interval, with a terminating push on close; "
+        "`client_instance_id()` needs it.",
+    ),
     "max.decompressed.batch.bytes": KeyDoc(
         INT,
         _AT_LEAST_1,

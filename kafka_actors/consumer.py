@@ -30,6 +30,7 @@ import concurrent.futures
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Self, TypeVar
 
@@ -41,7 +42,7 @@ from kafka_actors.core import (
     commit_offsets,
 )
 from kafka_actors.core.poll import PollStep
-from kafka_actors.errors import CallTimeout, KafkaTimeoutError
+from kafka_actors.errors import CallTimeout, InvalidArgumentError, KafkaTimeoutError
 from kafka_actors.health import ConsumerHealth
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
@@ -485,6 +486,22 @@ class KafkaConsumer(Generic[K, V]):
 
     # -- group, metrics, wakeup, close -----------------------------------------------------------
 
+    def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        """The id the broker assigned this client for its telemetry (KIP-714; Java's
+        ``clientInstanceId(Duration)``): known once the first GetTelemetrySubscriptions was
+        answered; waits up to ``timeout`` seconds (default: default.api.timeout.ms) for it,
+        then raises KafkaTimeoutError. IllegalStateError when ``enable.metrics.push`` is
+        false or the broker has no client telemetry."""
+        if timeout is not None and timeout < 0:
+            raise InvalidArgumentError("The timeout cannot be negative.")
+        facade = self._facade
+        trace = new_trace_id()
+        deadline = facade.deadline(timeout, self.config.default_api_timeout_ms)
+        with traced(trace):
+            future = self._core.client_instance_id(deadline, trace)
+            result: uuid.UUID = self._wait(future, deadline, "clientInstanceId")
+            return result
+
     def group_metadata(self) -> ConsumerGroupMetadata:
         """The group's identity as this member sees it now (group id, generation,
         member id, group instance id)."""
@@ -622,6 +639,13 @@ class KafkaConsumer(Generic[K, V]):
                         facade.process_background()
                     except Exception:
                         pass
+                if fatal is None:
+                    telemetry = core.close_telemetry(trace)  # the terminating push (KIP-714)
+                    if telemetry is not None:
+                        try:
+                            self._wait(telemetry, deadline, "telemetry push", wakeable=False)
+                        except Exception as exc:
+                            log.info("telemetry_close_failed", error=str(exc))
                 core.begin_shutdown(trace)
                 remaining = max(0.1, deadline - time.monotonic())
                 result = core.stop_actors(remaining)

@@ -26,6 +26,7 @@ from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 __all__ = [
     "AssignmentChangedEvent",
     "CallbackCompletedEvent",
+    "ClientInstanceIdEvent",
     "CommitDone",
     "CommitEvent",
     "EnforceRebalanceEvent",
@@ -39,6 +40,7 @@ __all__ = [
     "RefreshMetadataEvent",
     "ResetPositionsEvent",
     "SubscriptionChangedEvent",
+    "TelemetryCloseEvent",
     "TopicMetadataEvent",
     "TopicNames",
 ]
@@ -125,6 +127,24 @@ class ListOffsetsEvent:
     kind: str  # "beginning_offsets" | "end_offsets" | "offsets_for_times"
     timestamps: Mapping[TopicPartition, int]
     deadline_ms: int
+    future: Future[Any]
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInstanceIdEvent:
+    """client_instance_id(): the id the broker assigned this client (KIP-714), once the
+    telemetry subscription is loaded; the caller's wait has its own deadline."""
+
+    future: Future[Any]
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryCloseEvent:
+    """close(): the terminating telemetry push (KIP-714); completed (None) once it was
+    answered or when there is none to send."""
+
     future: Future[Any]
     trace_id: str | None = None
 

@@ -40,6 +40,7 @@ from typing import Any, Final
 from kafka_actors.actors.context import ConsumerContext, complete, fail
 from kafka_actors.actors.events import (
     AssignmentChangedEvent,
+    ClientInstanceIdEvent,
     CommitEvent,
     CommitOnCloseEvent,
     EnforceRebalanceEvent,
@@ -49,6 +50,7 @@ from kafka_actors.actors.events import (
     PositionsChangedEvent,
     ResetPositionsEvent,
     SubscriptionChangedEvent,
+    TelemetryCloseEvent,
     TopicMetadataEvent,
 )
 from kafka_actors.actors.facade import (
@@ -66,6 +68,7 @@ from kafka_actors.actors.managers import (
     MetadataActor,
     OffsetsActor,
 )
+from kafka_actors.actors.managers.telemetry import TelemetryActor
 from kafka_actors.actors.network import NetworkActor
 from kafka_actors.clock import SystemClock, default_scheduler
 from kafka_actors.config import SHARE_ONLY_KEYS, ConsumerConfig
@@ -212,6 +215,9 @@ class ActorCore:
             group_protocol=cfg.group_protocol,
         )
         children = managers(ctx)
+        if cfg.enable_metrics_push:
+            # KIP-714 client telemetry: every kind of consumer runs the same actor.
+            children.append(ChildSpec("telemetry", lambda c: TelemetryActor.start(ctx, context=c)))
         manager_spec = SupervisorSpec(max_restarts=5, period=30.0)
         # what the front end tells them before they run (subscribe, the first poll, a lookup
         # right after construction) waits for them instead of being dropped and retried
@@ -306,6 +312,31 @@ class ActorCore:
 
         attempt()
         return result
+
+    # -- client telemetry (KIP-714) -------------------------------------------------------------
+
+    def client_instance_id(self, deadline: float, trace: str) -> concurrent.futures.Future[Any]:
+        """A future of the client instance id the broker assigned (``uuid.UUID``); raises
+        IllegalStateError at once when ``enable.metrics.push`` is false (as Java)."""
+        self.facade.ensure_open()
+        if not self.config.enable_metrics_push:
+            raise IllegalStateError(
+                "Telemetry is not enabled. Set config `enable.metrics.push` to `true`."
+            )
+        return self.request(
+            "telemetry", lambda f, d: ClientInstanceIdEvent(f, trace), deadline, "clientInstanceId"
+        )
+
+    def close_telemetry(self, trace: str) -> concurrent.futures.Future[Any] | None:
+        """The close's terminating telemetry push: a future completed once it was answered
+        (or there is none to send); None when telemetry is off or the actors failed."""
+        if not self.config.enable_metrics_push or self.tree.fatal_error is not None:
+            return None
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.ctx.track(future)
+        if not self.ctx.tell("telemetry", TelemetryCloseEvent(future, trace)):
+            return None
+        return future
 
     @staticmethod
     def timeout_error(future: concurrent.futures.Future[Any], what: str) -> KafkaTimeoutError:

@@ -58,6 +58,8 @@ class ApiKey(enum.IntEnum):
     SASL_AUTHENTICATE = 36
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
@@ -118,6 +120,9 @@ CLIENT_VERSIONS: Final[Mapping[int, VersionRange]] = MappingProxyType(
         ApiKey.SASL_AUTHENTICATE: VersionRange(0, 2),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
+        # Client telemetry (KIP-714, Kafka 3.7+).
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: VersionRange(0, 0),
+        ApiKey.PUSH_TELEMETRY: VersionRange(0, 0),
         # Share groups (KIP-932): v1 is the first production version (Kafka 4.1+; v0 was the
         # early-access one); ShareFetch / ShareAcknowledge v2 add RENEW and the acquire mode.
         ApiKey.SHARE_GROUP_HEARTBEAT: VersionRange(1, 1),
