@@ -63,6 +63,7 @@ import concurrent.futures
 import inspect
 import re
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final, Generic, Self
@@ -78,6 +79,7 @@ from kafka_actors.core import (
 from kafka_actors.core.poll import PollStep
 from kafka_actors.errors import (
     ConsumerClosedError,
+    InvalidArgumentError,
     KafkaTimeoutError,
     RecordDeserializationError,
 )
@@ -1045,6 +1047,20 @@ class AsyncKafkaConsumer(Generic[K, V]):
 
     # -- group, metrics, close ----------------------------------------------------------------
 
+    async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        """The id the broker assigned this client for its telemetry (KIP-714), awaited up to
+        ``timeout`` seconds (default: default.api.timeout.ms); as
+        :meth:`KafkaConsumer.client_instance_id <kafka_actors.KafkaConsumer.client_instance_id>`."""
+        if timeout is not None and timeout < 0:
+            raise InvalidArgumentError("The timeout cannot be negative.")
+        self._bind()
+        trace = new_trace_id()
+        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
+        with traced(trace):
+            future = self._core.client_instance_id(deadline, trace)
+            result: uuid.UUID = await self._loop_bridge.result(future, deadline, "clientInstanceId")
+            return result
+
     def group_metadata(self) -> ConsumerGroupMetadata:
         """The group's identity as this member sees it now (group id, generation,
         member id, group instance id)."""
@@ -1121,6 +1137,13 @@ class AsyncKafkaConsumer(Generic[K, V]):
                                 await self._leave_group(deadline, membership)
                         except Exception as exc:
                             self._log.warning("leave_on_close_failed", error=str(exc))
+                if fatal is None:
+                    telemetry = core.close_telemetry(trace)  # the terminating push (KIP-714)
+                    if telemetry is not None:
+                        try:
+                            await self._loop_bridge.result(telemetry, deadline, "telemetry push")
+                        except Exception as exc:
+                            self._log.info("telemetry_close_failed", error=str(exc))
                 for tp in list(self._records.buffer):
                     self._records.drop(tp, rewind=False)
                 core.begin_shutdown(trace)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -149,6 +150,8 @@ class ConsumerContext:
     coordinator_node: int | None = None
     #: The member as the membership actor last published it (None: not built yet).
     member_status: MemberStatus | None = None
+    #: The client instance id the broker assigned for telemetry (KIP-714), once known.
+    client_instance_id: uuid.UUID | None = None
     #: Each broker connection's state, written by the NetworkActor.
     connection_states: ConnectionStates = field(default_factory=ConnectionStates)
     cluster: Any = None

@@ -323,6 +323,11 @@ class ActorCore:
             raise IllegalStateError(
                 "Telemetry is not enabled. Set config `enable.metrics.push` to `true`."
             )
+        known = self.ctx.client_instance_id
+        if known is not None:  # a zero timeout still answers (as Java)
+            done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            done.set_result(known)
+            return done
         return self.request(
             "telemetry", lambda f, d: ClientInstanceIdEvent(f, trace), deadline, "clientInstanceId"
         )

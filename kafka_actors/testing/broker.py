@@ -191,6 +191,8 @@ TOOL_ALIASES: Mapping[str, tuple[str, ...]] = {
     "kafka-producer-perf-test": ("org.apache.kafka.tools.ProducerPerformance",),
     "kafka-consumer-perf-test": ("org.apache.kafka.tools.ConsumerPerformance",),
     "kafka-features": ("org.apache.kafka.tools.FeatureCommand",),
+    # Client-metrics subscriptions (KIP-714), 3.7+.
+    "kafka-client-metrics": ("org.apache.kafka.tools.ClientMetricsCommand",),
     # Share groups (KIP-932), 4.x tools.
     "kafka-console-share-consumer": ("org.apache.kafka.tools.consumer.ConsoleShareConsumer",),
     "kafka-share-consumer-perf-test": ("org.apache.kafka.tools.ShareConsumerPerformance",),
@@ -293,8 +295,9 @@ class KafkaCluster:
     :meth:`_base_config`). ``listeners`` adds client listeners beside the internal
     ``PLAINTEXT`` one, e.g. ``ListenerSpec("SASL", "SASL_PLAINTEXT", ("PLAIN",))``; SASL
     users (PLAIN and SCRAM) come from ``users``. ``jvm_options`` are appended to each
-    node's JVM flags (after the small default heap, so ``-Xmx2g`` wins). Use as a context
-    manager, or call :meth:`start` and :meth:`stop`.
+    node's JVM flags (after the small default heap, so ``-Xmx2g`` wins); ``classpath``
+    entries follow the Kafka jars on each node's classpath (a plugin a test compiled). Use
+    as a context manager, or call :meth:`start` and :meth:`stop`.
 
     ``first_node_id`` numbers the brokers: ``node.id`` ``first_node_id`` to
     ``first_node_id + num_brokers - 1`` (default 1, so 1..N). Every place a node id appears
@@ -323,6 +326,7 @@ class KafkaCluster:
         jvm_options: Sequence[str] = (),
         certificate_names: Sequence[str] = DEFAULT_CERTIFICATE_NAMES,
         first_node_id: int = 1,
+        classpath: Sequence[str] = (),
     ) -> None:
         if num_brokers < 1:
             raise ValueError("num_brokers must be >= 1")
@@ -340,6 +344,9 @@ class KafkaCluster:
         self.users = dict(users)
         self.start_timeout = start_timeout
         self.jvm_options = tuple(jvm_options)
+        #: Directories or jars added to the brokers' classpath (a plugin class a test
+        #: compiled, e.g. a client-telemetry receiver in ``metric.reporters``).
+        self.classpath = tuple(str(entry) for entry in classpath)
         #: Subject alternative names of the SSL listeners' certificate (``DNS:...``/``IP:...``).
         self.certificate_names = tuple(certificate_names)
         self.keep_dir = (
@@ -965,7 +972,7 @@ class KafkaCluster:
             *extra,
             *self.jvm_options,
             "-cp",
-            jars.broker_cp,
+            os.pathsep.join((jars.broker_cp, *self.classpath)),
             "kafka.Kafka",
             str(node.config_path),
         ]

@@ -44,7 +44,13 @@ from kafka_actors.testing import jars as _jars
 from kafka_actors.testing.broker import KafkaLaunchError, _java, _write_log_config
 from kafka_actors.testing.processes import pdeathsig_prefix, register, terminate, unregister
 
-__all__ = ["HARNESS_CLASS", "JavaShareConsumer", "JavaShareRecord", "compile_share_harness"]
+__all__ = [
+    "HARNESS_CLASS",
+    "JavaShareConsumer",
+    "JavaShareRecord",
+    "compile_java_class",
+    "compile_share_harness",
+]
 
 HARNESS_CLASS = "KafkaActorsShareHarness"
 ACK_TYPES = ("accept", "release", "reject", "implicit", "hold")
@@ -174,22 +180,37 @@ class JavaShareRecord:
 
 def compile_share_harness(jars: _jars.KafkaJars) -> Path:
     """The directory holding the compiled harness for ``jars`` (compiled once, cached)."""
+    return compile_java_class(
+        jars,
+        HARNESS_CLASS,
+        _SOURCE,
+        "share-harness",
+        hint="its KafkaShareConsumer needs 4.x",
+    )
+
+
+def compile_java_class(
+    jars: _jars.KafkaJars, class_name: str, source_text: str, cache_name: str, *, hint: str = ""
+) -> Path:
+    """The directory holding ``class_name`` compiled from ``source_text`` against the
+    broker's jars of ``jars``: ``<jars>/<cache_name>/<source hash>/``, compiled with
+    ``javac`` once (under a file lock) and cached."""
     if shutil.which("javac") is None and not os.environ.get("JAVA_HOME"):
         raise KafkaLaunchError("javac is not on PATH (and JAVA_HOME is not set)")
-    digest = hashlib.sha256(_SOURCE.encode()).hexdigest()[:16]
-    root = jars.directory / "share-harness"
+    digest = hashlib.sha256(source_text.encode()).hexdigest()[:16]
+    root = jars.directory / cache_name
     target = root / digest
-    if (target / f"{HARNESS_CLASS}.class").exists():
+    if (target / f"{class_name}.class").exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (target / f"{HARNESS_CLASS}.class").exists():
+        if (target / f"{class_name}.class").exists():
             return target
         scratch = Path(tempfile.mkdtemp(prefix="build-", dir=root))
         try:
-            source = scratch / f"{HARNESS_CLASS}.java"
-            source.write_text(_SOURCE)
+            source = scratch / f"{class_name}.java"
+            source.write_text(source_text)
             javac = str(Path(_java()).with_name("javac"))
             done = subprocess.run(
                 [javac, "-cp", jars.broker_cp, "-d", str(scratch), str(source)],
@@ -200,8 +221,8 @@ def compile_share_harness(jars: _jars.KafkaJars) -> Path:
             )
             if done.returncode != 0:
                 raise KafkaLaunchError(
-                    f"javac failed on the share harness (Kafka {jars.version}; its "
-                    f"KafkaShareConsumer needs 4.x):\n{done.stderr[-3000:]}"
+                    f"javac failed on {class_name} (Kafka {jars.version}"
+                    f"{'; ' + hint if hint else ''}):\n{done.stderr[-3000:]}"
                 )
             source.unlink()
             scratch.rename(target)

@@ -83,6 +83,8 @@ class TelemetryActor(RoutingManagerActor):
         manager: TelemetryManager = self.manager
         result = manager.poll(now_ms)
         instance = manager.client_instance_id
+        if instance is not None:
+            self.ctx.client_instance_id = instance
         if self._id_waiters and (instance is not None or not manager.enabled):
             waiters, self._id_waiters = self._id_waiters, []
             for future in waiters:
