@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
 from typing import Final, Self
 
 from kafka_actors.aio_loop import EventLoopBridge
-from kafka_actors.errors import KafkaError
+from kafka_actors.errors import InvalidArgumentError, KafkaError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.messages import TopicPartition
@@ -181,6 +182,18 @@ class AsyncKafkaShareConsumer(ShareFrontEnd[K, V]):
                 future, deadline, "commit_sync"
             )
             self._raise_pending()
+            return result
+
+    async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        """As ``KafkaShareConsumer.client_instance_id``, awaited (KIP-714)."""
+        if timeout is not None and timeout < 0:
+            raise InvalidArgumentError("The timeout cannot be negative.")
+        self._bind()
+        trace = new_trace_id()
+        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
+        with traced(trace):
+            future = self._core.client_instance_id(deadline, trace)
+            result: uuid.UUID = await self._loop_bridge.result(future, deadline, "clientInstanceId")
             return result
 
     def metrics(self) -> MetricsView:

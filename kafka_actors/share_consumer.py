@@ -22,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, Generic, Self
 
@@ -31,7 +32,7 @@ from kafka_actors.core.share_core import (
     ShareCore,
     build_share_config,
 )
-from kafka_actors.errors import KafkaError, KafkaTimeoutError
+from kafka_actors.errors import InvalidArgumentError, KafkaError, KafkaTimeoutError
 from kafka_actors.health import ConsumerHealth
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
@@ -256,6 +257,19 @@ class KafkaShareConsumer(ShareFrontEnd[K, V]):
         return None if value is None else int(value)
 
     # -- waiting -------------------------------------------------------------------------------
+
+    def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        """The id the broker assigned this client for its telemetry (KIP-714), as
+        :meth:`KafkaConsumer.client_instance_id <kafka_actors.KafkaConsumer.client_instance_id>`:
+        waits up to ``timeout`` seconds (default: default.api.timeout.ms)."""
+        if timeout is not None and timeout < 0:
+            raise InvalidArgumentError("The timeout cannot be negative.")
+        trace = new_trace_id()
+        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
+        with traced(trace):
+            future = self._core.client_instance_id(deadline, trace)
+            result: uuid.UUID = self._wait(future, deadline, "clientInstanceId")
+            return result
 
     def _wait(
         self,

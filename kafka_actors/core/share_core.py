@@ -572,14 +572,15 @@ class ShareCore(ActorCore):
     def close_steps(self, deadline: float, trace: str) -> list[CloseStep]:
         """Queue the close's acknowledgements (:meth:`prepare_close`) and return the steps
         to wait for: close the share sessions (what is pending is sent, acquired records not
-        acknowledged are released by the broker), then leave the group. None when the actors
-        failed."""
+        acknowledged are released by the broker), leave the group, then the terminating
+        telemetry push (KIP-714). None when the actors failed."""
         if not self.healthy():
             return []
         self.prepare_close(trace)
         return [
             ("close the share sessions", lambda: self.close_sessions(trace)),
             ("leave the share group", lambda: self.leave_group(deadline, trace)),
+            ("the terminating telemetry push", lambda: self.close_telemetry(trace)),
         ]
 
     def close_step_failed(self, step: str, error: BaseException) -> None:

@@ -16,10 +16,16 @@ from typing import Any
 
 import pytest
 
-from kafka_actors import AsyncKafkaConsumer, KafkaConsumer
+from kafka_actors import (
+    AsyncKafkaConsumer,
+    AsyncKafkaShareConsumer,
+    KafkaConsumer,
+    KafkaShareConsumer,
+)
 from kafka_actors.errors import IllegalStateError
 from kafka_actors.metrics import CONSUMER, FETCH_MANAGER
 from kafka_actors.testing import KafkaBroker
+from kafka_actors.testing.share import share_broker_config
 from kafka_actors.testing.telemetry import (
     ReceivedPush,
     read_pushes,
@@ -37,6 +43,8 @@ CONNECTIONS = "org.apache.kafka.consumer.connection.creation.total"
 def telemetry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
     out = tmp_path_factory.mktemp("telemetry") / "pushes.txt"
     args = receiver_broker_args(out)
+    # share groups' settings too: the share consumers push as well
+    args["broker_config"] = {**share_broker_config(), **args["broker_config"]}
     with KafkaBroker(**args) as broker:
         subscribe_client_metrics(
             broker, "kafka-actors-test", ["org.apache.kafka.consumer."], PUSH_INTERVAL_MS
@@ -145,3 +153,37 @@ def test_disabled_metrics_push_has_no_instance_id(telemetry_broker: tuple[Any, P
             consumer.client_instance_id(timeout=1)
     finally:
         consumer.close(timeout=10)
+
+
+@pytest.mark.broker
+def test_share_consumers_push_and_terminate(telemetry_broker: tuple[Any, Path]) -> None:
+    broker, out = telemetry_broker
+    topic = unique("telemetry-share")
+    broker.create_topic(topic, partitions=1)
+    config = {"bootstrap.servers": broker.bootstrap_servers, "group.id": unique("sg-telemetry")}
+    consumer: KafkaShareConsumer[bytes, bytes] = KafkaShareConsumer(config)
+    try:
+        consumer.subscribe([topic])
+        instance = consumer.client_instance_id(timeout=30)
+        consumer.poll(0.5)
+        pushes = wait_pushes(out, instance, lambda ps: bool(ps), timeout=30)
+        assert pushes and not pushes[0].terminating
+    finally:
+        consumer.close(timeout=30)
+    final = wait_pushes(out, instance, lambda ps: any(p.terminating for p in ps), timeout=10)
+    assert [p.terminating for p in final].count(True) == 1
+
+    async def run() -> uuid.UUID:
+        aconsumer: AsyncKafkaShareConsumer[bytes, bytes] = AsyncKafkaShareConsumer(
+            {**config, "group.id": unique("sg-telemetry-aio")}
+        )
+        try:
+            aconsumer.subscribe([topic])
+            return await aconsumer.client_instance_id(timeout=30)
+        finally:
+            await aconsumer.close(timeout=30)
+
+    async_instance = asyncio.run(run())
+    assert async_instance != instance
+    final = wait_pushes(out, async_instance, lambda ps: any(p.terminating for p in ps), timeout=10)
+    assert [p.terminating for p in final][-1:] == [True]
