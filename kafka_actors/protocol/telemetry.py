@@ -606,6 +606,8 @@ class TelemetryManager:
             subscription_id=sub.subscription_id,
             push_interval_ms=push_interval,
             metrics=list(sub.requested_metrics),
+            accepted_compression_types=list(sub.accepted_compression_types),
+            delta_temporality=sub.delta_temporality,
         )
 
     def _on_push(self, response: Any, now_ms: int) -> None:

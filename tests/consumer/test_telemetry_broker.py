@@ -24,7 +24,8 @@ from kafka_actors import (
 )
 from kafka_actors.errors import IllegalStateError
 from kafka_actors.metrics import CONSUMER, FETCH_MANAGER
-from kafka_actors.testing import KafkaBroker
+from kafka_actors.protocol.telemetry import COMPRESSION_ZSTD
+from kafka_actors.testing import KafkaBroker, capture_logs
 from kafka_actors.testing.share import share_broker_config
 from kafka_actors.testing.telemetry import (
     ReceivedPush,
@@ -69,14 +70,15 @@ def point(push: ReceivedPush, name: str, **attrs: str) -> float:
 
 
 def received_total(pushes: list[ReceivedPush], name: str, **attrs: str) -> float:
-    """What the broker knows of counter ``name``: the last cumulative value, or the sum of
-    the deltas (the subscription's temporality)."""
-    carrying = [p for p in pushes if name in p.points]
-    if not carrying:
+    """What the broker knows of counter ``name`` (the data point with exactly ``attrs``): the
+    last cumulative value, or the sum of the deltas (the subscription's temporality; a push
+    made before the point existed has none)."""
+    values = [(p.kinds[name], v) for p in pushes for a, v in p.points.get(name, ()) if a == attrs]
+    if not values:
         return 0.0
-    if carrying[-1].kinds[name] == "sum/delta":
-        return sum(point(p, name, **attrs) for p in carrying)
-    return point(carrying[-1], name, **attrs)
+    if values[-1][0] == "sum/delta":
+        return sum(v for _kind, v in values)
+    return values[-1][1]
 
 
 @pytest.mark.broker
@@ -85,6 +87,8 @@ def test_broker_receives_our_metrics_by_name_and_value(telemetry_broker: tuple[A
     topic = unique("telemetry")
     broker.create_topic(topic, partitions=1)
     produce(broker.bootstrap_servers, topic, 30)
+    logs_cm = capture_logs()
+    logs = logs_cm.__enter__()
     consumer = KafkaConsumer(
         **base_config(broker.bootstrap_servers, group_id=unique("g-telemetry"))
     )
@@ -113,6 +117,10 @@ def test_broker_receives_our_metrics_by_name_and_value(telemetry_broker: tuple[A
         # a metric that measured nothing yet (NaN) is absent, never pushed as a made-up value
         assert all(v == v for p in pushes for pts in p.points.values() for _a, v in pts)
         assert not any(p.terminating for p in pushes)
+        # the broker lists zstd first among the types it accepts: the pushes it decoded
+        # above were zstd-compressed
+        sent = [e for e in list(logs) if e["event"] == "push_telemetry"]
+        assert sent and {e["compression"] for e in sent} == {COMPRESSION_ZSTD}
         consumer.close(timeout=30)
         closed = True
         final = wait_pushes(out, instance, lambda ps: any(p.terminating for p in ps), timeout=10)
@@ -122,6 +130,7 @@ def test_broker_receives_our_metrics_by_name_and_value(telemetry_broker: tuple[A
     finally:
         if not closed:
             consumer.close(timeout=10)
+        logs_cm.__exit__(None, None, None)
 
 
 @pytest.mark.broker
