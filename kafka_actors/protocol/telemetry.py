@@ -344,8 +344,12 @@ class TelemetryManager:
         now_ms: int,
         client_id: str | None = None,
         resource_attributes: tuple[tuple[str, str], ...] = (),
+        client_instance_id: uuid.UUID | None = None,
     ) -> None:
         self._config = config
+        #: The id an earlier incarnation was assigned: sent in the first
+        #: GetTelemetrySubscriptions instead of the zero id (the broker keeps it).
+        self._known_instance_id = client_instance_id
         self._collect = collect
         self._wall_ms = wall_ms
         self._random = random
@@ -379,6 +383,7 @@ class TelemetryManager:
 
     @property
     def client_instance_id(self) -> uuid.UUID | None:
+        """The id the broker assigned, once a subscription was loaded."""
         sub = self.subscription
         return None if sub is None else sub.client_instance_id
 
@@ -485,7 +490,7 @@ class TelemetryManager:
 
     def _get_subscription(self, now_ms: int) -> UnsentRequest:
         cls: Any = request_type(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0)
-        instance = self.client_instance_id or _ZERO_UUID
+        instance = self.client_instance_id or self._known_instance_id or _ZERO_UUID
         self.state = TelemetryState.SUBSCRIPTION_IN_PROGRESS
         self._log.debug("get_telemetry_subscriptions", client_instance_id=str(instance))
         return self._new_request(cls(client_instance_id=instance), now_ms)
@@ -569,7 +574,7 @@ class TelemetryManager:
             return
         instance = response.client_instance_id
         if instance is None or instance == _ZERO_UUID:
-            instance = self.client_instance_id
+            instance = self.client_instance_id or self._known_instance_id
         if instance is None:
             self._disable("the broker assigned no client instance id")
             return

@@ -399,3 +399,18 @@ def test_metric_points_from_the_consumer_metrics() -> None:
     opened = points["org.apache.kafka.consumer.connection.creation.total"]
     assert (opened.kind, opened.value) == ("counter", 2.0)
     assert points["org.apache.kafka.consumer.poll.idle.ratio.avg"].kind == "gauge"
+
+
+def test_a_new_incarnation_asks_under_the_known_instance_id() -> None:
+    m = TelemetryManager(
+        TelemetryConfig(),
+        supported=True,
+        collect=Points(),
+        wall_ms=lambda: WALL_MS,
+        random=lambda: 0.5,
+        now_ms=0,
+        client_instance_id=INSTANCE,
+    )
+    assert m.client_instance_id is None  # not before the broker answered
+    req = send(m, 0)
+    assert req.request.client_instance_id == INSTANCE

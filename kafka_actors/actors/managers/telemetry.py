@@ -32,8 +32,8 @@ __all__ = ["TelemetryActor"]
 
 
 class TelemetryActor(RoutingManagerActor):
-    """A new incarnation fetches a subscription again (the broker knows the client by the
-    instance id it assigned; a new one is assigned, as after a Java client restart)."""
+    """A new incarnation fetches the subscription again, under the client instance id an
+    earlier one was assigned (``ctx.client_instance_id``)."""
 
     component = "telemetry"
 
@@ -57,6 +57,7 @@ class TelemetryActor(RoutingManagerActor):
             random=ctx.random,
             now_ms=ctx.now_ms(),
             client_id=ctx.config.client_id,
+            client_instance_id=ctx.client_instance_id,
         )
 
     def _collect(self) -> list[TelemetryPoint]:
