@@ -34,7 +34,8 @@ Choices, in one place (Java's ``ClientTelemetryReporter`` / ``ClientTelemetryUti
   deltas over. Everything else is an OTLP gauge. A metric that measured nothing (NaN) is not
   pushed: a metric reports what it measures or does not exist.
 * Compression: the first of the broker's accepted types (in its order of preference) that
-  this client can write and the broker has not refused; "none" otherwise.
+  this client can write (zstd, gzip, snappy in snappy-java's framing; not lz4) and the broker
+  has not refused; "none" otherwise.
 * Close (:meth:`TelemetryManager.initiate_close`): with a subscription, one terminating push
   (``terminating=true``), whose answer ends telemetry; without one, nothing is sent.
 """
@@ -196,12 +197,31 @@ def _gzip(data: bytes) -> bytes:
     return gzip.compress(data)
 
 
+#: snappy-java's stream header (xerial framing): magic, version 1, compatible version 1.
+_XERIAL_HEADER: Final = b"\x82SNAPPY\x00" + (1).to_bytes(4, "big") + (1).to_bytes(4, "big")
+_XERIAL_BLOCK: Final = 32 * 1024
+
+
+def _snappy(data: bytes) -> bytes:
+    """Snappy in snappy-java's framing (what Kafka's Java side reads, as for record
+    batches): the header, then each block of up to 32 KiB as a big-endian length and its raw
+    snappy bytes."""
+    import cramjam
+
+    out = bytearray(_XERIAL_HEADER)
+    for start in range(0, len(data), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK]))
+        out += len(block).to_bytes(4, "big") + block
+    return bytes(out)
+
+
 #: The codecs this client writes a payload with (the broker decompresses them as its record
-#: batches: gzip and zstd are plain streams; snappy (xerial framing) and lz4 (Kafka's frame)
-#: are not written here and are never chosen).
+#: batches: gzip and zstd are plain streams, snappy is in snappy-java's framing; lz4 (Kafka's
+#: frame) is not written here and never chosen).
 _COMPRESSORS: Final[Mapping[int, Callable[[bytes], bytes]]] = {
     COMPRESSION_ZSTD: _zstd,
     COMPRESSION_GZIP: _gzip,
+    COMPRESSION_SNAPPY: _snappy,
 }
 
 

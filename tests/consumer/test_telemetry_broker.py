@@ -24,7 +24,8 @@ from kafka_actors import (
 )
 from kafka_actors.errors import IllegalStateError
 from kafka_actors.metrics import CONSUMER, FETCH_MANAGER
-from kafka_actors.protocol.telemetry import COMPRESSION_ZSTD
+from kafka_actors.protocol import telemetry as telemetry_module
+from kafka_actors.protocol.telemetry import COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD
 from kafka_actors.testing import KafkaBroker, capture_logs
 from kafka_actors.testing.share import share_broker_config
 from kafka_actors.testing.telemetry import (
@@ -196,3 +197,29 @@ def test_share_consumers_push_and_terminate(telemetry_broker: tuple[Any, Path]) 
     assert async_instance != instance
     final = wait_pushes(out, async_instance, lambda ps: any(p.terminating for p in ps), timeout=10)
     assert [p.terminating for p in final][-1:] == [True]
+
+
+@pytest.mark.broker
+def test_snappy_and_uncompressed_pushes_are_decoded_by_the_broker(
+    telemetry_broker: tuple[Any, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker accepts zstd, lz4, gzip and snappy (in that order): with zstd refused the
+    client writes snappy (snappy-java framing; lz4 is not written), with every codec refused
+    it sends the payload as is ("none" always works). The broker decodes both."""
+    broker, out = telemetry_broker
+    for codec in (COMPRESSION_SNAPPY, COMPRESSION_NONE):
+        writers = {c: f for c, f in telemetry_module._COMPRESSORS.items() if c == codec}
+        monkeypatch.setattr(telemetry_module, "_COMPRESSORS", writers)
+        with capture_logs() as logs:
+            consumer = KafkaConsumer(
+                **base_config(broker.bootstrap_servers, group_id=unique("g-telemetry-codec"))
+            )
+            try:
+                instance = consumer.client_instance_id(timeout=30)
+            finally:
+                consumer.close(timeout=30)
+        sent = {e["compression"] for e in list(logs) if e["event"] == "push_telemetry"}
+        assert sent == {codec}
+        pushes = wait_pushes(out, instance, lambda ps: any(p.terminating for p in ps), timeout=10)
+        assert pushes[-1].terminating
+        assert "org.apache.kafka.consumer.connection.creation.total" in pushes[-1].points
