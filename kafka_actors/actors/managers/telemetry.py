@@ -60,6 +60,9 @@ class TelemetryActor(RoutingManagerActor):
             client_instance_id=ctx.client_instance_id,
         )
 
+    def _connections(self) -> tuple[tuple[int, str, str, str | None], ...]:
+        return self.ctx.connection_states.snapshot()
+
     def _collect(self) -> list[TelemetryPoint]:
         return metric_points(self.ctx.metrics.registry.snapshot().values())
 
@@ -69,7 +72,13 @@ class TelemetryActor(RoutingManagerActor):
             return None
         if isinstance(message, TelemetryCloseEvent):
             self.manager.initiate_close(now_ms)
-            self._close_waiters.append(message.future)
+            if any(state == "up" for _node, _address, state, _error in self._connections()):
+                self._close_waiters.append(message.future)
+            else:
+                # No broker connection is up: the push could not go before the close's
+                # deadline anyway (Java waits for it to be sent, not answered); the close does
+                # not wait for it (it still goes if a connection comes up before the stop).
+                complete(message.future, None)
             return None
         return super().handle(message, now_ms)
 
