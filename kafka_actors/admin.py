@@ -142,19 +142,39 @@ class AdminClient:
         *,
         to: str | int,
         timestamp_ms: int | None = None,
+        shift_by: int | None = None,
     ) -> list[OffsetReset]:
         """What ``--reset-offsets --dry-run`` prints: ``to`` is ``"earliest"``,
         ``"latest"``, an offset (clamped to the partition's earliest..latest, as Kafka
-        does), or ``"timestamp"`` with ``timestamp_ms`` (the first offset at or after it,
-        the log end where none is). Writes nothing."""
+        does), ``"timestamp"`` with ``timestamp_ms`` (the first offset at or after it, the
+        log end where none is), or ``"shift"`` with ``shift_by`` (the committed offset
+        moved by that many, clamped; a partition without one is refused with ValueError,
+        as Kafka's tool does). Writes nothing; asks only for the offsets the target needs."""
         wanted = sorted(set(partitions))
+        if to == "timestamp" and timestamp_ms is None:
+            raise ValueError("reset to a timestamp needs timestamp_ms")
+        if to == "shift" and shift_by is None:
+            raise ValueError("reset by a shift needs shift_by")
+        if not (to in ("earliest", "latest", "timestamp", "shift") or isinstance(to, int)):
+            raise ValueError(f"reset to {to!r}: earliest, latest, timestamp, shift or an offset")
         committed = self._cluster.committed(group)
-        earliest = self._cluster.list_offsets(wanted, rq.EARLIEST_TIMESTAMP)
-        latest = self._cluster.list_offsets(wanted, rq.LATEST_TIMESTAMP)
+        if to == "shift":
+            missing = [tp for tp in wanted if tp not in committed]
+            if missing:
+                raise ValueError(
+                    f"cannot shift the offsets of {', '.join(map(str, missing))}: "
+                    f"group {group} has no committed offset there"
+                )
+        clamped = isinstance(to, int) or to == "shift"
+        earliest: dict[TopicPartition, int] = {}
+        latest: dict[TopicPartition, int] = {}
+        if to == "earliest" or clamped:
+            earliest = self._cluster.list_offsets(wanted, rq.EARLIEST_TIMESTAMP)
+        if to != "earliest":
+            latest = self._cluster.list_offsets(wanted, rq.LATEST_TIMESTAMP)
         at_time: dict[TopicPartition, int] = {}
         if to == "timestamp":
-            if timestamp_ms is None:
-                raise ValueError("reset to a timestamp needs timestamp_ms")
+            assert timestamp_ms is not None
             at_time = self._cluster.list_offsets(wanted, timestamp_ms)
         rows = []
         for tp in wanted:
@@ -165,10 +185,9 @@ class AdminClient:
                 target = earliest[tp]
             elif to == "latest":
                 target = latest[tp]
-            elif isinstance(to, int):
-                target = min(max(to, earliest[tp]), latest[tp])
             else:
-                raise ValueError(f"reset to {to!r}: earliest, latest or an offset")
+                wish = committed[tp] + (shift_by or 0) if to == "shift" else int(to)
+                target = min(max(wish, earliest[tp]), latest[tp])
             rows.append(OffsetReset(tp, committed.get(tp), target))
         return rows
 

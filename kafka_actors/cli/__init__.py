@@ -457,6 +457,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PnDTnHnMnS",
         help="reset to the first offset at or after now minus this ISO-8601 duration",
     )
+    target.add_argument(
+        "--shift-by",
+        type=int,
+        metavar="N",
+        help="move each committed offset by N (negative: back), clamped to the log",
+    )
     mode = groups.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan only (default)")
     mode.add_argument("--execute", action="store_true", help="commit the planned offsets")
@@ -466,7 +472,12 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="TOPIC[:P,P...]",
-        help="a topic, or some of its partitions (for --delete-offsets)",
+        help="a topic, or some of its partitions (for --delete-offsets and --reset-offsets)",
+    )
+    groups.add_argument(
+        "--all-topics",
+        action="store_true",
+        help="with --reset-offsets: every partition the group has a committed offset on",
     )
     groups.add_argument(
         "--group", dest="groups", action="append", default=[], metavar="GROUP", help="a group id"
@@ -839,8 +850,10 @@ def _reset_offsets(admin: Any, args: argparse.Namespace, out: TextIO) -> int:
     only with ``--execute``."""
     from kafka_actors.cli.tables import format_table
 
-    if len(args.groups) != 1 or not args.topics:
-        raise ValueError("--reset-offsets needs one --group and at least one --topic")
+    if len(args.groups) != 1 or not (args.topics or args.all_topics):
+        raise ValueError("--reset-offsets needs one --group and --topic or --all-topics")
+    if args.topics and args.all_topics:
+        raise ValueError("--reset-offsets takes --topic or --all-topics, not both")
     to: str | int
     if args.to_earliest:
         to = "earliest"
@@ -850,10 +863,12 @@ def _reset_offsets(admin: Any, args: argparse.Namespace, out: TextIO) -> int:
         to = args.to_offset
     elif args.to_datetime is not None or args.by_duration is not None:
         to = "timestamp"
+    elif args.shift_by is not None:
+        to = "shift"
     else:
         raise ValueError(
-            "--reset-offsets needs --to-earliest, --to-latest, --to-offset, --to-datetime "
-            "or --by-duration"
+            "--reset-offsets needs --to-earliest, --to-latest, --to-offset, --to-datetime, "
+            "--by-duration or --shift-by"
         )
     timestamp_ms: int | None = None
     if args.to_datetime is not None:
@@ -861,8 +876,12 @@ def _reset_offsets(admin: Any, args: argparse.Namespace, out: TextIO) -> int:
     elif args.by_duration is not None:
         timestamp_ms = int(time.time() * 1000) - duration_ms(args.by_duration)
     [group] = args.groups
+    if args.all_topics:
+        partitions = sorted(admin.cluster.committed(group))
+    else:
+        partitions = _partitions_of(admin, args.topics)
     plan = admin.plan_reset(
-        group, _partitions_of(admin, args.topics), to=to, timestamp_ms=timestamp_ms
+        group, partitions, to=to, timestamp_ms=timestamp_ms, shift_by=args.shift_by
     )
     if args.execute:
         admin.alter_group_offsets(group, {r.partition: r.target for r in plan})

@@ -5,6 +5,7 @@ active, then done once the group is empty."""
 from __future__ import annotations
 
 import io
+import re
 import time
 import uuid
 from typing import Any
@@ -155,3 +156,54 @@ def test_reset_to_earliest_plan_then_execute(kafka_broker: Any) -> None:
         while not records and time.monotonic() < deadline:
             records = list(consumer.poll(0.5))
         assert records and records[0].offset == 0
+
+
+def test_a_java_consumer_starts_where_the_reset_put_the_group(kafka_broker: Any) -> None:
+    """The offsets our reset commits are where Java's consumer (kafka-console-consumer in the
+    group, KIP-848 protocol) starts: --to-offset, then --shift-by back from there, and
+    --all-topics picks the partitions the group has committed offsets on."""
+    from confluent_kafka import Producer
+
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = _unique("admin-java")
+    kafka_broker.create_topic(topic, partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    for i in range(20):
+        producer.produce(topic, value=f"v{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    tp = TopicPartition(topic, 0)
+    group = _unique("admin-java-g")
+
+    def java_reads(count: int) -> list[int]:
+        result = kafka_broker.run_tool(
+            "kafka-console-consumer",
+            [
+                "--bootstrap-server", bootstrap, "--topic", topic, "--group", group,
+                "--max-messages", str(count), "--timeout-ms", "60000",
+                "--consumer-property", "group.protocol=consumer",
+                "--consumer-property", "enable.auto.commit=false",
+                "--formatter-property", "print.offset=true",
+            ],
+            timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return [int(m) for m in re.findall(r"Offset:(\d+)", result.stdout)]
+
+    with AdminClient(ConsumerConfig.from_dict({"bootstrap.servers": bootstrap})) as admin:
+        admin.alter_group_offsets(group, {tp: 3})  # the group exists with an offset
+        args = ["groups", "-b", bootstrap, "--reset-offsets", "--group", group]
+        assert (
+            main([*args, "--topic", topic, "--to-offset", "12", "--execute"], out=io.StringIO())
+            == 0
+        )
+        assert admin.cluster.committed(group) == {tp: 12}
+        assert java_reads(3) == [12, 13, 14]
+        # Java committed nothing (auto commit off): the group is still at 12; shift back 5.
+        out = io.StringIO()
+        assert main([*args, "--all-topics", "--shift-by", "-5", "--execute"], out=out) == 0
+        assert out.getvalue().splitlines()[1].split() == [group, topic, "0", "7"]
+        assert java_reads(2) == [7, 8]
+        # Clamped to the log start, as Kafka's tool does.
+        assert admin.plan_reset(group, [tp], to="shift", shift_by=-100)[0].target == 0
+        with pytest.raises(ValueError, match="no committed offset"):
+            admin.plan_reset(_unique("admin-none"), [tp], to="shift", shift_by=1)
