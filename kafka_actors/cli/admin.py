@@ -68,8 +68,8 @@ class MemberDescription:
 
 @dataclass(frozen=True, slots=True)
 class GroupDescription:
-    """``protocol``: ``consumer`` (KIP-848) or ``classic``; ``epoch``: the group epoch or the
-    classic generation (None when the response does not carry it)."""
+    """``protocol``: ``consumer`` (KIP-848), ``classic`` or ``share`` (KIP-932); ``epoch``:
+    the group epoch or the classic generation (None when the response does not carry it)."""
 
     group_id: str
     state: str
@@ -201,8 +201,9 @@ class ClusterClient:
 
     def describe_group(self, group: str) -> GroupDescription:
         """The group's state and members: ConsumerGroupDescribe first (KIP-848 groups), then
-        DescribeGroups for a classic group (or a broker without ConsumerGroupDescribe). A
-        group the broker does not know is ``Dead`` with no members."""
+        ShareGroupDescribe (share groups), then DescribeGroups for a classic group (or a
+        broker without the newer APIs). A group the broker does not know is ``Dead`` with no
+        members."""
         return self._retrying(lambda: self._describe_group(group))
 
     def _describe_group(self, group: str) -> GroupDescription:
@@ -216,6 +217,16 @@ class ClusterClient:
             code = int(described.error_code)
             if code == 0:
                 return _from_consumer_group(described)
+            if code != GroupIdNotFoundError.code:
+                raise_for_code(code, described.error_message or None)
+        if versions.supports(ApiKey.SHARE_GROUP_DESCRIBE):
+            payload = rq.share_group_describe_request(
+                versions.version_for(ApiKey.SHARE_GROUP_DESCRIBE), group_ids=[group]
+            )
+            [described] = self._send(payload, node).groups
+            code = int(described.error_code)
+            if code == 0:
+                return _from_consumer_group(described, protocol="share")
             if code != GroupIdNotFoundError.code:
                 raise_for_code(code, described.error_message or None)
         payload = rq.describe_groups_request(
@@ -317,23 +328,27 @@ def _partitions(assignment: Any) -> tuple[TopicPartition, ...]:
     )
 
 
-def _from_consumer_group(described: Any) -> GroupDescription:
+def _from_consumer_group(described: Any, protocol: str = "consumer") -> GroupDescription:
+    """A ConsumerGroupDescribe or ShareGroupDescribe group (a share member has no instance
+    id and no target assignment)."""
     members = tuple(
         MemberDescription(
             member_id=str(m.member_id),
-            instance_id=None if m.instance_id is None else str(m.instance_id),
+            instance_id=None if getattr(m, "instance_id", None) is None else str(m.instance_id),
             client_id=str(m.client_id),
             client_host=str(m.client_host),
             assignment=_partitions(m.assignment),
             member_epoch=int(m.member_epoch),
-            target_assignment=_partitions(m.target_assignment),
+            target_assignment=(
+                _partitions(m.target_assignment) if hasattr(m, "target_assignment") else None
+            ),
         )
         for m in described.members
     )
     return GroupDescription(
         group_id=str(described.group_id),
         state=str(described.group_state),
-        protocol="consumer",
+        protocol=protocol,
         assignor=str(described.assignor_name),
         epoch=int(described.group_epoch),
         members=members,

@@ -207,3 +207,37 @@ def test_a_java_consumer_starts_where_the_reset_put_the_group(kafka_broker: Any)
         assert admin.plan_reset(group, [tp], to="shift", shift_by=-100)[0].target == 0
         with pytest.raises(ValueError, match="no committed offset"):
             admin.plan_reset(_unique("admin-none"), [tp], to="shift", shift_by=1)
+
+
+def test_describe_a_share_group(kafka_broker: Any) -> None:
+    """A share group is described with ShareGroupDescribe: its type, state and each member's
+    assignment, from Python and in the CLI's member table; it is listed as ``share``."""
+    from kafka_actors import KafkaShareConsumer
+
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = _unique("admin-share")
+    kafka_broker.create_topic(topic, partitions=2)
+    group = _unique("admin-share-g")
+    consumer = KafkaShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.subscribe([topic])
+        with AdminClient(ConsumerConfig.from_dict({"bootstrap.servers": bootstrap})) as admin:
+            deadline = time.monotonic() + 60  # a bound on a hang, not a timing assertion
+            described = admin.describe_groups([group])[group]
+            while not (described.members and described.members[0].assignment):
+                assert time.monotonic() < deadline, described
+                consumer.poll(0.2)
+                described = admin.describe_groups([group])[group]
+            assert described.protocol == "share"
+            assert (described.state or "").lower() == "stable"
+            [member] = described.members
+            assert member.assignment == (TopicPartition(topic, 0), TopicPartition(topic, 1))
+            assert member.member_epoch is not None and member.member_epoch > 0
+            listed = {g.group_id: g for g in admin.list_groups()}
+            assert listed[group].group_type == "share"
+        out = io.StringIO()
+        args = ["groups", "-b", bootstrap, "--describe", "--group", group, "--members"]
+        assert main(args, out=out) == 0, out.getvalue()
+        assert member.member_id in out.getvalue()
+    finally:
+        consumer.close()

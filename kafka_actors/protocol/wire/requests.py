@@ -576,6 +576,20 @@ def consumer_group_describe_request(
     )
 
 
+def share_group_describe_request(
+    version: int, *, group_ids: Sequence[str], include_authorized_operations: bool = False
+) -> Any:
+    """ShareGroupDescribe (KIP-932) of share groups: epochs, assignor and each member's
+    assignment. Send it to each group's coordinator; a group of another type answers
+    GROUP_ID_NOT_FOUND."""
+    return make_request(
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        version,
+        group_ids=list(group_ids),
+        include_authorized_operations=include_authorized_operations,
+    )
+
+
 def heartbeat_request(
     version: int,
     *,
