@@ -106,6 +106,18 @@ class ShareFrontEnd(Generic[K, V]):
         ``commit_async`` / ``close``."""
         self._core.acknowledge(record, type, new_trace_id())
 
+    def acknowledge_offset(
+        self, topic: str, partition: int, offset: int, type: AcknowledgeType
+    ) -> None:
+        """Acknowledge a record whose deserializer failed, by its topic, partition and offset
+        (Java's ``acknowledge(topic, partition, offset, type)``; explicit mode only; never
+        waits). ``poll`` raised RecordDeserializationError for it (``e.topic``,
+        ``e.partition``, ``e.offset``; ``e.key`` / ``e.value`` the raw bytes): it is released
+        with the next poll's, commit's or close's acknowledgements unless this says ACCEPT or
+        REJECT (or RELEASE) before. IllegalStateError for any other offset, or once those
+        acknowledgements went."""
+        self._core.acknowledge_offset(topic, partition, offset, type, new_trace_id())
+
     def commit_async(self) -> None:
         """Send the pending acknowledgements now; their results reach the callback."""
         self._facade.ensure_open()
