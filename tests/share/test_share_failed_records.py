@@ -146,3 +146,53 @@ def test_renew_refused_by_a_group_with_renew_disabled_ends_the_delivery_not_the_
         assert [(r.offset, r.delivery_count) for r in again] == [(0, 2)]
         result = consumer.commit_sync(30.0)
         assert result == {tp: None}, result
+
+
+@pytest.mark.broker
+def test_the_asyncio_share_consumer_acknowledges_a_failed_record_by_offset(
+    share_broker: KafkaBroker, kafka_topic: Callable[..., str], share_group: Callable[..., str]
+) -> None:
+    import asyncio
+
+    ka = share_api()
+    topic = kafka_topic(share_broker)
+    group = share_group(record_lock_duration_ms=1000)
+    produce(share_broker.bootstrap_servers, topic, N)
+
+    def value(raw: bytes | None) -> bytes | None:
+        if raw == value_of(BAD):
+            raise ValueError("not readable")
+        return raw
+
+    async def run() -> tuple[dict[int, int], list[int], list[Any]]:
+        got: dict[int, int] = {}
+        failed: list[int] = []
+        config = share_config(
+            share_broker, group, share_acknowledgement_mode="explicit", fetch_max_wait_ms=100
+        )
+        async with ka.AsyncKafkaShareConsumer(config, value_deserializer=value) as consumer:
+            consumer.subscribe([topic])
+            async with asyncio.timeout(90):
+                while len(got) < N - 1:
+                    try:
+                        for r in await consumer.poll(0.5):
+                            got[r.offset] = r.delivery_count
+                            consumer.acknowledge(r, ka.AcknowledgeType.ACCEPT)
+                    except RecordDeserializationError as e:
+                        assert (e.topic, e.partition, e.value) == (topic, 0, value_of(BAD))
+                        assert e.offset is not None
+                        failed.append(e.offset)
+                        consumer.acknowledge_offset(topic, 0, e.offset, ka.AcknowledgeType.REJECT)
+            await consumer.commit_sync(30.0)
+            later: list[Any] = []
+            end = asyncio.get_running_loop().time() + 4.0
+            while asyncio.get_running_loop().time() < end:  # a redelivery would raise here
+                for r in await consumer.poll(0.5):
+                    later.append(r)
+                    consumer.acknowledge(r, ka.AcknowledgeType.ACCEPT)
+        return got, failed, later
+
+    got, failed, later = asyncio.run(run())
+    assert failed == [BAD]
+    assert got == {i: 1 for i in range(N) if i != BAD}
+    assert later == []
