@@ -198,7 +198,10 @@ class KafkaShareConsumer(ShareFrontEnd[K, V]):
         ``timeout`` seconds for some. In implicit mode the previous poll's records are
         acknowledged ACCEPT first; in explicit mode a poll while some are unacknowledged
         raises IllegalStateError. Runs the acknowledgement-commit callbacks on this thread and
-        raises the errors the background reported."""
+        raises the errors the background reported. A record the key or value deserializer
+        fails on raises RecordDeserializationError (its topic, partition, offset and raw
+        bytes) and is released, as Java's, unless ``acknowledge_offset`` says otherwise
+        (explicit mode); the other records come with the next polls."""
         facade = self._facade
         core = self._core
         ctx = self._ctx

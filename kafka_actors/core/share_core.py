@@ -10,8 +10,11 @@ actors, run under the consumer's names "membership" and "fetch" so the routing t
 reaches them), the member id (client-generated, kept across restarts), the subscription, and the
 hand-out bookkeeping of acknowledgements: the records of the last poll, which of them the
 application acknowledged (explicit mode) or which are acknowledged ACCEPT at the next poll /
-commit / close (implicit mode), records collected but not handed out yet (kept for the next
-poll, released at close), the acknowledgement-commit callback (run on the application's
+commit / close (implicit mode), the records a deserializer failed on (released, or as
+``acknowledge_offset`` says, Java's ``acknowledge(topic, partition, offset, type)``), the
+RENEW acknowledgements not answered yet (a refused one ends its record's delivery, as
+Java's), records collected but not handed out yet (kept for the next poll, released at
+close), the acknowledgement-commit callback (run on the application's
 thread by the facade, from the per-partition results the share fetch actor reports), and the
 close sequence both front ends run (:meth:`ShareCore.close_steps`: each waits for, or
 awaits, the steps' futures).

@@ -19,7 +19,9 @@ Java's ``ShareConsumeRequestManager`` / ``ShareSessionHandler`` (facts only).
 Rules, in one place:
 
 * RENEW acknowledgements (KIP-1222) go with ShareAcknowledge, never piggybacked: a ShareFetch
-  that carries them may not fetch.
+  that carries them may not fetch. One that fails (INVALID_RECORD_STATE from a group with
+  ``share.renew.acknowledge.enable=false``, say) ends its record's delivery, as Java's: the
+  record is no longer held (its lock expires and the broker delivers it again).
 * A request that carries acknowledgements is never at epoch 0 (the broker refuses them when a
   session opens): acknowledgements wait for the session to be open; when it cannot be (no
   partition to fetch there any more) they fail with SHARE_SESSION_NOT_FOUND.
