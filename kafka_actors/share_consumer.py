@@ -107,6 +107,18 @@ class ShareFrontEnd(Generic[K, V]):
         ``commit_async`` / ``close``."""
         self._core.acknowledge(record, type, new_trace_id())
 
+    def acknowledge_offset(
+        self, topic: str, partition: int, offset: int, type: AcknowledgeType
+    ) -> None:
+        """Acknowledge a record whose deserializer failed, by its topic, partition and offset
+        (Java's ``acknowledge(topic, partition, offset, type)``; explicit mode only; never
+        waits). ``poll`` raised RecordDeserializationError for it (``e.topic``,
+        ``e.partition``, ``e.offset``; ``e.key`` / ``e.value`` the raw bytes): it is released
+        with the next poll's, commit's or close's acknowledgements unless this says ACCEPT or
+        REJECT (or RELEASE) before. IllegalStateError for any other offset, or once those
+        acknowledgements went."""
+        self._core.acknowledge_offset(topic, partition, offset, type, new_trace_id())
+
     def commit_async(self) -> None:
         """Send the pending acknowledgements now; their results reach the callback."""
         self._facade.ensure_open()
@@ -187,7 +199,10 @@ class KafkaShareConsumer(ShareFrontEnd[K, V]):
         ``timeout`` seconds for some. In implicit mode the previous poll's records are
         acknowledged ACCEPT first; in explicit mode a poll while some are unacknowledged
         raises IllegalStateError. Runs the acknowledgement-commit callbacks on this thread and
-        raises the errors the background reported."""
+        raises the errors the background reported. A record the key or value deserializer
+        fails on raises RecordDeserializationError (its topic, partition, offset and raw
+        bytes) and is released, as Java's, unless ``acknowledge_offset`` says otherwise
+        (explicit mode); the other records come with the next polls."""
         facade = self._facade
         core = self._core
         ctx = self._ctx

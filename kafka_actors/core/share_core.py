@@ -10,8 +10,11 @@ actors, run under the consumer's names "membership" and "fetch" so the routing t
 reaches them), the member id (client-generated, kept across restarts), the subscription, and the
 hand-out bookkeeping of acknowledgements: the records of the last poll, which of them the
 application acknowledged (explicit mode) or which are acknowledged ACCEPT at the next poll /
-commit / close (implicit mode), records collected but not handed out yet (kept for the next
-poll, released at close), the acknowledgement-commit callback (run on the application's
+commit / close (implicit mode), the records a deserializer failed on (released, or as
+``acknowledge_offset`` says, Java's ``acknowledge(topic, partition, offset, type)``), the
+RENEW acknowledgements not answered yet (a refused one ends its record's delivery, as
+Java's), records collected but not handed out yet (kept for the next poll, released at
+close), the acknowledgement-commit callback (run on the application's
 thread by the facade, from the per-partition results the share fetch actor reports), and the
 close sequence both front ends run (:meth:`ShareCore.close_steps`: each waits for, or
 awaits, the steps' futures).
@@ -54,6 +57,7 @@ from kafka_actors.errors import (
     ConfigError,
     IllegalStateError,
     KafkaError,
+    RecordDeserializationError,
     ShareGroupsNotSupportedError,
     UnsupportedVersionError,
 )
@@ -198,6 +202,16 @@ class ShareCore(ActorCore):
         #: actor yet, (offset, type) per partition in call order; they go at the next poll,
         #: commit or close (as Java's), RENEW at once.
         self._acked: dict[TopicPartition, list[tuple[int, int]]] = {}
+        #: Explicit mode: records a deserializer failed on, handed out as a
+        #: RecordDeserializationError and not acknowledged to the broker yet: offset -> type
+        #: per partition, RELEASE unless ``acknowledge_offset`` said otherwise (Java's
+        #: exception offsets of its in-flight batch); sent with the acknowledgements at the
+        #: next poll, commit or close.
+        self._failed: dict[TopicPartition, dict[int, int]] = {}
+        #: RENEW acknowledgements sent and not answered yet (offsets per partition): a refused
+        #: one (INVALID_RECORD_STATE, e.g. a group with share.renew.acknowledge.enable=false)
+        #: ends the record's delivery, as Java's (:meth:`_settle_renewals`).
+        self._renewing: dict[TopicPartition, set[int]] = {}
         self._collecting: concurrent.futures.Future[Any] | None = None
         self._collect_errors: list[BaseException] = []
         self.log.info(
@@ -319,14 +333,51 @@ class ShareCore(ActorCore):
                     del self._delivered[tp]
                 self._acked.setdefault(tp, []).append((offset, int(kind)))
                 return
+            self._renewing.setdefault(tp, set()).add(offset)
         # RENEW goes at once (the record is slow), after what was acknowledged before it.
         self.flush_acknowledged(trace)
         self._send_acks({tp: [(offset, offset, int(kind))]}, trace)
 
+    def acknowledge_offset(
+        self, topic: str, partition: int, offset: int, kind: AcknowledgeType, trace: str
+    ) -> None:
+        """Acknowledge, by its topic, partition and offset, a record whose deserializer failed
+        (Java's ``acknowledge(topic, partition, offset, type)``): explicit mode only, and only
+        for an offset a poll raised RecordDeserializationError for and whose acknowledgement
+        (RELEASE unless said otherwise) has not gone to the broker yet (at the next poll,
+        commit or close); IllegalStateError otherwise. ACCEPT, RELEASE or REJECT: the record
+        was never handed out, so there is no lock to RENEW."""
+        self.ensure_open()
+        if not self.explicit:
+            raise IllegalStateError(
+                "acknowledge_offset() needs share.acknowledgement.mode=explicit (in implicit "
+                "mode a record whose deserializer failed is released)"
+            )
+        kind = AcknowledgeType(kind)
+        tp = TopicPartition(topic, partition)
+        if kind is AcknowledgeType.RENEW:
+            raise IllegalStateError(
+                f"The record at offset {offset} of {tp} failed to deserialize and was never "
+                "handed out: acknowledge it ACCEPT, RELEASE or REJECT, not RENEW"
+            )
+        with self._lock:
+            failed = self._failed.get(tp)
+            if failed is None or offset not in failed:
+                raise IllegalStateError(
+                    f"The record at offset {offset} of {tp} cannot be acknowledged by its "
+                    "offset: only a record whose deserializer failed (RecordDeserializationError "
+                    "from poll) can, until the next poll, commit or close"
+                )
+            failed[offset] = int(kind)
+
     def flush_acknowledged(self, trace: str | None) -> None:
-        """Give the share fetch actor the acknowledgements explicit mode kept."""
+        """Give the share fetch actor the acknowledgements explicit mode kept (with those of
+        the records whose deserializer failed)."""
         with self._lock:
             acked, self._acked = self._acked, {}
+            failed, self._failed = self._failed, {}
+        for tp, types in failed.items():
+            acked.setdefault(tp, []).extend(types.items())
         if acked:
             self._send_acks({tp: _kind_runs(items) for tp, items in acked.items()}, trace)
 
@@ -370,12 +421,44 @@ class ShareCore(ActorCore):
     def _run_callback(
         self, offsets: Mapping[TopicPartition, Any], error: BaseException | None
     ) -> None:
+        self._settle_renewals(offsets, error)
         callback = self.callback
         if callback is not None:
             callback(
                 {tp: set(v) for tp, v in offsets.items()},
                 cast(KafkaError | None, error),
             )
+
+    def _settle_renewals(
+        self, offsets: Mapping[TopicPartition, Any], error: BaseException | None
+    ) -> None:
+        """On the application's thread, with a partition's acknowledgement result: its RENEW
+        offsets are answered. A refused renewal (INVALID_RECORD_STATE: the group has
+        ``share.renew.acknowledge.enable=false``, or the lock expired) ends the record's
+        delivery, as Java's share consumer does: it is no longer one of the records to
+        acknowledge (the next poll does not wait for it; its lock expires at the broker, which
+        delivers it again); the error reaches the acknowledgement-commit callback and
+        ``commit_sync``'s result, never fatal. A renewed record stays to be acknowledged."""
+        ended: list[str] = []
+        with self._lock:
+            for tp, settled in offsets.items():
+                renewing = self._renewing.get(tp)
+                if not renewing:
+                    continue
+                answered = renewing.intersection(settled)
+                renewing.difference_update(answered)
+                if not renewing:
+                    del self._renewing[tp]
+                delivered = self._delivered.get(tp)
+                if error is None or not answered or delivered is None:
+                    continue
+                for offset in sorted(answered):
+                    if delivered.pop(offset, None) is not None:
+                        ended.append(f"{tp.topic}-{tp.partition}@{offset}")
+                if not delivered:
+                    del self._delivered[tp]
+        if ended:
+            self.log.info("share_renew_refused", records=ended, error=str(error))
 
     # -- collect and hand out -------------------------------------------------------------
 
@@ -445,9 +528,12 @@ class ShareCore(ActorCore):
 
     def hand_out(self, trace: str) -> ShareConsumerRecords[Any, Any]:
         """Up to ``max.poll.records`` kept records, deserialized, now the last poll's. A
-        record a deserializer fails on is released (delivered again, its delivery count
-        growing, until the group's delivery-attempt limit) and its error raised; the records
-        after it stay kept."""
+        record a deserializer fails on raises RecordDeserializationError (its topic,
+        partition, offset, raw key and value) and is released, as Java's share consumer does
+        (delivered again, its delivery count growing, until the group's delivery-attempt
+        limit): in implicit mode at once; in explicit mode with the next poll's, commit's or
+        close's acknowledgements, unless :meth:`acknowledge_offset` says ACCEPT or REJECT
+        first. The other records stay kept, in order."""
         with self._lock:
             count = min(self._kept_count, self.config.max_poll_records)
             taken: list[list[ShareConsumerRecord]] = []
@@ -479,11 +565,7 @@ class ShareCore(ActorCore):
                     with self._lock:
                         self._kept.extendleft(reversed(back))
                         self._kept_count += sum(len(r) for r in back)
-                    record = run[bad]
-                    tp = TopicPartition(record.topic, record.partition)
-                    release = int(AcknowledgeType.RELEASE)
-                    self._send_acks({tp: [(record.offset, record.offset, release)]}, trace)
-                    raise error
+                    raise self._failed_record(run[bad], error, trace)
                 out.append(cast(list[ShareConsumerRecord], records))
         by_tp: dict[TopicPartition, list[ShareConsumerRecord]] = {}
         with self._lock:
@@ -499,6 +581,38 @@ class ShareCore(ActorCore):
         size = sum(len(r.key or b"") + len(r.value or b"") for run in taken for r in run)
         self.ctx.metrics.consumed(count, size)
         return ShareConsumerRecords(by_tp)
+
+    def _failed_record(
+        self, record: ShareConsumerRecord, error: RecordDeserializationError, trace: str
+    ) -> RecordDeserializationError:
+        """A record a deserializer failed on: released (at once in implicit mode; in explicit
+        mode with the next acknowledgements, unless ``acknowledge_offset`` changes it); the
+        error to raise."""
+        tp = TopicPartition(record.topic, record.partition)
+        release = int(AcknowledgeType.RELEASE)
+        if self.explicit:
+            with self._lock:
+                self._failed.setdefault(tp, {})[record.offset] = release
+            then = (
+                "it is released with the next poll, commit or close unless "
+                f"acknowledge_offset({tp.topic!r}, {tp.partition}, {record.offset}, type) "
+                "says ACCEPT or REJECT before"
+            )
+        else:
+            self._send_acks({tp: [(record.offset, record.offset, release)]}, trace)
+            then = "it has been released"
+        failed = RecordDeserializationError(
+            f"Error deserializing the {error.origin.value} of the record of {tp.topic}-"
+            f"{tp.partition} at offset {record.offset}; {then}",
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=record.offset,
+            origin=error.origin,
+            key=error.key,
+            value=error.value,
+        )
+        failed.__cause__ = error.__cause__
+        return failed
 
     def release_kept(self, trace: str | None) -> None:
         """Records collected but never handed out (close, cancellation): released, so the

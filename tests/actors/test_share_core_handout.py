@@ -131,3 +131,101 @@ def test_a_record_a_deserializer_fails_on_is_released_and_the_others_come_once_i
         assert not core.has_kept()
     finally:
         made.close()  # stops the actors
+
+
+def _bad_value(raw: bytes | None) -> Any:
+    if raw == b"bad":
+        raise ValueError("cannot read it")
+    return raw
+
+
+def _with_bad_record(core: ShareCore) -> None:
+    bad = _records(A1, [7])[0]._replace(value=b"bad")
+    core._keep(ShareCollectResult({A1: (*_records(A1, [6]), bad, *_records(A1, [8]))}))
+
+
+def test_explicit_a_failed_record_is_released_next_poll_unless_acknowledged_by_offset() -> None:
+    """Java's share consumer: the error carries topic, partition, offset and the raw bytes;
+    the record's acknowledgement (RELEASE unless acknowledge_offset says otherwise) goes with
+    the next poll's; acknowledging by offset is valid only for such a record, until then."""
+    made = _core("explicit", value_deserializer=_bad_value)
+    core, told = next(made)
+    try:
+        _with_bad_record(core)
+        with pytest.raises(RecordDeserializationError) as caught:
+            core.hand_out("t")
+        error = caught.value
+        assert (error.topic, error.partition, error.offset) == ("a", 1, 7)
+        assert (error.key, error.value) == (b"k", b"bad")
+        assert isinstance(error.__cause__, ValueError)
+        assert told == []  # not released at once: the application may say otherwise
+        with pytest.raises(IllegalStateError):
+            core.acknowledge_offset("a", 1, 6, AcknowledgeType.REJECT, "t")  # not a failed one
+        with pytest.raises(IllegalStateError):
+            core.acknowledge_offset("a", 1, 7, AcknowledgeType.RENEW, "t")  # never handed out
+        core.acknowledge_offset("a", 1, 7, AcknowledgeType.REJECT, "t")
+        core.begin_poll("t")  # the failed record does not hold the next poll back
+        assert told == [{A1: ((7, 7, int(AcknowledgeType.REJECT)),)}]
+        with pytest.raises(IllegalStateError):
+            core.acknowledge_offset("a", 1, 7, AcknowledgeType.ACCEPT, "t")  # already sent
+        got = list(core.hand_out("t"))
+        assert [(r.partition, r.offset) for r in got] == [(1, 6), (1, 8)]
+        # Left alone, a failed record is released, by a commit as by a poll.
+        _with_bad_record(core)
+        for r in got:
+            core.acknowledge(r, AcknowledgeType.ACCEPT, "t")
+        core.begin_poll("t")
+        told.clear()
+        with pytest.raises(RecordDeserializationError):
+            core.hand_out("t")
+        core.flush_acknowledged("t")  # what commit_sync / commit_async / close start with
+        assert told == [{A1: ((7, 7, RELEASE),)}]
+    finally:
+        made.close()
+
+
+def test_implicit_a_failed_record_is_released_at_once_and_cannot_be_acknowledged_by_offset() -> (
+    None
+):
+    made = _core("implicit", value_deserializer=_bad_value)
+    core, told = next(made)
+    try:
+        _with_bad_record(core)
+        with pytest.raises(RecordDeserializationError) as caught:
+            core.hand_out("t")
+        assert "released" in str(caught.value)
+        assert told == [{A1: ((7, 7, RELEASE),)}]
+        with pytest.raises(IllegalStateError):
+            core.acknowledge_offset("a", 1, 7, AcknowledgeType.REJECT, "t")
+    finally:
+        made.close()
+
+
+def test_a_refused_renewal_ends_the_delivery_a_granted_one_does_not(
+    explicit: tuple[ShareCore, list[Any]],
+) -> None:
+    """Java's share consumer: a RENEW the broker refuses (INVALID_RECORD_STATE, e.g. a group
+    with share.renew.acknowledge.enable=false) drops the record from those to acknowledge
+    (its lock expires, the broker delivers it again); the error goes to the callback, never
+    fatal. A renewed record is still to be acknowledged."""
+    from kafka_actors.errors import InvalidRecordStateError
+
+    core, told = explicit
+    seen: list[Any] = []
+    core.callback = lambda offsets, error: seen.append((offsets, error))
+    core._keep(ShareCollectResult({A0: _records(A0, range(3))}))
+    records = list(core.hand_out("t"))
+    core.acknowledge(records[0], AcknowledgeType.RENEW, "t")
+    core.acknowledge(records[1], AcknowledgeType.RENEW, "t")
+    core.acknowledge(records[2], AcknowledgeType.ACCEPT, "t")
+    refused = InvalidRecordStateError("Renewing acquisition locks is not enabled for the group.")
+    core._run_callback({A0: {0}}, refused)
+    core._run_callback({A0: {1}}, None)
+    assert seen == [({A0: {0}}, refused), ({A0: {1}}, None)]
+    with pytest.raises(IllegalStateError):
+        core.acknowledge(records[0], AcknowledgeType.ACCEPT, "t")  # its delivery ended
+    with pytest.raises(IllegalStateError):
+        core.begin_poll("t")  # offset 1 (renewed) is still to be acknowledged
+    core.acknowledge(records[1], AcknowledgeType.ACCEPT, "t")
+    core.begin_poll("t")
+    assert told[-1] == {A0: ((1, 2, ACCEPT),)}

@@ -540,3 +540,28 @@ def test_a_fetch_that_may_wait_goes_only_once_every_record_handed_out_is_acknowl
     (long_poll,) = m.poll(6).requests  # nothing held any more: it may wait, acks with it
     assert long_poll.request.max_wait == datetime.timedelta(milliseconds=500)
     assert _partitions(long_poll.request) == {(A_ID, 0): ((1, 1, (1,)), (2, 2, (2,)))}
+
+
+def test_a_refused_renewal_holds_back_no_waiting_fetch() -> None:
+    """A RENEW refused (INVALID_RECORD_STATE: a group with share.renew.acknowledge.enable
+    =false) ends the record's delivery, as Java's: the record is no longer held, so the next
+    fetch may wait at the broker (which delivers it again once its lock expires) instead of
+    the member waiting for an acknowledgement that never comes."""
+    m = _manager()
+    m.on_assignment({A0})
+    (req,) = m.poll(0).requests
+    m.on_response(
+        req.request_id,
+        _fetch_response((A_ID, [_part(0, data=_records(0, 1), acquired=((0, 0, 1),))])),
+        1,
+    )
+    m.collect(10)  # the application holds offset 0
+    (ahead,) = m.poll(2).requests
+    m.on_response(ahead.request_id, _fetch_response((A_ID, [_part(0)])), 3)
+    m.acknowledge({A0: [(0, AcknowledgeType.RENEW)]})
+    (renew,) = m.poll(4).requests
+    assert int(renew.request.__api_key__) == ApiKey.SHARE_ACKNOWLEDGE
+    m.on_response(renew.request_id, _ack_response((A_ID, [(0, InvalidRecordStateError.code)])), 5)
+    (long_poll,) = m.poll(6).requests  # nothing held any more: it may wait
+    assert int(long_poll.request.__api_key__) == ApiKey.SHARE_FETCH
+    assert long_poll.request.max_wait == datetime.timedelta(milliseconds=500)

@@ -19,7 +19,9 @@ Java's ``ShareConsumeRequestManager`` / ``ShareSessionHandler`` (facts only).
 Rules, in one place:
 
 * RENEW acknowledgements (KIP-1222) go with ShareAcknowledge, never piggybacked: a ShareFetch
-  that carries them may not fetch.
+  that carries them may not fetch. One that fails (INVALID_RECORD_STATE from a group with
+  ``share.renew.acknowledge.enable=false``, say) ends its record's delivery, as Java's: the
+  record is no longer held (its lock expires and the broker delivers it again).
 * A request that carries acknowledgements is never at epoch 0 (the broker refuses them when a
   session opens): acknowledgements wait for the session to be open; when it cannot be (no
   partition to fetch there any more) they fail with SHARE_SESSION_NOT_FOUND.
@@ -661,9 +663,7 @@ class ShareFetchManager:
         self._pacing.node_failed(in_flight.node, now_ms)
         self._complete_acks(in_flight, {tp: kafka_error for tp in in_flight.acks})
 
-    def on_response(
-        self, request_id: int, response: Any, now_ms: int
-    ) -> FetchResponseStats | None:
+    def on_response(self, request_id: int, response: Any, now_ms: int) -> FetchResponseStats | None:
         """Handle a ShareFetch / ShareAcknowledge response: for a ShareFetch handled, its
         statistics for Java's per-response fetch sensors; else None."""
         in_flight = self._take(request_id)
@@ -826,6 +826,9 @@ class ShareFetchManager:
         self, in_flight: _InFlight, results: Mapping[TopicPartition, KafkaError | None]
     ) -> None:
         node = in_flight.node
+        for tp, acks in in_flight.acks.items():
+            if results.get(tp) is not None:
+                self._renewals_refused(tp, acks)
         if in_flight.acks:
             self._report(
                 [
@@ -842,6 +845,18 @@ class ShareFetchManager:
                 found[tp] = results.get(tp)
         self._check_commits()
 
+    def _renewals_refused(self, tp: TopicPartition, acks: Acknowledgements) -> None:
+        """A partition's acknowledgements failed: its RENEW records are no longer held (as
+        Java's share consumer, the application's core ends their delivery: their locks
+        expire and the broker delivers them again), so they hold back no waiting fetch."""
+        renewed = sum(b - a + 1 for a, b, kind in acks if kind == AcknowledgeType.RENEW)
+        if renewed:
+            left = self._held.get(tp, 0) - renewed
+            if left > 0:
+                self._held[tp] = left
+            else:
+                self._held.pop(tp, None)
+
     def _report(self, results: list[AckResult]) -> None:
         """Results for the callback: partitions whose acknowledgements settled records (not
         only gaps)."""
@@ -853,8 +868,9 @@ class ShareFetchManager:
 
     def _fail_acks_of(self, node: int, error: KafkaError) -> None:
         failed = {tp: acks for tp, acks in self._acks_for(node).items()}
-        for tp in failed:
+        for tp, acks in failed.items():
             self._pending.pop(tp, None)
+            self._renewals_refused(tp, acks)
         if failed:
             self._report(
                 [
@@ -886,7 +902,7 @@ class ShareFetchManager:
                 ]
             )
             for tp in orphans:
-                self._pending.pop(tp)
+                self._renewals_refused(tp, self._pending.pop(tp))
                 for _waiting, found in self._commits.values():
                     found[tp] = error
 
