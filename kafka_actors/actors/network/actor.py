@@ -86,6 +86,7 @@ from kafka_actors.protocol.connection.node import (
     Ready,
     Reauthenticated,
 )
+from kafka_actors.protocol.connection.sasl import SaslMechanism
 from kafka_actors.protocol.connection.tls import TlsChannel
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
 from kafka_actors.protocol.wire.apis import ApiKey, api_name
@@ -151,8 +152,16 @@ class NetworkActor(SupervisedActor):
         #: SASL/OAUTHBEARER: the token source this actor owns (its worker thread fetches and
         #: refreshes tokens; started in on_start, stopped in on_stop).
         self._token_source: OAuthBearerTokenSource | None = None
+        #: SASL/GSSAPI: mechanisms for one broker host (Kerberos names the service by the host
+        #: as connected), from the login made here (kafka_actors.kerberos, Java's KerberosLogin).
+        self._sasl_for_host: Callable[[str], SaslMechanism] | None = None
         if sasl is None and config.sasl_enabled:
-            if config.sasl_mechanism == "OAUTHBEARER":
+            if config.sasl_mechanism == "GSSAPI":
+                # (imported here: the gssapi binding is an optional extra, for GSSAPI only)
+                from kafka_actors.kerberos import KerberosLogin
+
+                self._sasl_for_host = KerberosLogin(config).mechanism
+            elif config.sasl_mechanism == "OAUTHBEARER":
                 # (imported here: the token fetcher and urllib are for OAUTHBEARER only)
                 from kafka_actors.oauth import token_source_from_config
 
@@ -415,8 +424,21 @@ class NetworkActor(SupervisedActor):
 
     # -- nodes and their connections ---------------------------------------------------------
 
+    def _node_sasl(self, node_id: int) -> MechanismFactory | None:
+        for_host = self._sasl_for_host
+        if for_host is None:
+            return self._sasl
+
+        def make() -> SaslMechanism:
+            # The node's address as it is when the connection attempt authenticates.
+            return for_host(self._nodes[node_id].address.host)
+
+        return make
+
     def _new_node(self, node_id: int, address: BrokerAddress) -> Node:
-        conn = NodeConnection(node_id, self.settings, random=self._random, sasl=self._sasl)
+        conn = NodeConnection(
+            node_id, self.settings, random=self._random, sasl=self._node_sasl(node_id)
+        )
         log = self._log.bind(node=node_id, address=str(address))
         return Node(node_id, address, conn, log)
 
@@ -760,7 +782,7 @@ class NetworkActor(SupervisedActor):
                 node.log.info(
                     "node_ready",
                     api_versions_version=event.versions.api_versions_version,
-                    authenticated=self._sasl is not None,
+                    authenticated=self._sasl is not None or self._sasl_for_host is not None,
                 )
                 node.down_announced = False
                 self._node_available(node)
