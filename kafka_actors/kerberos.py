@@ -27,7 +27,7 @@ from kafka_actors.protocol.connection.gssapi import GssapiMechanism
 if TYPE_CHECKING:
     from kafka_actors.protocol.connection.sasl import SaslMechanism
 
-__all__ = ["GssapiContext", "KerberosLogin", "gssapi_available"]
+__all__ = ["GssapiContext", "KerberosLogin", "gssapi_available", "require_gssapi"]
 
 _cache_ids = itertools.count(1)
 
@@ -42,6 +42,12 @@ def _gssapi() -> Any:
             key="sasl.mechanism",
         ) from None
     return gssapi
+
+
+def require_gssapi() -> None:
+    """Raise :class:`~kafka_actors.errors.ConfigError` (key ``sasl.mechanism``) when the
+    ``gssapi`` binding does not import."""
+    _gssapi()
 
 
 def gssapi_available() -> str | None:

@@ -184,3 +184,19 @@ def test_a_failing_context_fails_the_mechanism_for_good() -> None:
         mechanism.initial_response()
     with pytest.raises(IllegalSaslStateError):
         mechanism.evaluate(b"")
+
+
+def test_a_missing_gssapi_binding_is_a_config_error_at_construction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the binding (the kerberos extra) the consumer refuses to be built, naming the
+    key and the extra, instead of failing later in its network actor."""
+    import sys
+
+    from kafka_actors.consumer import KafkaConsumer
+
+    monkeypatch.setitem(sys.modules, "gssapi", None)  # import gssapi -> ImportError
+    with pytest.raises(ConfigError) as info:
+        KafkaConsumer({**BASE, "sasl.kerberos.service.name": "kafka", "group.id": "g"})
+    assert info.value.key == "sasl.mechanism"
+    assert "kafka-actors[kerberos]" in str(info.value)
