@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.errors import ConfigError, SaslAuthenticationFailedError
+from kafka_actors.errors import AuthenticationError, ConfigError, SaslAuthenticationFailedError
 from kafka_actors.protocol.connection.gssapi import GssapiMechanism
 
 if TYPE_CHECKING:
@@ -121,14 +123,26 @@ class GssapiContext:
 
 class KerberosLogin:
     """The client's Kerberos credentials for ``config`` (Java's ``KerberosLogin``), acquired
-    at the first authentication, on the connection's turn (a keytab login keeps its tickets
-    in memory: later connections reuse them). A keytab that does not hold the principal, a
+    by :meth:`start`'s warm-up thread (with the tickets for ``hosts``) or else at the first
+    authentication (a keytab login keeps its tickets in memory: later connections reuse
+    them). A keytab that does not hold the principal, a
     principal the KDC does not know, a wrong key or an unknown service fail that
     authentication with :class:`~kafka_actors.errors.SaslAuthenticationFailedError` (fatal,
     as Java's ``SaslAuthenticationException``)."""
 
-    def __init__(self, config: ConsumerConfig) -> None:
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        *,
+        on_change: Callable[[], None] | None = None,
+        hosts: Sequence[str] = (),
+    ) -> None:
         self._gssapi = _gssapi()
+        self._on_change = on_change
+        self._hosts = tuple(hosts)
+        self._lock = threading.Lock()
+        self._settled = threading.Event()
+        self._closed = threading.Event()
         service = config.sasl_kerberos_service_name
         if not service:
             raise ConfigError(
@@ -153,6 +167,10 @@ class KerberosLogin:
     def credentials(self) -> Any:
         """The login's GSS-API credentials, acquired at the first authentication (a failure
         is not kept: the next attempt tries again)."""
+        with self._lock:
+            return self._acquire()
+
+    def _acquire(self) -> Any:
         if self._credentials is not None:
             return self._credentials
         gssapi = self._gssapi
@@ -169,6 +187,40 @@ class KerberosLogin:
             who = self.principal or "the default principal"
             raise _failure(f"login of {who} from {self.source} failed", exc) from None
         return self._credentials
+
+    # -- the warm-up: the KDC exchanges off the network thread ------------------------------
+
+    def start(self) -> None:
+        """Ask the KDC for the tickets of ``hosts`` (the bootstrap hosts) on a thread of its
+        own: the login (AS exchange) and each ``service@host`` ticket (TGS exchange) land in
+        the login's ticket cache, so the network thread's first authentications need no KDC
+        round trip. :meth:`settled` turns true (and ``on_change`` is called) when it ends,
+        whatever the outcome: a failure is left for the authentication to report."""
+        if not self._hosts:
+            self._settled.set()
+            return
+        threading.Thread(target=self._warm, name="kafka-actors-kerberos", daemon=True).start()
+
+    def _warm(self) -> None:
+        try:
+            for host in self._hosts:
+                if self._closed.is_set():
+                    break
+                self.context(host).step(None)  # the token is dropped; the tickets stay cached
+        except AuthenticationError:
+            pass  # the connection's own attempt fails with this error, typed and fatal
+        finally:
+            self._settled.set()
+            if self._on_change is not None and not self._closed.is_set():
+                self._on_change()
+
+    def settled(self) -> bool:
+        """True once the warm-up ended (or there was none)."""
+        return self._settled.is_set()
+
+    def close(self) -> None:
+        """The warm-up stops after its current KDC exchange and calls no one."""
+        self._closed.set()
 
     def context(self, host: str) -> GssapiContext:
         """A context for ``<service>@<host>`` (``host``: the broker as connected)."""

@@ -211,7 +211,8 @@ class TestKdc:
 
     @property
     def krb5_conf(self) -> Path:
-        return self.directory / "krb5.conf"
+        # Not krb5.conf: Kerby writes (and removes) a file of that name in its work directory.
+        return self.directory / "kafka-actors-krb5.conf"
 
     def keytab(self, principal: str) -> Path:
         """The keytab file of ``principal`` (as given to the constructor)."""

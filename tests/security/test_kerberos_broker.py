@@ -132,3 +132,48 @@ def test_unknown_service_principal_is_a_typed_failure(broker: KafkaBroker, kdc: 
     conf["sasl.kerberos.service.name"] = "nosuch"
     error = _expect_failure(conf)
     assert "nosuch@127.0.0.1" in str(error)
+
+
+def test_the_warm_up_caches_the_tickets_so_authentication_needs_no_kdc(
+    tmp_path: Path,
+) -> None:
+    """KerberosLogin.start() asks the KDC on its own thread (the network thread's actor waits
+    for it to settle before connecting); afterwards a new context for a bootstrap host gets
+    its first token with the KDC gone: the network thread made no KDC round trip."""
+    from kafka_actors.config import ConsumerConfig
+    from kafka_actors.kerberos import KerberosLogin
+
+    with TestKdc(tmp_path / "kdc", (SERVICE, "client")) as own:
+        previous = os.environ.get("KRB5_CONFIG")
+        os.environ["KRB5_CONFIG"] = str(own.krb5_conf)
+        try:
+            config = ConsumerConfig.from_dict(
+                {
+                    "bootstrap.servers": "127.0.0.1:9092",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "GSSAPI",
+                    "sasl.kerberos.service.name": "kafka",
+                    "sasl.jaas.config": (
+                        f"com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+                        f'keyTab="{own.keytab("client")}" principal="{own.principal("client")}";'
+                    ),
+                }
+            )
+            woke: list[bool] = []
+            login = KerberosLogin(config, on_change=lambda: woke.append(True), hosts=["127.0.0.1"])
+            assert not login.settled()
+            login.start()
+            deadline = time.monotonic() + 60
+            while not login.settled() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert login.settled() and woke == [True]
+            own.stop()
+            token = login.context("127.0.0.1").step(None)
+            assert token  # an AP-REQ from the cached service ticket
+            with pytest.raises(SaslAuthenticationFailedError):
+                login.context("localhost").step(None)  # not warmed: needs the (gone) KDC
+        finally:
+            if previous is None:
+                os.environ.pop("KRB5_CONFIG", None)
+            else:
+                os.environ["KRB5_CONFIG"] = previous

@@ -105,6 +105,7 @@ from kafka_actors.supervisors import (
 )
 
 if TYPE_CHECKING:
+    from kafka_actors.kerberos import KerberosLogin  # imported only for GSSAPI
     from kafka_actors.oauth import OAuthBearerTokenSource  # imported only for OAUTHBEARER
 
 __all__ = ["NetworkActor"]
@@ -155,19 +156,23 @@ class NetworkActor(SupervisedActor):
         #: SASL/GSSAPI: mechanisms for one broker host (Kerberos names the service by the host
         #: as connected), from the login made here (kafka_actors.kerberos, Java's KerberosLogin).
         self._sasl_for_host: Callable[[str], SaslMechanism] | None = None
+        self._kerberos: KerberosLogin | None = None
         if sasl is None and config.sasl_enabled:
             if config.sasl_mechanism == "GSSAPI":
                 # (imported here: the gssapi binding is an optional extra, for GSSAPI only)
                 from kafka_actors.kerberos import KerberosLogin
 
-                self._sasl_for_host = KerberosLogin(config).mechanism
+                self._kerberos = KerberosLogin(
+                    config,
+                    on_change=self._token_changed,
+                    hosts=tuple(dict.fromkeys(a.host for a in config.bootstrap_servers)),
+                )
+                self._sasl_for_host = self._kerberos.mechanism
             elif config.sasl_mechanism == "OAUTHBEARER":
                 # (imported here: the token fetcher and urllib are for OAUTHBEARER only)
                 from kafka_actors.oauth import token_source_from_config
 
-                self._token_source = token_source_from_config(
-                    config, on_change=self._token_changed
-                )
+                self._token_source = token_source_from_config(config, on_change=self._token_changed)
                 sasl = oauthbearer_sasl(config, self._token_source)
             else:
                 sasl = default_sasl(config)
@@ -243,11 +248,15 @@ class NetworkActor(SupervisedActor):
         )
         if self._token_source is not None:
             self._token_source.start()
+        if self._kerberos is not None:
+            self._kerberos.start()
         try:
             self.supervision.start()
         except Exception as exc:
             if self._token_source is not None:
                 self._token_source.close()
+            if self._kerberos is not None:
+                self._kerberos.close()
             self._shutdown_io(exc)
             self.supervision.owner_failed(exc)
             raise
@@ -303,13 +312,18 @@ class NetworkActor(SupervisedActor):
 
     def _may_connect(self) -> bool:
         """False while the OAUTHBEARER token source has no first outcome: an attempt would
-        fail with "no token yet" and back off; the source's wake-up starts it instead."""
+        fail with "no token yet" and back off; the source's wake-up starts it instead. False
+        too while the Kerberos login's warm-up (its tickets from the KDC) is under way: the
+        connections then find them cached instead of asking the KDC on this thread."""
         source = self._token_source
-        return source is None or source.settled()
+        kerberos = self._kerberos
+        return (source is None or source.settled()) and (kerberos is None or kerberos.settled())
 
     def on_stop(self) -> None:
         if self._token_source is not None:
             self._token_source.close()
+        if self._kerberos is not None:
+            self._kerberos.close()
         self._shutdown_io(self.supervision.tree.fatal_error)
         self.supervision.stop_children_now()
 
@@ -410,11 +424,15 @@ class NetworkActor(SupervisedActor):
         times.extend(t for n in self._nodes.values() if (t := n.conn.idle_deadline()) is not None)
         times.extend(self._unsent.deadlines())
         if self._unsent.has_any():
-            waits = [] if not may_connect else [
-                n.conn.backoff_until
-                for n in self._nodes.values()
-                if n.conn.state is ConnectionState.DISCONNECTED
-            ]
+            waits = (
+                []
+                if not may_connect
+                else [
+                    n.conn.backoff_until
+                    for n in self._nodes.values()
+                    if n.conn.state is ConnectionState.DISCONNECTED
+                ]
+            )
             if waits:
                 times.append(min(waits))
         recovery = self._recovery.deadline(self._brokers_known())
@@ -819,9 +837,7 @@ class NetworkActor(SupervisedActor):
                 with traced(pending.trace_id):
                     node.log.info("fault_injected", api=api_name(api), fault=repr(fault))
                 if isinstance(fault, Delay):
-                    self._unsent.delay(
-                        self._clock.monotonic() + fault.seconds, node.node_id, event
-                    )
+                    self._unsent.delay(self._clock.monotonic() + fault.seconds, node.node_id, event)
                     return
                 if isinstance(fault, Drop):
                     self._unsent.drop(pending)
