@@ -1196,16 +1196,17 @@ def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[s
             return values
         if mechanism == "GSSAPI":
             _krb5_jaas(module, values)
-            values["warnings"] = tuple(warnings)
-            return values
-        username = module.options.get("username")
-        password = module.options.get("password")
-        if username is None or password is None:
-            raise _error("sasl.jaas.config", "sasl.jaas.config must set username and password")
-        values["sasl_username"] = username.value()
-        values["sasl_password"] = password
-        token = module.options.get("tokenauth")
-        values["sasl_token_auth"] = token is not None and token.value().lower() == "true"
+        else:
+            username = module.options.get("username")
+            password = module.options.get("password")
+            if username is None or password is None:
+                raise _error(
+                    "sasl.jaas.config", "sasl.jaas.config must set username and password"
+                )
+            values["sasl_username"] = username.value()
+            values["sasl_password"] = password
+            token = module.options.get("tokenauth")
+            values["sasl_token_auth"] = token is not None and token.value().lower() == "true"
     # librdkafka's ssl.ca.location: a PEM file of trusted certificates, i.e.
     # ssl.truststore.location with ssl.truststore.type=PEM.
     ca = values.get("ssl_ca_location")

@@ -200,3 +200,18 @@ def test_a_missing_gssapi_binding_is_a_config_error_at_construction(
         KafkaConsumer({**BASE, "sasl.kerberos.service.name": "kafka", "group.id": "g"})
     assert info.value.key == "sasl.mechanism"
     assert "kafka-actors[kerberos]" in str(info.value)
+
+
+def test_a_gssapi_jaas_config_leaves_the_other_keys_processed() -> None:
+    """SASL_SSL with GSSAPI: ssl.ca.location still becomes the PEM trust store."""
+    config = ConsumerConfig.from_dict(
+        {
+            **BASE,
+            "security.protocol": "SASL_SSL",
+            "sasl.kerberos.service.name": "kafka",
+            "sasl.jaas.config": f"{KRB5} required useTicketCache=true;",
+            "ssl.ca.location": "/etc/ssl/ca.pem",
+        }
+    )
+    assert config.ssl_truststore_location == "/etc/ssl/ca.pem"
+    assert config.sasl_kerberos_use_ticket_cache

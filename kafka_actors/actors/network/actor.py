@@ -172,7 +172,9 @@ class NetworkActor(SupervisedActor):
                 # (imported here: the token fetcher and urllib are for OAUTHBEARER only)
                 from kafka_actors.oauth import token_source_from_config
 
-                self._token_source = token_source_from_config(config, on_change=self._token_changed)
+                self._token_source = token_source_from_config(
+                    config, on_change=self._token_changed
+                )
                 sasl = oauthbearer_sasl(config, self._token_source)
             else:
                 sasl = default_sasl(config)
@@ -424,15 +426,11 @@ class NetworkActor(SupervisedActor):
         times.extend(t for n in self._nodes.values() if (t := n.conn.idle_deadline()) is not None)
         times.extend(self._unsent.deadlines())
         if self._unsent.has_any():
-            waits = (
-                []
-                if not may_connect
-                else [
-                    n.conn.backoff_until
-                    for n in self._nodes.values()
-                    if n.conn.state is ConnectionState.DISCONNECTED
-                ]
-            )
+            waits = [] if not may_connect else [
+                n.conn.backoff_until
+                for n in self._nodes.values()
+                if n.conn.state is ConnectionState.DISCONNECTED
+            ]
             if waits:
                 times.append(min(waits))
         recovery = self._recovery.deadline(self._brokers_known())
@@ -837,7 +835,9 @@ class NetworkActor(SupervisedActor):
                 with traced(pending.trace_id):
                     node.log.info("fault_injected", api=api_name(api), fault=repr(fault))
                 if isinstance(fault, Delay):
-                    self._unsent.delay(self._clock.monotonic() + fault.seconds, node.node_id, event)
+                    self._unsent.delay(
+                        self._clock.monotonic() + fault.seconds, node.node_id, event
+                    )
                     return
                 if isinstance(fault, Drop):
                     self._unsent.drop(pending)
