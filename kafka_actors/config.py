@@ -19,9 +19,10 @@ each because this client cannot do otherwise or to make a choice Java leaves to 
   are accepted and kept once, as Java 4.x accepts them.
 * ``ssl.truststore.type`` / ``ssl.keystore.type`` accept ``PEM`` and ``PKCS12`` and default to
   ``PEM`` (Java: JKS, refused with a hint to convert); ``ssl.context`` takes a ready
-  ``ssl.SSLContext``; ``sasl.mechanism`` accepts PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER
-  (Java's default GSSAPI is kept as the default value and rejected once a SASL security
-  protocol is chosen).
+  ``ssl.SSLContext``; ``sasl.mechanism`` accepts PLAIN, SCRAM-SHA-256/512, OAUTHBEARER and
+  GSSAPI (Java's default; Kerberos through the optional ``gssapi`` binding, the ``kerberos``
+  extra). GSSAPI without ``sasl.jaas.config`` uses the default credentials (the ticket cache
+  or ``KRB5_CLIENT_KTNAME``) where Java needs a static JAAS file.
 * ``key.deserializer`` / ``value.deserializer`` are Python objects, not class names: a
   callable ``(bytes | None) -> Any``, or one that receives the record's topic, partition,
   headers and key/value (see :mod:`kafka_actors.serialization`; default: none, the raw bytes
@@ -281,6 +282,7 @@ def _parse_assignors(value: object) -> tuple[str, ...]:
 _PLAIN_MODULE: Final = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_MODULE: Final = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _OAUTHBEARER_MODULE: Final = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_KRB5_MODULE: Final = "com.sun.security.auth.module.Krb5LoginModule"
 _JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))', re.DOTALL)
 
 
@@ -709,6 +711,7 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
     "sasl.mechanism": ("sasl_mechanism", _as_string, "GSSAPI"),
     "sasl.jaas.config": ("sasl_jaas_config", _as_password, None),
     "sasl.username": ("sasl_username", _as_optional_string, None),
+    "sasl.kerberos.service.name": ("sasl_kerberos_service_name", _as_optional_string, None),
     "sasl.password": ("sasl_password", _as_password, None),
     "sasl.oauthbearer.token.endpoint.url": (
         "sasl_oauthbearer_token_endpoint_url",
@@ -853,7 +856,7 @@ _SECRET_KEYS: Final = frozenset(
     }
 )
 _KEY_BY_ATTRIBUTE: Final = {attr: key for key, (attr, _, _) in _SPECS.items()}
-_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 _CONSUMER_PROTOCOL_UNSUPPORTED: Final = (
     "partition.assignment.strategy",
     "heartbeat.interval.ms",
@@ -986,6 +989,7 @@ class ConsumerConfig:
     sasl_jaas_config: Password | None = None
     sasl_username: str | None = None
     sasl_password: Password | None = None
+    sasl_kerberos_service_name: str | None = None
     sasl_oauthbearer_token_endpoint_url: str | None = None
     sasl_oauthbearer_client_credentials_client_id: str | None = None
     sasl_oauthbearer_client_credentials_client_secret: Password | None = None
@@ -1033,6 +1037,13 @@ class ConsumerConfig:
     ssl_context: Any = field(default=None, compare=False)
     # Derived / bookkeeping.
     sasl_token_auth: bool = False
+    #: GSSAPI, from the Krb5LoginModule options of sasl.jaas.config: the client principal
+    #: (``principal``), its keytab (``keyTab`` with ``useKeyTab=true``) and whether the ticket
+    #: cache is used (``useTicketCache=true``, or no sasl.jaas.config at all).
+    sasl_kerberos_principal: str | None = None
+    sasl_kerberos_keytab: str | None = None
+    sasl_kerberos_use_ticket_cache: bool = False
+    sasl_kerberos_ticket_cache: str | None = None
     explicit_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -1172,9 +1183,11 @@ def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[s
             )
         module = parse_jaas_config(jaas.value())
         mechanism = str(values.get("sasl_mechanism", "GSSAPI"))
-        expected = {"PLAIN": _PLAIN_MODULE, "OAUTHBEARER": _OAUTHBEARER_MODULE}.get(
-            mechanism, _SCRAM_MODULE
-        )
+        expected = {
+            "PLAIN": _PLAIN_MODULE,
+            "OAUTHBEARER": _OAUTHBEARER_MODULE,
+            "GSSAPI": _KRB5_MODULE,
+        }.get(mechanism, _SCRAM_MODULE)
         if mechanism in _SASL_MECHANISMS and module.module != expected:
             raise _error(
                 "sasl.jaas.config",
@@ -1185,14 +1198,19 @@ def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[s
             _oauthbearer_jaas(module, values, explicit)
             values["warnings"] = tuple(warnings)
             return values
-        username = module.options.get("username")
-        password = module.options.get("password")
-        if username is None or password is None:
-            raise _error("sasl.jaas.config", "sasl.jaas.config must set username and password")
-        values["sasl_username"] = username.value()
-        values["sasl_password"] = password
-        token = module.options.get("tokenauth")
-        values["sasl_token_auth"] = token is not None and token.value().lower() == "true"
+        if mechanism == "GSSAPI":
+            _krb5_jaas(module, values)
+        else:
+            username = module.options.get("username")
+            password = module.options.get("password")
+            if username is None or password is None:
+                raise _error(
+                    "sasl.jaas.config", "sasl.jaas.config must set username and password"
+                )
+            values["sasl_username"] = username.value()
+            values["sasl_password"] = password
+            token = module.options.get("tokenauth")
+            values["sasl_token_auth"] = token is not None and token.value().lower() == "true"
     # librdkafka's ssl.ca.location: a PEM file of trusted certificates, i.e.
     # ssl.truststore.location with ssl.truststore.type=PEM.
     ca = values.get("ssl_ca_location")
@@ -1205,6 +1223,49 @@ def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[s
         values["ssl_truststore_location"] = ca
     values["warnings"] = tuple(warnings)
     return values
+
+
+def _krb5_jaas(module: JaasLoginModule, values: dict[str, object]) -> None:
+    """SASL/GSSAPI's ``Krb5LoginModule`` options, as Java's: ``useKeyTab=true`` with
+    ``keyTab`` and ``principal`` logs in from a keytab; ``useTicketCache=true`` takes the
+    ticket cache (``ticketCache``, or ``KRB5CCNAME``/the default cache); ``serviceName`` is
+    the broker's service name when ``sasl.kerberos.service.name`` is not set (both set and
+    different is an error, as Java's ``SaslChannelBuilder``). Other options are accepted and
+    ignored (``storeKey``, ``debug``, ...)."""
+    options = {k: v.value() for k, v in module.options.items()}
+    use_keytab = options.get("useKeyTab", "false").lower() == "true"
+    use_cache = options.get("useTicketCache", "false").lower() == "true"
+    principal = options.get("principal")
+    if use_keytab:
+        if not principal:
+            raise _error(
+                "sasl.jaas.config",
+                "Krb5LoginModule with useKeyTab=true needs principal= (the client principal)",
+            )
+        keytab = options.get("keyTab")
+        if not keytab:
+            raise _error("sasl.jaas.config", "Krb5LoginModule with useKeyTab=true needs keyTab=")
+        values["sasl_kerberos_keytab"] = keytab
+    elif not use_cache:
+        raise _error(
+            "sasl.jaas.config",
+            "Krb5LoginModule needs useKeyTab=true (with keyTab and principal) or "
+            "useTicketCache=true",
+        )
+    values["sasl_kerberos_principal"] = principal or None
+    values["sasl_kerberos_use_ticket_cache"] = use_cache and not use_keytab
+    if use_cache and not use_keytab and options.get("ticketCache"):
+        values["sasl_kerberos_ticket_cache"] = options["ticketCache"]
+    service = options.get("serviceName")
+    configured = values.get("sasl_kerberos_service_name")
+    if service:
+        if configured is not None and configured != service:
+            raise _error(
+                "sasl.kerberos.service.name",
+                f"Conflicting serviceName values found in JAAS and Kafka configs value in "
+                f"JAAS file {service}, value in Kafka config {configured}",
+            )
+        values["sasl_kerberos_service_name"] = service
 
 
 def _oauthbearer_jaas(
@@ -1308,13 +1369,20 @@ def _cross_validate(config: ConsumerConfig) -> None:
             )
         if config.sasl_mechanism == "OAUTHBEARER":
             _validate_oauthbearer(config)
+        elif config.sasl_mechanism == "GSSAPI":
+            if not config.sasl_kerberos_service_name:
+                raise _error(
+                    "sasl.kerberos.service.name",
+                    "No serviceName defined in either JAAS or Kafka config "
+                    "(sasl.kerberos.service.name is required for SASL/GSSAPI)",
+                )
         elif config.sasl_username is None or config.sasl_password is None:
             raise _error(
                 "sasl.jaas.config",
                 f"security.protocol={config.security_protocol} needs credentials: set "
                 "sasl.jaas.config, or sasl.username and sasl.password",
             )
-    elif config.sasl_mechanism not in (*_SASL_MECHANISMS, "GSSAPI"):
+    elif config.sasl_mechanism not in _SASL_MECHANISMS:
         raise _error(
             "sasl.mechanism",
             f"Invalid value {config.sasl_mechanism!r} for configuration sasl.mechanism: "

@@ -98,6 +98,7 @@ JAVA_DEFAULTS: Final[dict[str, str | None]] = {
     "security.protocol": "PLAINTEXT",
     "sasl.mechanism": "GSSAPI",
     "sasl.jaas.config": "null",
+    "sasl.kerberos.service.name": "null",
     "sasl.oauthbearer.token.endpoint.url": "null",
     "sasl.oauthbearer.client.credentials.client.id": "null",
     "sasl.oauthbearer.client.credentials.client.secret": "null",
@@ -423,14 +424,14 @@ KEY_DOCS: Final[dict[str, KeyDoc]] = {
     ),
     "sasl.mechanism": KeyDoc(
         STR,
-        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
+        "GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
         "medium",
-        "The SASL mechanism. The default GSSAPI is Java's and is refused once a SASL "
-        "security protocol is chosen.",
+        "The SASL mechanism. GSSAPI (Kerberos, Java's default) needs the optional gssapi "
+        "binding (pip install kafka-actors[kerberos]).",
     ),
     "sasl.jaas.config": KeyDoc(
         SECRET,
-        "a JAAS line for the PLAIN, SCRAM or OAUTHBEARER login module",
+        "a JAAS line for the PLAIN, SCRAM, OAUTHBEARER or Krb5LoginModule (GSSAPI) login module",
         "medium",
         "The SASL credentials in Java's JAAS syntax.",
     ),
@@ -445,6 +446,14 @@ KEY_DOCS: Final[dict[str, KeyDoc]] = {
         "",
         "medium",
         "librdkafka's name, ours too: the SASL password, in place of sasl.jaas.config.",
+    ),
+    "sasl.kerberos.service.name": KeyDoc(
+        OPT_STR,
+        "",
+        "medium",
+        "GSSAPI: the broker's Kerberos service name (the principal's first part, e.g. "
+        "kafka); required with sasl.mechanism=GSSAPI, unless the Krb5LoginModule in "
+        "sasl.jaas.config sets serviceName.",
     ),
     "sasl.oauthbearer.token.endpoint.url": KeyDoc(
         OPT_STR,

@@ -20,7 +20,7 @@ ARGS=()
 for a in "$@"; do
     if [ "$a" = "--quick" ]; then QUICK=1; else ARGS+=("$a"); fi
 done
-bash scripts/bootstrap.sh test,bench,spark,thespian
+bash scripts/bootstrap.sh test,bench,spark,thespian,kerberos
 PY=.venv/bin/python
 echo "== lint: ruff"
 $PY -m ruff check .

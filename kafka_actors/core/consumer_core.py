@@ -142,6 +142,11 @@ def build_config(
             "consumer does not use it",
             key=share_keys[0],
         )
+    if built.sasl_enabled and built.sasl_mechanism == "GSSAPI":
+        # The optional binding is checked now, not when the network actor starts.
+        from kafka_actors.kerberos import require_gssapi
+
+        require_gssapi()
     return built
 
 

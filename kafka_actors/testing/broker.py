@@ -894,6 +894,10 @@ class KafkaCluster:
                     "org.apache.kafka.common.security.oauthbearer."
                     "OAuthBearerValidatorCallbackHandler"
                 )
+            elif mech == "GSSAPI":
+                # The login (Krb5LoginModule with a keytab) and -Djava.security.krb5.conf come
+                # from broker_config and jvm_options (kafka_actors.testing.kerberos).
+                pass
             else:
                 raise ValueError(f"unsupported SASL mechanism {mech}")
         if spec.sasl_mechanisms:

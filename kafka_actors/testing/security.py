@@ -19,7 +19,9 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: OAUTHBEARER listeners validate JWTs: the test supplies the JWKS URL, expected audience and
 #: issuer (broker_config) and allows the URL in the JVM (jvm_options); not in the default set.
-LISTENER_SASL_MECHANISMS = (*SASL_MECHANISMS, "OAUTHBEARER")
+#: GSSAPI listeners take their JAAS login (keytab, principal) and the JVM's krb5.conf from the
+#: test (kafka_actors.testing.kerberos.broker_gssapi_args); not in the default set either.
+LISTENER_SASL_MECHANISMS = (*SASL_MECHANISMS, "OAUTHBEARER", "GSSAPI")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 

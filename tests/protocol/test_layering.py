@@ -10,8 +10,9 @@ From the bottom up:
 * ``structs`` and ``health`` (the public value types): protocol and the leaves;
 * ``supervisors``: protocol, the leaves;
 * ``actors``: protocol, supervisors, structs, the leaves (and ``oauth``, the token fetcher its
-  connections use);
-* ``core``: actors and everything below (``health``: what ``health()`` returns);
+  connections use, and ``kerberos``, the GSSAPI login);
+* ``core``: actors and everything below (``health``: what ``health()`` returns; ``kerberos``:
+  the optional binding checked when a consumer is built);
 * the front ends (``consumer``, ``aio``, ``aio_loop``, ``share_consumer``, ``aio_share``): the
   core and everything below it except the actors, which they reach only through the core.
 
@@ -49,8 +50,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "structs": LEAVES | {"protocol"},
     "health": LEAVES | {"protocol"},
     "supervisors": LEAVES | {"protocol"},
-    "actors": LEAVES | {"protocol", "supervisors", "structs", "oauth"},
-    "core": LEAVES | {"protocol", "supervisors", "structs", "health", "actors"},
+    "actors": LEAVES | {"protocol", "supervisors", "structs", "oauth", "kerberos"},
+    "core": LEAVES | {"protocol", "supervisors", "structs", "health", "actors", "kerberos"},
 }
 FRONT_ENDS = ("consumer", "aio", "aio_loop", "share_consumer", "aio_share")
 for _front_end in FRONT_ENDS:

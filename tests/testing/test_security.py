@@ -76,6 +76,6 @@ def test_listener_spec_validation() -> None:
     with pytest.raises(ValueError):
         ListenerSpec("X", "SSL", ("PLAIN",))  # mechanism without SASL
     with pytest.raises(ValueError):
-        ListenerSpec("X", "SASL_SSL", ("GSSAPI",))
+        ListenerSpec("X", "SASL_SSL", ("AWS_MSK_IAM",))
     with pytest.raises(ValueError):
         ListenerSpec("lower", "SSL")

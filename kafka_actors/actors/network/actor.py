@@ -86,6 +86,7 @@ from kafka_actors.protocol.connection.node import (
     Ready,
     Reauthenticated,
 )
+from kafka_actors.protocol.connection.sasl import SaslMechanism
 from kafka_actors.protocol.connection.tls import TlsChannel
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
 from kafka_actors.protocol.wire.apis import ApiKey, api_name
@@ -104,6 +105,7 @@ from kafka_actors.supervisors import (
 )
 
 if TYPE_CHECKING:
+    from kafka_actors.kerberos import KerberosLogin  # imported only for GSSAPI
     from kafka_actors.oauth import OAuthBearerTokenSource  # imported only for OAUTHBEARER
 
 __all__ = ["NetworkActor"]
@@ -151,8 +153,22 @@ class NetworkActor(SupervisedActor):
         #: SASL/OAUTHBEARER: the token source this actor owns (its worker thread fetches and
         #: refreshes tokens; started in on_start, stopped in on_stop).
         self._token_source: OAuthBearerTokenSource | None = None
+        #: SASL/GSSAPI: mechanisms for one broker host (Kerberos names the service by the host
+        #: as connected), from the login made here (kafka_actors.kerberos, Java's KerberosLogin).
+        self._sasl_for_host: Callable[[str], SaslMechanism] | None = None
+        self._kerberos: KerberosLogin | None = None
         if sasl is None and config.sasl_enabled:
-            if config.sasl_mechanism == "OAUTHBEARER":
+            if config.sasl_mechanism == "GSSAPI":
+                # (imported here: the gssapi binding is an optional extra, for GSSAPI only)
+                from kafka_actors.kerberos import KerberosLogin
+
+                self._kerberos = KerberosLogin(
+                    config,
+                    on_change=self._token_changed,
+                    hosts=tuple(dict.fromkeys(a.host for a in config.bootstrap_servers)),
+                )
+                self._sasl_for_host = self._kerberos.mechanism
+            elif config.sasl_mechanism == "OAUTHBEARER":
                 # (imported here: the token fetcher and urllib are for OAUTHBEARER only)
                 from kafka_actors.oauth import token_source_from_config
 
@@ -234,11 +250,15 @@ class NetworkActor(SupervisedActor):
         )
         if self._token_source is not None:
             self._token_source.start()
+        if self._kerberos is not None:
+            self._kerberos.start()
         try:
             self.supervision.start()
         except Exception as exc:
             if self._token_source is not None:
                 self._token_source.close()
+            if self._kerberos is not None:
+                self._kerberos.close()
             self._shutdown_io(exc)
             self.supervision.owner_failed(exc)
             raise
@@ -294,13 +314,18 @@ class NetworkActor(SupervisedActor):
 
     def _may_connect(self) -> bool:
         """False while the OAUTHBEARER token source has no first outcome: an attempt would
-        fail with "no token yet" and back off; the source's wake-up starts it instead."""
+        fail with "no token yet" and back off; the source's wake-up starts it instead. False
+        too while the Kerberos login's warm-up (its tickets from the KDC) is under way: the
+        connections then find them cached instead of asking the KDC on this thread."""
         source = self._token_source
-        return source is None or source.settled()
+        kerberos = self._kerberos
+        return (source is None or source.settled()) and (kerberos is None or kerberos.settled())
 
     def on_stop(self) -> None:
         if self._token_source is not None:
             self._token_source.close()
+        if self._kerberos is not None:
+            self._kerberos.close()
         self._shutdown_io(self.supervision.tree.fatal_error)
         self.supervision.stop_children_now()
 
@@ -415,8 +440,21 @@ class NetworkActor(SupervisedActor):
 
     # -- nodes and their connections ---------------------------------------------------------
 
+    def _node_sasl(self, node_id: int) -> MechanismFactory | None:
+        for_host = self._sasl_for_host
+        if for_host is None:
+            return self._sasl
+
+        def make() -> SaslMechanism:
+            # The node's address as it is when the connection attempt authenticates.
+            return for_host(self._nodes[node_id].address.host)
+
+        return make
+
     def _new_node(self, node_id: int, address: BrokerAddress) -> Node:
-        conn = NodeConnection(node_id, self.settings, random=self._random, sasl=self._sasl)
+        conn = NodeConnection(
+            node_id, self.settings, random=self._random, sasl=self._node_sasl(node_id)
+        )
         log = self._log.bind(node=node_id, address=str(address))
         return Node(node_id, address, conn, log)
 
@@ -760,7 +798,7 @@ class NetworkActor(SupervisedActor):
                 node.log.info(
                     "node_ready",
                     api_versions_version=event.versions.api_versions_version,
-                    authenticated=self._sasl is not None,
+                    authenticated=self._sasl is not None or self._sasl_for_host is not None,
                 )
                 node.down_announced = False
                 self._node_available(node)

@@ -396,6 +396,12 @@ def mechanism_from_config(
     Raises :class:`ConfigError` (naming the key, never the password) when SASL is not usable.
     """
     mechanism = config.sasl_mechanism.upper()
+    if mechanism == "GSSAPI":
+        raise ConfigError(
+            "SASL/GSSAPI needs a Kerberos login and the broker's host "
+            "(kafka_actors.kerberos.KerberosLogin.mechanism)",
+            key="sasl.mechanism",
+        )
     if mechanism == "OAUTHBEARER":
         if token_source is None:
             raise ConfigError(

@@ -1,0 +1,179 @@
+"""SASL/GSSAPI (Kerberos) against a real KDC and a real broker.
+
+One module fixture starts Apache Kerby's KDC on loopback (kafka_actors.testing.kerberos, as
+Kafka's own tests use Kerby's MiniKdc) with the broker's service principal
+``kafka/127.0.0.1``, a client principal and a second one, then one Kafka broker whose
+``KERBEROS`` listener is SASL_PLAINTEXT with GSSAPI (Krb5LoginModule with its keytab). The
+consumer logs in from the client's keytab through the ``gssapi`` binding (the ``kerberos``
+extra, which scripts/bootstrap.sh installs); without the binding the module is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafka_actors.kerberos import gssapi_available
+
+_missing = gssapi_available()
+if _missing is not None:
+    pytest.skip(
+        f"the gssapi binding is not installed (pip install kafka-actors[kerberos]): {_missing}",
+        allow_module_level=True,
+    )
+
+from kafka_actors.consumer import KafkaConsumer as Consumer  # noqa: E402
+from kafka_actors.errors import SaslAuthenticationFailedError  # noqa: E402
+from kafka_actors.testing.broker import KafkaBroker  # noqa: E402
+from kafka_actors.testing.kerberos import TestKdc, broker_gssapi_args  # noqa: E402
+from kafka_actors.testing.security import ListenerSpec  # noqa: E402
+
+pytestmark = pytest.mark.broker
+
+RECORDS = 40
+SERVICE = "kafka/127.0.0.1"
+LISTENER = "KERBEROS"
+
+
+@pytest.fixture(scope="module")
+def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestKdc]:
+    directory = tmp_path_factory.mktemp("kdc")
+    with TestKdc(directory, (SERVICE, "client", "other")) as started:
+        previous = os.environ.get("KRB5_CONFIG")
+        os.environ["KRB5_CONFIG"] = str(started.krb5_conf)  # read by the MIT libraries
+        try:
+            yield started
+        finally:
+            if previous is None:
+                os.environ.pop("KRB5_CONFIG", None)
+            else:
+                os.environ["KRB5_CONFIG"] = previous
+
+
+@pytest.fixture(scope="module")
+def broker(kdc: TestKdc) -> Iterator[KafkaBroker]:
+    args = broker_gssapi_args(kdc, LISTENER, SERVICE)
+    listeners = [ListenerSpec(LISTENER, "SASL_PLAINTEXT", ("GSSAPI",))]
+    with KafkaBroker(
+        broker_config=args["broker_config"],  # type: ignore[arg-type]
+        listeners=listeners,
+        jvm_options=args["jvm_options"],  # type: ignore[arg-type]
+    ) as started:
+        yield started
+
+
+def _client(broker: KafkaBroker, kdc: TestKdc, principal: str, keytab: Path) -> dict[str, object]:
+    return {
+        "bootstrap.servers": broker.listener_bootstrap(LISTENER),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "GSSAPI",
+        "sasl.kerberos.service.name": "kafka",
+        "sasl.jaas.config": (
+            "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+            f'storeKey=true keyTab="{keytab}" principal="{kdc.principal(principal)}";'
+        ),
+        "group.id": f"g-{uuid.uuid4().hex[:8]}",
+        "auto.offset.reset": "earliest",
+        "reconnect.backoff.max.ms": 500,
+    }
+
+
+def test_kerberos_login_and_consumption(broker: KafkaBroker, kdc: TestKdc) -> None:
+    """Records produced over the plaintext listener come back through a consumer that
+    authenticated with Kerberos (keytab login, service kafka@127.0.0.1, every connection:
+    bootstrap, coordinator, fetch)."""
+    from confluent_kafka import Producer
+
+    topic = f"krb-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(RECORDS):
+        producer.produce(topic, value=f"v{i}".encode(), key=str(i).encode())
+    assert producer.flush(60) == 0
+
+    seen: set[str] = set()
+    deadline = time.monotonic() + 120
+    with Consumer(_client(broker, kdc, "client", kdc.keytab("client"))) as consumer:
+        consumer.subscribe([topic])
+        while len(seen) < RECORDS and time.monotonic() < deadline:
+            for record in consumer.poll(0.5):
+                assert record.value is not None
+                seen.add(record.value.decode())
+    assert seen == {f"v{i}" for i in range(RECORDS)}
+
+
+def _expect_failure(conf: dict[str, object]) -> SaslAuthenticationFailedError:
+    # Bounded: the failure is fatal (no retry), so the loop ends at the first poll that
+    # sees it; 60 s only keeps a regression from hanging the suite.
+    started = time.monotonic()
+    with pytest.raises(SaslAuthenticationFailedError) as info:
+        with Consumer(conf) as consumer:
+            consumer.subscribe(["whatever"])
+            while time.monotonic() - started < 60:
+                consumer.poll(0.5)
+    return info.value
+
+
+def test_keytab_without_the_principal_is_a_typed_failure(broker: KafkaBroker, kdc: TestKdc) -> None:
+    """principal=client with the keytab of another principal: the login fails."""
+    error = _expect_failure(_client(broker, kdc, "client", kdc.keytab("other")))
+    assert "client@" in str(error)
+
+
+def test_unknown_service_principal_is_a_typed_failure(broker: KafkaBroker, kdc: TestKdc) -> None:
+    """A service name the KDC has no principal for (nosuch/127.0.0.1): the ticket request
+    fails at the first authentication, and the consumer raises instead of retrying."""
+    conf = _client(broker, kdc, "client", kdc.keytab("client"))
+    conf["sasl.kerberos.service.name"] = "nosuch"
+    error = _expect_failure(conf)
+    assert "nosuch@127.0.0.1" in str(error)
+
+
+def test_the_warm_up_caches_the_tickets_so_authentication_needs_no_kdc(
+    tmp_path: Path,
+) -> None:
+    """KerberosLogin.start() asks the KDC on its own thread (the network thread's actor waits
+    for it to settle before connecting); afterwards a new context for a bootstrap host gets
+    its first token with the KDC gone: the network thread made no KDC round trip."""
+    from kafka_actors.config import ConsumerConfig
+    from kafka_actors.kerberos import KerberosLogin
+
+    with TestKdc(tmp_path / "kdc", (SERVICE, "client")) as own:
+        previous = os.environ.get("KRB5_CONFIG")
+        os.environ["KRB5_CONFIG"] = str(own.krb5_conf)
+        try:
+            config = ConsumerConfig.from_dict(
+                {
+                    "bootstrap.servers": "127.0.0.1:9092",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "GSSAPI",
+                    "sasl.kerberos.service.name": "kafka",
+                    "sasl.jaas.config": (
+                        f"com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+                        f'keyTab="{own.keytab("client")}" principal="{own.principal("client")}";'
+                    ),
+                }
+            )
+            woke: list[bool] = []
+            login = KerberosLogin(config, on_change=lambda: woke.append(True), hosts=["127.0.0.1"])
+            assert not login.settled()
+            login.start()
+            deadline = time.monotonic() + 60
+            while not login.settled() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert login.settled() and woke == [True]
+            own.stop()
+            token = login.context("127.0.0.1").step(None)
+            assert token  # an AP-REQ from the cached service ticket
+            with pytest.raises(SaslAuthenticationFailedError):
+                login.context("localhost").step(None)  # not warmed: needs the (gone) KDC
+        finally:
+            if previous is None:
+                os.environ.pop("KRB5_CONFIG", None)
+            else:
+                os.environ["KRB5_CONFIG"] = previous
