@@ -112,12 +112,12 @@ class AdminClient:
     def list_groups(self) -> list[GroupListing]:
         """Every group of the cluster (ListGroups to every broker), sorted by id."""
         brokers = sorted({int(b.node_id) for b in self._cluster.metadata([]).brokers})
-        version = self._cluster._version(ApiKey.LIST_GROUPS)
+        version = self._cluster.version(ApiKey.LIST_GROUPS)
         found: dict[str, GroupListing] = {}
         payload = rq.list_groups_request(version)
         for node in brokers:
-            response = self._cluster._retrying(
-                lambda node=node: self._cluster._send(payload, node)  # type: ignore[misc]
+            response = self._cluster.retrying(
+                lambda node=node: self._cluster.send(payload, node)  # type: ignore[misc]
             )
             for listing in decode_list_groups(response):
                 found[listing.group_id] = listing
@@ -201,22 +201,22 @@ class AdminClient:
                 f"group {group} has {len(description.members)} active member(s): "
                 "offsets can only be reset while it is inactive"
             )
-        version = min(self._cluster._version(ApiKey.OFFSET_COMMIT), 9)  # v10 names topics by id
+        version = min(self._cluster.version(ApiKey.OFFSET_COMMIT), 9)  # v10 names topics by id
 
         def once() -> None:
-            node = self._cluster._find_coordinator(group)
+            node = self._cluster.find_coordinator(group)
             payload = rq.offset_commit_request(
                 version,
                 group_id=group,
                 offsets={tp: OffsetAndMetadata(o) for tp, o in offsets.items()},
             )
-            for t in self._cluster._send(payload, node).topics:
+            for t in self._cluster.send(payload, node).topics:
                 for p in t.partitions:
                     raise_for_code(
                         int(p.error_code), topic=str(t.name), partition=int(p.partition_index)
                     )
 
-        self._cluster._retrying(once)
+        self._cluster.retrying(once)
 
     def delete_group_offsets(
         self, group: str, partitions: Iterable[TopicPartition]
@@ -225,30 +225,30 @@ class AdminClient:
         deleted, else the typed error (GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes
         to the topic). A group-level error raises."""
         wanted = sorted(set(partitions))
-        version = self._cluster._version(ApiKey.OFFSET_DELETE)
+        version = self._cluster.version(ApiKey.OFFSET_DELETE)
 
         def once() -> dict[TopicPartition, KafkaError | None]:
-            node = self._cluster._find_coordinator(group)
+            node = self._cluster.find_coordinator(group)
             payload = rq.offset_delete_request(version, group_id=group, partitions=wanted)
-            return decode_offset_delete(self._cluster._send(payload, node))
+            return decode_offset_delete(self._cluster.send(payload, node))
 
-        return self._cluster._retrying(once)
+        return self._cluster.retrying(once)
 
     def delete_groups(self, groups: Sequence[str]) -> dict[str, KafkaError | None]:
         """Delete each group (DeleteGroups to its coordinator): None when deleted, else the
         typed error (``NON_EMPTY_GROUP`` while it has members, ``GROUP_ID_NOT_FOUND``)."""
         result: dict[str, KafkaError | None] = {}
-        version = self._cluster._version(ApiKey.DELETE_GROUPS)
+        version = self._cluster.version(ApiKey.DELETE_GROUPS)
         for group in groups:
 
             def once(group: str = group) -> Mapping[str, KafkaError | None]:
-                node = self._cluster._find_coordinator(group)
+                node = self._cluster.find_coordinator(group)
                 payload = rq.delete_groups_request(version, groups=[group])
-                outcome = decode_delete_groups(self._cluster._send(payload, node))
+                outcome = decode_delete_groups(self._cluster.send(payload, node))
                 error = outcome.get(group)
                 if error is not None and getattr(error, "retriable", False):
                     raise error  # coordinator moved or loading: retried with backoff
                 return outcome
 
-            result.update(self._cluster._retrying(once))
+            result.update(self._cluster.retrying(once))
         return result

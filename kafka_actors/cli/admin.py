@@ -122,7 +122,9 @@ class ClusterClient:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _send(self, payload: Any, node: int = ANY_NODE) -> Any:
+    def send(self, payload: Any, node: int = ANY_NODE) -> Any:
+        """One request to ``node`` (any broker by default); its response, or the transport's
+        typed error. No retry here: wrap a whole step in :meth:`retrying`."""
         return request(self._ref, payload, node=node, timeout=self._timeout).response
 
     def versions(self) -> NegotiatedVersions:
@@ -130,7 +132,7 @@ class ClusterClient:
             last: KafkaError | None = None
             for version in (3, 2, 1, 0):
                 try:
-                    response = self._send(api_versions_request(version))
+                    response = self.send(api_versions_request(version))
                 except UnsupportedVersionError as exc:
                     last = exc
                     continue
@@ -143,13 +145,14 @@ class ClusterClient:
                 raise last or UnsupportedVersionError("no ApiVersions version was accepted")
         return self._versions
 
-    def _version(self, api: ApiKey) -> int:
+    def version(self, api: ApiKey) -> int:
+        """The version of ``api`` both sides speak (from the first ApiVersions)."""
         return self.versions().version_for(api)
 
     # -- queries -----------------------------------------------------------------------------
 
     def metadata(self, topics: Sequence[str] | None = None) -> Any:
-        return self._send(rq.metadata_request(self._version(ApiKey.METADATA), topics=topics))
+        return self.send(rq.metadata_request(self.version(ApiKey.METADATA), topics=topics))
 
     def topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
         """Topics (all when ``names`` is None), sorted by name; an unknown name raises."""
@@ -179,7 +182,7 @@ class ClusterClient:
             )
         return sorted(result, key=lambda d: d.name)
 
-    def _retrying(self, what: Callable[[], _T]) -> _T:
+    def retrying(self, what: Callable[[], _T]) -> _T:
         """Run ``what`` again after a retriable error (the coordinator is still loading or
         moved, a connection broke), after ``retry.backoff.ms`` doubling to
         ``retry.backoff.max.ms`` with jitter (reset by a success), until this client's
@@ -187,11 +190,13 @@ class ClusterClient:
         return self._retry.call(what, timeout_s=self._timeout)
 
     def coordinator(self, group: str) -> int:
-        return self._retrying(lambda: self._find_coordinator(group))
+        return self.retrying(lambda: self.find_coordinator(group))
 
-    def _find_coordinator(self, group: str) -> int:
-        version = self._version(ApiKey.FIND_COORDINATOR)
-        response = self._send(rq.find_coordinator_request(version, key=group))
+    def find_coordinator(self, group: str) -> int:
+        """The coordinator of ``group`` (one FindCoordinator, no retry; see
+        :meth:`coordinator`), its address told to the NetworkActor."""
+        version = self.version(ApiKey.FIND_COORDINATOR)
+        response = self.send(rq.find_coordinator_request(version, key=group))
         entry = response.coordinators[0] if version >= 4 else response
         raise_for_code(int(entry.error_code), entry.error_message or None)
         node = int(entry.node_id)
@@ -204,16 +209,16 @@ class ClusterClient:
         ShareGroupDescribe (share groups), then DescribeGroups for a classic group (or a
         broker without the newer APIs). A group the broker does not know is ``Dead`` with no
         members."""
-        return self._retrying(lambda: self._describe_group(group))
+        return self.retrying(lambda: self._describe_group(group))
 
     def _describe_group(self, group: str) -> GroupDescription:
-        node = self._find_coordinator(group)
+        node = self.find_coordinator(group)
         versions = self.versions()
         if versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
             payload = rq.consumer_group_describe_request(
                 versions.version_for(ApiKey.CONSUMER_GROUP_DESCRIBE), group_ids=[group]
             )
-            [described] = self._send(payload, node).groups
+            [described] = self.send(payload, node).groups
             code = int(described.error_code)
             if code == 0:
                 return _from_consumer_group(described)
@@ -223,7 +228,7 @@ class ClusterClient:
             payload = rq.share_group_describe_request(
                 versions.version_for(ApiKey.SHARE_GROUP_DESCRIBE), group_ids=[group]
             )
-            [described] = self._send(payload, node).groups
+            [described] = self.send(payload, node).groups
             code = int(described.error_code)
             if code == 0:
                 return _from_consumer_group(described, protocol="share")
@@ -232,7 +237,7 @@ class ClusterClient:
         payload = rq.describe_groups_request(
             versions.version_for(ApiKey.DESCRIBE_GROUPS), groups=[group]
         )
-        [described] = self._send(payload, node).groups
+        [described] = self.send(payload, node).groups
         if int(described.error_code) == GroupIdNotFoundError.code:
             return GroupDescription(group, "Dead", "classic", "", None, ())
         raise_for_code(int(described.error_code), getattr(described, "error_message", None) or None)
@@ -240,7 +245,7 @@ class ClusterClient:
 
     def committed(self, group: str) -> dict[TopicPartition, int]:
         """Every committed offset of ``group`` (OffsetFetch for all partitions)."""
-        return self._retrying(lambda: self._committed(group))
+        return self.retrying(lambda: self._committed(group))
 
     def _committed(self, group: str) -> dict[TopicPartition, int]:
         topics = self._offset_fetch(group, None)
@@ -268,9 +273,9 @@ class ClusterClient:
 
     def _offset_fetch(self, group: str, partitions: Sequence[TopicPartition] | None) -> Any:
         """The topics of an OffsetFetch response (None when the broker sent none)."""
-        node = self._find_coordinator(group)
-        version = min(self._version(ApiKey.OFFSET_FETCH), 9)  # v10 names topics by id only
-        response = self._send(
+        node = self.find_coordinator(group)
+        version = min(self.version(ApiKey.OFFSET_FETCH), 9)  # v10 names topics by id only
+        response = self.send(
             rq.offset_fetch_request(version, group_id=group, partitions=partitions), node
         )
         if version >= 8:
@@ -303,13 +308,13 @@ class ClusterClient:
             leader = leaders.get(tp, -1)
             if leader >= 0:
                 by_leader.setdefault(leader, []).append(tp)
-        version = self._version(ApiKey.LIST_OFFSETS)
+        version = self.version(ApiKey.LIST_OFFSETS)
         result: dict[TopicPartition, int] = {}
         for leader, tps in sorted(by_leader.items()):
             payload = rq.list_offsets_request(
                 version, timestamps=dict.fromkeys(tps, timestamp)
             )
-            for t in self._send(payload, leader).topics:
+            for t in self.send(payload, leader).topics:
                 for p in t.partitions:
                     raise_for_code(
                         int(p.error_code), topic=t.name, partition=int(p.partition_index)

@@ -80,7 +80,7 @@ def _client(monkeypatch: pytest.MonkeyPatch, broker: Broker, config: Any) -> Clu
     )
     client._versions = Versions()  # type: ignore[assignment,attr-defined]
     client._ref = SimpleNamespace(tell=lambda message: None)  # type: ignore[assignment,attr-defined]
-    client._send = broker.send  # type: ignore[method-assign]
+    client.send = broker.send  # type: ignore[method-assign]
     return client
 
 
