@@ -200,6 +200,10 @@ class Cluster:
     def topic_name(self, topic_id: str | uuid.UUID) -> str | None:
         return self._names_by_id.get(str(topic_id))
 
+    def topic_names(self) -> dict[str, str]:
+        """Topic id → name for every topic whose id is known (for responses by id)."""
+        return dict(self._names_by_id)
+
     def topic_ids(self) -> dict[str, str]:
         """Topic name → id for every topic whose id is known (for requests by id)."""
         return {name: info.topic_id for name, info in self.topics.items() if info.topic_id}

@@ -196,7 +196,7 @@ class MembershipActor(RoutingManagerActor):
             manager.on_coordinator_discovered(now)
         cluster = self.ctx.cluster
         if cluster is not None and hasattr(manager, "on_topic_names"):
-            manager.on_topic_names(dict(cluster._names_by_id))
+            manager.on_topic_names(cluster.topic_names())
         topics, pattern = subscription_inputs(self.ctx)
         if (topics or pattern) and not self._left_before_build:
             self._subscribe(topics, pattern)

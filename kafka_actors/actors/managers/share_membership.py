@@ -101,7 +101,7 @@ class ShareMembershipActor(RoutingManagerActor):
             manager.on_coordinator_discovered(now)
         cluster = self.ctx.cluster
         if cluster is not None:
-            manager.on_topic_names(dict(cluster._names_by_id))
+            manager.on_topic_names(cluster.topic_names())
         topics, _pattern = subscription_inputs(self.ctx)
         if topics and not self._left_before_build:
             manager.subscribe(topics)
@@ -144,7 +144,7 @@ class ShareMembershipActor(RoutingManagerActor):
         self.manager.on_topic_names(event.mapping)
 
     def _cluster_updated(self, event: ClusterUpdated, now_ms: int) -> None:
-        self.manager.on_topic_names(dict(event.cluster._names_by_id))
+        self.manager.on_topic_names(event.cluster.topic_names())
 
     receivers = {
         CoordinatorChanged: _coordinator_changed,
