@@ -1196,9 +1196,7 @@ def _post_process(values: dict[str, object], explicit: frozenset[str]) -> dict[s
             )
         if mechanism == "OAUTHBEARER":
             _oauthbearer_jaas(module, values, explicit)
-            values["warnings"] = tuple(warnings)
-            return values
-        if mechanism == "GSSAPI":
+        elif mechanism == "GSSAPI":
             _krb5_jaas(module, values)
         else:
             username = module.options.get("username")

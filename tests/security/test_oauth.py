@@ -195,6 +195,24 @@ def test_config_by_jaas_options() -> None:
     assert config.sasl_oauthbearer_scope == "kafka"
 
 
+def test_a_jaas_config_leaves_ssl_ca_location_processed() -> None:
+    """SASL_SSL with an OAUTHBEARER sasl.jaas.config: ssl.ca.location still becomes the PEM
+    trust store (it was skipped, so the broker's CA was not trusted)."""
+    config = ConsumerConfig.from_dict(
+        {
+            **BASE,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token",
+            "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
+            f'OAuthBearerLoginModule required clientId="app" clientSecret="{SECRET}";',
+            "ssl.ca.location": "/etc/ssl/ca.pem",
+        }
+    )
+    assert config.ssl_truststore_location == "/etc/ssl/ca.pem"
+    assert config.sasl_oauthbearer_client_credentials_client_id == "app"
+
+
 @pytest.mark.parametrize(
     ("extra", "key"),
     [
