@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_actors.cli.admin import ClusterClient, GroupDescription, PartitionLag, group_lag
+from kafka_actors.cli.admin import ClusterClient, GroupDescription, PartitionLag
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import KafkaError, NonEmptyGroupError, error_for_code, raise_for_code
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
@@ -25,6 +25,7 @@ __all__ = [
     "GroupListing",
     "OffsetReset",
     "decode_delete_groups",
+    "decode_delete_share_group_offsets",
     "decode_list_groups",
     "decode_offset_delete",
 ]
@@ -61,6 +62,18 @@ def decode_delete_groups(response: Any) -> dict[str, KafkaError | None]:
     return {
         str(r.group_id): error_for_code(int(r.error_code)) if int(r.error_code) else None
         for r in response.results
+    }
+
+
+def decode_delete_share_group_offsets(response: Any) -> dict[str, KafkaError | None]:
+    """DeleteShareGroupOffsets: per topic None when deleted, else the typed error; a
+    group-level error (GROUP_NOT_EMPTY while members are in the group) raises."""
+    raise_for_code(int(response.error_code), response.error_message or None)
+    return {
+        str(t.topic_name): error_for_code(int(t.error_code), t.error_message or None)
+        if int(t.error_code)
+        else None
+        for t in response.responses
     }
 
 
@@ -128,12 +141,14 @@ class AdminClient:
         return {g: self._cluster.describe_group(g) for g in groups}
 
     def list_group_offsets(self, group: str) -> list[PartitionLag]:
-        """Committed offsets of ``group`` with log end offsets and lag, as ``--describe``."""
-        description = self._cluster.describe_group(group)
-        committed = self._cluster.committed(group)
-        owned = {tp for m in description.members for tp in m.assignment}
-        log_end = self._cluster.log_end_offsets(set(committed) | owned)
-        return group_lag(description, committed, log_end)
+        """Committed offsets of ``group`` with log end offsets and lag, as ``--describe``; for a
+        share group its share-partition start offsets and the broker's lag."""
+        return self._cluster.offsets_with_lag(self._cluster.describe_group(group))
+
+    def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """Where ``group`` stands: its committed offsets, or for a share group its
+        share-partition start offsets (DescribeShareGroupOffsets)."""
+        return self._cluster.positions(group, self._cluster.describe_group(group).protocol)
 
     def plan_reset(
         self,
@@ -157,7 +172,7 @@ class AdminClient:
             raise ValueError("reset by a shift needs shift_by")
         if not (to in ("earliest", "latest", "timestamp", "shift") or isinstance(to, int)):
             raise ValueError(f"reset to {to!r}: earliest, latest, timestamp, shift or an offset")
-        committed = self._cluster.committed(group)
+        committed = self.committed_offsets(group)
         if to == "shift":
             missing = [tp for tp in wanted if tp not in committed]
             if missing:
@@ -201,6 +216,9 @@ class AdminClient:
                 f"group {group} has {len(description.members)} active member(s): "
                 "offsets can only be reset while it is inactive"
             )
+        if description.protocol == "share":
+            self._alter_share_group_offsets(group, offsets)
+            return
         version = min(self._cluster.version(ApiKey.OFFSET_COMMIT), 9)  # v10 names topics by id
 
         def once() -> None:
@@ -218,19 +236,59 @@ class AdminClient:
 
         self._cluster.retrying(once)
 
+    def _alter_share_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        version = self._cluster.version(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
+
+        def once() -> None:
+            node = self._cluster.find_coordinator(group)
+            payload = rq.alter_share_group_offsets_request(
+                version, group_id=group, start_offsets=offsets
+            )
+            response = self._cluster.send(payload, node)
+            raise_for_code(int(response.error_code), response.error_message or None)
+            for t in response.responses:
+                for p in t.partitions:
+                    raise_for_code(
+                        int(p.error_code),
+                        p.error_message or None,
+                        topic=str(t.topic_name),
+                        partition=int(p.partition_index),
+                    )
+
+        self._cluster.retrying(once)
+
     def delete_group_offsets(
         self, group: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, KafkaError | None]:
         """Delete committed offsets of ``group`` (OffsetDelete): per partition None when
         deleted, else the typed error (GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes
-        to the topic). A group-level error raises."""
+        to the topic). A group-level error raises. A share group's state is kept per topic
+        (DeleteShareGroupOffsets): the whole topic of each partition named is forgotten, and
+        each partition gets its topic's outcome."""
         wanted = sorted(set(partitions))
+        if self._cluster.describe_group(group).protocol == "share":
+            return self._delete_share_group_offsets(group, wanted)
         version = self._cluster.version(ApiKey.OFFSET_DELETE)
 
         def once() -> dict[TopicPartition, KafkaError | None]:
             node = self._cluster.find_coordinator(group)
             payload = rq.offset_delete_request(version, group_id=group, partitions=wanted)
             return decode_offset_delete(self._cluster.send(payload, node))
+
+        return self._cluster.retrying(once)
+
+    def _delete_share_group_offsets(
+        self, group: str, wanted: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        version = self._cluster.version(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+
+        def once() -> dict[TopicPartition, KafkaError | None]:
+            node = self._cluster.find_coordinator(group)
+            payload = rq.delete_share_group_offsets_request(
+                version, group_id=group, topics={tp.topic for tp in wanted}
+            )
+            by_topic = decode_delete_share_group_offsets(self._cluster.send(payload, node))
+            return {tp: by_topic.get(tp.topic) for tp in wanted}
 
         return self._cluster.retrying(once)
 

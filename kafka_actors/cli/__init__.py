@@ -877,7 +877,7 @@ def _reset_offsets(admin: Any, args: argparse.Namespace, out: TextIO) -> int:
         timestamp_ms = int(time.time() * 1000) - duration_ms(args.by_duration)
     [group] = args.groups
     if args.all_topics:
-        partitions = sorted(admin.cluster.committed(group))
+        partitions = sorted(admin.committed_offsets(group))
     else:
         partitions = _partitions_of(admin, args.topics)
     plan = admin.plan_reset(

@@ -39,6 +39,7 @@ __all__ = [
     "GroupDescription",
     "MemberDescription",
     "PartitionLag",
+    "ShareOffset",
     "TopicDescription",
     "group_lag",
 ]
@@ -84,19 +85,35 @@ class GroupDescription:
 @dataclass(frozen=True, slots=True)
 class PartitionLag:
     """One row of ``group --describe``: committed offset and lag are None without a commit;
-    the member is None for a partition no member owns."""
+    the member is None for a partition no member owns. For a share group ``committed`` is the
+    share-partition start offset (the first record not yet acknowledged) and
+    ``reported_lag`` the broker's own count (DescribeShareGroupOffsets v1, KIP-1226), which
+    leaves out records already acknowledged above the start offset."""
 
     topic: str
     partition: int
     committed: int | None
     log_end: int | None
     member: MemberDescription | None
+    reported_lag: int | None = None
 
     @property
     def lag(self) -> int | None:
+        if self.reported_lag is not None:
+            return self.reported_lag
         if self.committed is None or self.log_end is None:
             return None
         return max(0, self.log_end - self.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareOffset:
+    """A share-partition's state from DescribeShareGroupOffsets: its start offset and the
+    broker's lag (None before v1 or when the broker has not computed it)."""
+
+    start_offset: int
+    leader_epoch: int
+    lag: int | None
 
 
 class ClusterClient:
@@ -271,6 +288,56 @@ class ClusterClient:
                     )
         return result
 
+    def share_offsets(self, group: str) -> dict[TopicPartition, ShareOffset]:
+        """Every share-partition of the share group ``group`` with state (its start offset
+        and lag): DescribeShareGroupOffsets for all partitions. A partition whose state is not
+        initialised yet (start offset -1) is left out."""
+        return self.retrying(lambda: self._share_offsets(group))
+
+    def _share_offsets(self, group: str) -> dict[TopicPartition, ShareOffset]:
+        node = self.find_coordinator(group)
+        version = self.version(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+        response = self.send(rq.describe_share_group_offsets_request(version, group_id=group), node)
+        result: dict[TopicPartition, ShareOffset] = {}
+        for entry in response.groups:
+            raise_for_code(int(entry.error_code), entry.error_message or None)
+            for t in entry.topics:
+                for p in t.partitions:
+                    code = int(p.error_code)
+                    if code == UnknownTopicOrPartitionError.code:
+                        continue  # a topic deleted since the group's state was written
+                    raise_for_code(code, topic=t.topic_name, partition=int(p.partition_index))
+                    if int(p.start_offset) < 0:
+                        continue
+                    lag = int(getattr(p, "lag", -1))
+                    result[TopicPartition(str(t.topic_name), int(p.partition_index))] = ShareOffset(
+                        int(p.start_offset), int(p.leader_epoch), lag if lag >= 0 else None
+                    )
+        return result
+
+    def positions(self, group: str, protocol: str) -> dict[TopicPartition, int]:
+        """Where ``group`` stands on each partition: its committed offsets, or for a share
+        group (``protocol == "share"``) its share-partition start offsets."""
+        if protocol == "share":
+            return {tp: s.start_offset for tp, s in self.share_offsets(group).items()}
+        return self.committed(group)
+
+    def offsets_with_lag(self, description: GroupDescription) -> list[PartitionLag]:
+        """The rows of ``group --describe`` for a described group: committed offsets (start
+        offsets for a share group), log end offsets and lag of every owned or committed
+        partition."""
+        group = description.group_id
+        reported: dict[TopicPartition, int] = {}
+        if description.protocol == "share":
+            share = self.share_offsets(group)
+            committed = {tp: s.start_offset for tp, s in share.items()}
+            reported = {tp: s.lag for tp, s in share.items() if s.lag is not None}
+        else:
+            committed = self.committed(group)
+        owned = {tp for m in description.members for tp in m.assignment}
+        ends = self.log_end_offsets(set(committed) | owned)
+        return group_lag(description, committed, ends, reported)
+
     def _offset_fetch(self, group: str, partitions: Sequence[TopicPartition] | None) -> Any:
         """The topics of an OffsetFetch response (None when the broker sent none)."""
         node = self.find_coordinator(group)
@@ -311,9 +378,7 @@ class ClusterClient:
         version = self.version(ApiKey.LIST_OFFSETS)
         result: dict[TopicPartition, int] = {}
         for leader, tps in sorted(by_leader.items()):
-            payload = rq.list_offsets_request(
-                version, timestamps=dict.fromkeys(tps, timestamp)
-            )
+            payload = rq.list_offsets_request(version, timestamps=dict.fromkeys(tps, timestamp))
             for t in self.send(payload, leader).topics:
                 for p in t.partitions:
                     raise_for_code(
@@ -394,14 +459,23 @@ def group_lag(
     description: GroupDescription,
     committed: Mapping[TopicPartition, int],
     log_end: Mapping[TopicPartition, int],
+    reported_lag: Mapping[TopicPartition, int] | None = None,
 ) -> list[PartitionLag]:
-    """The rows of ``group --describe``: every assigned or committed partition, sorted."""
+    """The rows of ``group --describe``: every assigned or committed partition, sorted
+    (``reported_lag``: a share group's lag as its broker counts it)."""
     owner: dict[TopicPartition, MemberDescription] = {}
     for member in description.members:
         for tp in member.assignment:
             owner[tp] = member
     rows = [
-        PartitionLag(tp.topic, tp.partition, committed.get(tp), log_end.get(tp), owner.get(tp))
+        PartitionLag(
+            tp.topic,
+            tp.partition,
+            committed.get(tp),
+            log_end.get(tp),
+            owner.get(tp),
+            (reported_lag or {}).get(tp),
+        )
         for tp in sorted(set(owner) | set(committed))
     ]
     return rows

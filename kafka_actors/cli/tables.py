@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import TextIO
 
-from kafka_actors.cli.admin import ClusterClient, GroupDescription, group_lag
+from kafka_actors.cli.admin import ClusterClient, GroupDescription
 from kafka_actors.errors import UnsupportedVersionError
 from kafka_actors.protocol.messages import TopicPartition
 
@@ -125,7 +125,8 @@ def print_group(
         unknown_members = True
     else:
         unknown_members = False
-    committed = client.committed(group)
+    rows = client.offsets_with_lag(description)
+    committed = [r for r in rows if r.committed is not None]
     if unknown_members and not committed:
         out.write(f"Consumer group '{group}' has no committed offsets.\n")
         return 1
@@ -175,9 +176,6 @@ def print_group(
             )
         out.write(format_table(header, member_rows))
         return 0
-    partitions = {tp for m in description.members for tp in m.assignment} | set(committed)
-    ends = client.log_end_offsets(partitions)
-    rows = group_lag(description, committed, ends)
     if not description.members and not unknown_members:
         out.write(f"Consumer group '{group}' has no active members.\n\n")
     out.write(

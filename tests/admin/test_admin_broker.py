@@ -241,3 +241,69 @@ def test_describe_a_share_group(kafka_broker: Any) -> None:
         assert member.member_id in out.getvalue()
     finally:
         consumer.close()
+
+
+def test_share_group_offsets_listed_reset_and_deleted(share_broker: Any) -> None:
+    """A share group's offsets are its share-partition start offsets
+    (DescribeShareGroupOffsets): listed with the broker's lag, reset while the group is
+    empty (AlterShareGroupOffsets; a new member then gets the records again) and deleted
+    (DeleteShareGroupOffsets); a reset while a member is in is refused."""
+    from kafka_actors import KafkaShareConsumer
+    from kafka_actors.testing.share import set_share_group_config
+    from tests.share.helpers import poll_for, produce
+
+    bootstrap = share_broker.bootstrap_servers
+    topic = _unique("admin-share-off")
+    share_broker.create_topic(topic, partitions=1)
+    group = _unique("admin-share-off-g")
+    set_share_group_config(share_broker, group)  # share.auto.offset.reset=earliest
+    produce(bootstrap, topic, 10)
+    tp = TopicPartition(topic, 0)
+    config = {"bootstrap.servers": bootstrap, "group.id": group}
+    with AdminClient(ConsumerConfig.from_dict({"bootstrap.servers": bootstrap})) as admin:
+        consumer = KafkaShareConsumer(config)
+        try:
+            consumer.subscribe([topic])
+            got = poll_for(consumer, 60, until=lambda records: len(records) >= 10)
+            assert sorted(r.offset for r in got) == list(range(10))
+            consumer.commit_sync()
+            # The broker counts the lag past its share-partition start offset, which it
+            # persists when it likes (the 10 acknowledged records may sit above it).
+            deadline = time.monotonic() + 60  # a bound on a hang, not a timing assertion
+            rows = admin.list_group_offsets(group)
+            while [(r.partition, r.lag) for r in rows] != [(0, 0)]:
+                assert time.monotonic() < deadline, rows
+                consumer.poll(0.2)
+                rows = admin.list_group_offsets(group)
+            [row] = rows
+            assert row.committed is not None and 0 <= row.committed <= 10
+            assert (row.topic, row.log_end) == (topic, 10)
+            assert row.member is not None
+            with pytest.raises(NonEmptyGroupError):
+                admin.alter_group_offsets(group, {tp: 0})
+        finally:
+            consumer.close()
+        produce(bootstrap, topic, 5, start=10)
+        [row] = admin.list_group_offsets(group)
+        assert (row.log_end, row.lag, row.member) == (15, 5, None)
+        start = row.committed
+        # The CLI's table and reset, as for any group.
+        out = io.StringIO()
+        assert main(["groups", "-b", bootstrap, "--describe", "--group", group], out=out) == 0
+        [line] = [line.split() for line in out.getvalue().splitlines() if topic in line]
+        assert line[:6] == [group, topic, "0", str(start), "15", "5"]
+        out = io.StringIO()
+        args = ["groups", "-b", bootstrap, "--reset-offsets", "--group", group,
+                "--all-topics", "--to-offset", "3", "--execute"]  # fmt: skip
+        assert main(args, out=out) == 0, out.getvalue()
+        assert out.getvalue().splitlines()[1].split() == [group, topic, "0", "3"]
+        assert admin.committed_offsets(group) == {tp: 3}
+        again = KafkaShareConsumer(config)
+        try:
+            again.subscribe([topic])
+            got = poll_for(again, 60, until=lambda records: len(records) >= 12)
+            assert sorted(r.offset for r in got) == list(range(3, 15))
+        finally:
+            again.close()
+        assert admin.delete_group_offsets(group, [tp]) == {tp: None}
+        assert admin.list_group_offsets(group) == []

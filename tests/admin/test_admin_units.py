@@ -126,3 +126,49 @@ def test_reset_time_options_parse() -> None:
         duration_ms("PT")
     with pytest.raises(ValueError):
         duration_ms("1h")
+
+
+def test_share_group_offset_requests_and_decoding() -> None:
+    """DescribeShareGroupOffsets asks for every partition (null topics) or the named ones;
+    AlterShareGroupOffsets groups start offsets by topic; DeleteShareGroupOffsets' outcome is
+    per topic, a group-level error raises; a share group's lag is the broker's when given."""
+    from kio.schema.delete_share_group_offsets.v0.response import (
+        DeleteShareGroupOffsetsResponse,
+        DeleteShareGroupOffsetsResponseTopic,
+    )
+
+    from kafka_actors.admin import decode_delete_share_group_offsets
+    from kafka_actors.cli.admin import PartitionLag
+
+    every = rq.describe_share_group_offsets_request(1, group_id="g")
+    assert every.groups[0].group_id == "g" and every.groups[0].topics is None
+    some = rq.describe_share_group_offsets_request(
+        1, group_id="g", partitions=[TopicPartition("t", 1), TopicPartition("t", 0)]
+    )
+    [topic] = some.groups[0].topics
+    assert (topic.topic_name, sorted(topic.partitions)) == ("t", [0, 1])
+    alter = rq.alter_share_group_offsets_request(
+        0, group_id="g", start_offsets={TopicPartition("u", 0): 4, TopicPartition("t", 2): 7}
+    )
+    assert [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
+            for t in alter.topics] == [("t", [(2, 7)]), ("u", [(0, 4)])]  # fmt: skip
+
+    def response(code: int, **per_topic: int) -> DeleteShareGroupOffsetsResponse:
+        return DeleteShareGroupOffsetsResponse(
+            throttle_time=ZERO,
+            error_code=i16(code),
+            responses=tuple(
+                DeleteShareGroupOffsetsResponseTopic(
+                    topic_name=name, topic_id=None, error_code=i16(c)
+                )
+                for name, c in per_topic.items()
+            ),
+        )
+
+    outcome = decode_delete_share_group_offsets(response(0, t=0, u=3))
+    assert outcome["t"] is None
+    assert type(outcome["u"]).__name__ == "UnknownTopicOrPartitionError"
+    with pytest.raises(NonEmptyGroupError):
+        decode_delete_share_group_offsets(response(NonEmptyGroupError.code))
+    assert PartitionLag("t", 0, 3, 15, None, reported_lag=2).lag == 2
+    assert PartitionLag("t", 0, 3, 15, None).lag == 12

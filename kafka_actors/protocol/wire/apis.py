@@ -64,6 +64,9 @@ class ApiKey(enum.IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
     @property
     def api_name(self) -> str:
@@ -129,6 +132,11 @@ CLIENT_VERSIONS: Final[Mapping[int, VersionRange]] = MappingProxyType(
         ApiKey.SHARE_GROUP_DESCRIBE: VersionRange(1, 1),
         ApiKey.SHARE_FETCH: VersionRange(1, 2),
         ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2),
+        # Share-group offsets, for the admin (Kafka 4.1+; DescribeShareGroupOffsets v1 adds
+        # the share-partition lag, KIP-1226).
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: VersionRange(0, 1),
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS: VersionRange(0, 0),
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: VersionRange(0, 0),
     }
 )
 

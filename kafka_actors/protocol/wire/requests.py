@@ -41,8 +41,11 @@ __all__ = [
     "READ_UNCOMMITTED",
     "FetchPartition",
     "ForgottenTopic",
+    "alter_share_group_offsets_request",
     "consumer_group_describe_request",
+    "delete_share_group_offsets_request",
     "describe_groups_request",
+    "describe_share_group_offsets_request",
     "fetch_request",
     "find_coordinator_request",
     "heartbeat_request",
@@ -559,6 +562,54 @@ def offset_delete_request(
             {"name": topic, "partitions": [{"partition_index": p} for p in indexes]}
             for topic, indexes in by_topic.items()
         ],
+    )
+
+
+def describe_share_group_offsets_request(
+    version: int, *, group_id: str, partitions: Iterable[TopicPartition] | None = None
+) -> Any:
+    """DescribeShareGroupOffsets (KIP-932) of one share group, to its coordinator: each
+    share-partition's start offset (and, from v1, its lag); ``partitions`` None asks for
+    every partition the group has state for."""
+    topics = None
+    if partitions is not None:
+        by_topic = _group_by_topic((tp.topic, tp.partition) for tp in partitions)
+        topics = [{"topic_name": t, "partitions": list(p)} for t, p in by_topic.items()]
+    return make_request(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        version,
+        groups=[{"group_id": group_id, "topics": topics}],
+    )
+
+
+def alter_share_group_offsets_request(
+    version: int, *, group_id: str, start_offsets: Mapping[TopicPartition, int]
+) -> Any:
+    """AlterShareGroupOffsets (KIP-932): set share-partition start offsets of an empty share
+    group (to its coordinator; GROUP_NOT_EMPTY while it has members)."""
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for tp, offset in sorted(start_offsets.items()):
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "start_offset": offset}
+        )
+    return make_request(
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        version,
+        group_id=group_id,
+        topics=[{"topic_name": t, "partitions": p} for t, p in by_topic.items()],
+    )
+
+
+def delete_share_group_offsets_request(
+    version: int, *, group_id: str, topics: Iterable[str]
+) -> Any:
+    """DeleteShareGroupOffsets (KIP-932): forget a share group's state of whole topics (to
+    its coordinator; refused while the group has members)."""
+    return make_request(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        version,
+        group_id=group_id,
+        topics=[{"topic_name": t} for t in sorted(set(topics))],
     )
 
 
