@@ -685,6 +685,7 @@ _SPECS: Final[dict[str, tuple[str, Parser, object]]] = {
         300_000,
     ),
     "metadata.cluster.check.enable": ("metadata_cluster_check_enable", _as_bool, True),
+    "bootstrap.resolve.timeout.ms": ("bootstrap_resolve_timeout_ms", _long(0), 0),
     "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _long(), 10_000),
     "socket.connection.setup.timeout.max.ms": (
         "socket_connection_setup_timeout_max_ms",
@@ -971,6 +972,11 @@ class ConsumerConfig:
     #: REBOOTSTRAP_REQUIRED and the client rebootstraps. Ignored with
     #: ``metadata.recovery.strategy=none``; older brokers do no check.
     metadata_cluster_check_enable: bool = True
+    #: KIP-909: 0 (Java's default) resolves the bootstrap servers when the client is built (an
+    #: unresolvable one is skipped with a warning; none resolvable is a ConfigError); a
+    #: positive value resolves them in the background, retrying with the reconnect backoff,
+    #: and fails the client for good (BootstrapResolutionError) when none resolved in time.
+    bootstrap_resolve_timeout_ms: int = 0
     #: "use_all_dns_ips": try each address a name resolves to in turn;
     #: "resolve_canonical_bootstrap_servers_only": also use the canonical names of the
     #: bootstrap servers' addresses as their TLS / SASL server names.

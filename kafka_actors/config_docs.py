@@ -87,6 +87,7 @@ JAVA_DEFAULTS: Final[dict[str, str | None]] = {
     "metadata.recovery.strategy": "rebootstrap",
     "metadata.recovery.rebootstrap.trigger.ms": "300000",
     "metadata.cluster.check.enable": "true",
+    "bootstrap.resolve.timeout.ms": "0",
     "socket.connection.setup.timeout.ms": "10000",
     "socket.connection.setup.timeout.max.ms": "30000",
     "receive.buffer.bytes": "65536",
@@ -377,6 +378,16 @@ KEY_DOCS: Final[dict[str, KeyDoc]] = {
         "Send the expected cluster and node id when connecting to a broker (ApiVersions v5, "
         "Kafka 4.4+, KIP-1242): a broker of another cluster answers REBOOTSTRAP_REQUIRED and "
         "the client rebootstraps. Ignored with metadata.recovery.strategy=none.",
+    ),
+    "bootstrap.resolve.timeout.ms": KeyDoc(
+        LONG,
+        _AT_LEAST_0,
+        "low",
+        "KIP-909. 0: the bootstrap.servers names are resolved when the client is built (an "
+        "unresolvable one is skipped with a warning; none resolvable is a ConfigError). "
+        "Positive: they are resolved in the background, retried with the reconnect backoff, "
+        "for at most this long; then the client fails for good with BootstrapResolutionError, "
+        "raised by every later call (close it and build a new one).",
     ),
     "socket.connection.setup.timeout.ms": KeyDoc(
         LONG,

@@ -44,6 +44,7 @@ __all__ = [
     "NO_ERROR",
     "AuthenticationError",
     "AuthorizationError",
+    "BootstrapResolutionError",
     "BrokersUnreachableError",
     "CallTimeout",
     "CommitFailedError",
@@ -1171,6 +1172,13 @@ class ConfigError(FatalError):
     def __str__(self) -> str:
         text = super().__str__()
         return f"{text} (key={self.key})" if self.key else text
+
+
+class BootstrapResolutionError(FatalError):
+    """No name of ``bootstrap.servers`` resolved within ``bootstrap.resolve.timeout.ms``
+    (KIP-909, Java's BootstrapResolutionException): the client failed for good; every later
+    call raises it again. Close the client and build a new one once DNS or the setting is
+    fixed."""
 
 
 class FatalConsumerError(FatalError):

@@ -49,6 +49,7 @@ from typing import Any, cast
 from kafka_actors.actors.context import ConsumerContext, Routed
 from kafka_actors.actors.events import CallbackCompletedEvent
 from kafka_actors.errors import (
+    BootstrapResolutionError,
     CallTimeout,
     ConsumerClosedError,
     FatalConsumerError,
@@ -381,6 +382,8 @@ class Facade:
                     self._fatal_error = event.error
                 self._errors.append(event.error)
             elif hasattr(event, "error") and isinstance(event.error, BaseException):
+                if isinstance(event.error, BootstrapResolutionError):
+                    self._fatal_error = event.error  # KIP-909: raised by every later call
                 self._errors.append(event.error)
             else:
                 self.log.debug("background_event_ignored", kind=type(event).__name__)

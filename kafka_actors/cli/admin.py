@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import pykka
 
 from kafka_actors.actors.network import ANY_NODE, NetworkActor, UpdateNodes, request
+from kafka_actors.actors.network.bootstrap import check_bootstrap_resolvable
+from kafka_actors.actors.network.transport import system_resolver
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import (
     GroupIdNotFoundError,
@@ -122,6 +124,8 @@ class ClusterClient:
     def __init__(self, config: ConsumerConfig, timeout: float = 30.0) -> None:
         self._timeout = timeout
         self._retry = PacedRetry(config)
+        if config.bootstrap_resolve_timeout_ms == 0:  # KIP-909's default, as Java's Admin
+            check_bootstrap_resolvable(config.bootstrap_servers, system_resolver)
         self._ref: pykka.ActorRef[Any] = NetworkActor.start(config)
         self._versions: NegotiatedVersions | None = None
 

@@ -70,6 +70,8 @@ from kafka_actors.actors.managers import (
 )
 from kafka_actors.actors.managers.telemetry import TelemetryActor
 from kafka_actors.actors.network import NetworkActor
+from kafka_actors.actors.network.bootstrap import check_bootstrap_resolvable
+from kafka_actors.actors.network.transport import system_resolver
 from kafka_actors.clock import SystemClock, default_scheduler
 from kafka_actors.config import SHARE_ONLY_KEYS, ConsumerConfig
 from kafka_actors.core.handout import HandOut
@@ -203,6 +205,9 @@ class ActorCore:
             cfg = cfg.with_overrides(
                 {"client.id": f"{kind}-{cfg.group_id or ''}-{next(_client_ids)}"}
             )
+        if cfg.bootstrap_resolve_timeout_ms == 0:
+            # KIP-909's default, as Java: the names are resolved now, a ConfigError if none is.
+            check_bootstrap_resolvable(cfg.bootstrap_servers, system_resolver)
         self.config = cfg
         self.log = _log.bind(client_id=cfg.client_id, group_id=cfg.group_id)
         subscriptions = SubscriptionState(

@@ -144,7 +144,9 @@ def test_config_and_constructor_accept_every_kind_and_reject_others() -> None:
 
 def test_a_context_deserializer_given_in_the_config_is_called_with_context() -> None:
     java = JavaStyle()
-    config = ConsumerConfig.from_dict({"bootstrap.servers": "h:1", "value.deserializer": java})
+    config = ConsumerConfig.from_dict(
+        {"bootstrap.servers": "127.0.0.1:1", "value.deserializer": java}
+    )
     assert config.value_deserializer is java  # the config keeps the object as given
     consumer = KafkaConsumer(config)
     try:

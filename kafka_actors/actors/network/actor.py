@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pykka
 
+from kafka_actors.actors.network.bootstrap import BootstrapResolution
 from kafka_actors.actors.network.connections import Connector
 from kafka_actors.actors.network.inbox import SelectorInbox
 from kafka_actors.actors.network.messages import (
@@ -220,6 +221,11 @@ class NetworkActor(SupervisedActor):
             config.metadata_cluster_check_enable
             and config.metadata_recovery_strategy == "rebootstrap"
         )
+        # KIP-909: with a positive bootstrap.resolve.timeout.ms, a bootstrap name must resolve
+        # within it (with 0 the consumer checked them when it was built).
+        self._bootstrap_resolution = BootstrapResolution(
+            config.bootstrap_resolve_timeout_ms / 1000.0, self._clock.monotonic()
+        )
         # Re-bootstrap (KIP-899 / KIP-1102).
         self._recovery = MetadataRecovery(
             rebootstrap=config.metadata_recovery_strategy == "rebootstrap",
@@ -385,6 +391,7 @@ class NetworkActor(SupervisedActor):
                     )
         self._expire(now)
         self._maybe_recover_metadata(now)
+        self._check_bootstrap_resolution(now)
         for item in self._unsent.take_due(now):
             self._deliver_response(item.node, item.event)
         self._route(now)
@@ -436,6 +443,9 @@ class NetworkActor(SupervisedActor):
         recovery = self._recovery.deadline(self._brokers_known())
         if recovery is not None:
             times.append(recovery)
+        resolution = self._bootstrap_resolution.deadline()
+        if resolution is not None:
+            times.append(resolution)
         return min(times) if times else None
 
     # -- nodes and their connections ---------------------------------------------------------
@@ -524,6 +534,11 @@ class NetworkActor(SupervisedActor):
             or node.transport is not None
         ):
             return  # an older attempt's answer (it timed out, or the node was forgotten)
+        if node.node_id < 0 and self._bootstrap_resolution.watching:
+            if answer.error is None and answer.addresses:
+                self._bootstrap_resolution.resolved()
+            else:
+                self._bootstrap_resolution.failed(f"{node.address}: {answer.error or 'no address'}")
         error = self._connector.resolved(node, answer)
         if error is not None:
             self._close_node(node, error)
@@ -943,6 +958,21 @@ class NetworkActor(SupervisedActor):
         for key in (REBOOTSTRAP, NO_RECOVERY):
             if (cleared := self._unavailable.cleared(key, now_ms)) is not None:
                 self._log.info("metadata_recovered", after=key, **cleared.fields())
+
+    def _check_bootstrap_resolution(self, now: float) -> None:
+        """KIP-909: no bootstrap name resolved within ``bootstrap.resolve.timeout.ms``: the
+        client fails for good; every request waiting for any node, and every later one, fails
+        with the BootstrapResolutionError (the consumer raises it from every call)."""
+        resolution = self._bootstrap_resolution
+        error = resolution.expired(now, self.config.bootstrap_servers)
+        if error is not None:
+            self._log.error("bootstrap_resolution_failed", error=str(error))
+            for node in [n for n in self._nodes.values() if n.node_id < 0]:
+                for pending in node.conn.take_queued():
+                    self._fail(pending, error, node.node_id)
+        if resolution.failure is not None and self._unsent.has_any():
+            for pending in self._unsent.take_any():
+                self._fail(pending, resolution.failure, ANY_NODE)
 
     def _maybe_recover_metadata(self, now: float) -> None:
         """No Metadata response for ``metadata.recovery.rebootstrap.trigger.ms`` while one is
