@@ -79,7 +79,6 @@ from kafka_actors.core import (
 from kafka_actors.core.poll import PollStep
 from kafka_actors.errors import (
     ConsumerClosedError,
-    InvalidArgumentError,
     KafkaTimeoutError,
     RecordDeserializationError,
 )
@@ -1043,23 +1042,14 @@ class AsyncKafkaConsumer(Generic[K, V]):
             )
             return result
 
-    # -- the call bridge ----------------------------------------------------------------------
-
     # -- group, metrics, close ----------------------------------------------------------------
 
     async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
         """The id the broker assigned this client for its telemetry (KIP-714), awaited up to
         ``timeout`` seconds (default: default.api.timeout.ms); as
         :meth:`KafkaConsumer.client_instance_id <kafka_actors.KafkaConsumer.client_instance_id>`."""
-        if timeout is not None and timeout < 0:
-            raise InvalidArgumentError("The timeout cannot be negative.")
         self._bind()
-        trace = new_trace_id()
-        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
-        with traced(trace):
-            future = self._core.client_instance_id(deadline, trace)
-            result: uuid.UUID = await self._loop_bridge.result(future, deadline, "clientInstanceId")
-            return result
+        return await self._loop_bridge.client_instance_id(timeout)
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """The group's identity as this member sees it now (group id, generation,

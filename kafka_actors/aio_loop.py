@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from kafka_actors.core.consumer_core import ActorCore
-from kafka_actors.errors import ConsumerClosedError, IllegalStateError
+from kafka_actors.errors import ConsumerClosedError, IllegalStateError, InvalidArgumentError
+from kafka_actors.log import new_trace_id, traced
 
 __all__ = ["EventLoopBridge"]
 
@@ -127,3 +129,16 @@ class EventLoopBridge:
         if facade.closed:
             raise ConsumerClosedError(f"{what}: the consumer was closed")
         raise ActorCore.timeout_error(future, what)
+
+    async def client_instance_id(self, timeout: float | None) -> uuid.UUID:
+        """The id the broker assigned the client for its telemetry (KIP-714), awaited up to
+        ``timeout`` seconds (default: default.api.timeout.ms); for both asyncio front ends."""
+        if timeout is not None and timeout < 0:
+            raise InvalidArgumentError("The timeout cannot be negative.")
+        core = self._core
+        trace = new_trace_id()
+        deadline = core.deadline(timeout)
+        with traced(trace):
+            future = core.client_instance_id(deadline, trace)
+            result: uuid.UUID = await self.result(future, deadline, "clientInstanceId")
+            return result

@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import Final, Self
 
 from kafka_actors.aio_loop import EventLoopBridge
-from kafka_actors.errors import InvalidArgumentError, KafkaError
+from kafka_actors.errors import KafkaError
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.messages import TopicPartition
@@ -186,15 +186,8 @@ class AsyncKafkaShareConsumer(ShareFrontEnd[K, V]):
 
     async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
         """As ``KafkaShareConsumer.client_instance_id``, awaited (KIP-714)."""
-        if timeout is not None and timeout < 0:
-            raise InvalidArgumentError("The timeout cannot be negative.")
         self._bind()
-        trace = new_trace_id()
-        deadline = self._facade.deadline(timeout, self.config.default_api_timeout_ms)
-        with traced(trace):
-            future = self._core.client_instance_id(deadline, trace)
-            result: uuid.UUID = await self._loop_bridge.result(future, deadline, "clientInstanceId")
-            return result
+        return await self._loop_bridge.client_instance_id(timeout)
 
     def metrics(self) -> MetricsView:
         """As ``KafkaShareConsumer.metrics()``; the share fetch figures are those the actor

@@ -13,6 +13,9 @@ fi
 # (krb5-config). Missing: as root with apt-get, Debian's libkrb5-dev is installed; otherwise
 # the extra is left out with a warning (the GSSAPI tests then skip, saying why) and the rest
 # installs as usual.
+without_kerberos() {
+    EXTRAS="$(echo ",$EXTRAS," | sed 's/,kerberos,/,/; s/^,//; s/,$//')"
+}
 if [[ ",$EXTRAS," == *",kerberos,"* ]] && ! command -v krb5-config >/dev/null 2>&1; then
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
         echo "bootstrap: installing libkrb5-dev (headers for the kerberos extra)"
@@ -20,13 +23,13 @@ if [[ ",$EXTRAS," == *",kerberos,"* ]] && ! command -v krb5-config >/dev/null 2>
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libkrb5-dev >/dev/null; }; then
             echo "warning: apt-get could not install libkrb5-dev: the kerberos extra (gssapi)" \
                 "is left out (the GSSAPI tests then skip, saying why)" >&2
-            EXTRAS="$(echo ",$EXTRAS," | sed 's/,kerberos,/,/; s/^,//; s/,$//')"
+            without_kerberos
         fi
     else
         echo "warning: krb5-config not found and not root with apt-get: the kerberos extra" \
             "(gssapi) is left out; install your system's Kerberos headers (Debian:" \
             "libkrb5-dev) and run this again for SASL/GSSAPI" >&2
-        EXTRAS="$(echo ",$EXTRAS," | sed 's/,kerberos,/,/; s/^,//; s/,$//')"
+        without_kerberos
     fi
 fi
 STAMP=".venv/.kafka-actors-installed"
