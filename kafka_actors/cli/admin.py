@@ -326,17 +326,20 @@ class ClusterClient:
             return {tp: s.start_offset for tp, s in self.share_offsets(group).items()}
         return self.committed(group)
 
-    def offsets_with_lag(self, description: GroupDescription) -> list[PartitionLag]:
+    def offsets_with_lag(
+        self, description: GroupDescription, committed: Mapping[TopicPartition, int] | None = None
+    ) -> list[PartitionLag]:
         """The rows of ``group --describe`` for a described group: committed offsets (start
         offsets for a share group), log end offsets and lag of every owned or committed
-        partition."""
+        partition. ``committed``: the consumer or classic group's committed offsets when the
+        caller has them (a share group's are always asked, with the broker's lag)."""
         group = description.group_id
         reported: dict[TopicPartition, int] = {}
         if description.protocol == "share":
             share = self.share_offsets(group)
             committed = {tp: s.start_offset for tp, s in share.items()}
             reported = {tp: s.lag for tp, s in share.items() if s.lag is not None}
-        else:
+        elif committed is None:
             committed = self.committed(group)
         owned = {tp for m in description.members for tp in m.assignment}
         ends = self.log_end_offsets(set(committed) | owned)

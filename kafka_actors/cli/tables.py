@@ -125,8 +125,7 @@ def print_group(
         unknown_members = True
     else:
         unknown_members = False
-    rows = client.offsets_with_lag(description)
-    committed = [r for r in rows if r.committed is not None]
+    committed = client.positions(group, description.protocol)
     if unknown_members and not committed:
         out.write(f"Consumer group '{group}' has no committed offsets.\n")
         return 1
@@ -176,6 +175,7 @@ def print_group(
             )
         out.write(format_table(header, member_rows))
         return 0
+    rows = client.offsets_with_lag(description, committed)
     if not description.members and not unknown_members:
         out.write(f"Consumer group '{group}' has no active members.\n\n")
     out.write(
