@@ -3,7 +3,8 @@
 One module fixture starts Apache Kerby's KDC on loopback (kafka_actors.testing.kerberos, as
 Kafka's own tests use Kerby's MiniKdc) with the broker's service principal
 ``kafka/127.0.0.1``, a client principal and a second one, then one Kafka broker whose
-``KERBEROS`` listener is SASL_PLAINTEXT with GSSAPI (Krb5LoginModule with its keytab). The
+``KERBEROS`` listener is SASL_PLAINTEXT with GSSAPI (Krb5LoginModule with its keytab) and
+``KERBEROSTLS`` SASL_SSL with GSSAPI (Kerberos inside TLS, the test CA). The
 consumer logs in from the client's keytab through the ``gssapi`` binding (the ``kerberos``
 extra, which scripts/bootstrap.sh installs); without the binding the module is skipped.
 """
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.broker
 RECORDS = 40
 SERVICE = "kafka/127.0.0.1"
 LISTENER = "KERBEROS"
+TLS_LISTENER = "KERBEROSTLS"  # SASL_SSL with GSSAPI: Kerberos inside TLS
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +60,13 @@ def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestKdc]:
 @pytest.fixture(scope="module")
 def broker(kdc: TestKdc) -> Iterator[KafkaBroker]:
     args = broker_gssapi_args(kdc, LISTENER, SERVICE)
-    listeners = [ListenerSpec(LISTENER, "SASL_PLAINTEXT", ("GSSAPI",))]
+    over_tls = broker_gssapi_args(kdc, TLS_LISTENER, SERVICE)
+    listeners = [
+        ListenerSpec(LISTENER, "SASL_PLAINTEXT", ("GSSAPI",)),
+        ListenerSpec(TLS_LISTENER, "SASL_SSL", ("GSSAPI",)),
+    ]
     with KafkaBroker(
-        broker_config=args["broker_config"],  # type: ignore[arg-type]
+        broker_config={**args["broker_config"], **over_tls["broker_config"]},  # type: ignore[dict-item]
         listeners=listeners,
         jvm_options=args["jvm_options"],  # type: ignore[arg-type]
     ) as started:
@@ -105,6 +111,30 @@ def test_kerberos_login_and_consumption(broker: KafkaBroker, kdc: TestKdc) -> No
                 assert record.value is not None
                 seen.add(record.value.decode())
     assert seen == {f"v{i}" for i in range(RECORDS)}
+
+
+def test_kerberos_over_tls(broker: KafkaBroker, kdc: TestKdc) -> None:
+    """SASL_SSL with GSSAPI: the TLS handshake (the test CA trusted through
+    ssl.ca.location) then the Kerberos exchange inside it; the records come back."""
+    from confluent_kafka import Producer
+
+    topic = f"krb-tls-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, partitions=1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(RECORDS):
+        producer.produce(topic, value=f"t{i}".encode())
+    assert producer.flush(60) == 0
+    conf = _client(broker, kdc, "client", kdc.keytab("client"))
+    conf["bootstrap.servers"] = broker.listener_bootstrap(TLS_LISTENER)
+    conf["security.protocol"] = "SASL_SSL"
+    conf["ssl.ca.location"] = str(broker.ca_path)
+    seen: list[str] = []
+    deadline = time.monotonic() + 120  # a bound on a hang, not a timing assertion
+    with Consumer(conf) as consumer:
+        consumer.subscribe([topic])
+        while len(seen) < RECORDS and time.monotonic() < deadline:
+            seen += [r.value.decode() for r in consumer.poll(0.5) if r.value is not None]
+    assert seen == [f"t{i}" for i in range(RECORDS)]
 
 
 def _expect_failure(conf: dict[str, object]) -> SaslAuthenticationFailedError:
