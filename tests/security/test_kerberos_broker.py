@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ if _missing is not None:
         allow_module_level=True,
     )
 
+from kafka_actors.actors.network import GetConnectionEvents  # noqa: E402
 from kafka_actors.consumer import KafkaConsumer as Consumer  # noqa: E402
 from kafka_actors.errors import SaslAuthenticationFailedError  # noqa: E402
 from kafka_actors.testing.broker import KafkaBroker  # noqa: E402
@@ -40,6 +42,8 @@ RECORDS = 40
 SERVICE = "kafka/127.0.0.1"
 LISTENER = "KERBEROS"
 TLS_LISTENER = "KERBEROSTLS"  # SASL_SSL with GSSAPI: Kerberos inside TLS
+#: The TLS listener's session lifetime (connections.max.reauth.ms): re-authenticated in place.
+REAUTH_MS = 6_000  # as test_reauth_broker.py: margin for a loaded 2-core machine
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +70,12 @@ def broker(kdc: TestKdc) -> Iterator[KafkaBroker]:
         ListenerSpec(TLS_LISTENER, "SASL_SSL", ("GSSAPI",)),
     ]
     with KafkaBroker(
-        broker_config={**args["broker_config"], **over_tls["broker_config"]},  # type: ignore[dict-item]
+        broker_config={
+            **args["broker_config"],  # type: ignore[dict-item]
+            **over_tls["broker_config"],  # type: ignore[dict-item]
+            # KIP-368 on the TLS listener only: its GSSAPI sessions last REAUTH_MS.
+            f"listener.name.{TLS_LISTENER.lower()}.gssapi.connections.max.reauth.ms": REAUTH_MS,
+        },
         listeners=listeners,
         jvm_options=args["jvm_options"],  # type: ignore[arg-type]
     ) as started:
@@ -113,9 +122,11 @@ def test_kerberos_login_and_consumption(broker: KafkaBroker, kdc: TestKdc) -> No
     assert seen == {f"v{i}" for i in range(RECORDS)}
 
 
-def test_kerberos_over_tls(broker: KafkaBroker, kdc: TestKdc) -> None:
+def test_kerberos_over_tls_and_reauthenticated_in_place(broker: KafkaBroker, kdc: TestKdc) -> None:
     """SASL_SSL with GSSAPI: the TLS handshake (the test CA trusted through
-    ssl.ca.location) then the Kerberos exchange inside it; the records come back."""
+    ssl.ca.location) then the Kerberos exchange inside it; the records come back. The
+    listener's sessions last REAUTH_MS (KIP-368): every connection re-authenticates with a
+    new Kerberos exchange on its own socket, none is lost."""
     from confluent_kafka import Producer
 
     topic = f"krb-tls-{uuid.uuid4().hex[:8]}"
@@ -134,7 +145,17 @@ def test_kerberos_over_tls(broker: KafkaBroker, kdc: TestKdc) -> None:
         consumer.subscribe([topic])
         while len(seen) < RECORDS and time.monotonic() < deadline:
             seen += [r.value.decode() for r in consumer.poll(0.5) if r.value is not None]
-    assert seen == [f"t{i}" for i in range(RECORDS)]
+        assert seen == [f"t{i}" for i in range(RECORDS)]
+        # KIP-368: the broker ends each session after REAUTH_MS; the consumer authenticates
+        # again with Kerberos on the same connections, never losing one.
+        until = time.monotonic() + 2 * REAUTH_MS / 1000
+        while time.monotonic() < until:
+            assert list(consumer.poll(0.5)) == []
+        network, _ = consumer._tree.children.current("network")
+        recorded = network.ask(GetConnectionEvents(None), timeout=10)
+    kinds = Counter(e.kind for e in recorded)
+    assert kinds["reauthenticated"] >= 2, kinds
+    assert kinds["disconnected"] == kinds["auth_failed"] == kinds["connect_failed"] == 0, kinds
 
 
 def _expect_failure(conf: dict[str, object]) -> SaslAuthenticationFailedError:
