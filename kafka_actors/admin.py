@@ -15,7 +15,13 @@ from typing import Any
 
 from kafka_actors.cli.admin import ClusterClient, GroupDescription, PartitionLag
 from kafka_actors.config import ConsumerConfig
-from kafka_actors.errors import KafkaError, NonEmptyGroupError, error_for_code, raise_for_code
+from kafka_actors.errors import (
+    KafkaError,
+    NonEmptyGroupError,
+    UnsupportedVersionError,
+    error_for_code,
+    raise_for_code,
+)
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.protocol.wire.apis import ApiKey
@@ -148,7 +154,15 @@ class AdminClient:
     def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
         """Where ``group`` stands: its committed offsets, or for a share group its
         share-partition start offsets (DescribeShareGroupOffsets)."""
-        return self._cluster.positions(group, self._cluster.describe_group(group).protocol)
+        return self._cluster.positions(group, self._group_protocol(group))
+
+    def _group_protocol(self, group: str) -> str:
+        """``share``, ``consumer`` or ``classic``; a broker that cannot describe groups has no
+        share groups (classic assumed)."""
+        try:
+            return self._cluster.describe_group(group).protocol
+        except UnsupportedVersionError:
+            return "classic"
 
     def plan_reset(
         self,
@@ -266,7 +280,7 @@ class AdminClient:
         (DeleteShareGroupOffsets): the whole topic of each partition named is forgotten, and
         each partition gets its topic's outcome."""
         wanted = sorted(set(partitions))
-        if self._cluster.describe_group(group).protocol == "share":
+        if self._group_protocol(group) == "share":
             return self._delete_share_group_offsets(group, wanted)
         version = self._cluster.version(ApiKey.OFFSET_DELETE)
 
