@@ -11,16 +11,22 @@ takes the next task from the shared queue itself as soon as it finished one, so 
 end costs no round trip through the owner's loop. When the queue is empty, the thread calls
 the owner's ``refill`` (which applies the outcomes reported so far and starts what may start
 now, under the owner's lock) and goes on with what it returns, or sleeps until a push.
-Threads are woken one at a time: a thread that takes a task while more wait wakes one
-sleeping thread, unless a woken one has not started yet. Slow (sleeping, I/O bound) handlers
-thus spread over the threads within a few wake-ups each; fast ones run on the few threads
-that are awake instead of waking one thread per record.
+Threads are woken one at a time, and only while handlers are slow: a thread that takes a
+task while more wait wakes one sleeping thread, unless a woken one has not started yet or
+the handlers are fast (the last one that ended took less than ``fast_handler_s``, and no
+thread has seen two slow ones in a row since). Slow (sleeping, I/O bound) handlers thus
+spread over the threads within a few wake-ups each; fast ones (that hold the GIL for all
+their short run) run on the one or two threads awake, which is what the GIL allows anyway,
+instead of waking every thread to fight over it. Should every awake thread be held by a
+handler that turned slow while others wait, the owner's :meth:`HandlerPool.nudge` (once per
+turn of its loop) sees no task taken since the previous turn and wakes one.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
@@ -86,11 +92,16 @@ class RecordContext:
                 attempts.set(attempt),
             )
             return
-        topic.set(record.topic)
-        partition.set(record.partition)
+        # What the context holds already is not set again (a record of the last one's
+        # partition at the same attempt: the usual case); read, not remembered, in case the
+        # handler bound or cleared these variables itself.
+        if partition.get(None) != record.partition or topic.get(None) != record.topic:
+            topic.set(record.topic)
+            partition.set(record.partition)
         offset.set(record.offset)
         key.set(record.key)
-        attempts.set(attempt)
+        if attempts.get(None) != attempt:
+            attempts.set(attempt)
 
     def clear(self) -> None:
         tokens = self._tokens
@@ -114,9 +125,18 @@ class HandlerPool:
         run: Callable[[Task], None],
         refill: Callable[[], list[Task]],
         name: str = "kafka-actors-parallel",
+        *,
+        fast_handler_s: float = 0.0001,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if size < 1:
             raise ValueError("a pool of at least one thread")
+        self._fast_handler_s = fast_handler_s
+        self._clock = clock
+        # The handlers are fast (module doc); unknown at first: slow, every thread may wake.
+        self._fast = False
+        self._taken = 0  # tasks taken by the threads, ever (a progress count for nudge())
+        self._nudged = 0
         self._size = size
         self._run = run
         self._refill = refill
@@ -137,6 +157,21 @@ class HandlerPool:
     def queued(self) -> int:
         """Tasks pushed and not taken by a thread yet."""
         return len(self._tasks)
+
+    @property
+    def fast(self) -> bool:
+        """The handlers are fast now: a thread taking a task wakes no other (module doc)."""
+        return self._fast
+
+    def nudge(self) -> None:
+        """The owner's periodic check (once per turn of its loop): tasks wait and none was
+        taken since the previous call, so every awake thread is held by a handler: the
+        handlers count as slow again and one sleeping thread is woken."""
+        taken = self._taken
+        if self._tasks and taken == self._nudged:
+            self._fast = False
+            self._wake_one()
+        self._nudged = taken
 
     def push(self, tasks: Iterable[Task]) -> bool:
         """Queue ``tasks`` to run; False (nothing queued) once the pool is shut down."""
@@ -180,6 +215,9 @@ class HandlerPool:
         context = RecordContext()
         tasks = self._tasks
         run = self._run
+        clock = self._clock
+        fast_s = self._fast_handler_s
+        slow_in_a_row = 0
         self._waking = False
         while True:
             try:
@@ -201,7 +239,17 @@ class HandlerPool:
                 if self._closed:
                     return
                 continue
-            if tasks and not self._waking:
+            self._taken += 1
+            if tasks and not self._waking and not self._fast:
                 self._wake_one()
             context.bind(task.record, task.attempt)
+            began = clock()
             run(task)
+            if clock() - began < fast_s:
+                slow_in_a_row = 0
+                self._fast = True
+            else:
+                # One slow handler may be a thread switch of the GIL in a fast one.
+                slow_in_a_row += 1
+                if slow_in_a_row >= 2:
+                    self._fast = False

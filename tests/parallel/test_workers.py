@@ -86,6 +86,89 @@ def test_slow_handlers_spread_over_all_the_threads() -> None:
     pool.shutdown()
 
 
+def test_fast_handlers_run_on_few_threads_instead_of_waking_every_one() -> None:
+    # A clock that never moves: every handler is fast. The first task wakes one more thread
+    # (the handlers' speed is unknown until one ended); after that no thread wakes another.
+    ran: list[int] = []
+    lock = threading.Lock()
+
+    def run(t: Task) -> None:
+        with lock:
+            ran.append(t.record.offset)
+
+    pool = HandlerPool(64, run, list, clock=lambda: 0.0)
+    for round_ in range(20):
+        pool.push([task(i) for i in range(round_ * 100, round_ * 100 + 100)])
+        wanted = (round_ + 1) * 100
+        wait_for(lambda: len(ran) == wanted)  # noqa: B023 (read before the next round)
+    assert sorted(ran) == list(range(2000))
+    assert pool.fast
+    # Old pool: a thread taking a task while more wait always woke one (up to 64 threads).
+    # Margin: one woken before the first handler ended, one more if a second raced it.
+    assert pool.threads <= 3
+    pool.shutdown()
+
+
+def test_handlers_that_turn_slow_spread_again_and_nudge_frees_a_held_queue() -> None:
+    # Fast handlers first (one thread awake); then a handler that blocks holds that thread:
+    # the tasks behind it wait until the owner's nudge sees no task taken since its last one.
+    now = [0.0]
+    release = threading.Event()
+    blocked = threading.Event()
+    done: list[int] = []
+
+    def run(t: Task) -> None:
+        if t.record.offset == 1000:
+            blocked.set()
+            release.wait(10)
+        done.append(t.record.offset)
+
+    pool = HandlerPool(8, run, list, clock=lambda: now[0])
+    pool.push([task(i) for i in range(50)])
+    wait_for(lambda: len(done) == 50)
+    assert pool.fast
+    pool.push([task(1000)] + [task(i) for i in range(2000, 2010)])
+    blocked.wait(10)
+    deadline = time.monotonic() + 10
+    while len(done) < 60:
+        assert time.monotonic() < deadline, "the tasks behind a held thread never ran"
+        pool.nudge()
+        time.sleep(0.01)
+    assert sorted(done[50:]) == list(range(2000, 2010))
+    release.set()
+    wait_for(lambda: 1000 in done)
+    pool.shutdown()
+
+
+def test_two_slow_handlers_in_a_row_make_the_threads_wake_each_other_again() -> None:
+    # A clock that moves 1 s per reading: every handler is slow (two in a row on one thread
+    # sets the pool slow; one alone could be a GIL switch inside a fast handler).
+    ticks = [0.0]
+    lock = threading.Lock()
+
+    def clock() -> float:
+        with lock:
+            ticks[0] += 1.0
+            return ticks[0]
+
+    barrier = threading.Barrier(4, timeout=10)
+    done: list[int] = []
+
+    def run(t: Task) -> None:
+        if t.record.offset >= 100:
+            barrier.wait()  # only returns once four run at the same time
+        done.append(t.record.offset)
+
+    pool = HandlerPool(4, run, list, clock=clock)
+    pool.push([task(i) for i in range(10)])
+    wait_for(lambda: len(done) == 10)
+    assert not pool.fast
+    pool.push([task(i) for i in range(100, 104)])
+    wait_for(lambda: len(done) == 14)
+    assert pool.threads == 4
+    pool.shutdown()
+
+
 def test_shutdown_drops_the_queued_tasks_and_ends_the_threads() -> None:
     release = threading.Event()
     started = threading.Event()
@@ -121,6 +204,26 @@ def test_the_handler_sees_its_record_in_the_structlog_context() -> None:
         "attempt": 1,
     }
     assert by_offset[8]["attempt"] == 3 and by_offset[8]["key"] is None
+    pool.shutdown()
+
+
+def test_a_handler_that_clears_the_context_does_not_lose_the_next_records_fields() -> None:
+    # The pool sets only what changed between two records; a handler clearing the structlog
+    # context must not leave the next record of the same partition without its topic.
+    seen: list[dict[str, Any]] = []
+
+    def run(t: Task) -> None:
+        seen.append(dict(structlog.contextvars.get_contextvars()))
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(attempt=99)
+
+    pool = HandlerPool(1, run, list)
+    pool.push([Task(i + 1, rec(i, b"k"), 1) for i in range(3)])
+    wait_for(lambda: len(seen) == 3)
+    assert seen == [
+        {"topic": "orders", "partition": 0, "offset": i, "key": b"k", "attempt": 1}
+        for i in range(3)
+    ]
     pool.shutdown()
 
 
