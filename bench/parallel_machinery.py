@@ -44,10 +44,11 @@ def run(ordering: Ordering, recs: list[ConsumerRecord], batch: int, concurrency:
             started = scheduler.take_ready(0)
             if not started:
                 break
+            ids = []
             for item in started:
                 assert isinstance(item, Task)
-                scheduler.succeeded(item.work_id)
-                done += 1
+                ids.append(item.work_id)
+            done += scheduler.succeeded_all(ids)
     elapsed = time.process_time() - start
     assert done == len(recs), (done, len(recs))
     return elapsed

@@ -397,17 +397,23 @@ class ParallelConsumer:
             return False
         failures = False
         now = self._now_ms()
-        succeeded = scheduler.succeeded
+        successes: list[int] = []
+        popleft = outcomes.popleft
         while outcomes:
-            work_id, error = outcomes.popleft()
+            work_id, error = popleft()
             if error is None:
-                succeeded(work_id)
+                successes.append(work_id)
                 continue
+            # In order: the successes before a failure first (each work's outcome is its
+            # own; the order only keeps the log's).
+            scheduler.succeeded_all(successes)
+            successes.clear()
             failures = True
             record = self._record_of(work_id)
             decision = scheduler.failed(work_id, error, now)
             if decision is not None and record is not None:
                 self._report_failure(decision, record, error)
+        scheduler.succeeded_all(successes)
         if self._closed:
             self._progress.set()
         return failures

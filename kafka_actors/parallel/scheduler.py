@@ -426,13 +426,16 @@ class WorkScheduler:
                 part.running += count
                 self._running += count
                 self.counters.started += count
+                popleft = ready.popleft
+                append = out.append
                 for _ in range(count):
-                    work = ready.popleft()
+                    work = popleft()
                     work.state = "running"
                     work.started_ms = now_ms
-                    work.request.on_send_attempt(work.id)
-                    started[work.id] = work
-                    out.append(Task(work.id, work.record, 1))
+                    work_id = work.id
+                    work.request.on_send_attempt(work_id)
+                    started[work_id] = work
+                    append(Task(work_id, work.record, 1))
                 progress = True
                 if self._running >= limit:
                     break
@@ -477,6 +480,23 @@ class WorkScheduler:
         self.counters.succeeded += 1
         self._complete(work)
         return True
+
+    def succeeded_all(self, work_ids: Iterable[int]) -> int:
+        """:meth:`succeeded` for each of ``work_ids`` in turn (the outcomes of a batch of
+        handlers, applied in one call); returns how many counted (the others were
+        abandoned)."""
+        works = self._works
+        counted = 0
+        for work_id in work_ids:
+            work = works.get(work_id)
+            if work is None or work.state != "running":
+                continue
+            work.owner.running -= 1
+            counted += 1
+            self._complete(work)
+        self._running -= counted
+        self.counters.succeeded += counted
+        return counted
 
     def failed(self, work_id: int, error: BaseException, now_ms: int) -> FailureDecision | None:
         """The handler raised ``error`` for ``work_id``: a retry after the backoff (its key
@@ -558,12 +578,13 @@ class WorkScheduler:
         del self._works[work.id]
         work.state = "done"
         part.in_flight -= 1
-        assert part.window is not None
-        part.window.complete(work.record.offset)
+        window = part.window
+        assert window is not None
+        window.complete(work.record.offset)
         key = work.key
         if key is not None:
             held = part.held
-            queue = held.get(key)
+            queue = held[key]
             if queue:
                 part.ready.append(queue.popleft())
             else:
