@@ -303,7 +303,7 @@ class ParallelConsumer:
             timeout = self._poll_timeout()
         for revocation in finished:
             self._finish(revocation)
-        self._pool.nudge()
+        self._pool.nudge(self._now_ms())
         if not poll:
             return
         with self._wake_lock:

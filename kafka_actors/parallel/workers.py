@@ -13,13 +13,20 @@ the owner's ``refill`` (which applies the outcomes reported so far and starts wh
 now, under the owner's lock) and goes on with what it returns, or sleeps until a push.
 Threads are woken one at a time, and only while handlers are slow: a thread that takes a
 task while more wait wakes one sleeping thread, unless a woken one has not started yet or
-the handlers are fast (the last one that ended took less than ``fast_handler_s``, and no
-thread has seen two slow ones in a row since). Slow (sleeping, I/O bound) handlers thus
-spread over the threads within a few wake-ups each; fast ones (that hold the GIL for all
-their short run) run on the one or two threads awake, which is what the GIL allows anyway,
-instead of waking every thread to fight over it. Should every awake thread be held by a
-handler that turned slow while others wait, the owner's :meth:`HandlerPool.nudge` (once per
-turn of its loop) sees no task taken since the previous turn and wakes one.
+the handlers are fast. Whether they are is a score over the handlers that ended, every
+thread's: one that took ``fast_handler_s`` or longer adds one, a faster one takes one off,
+between 0 and :data:`SLOW_SCORE_MAX` (where it starts: unknown counts as slow); below
+:data:`SLOW_SCORE_FAST` the handlers are fast. A fast handler that the GIL's switch
+interrupted looks slow now and then; it hardly moves the score, where counting it alone
+would wake a thread, whose contention makes more handlers look slow, and so on up to every
+thread. Slow (sleeping, I/O bound) handlers thus spread over the threads within a few
+wake-ups each; fast ones (that hold the GIL for all their short run) run on the one or two
+threads awake, which is what the GIL allows anyway, instead of waking every thread to fight
+over it. A push wakes a thread only when handlers are slow or none is awake (a thread that found
+the queue empty looks at it again under the pool's mutex before it sleeps: a push is never
+missed). Should every awake thread be held by a handler that turned slow while others wait
+(no handler ends to move the score), the owner's :meth:`HandlerPool.nudge` (once per turn of
+its loop) sees no task taken for ``stall_ms``, sets the score to slow and wakes one.
 """
 
 from __future__ import annotations
@@ -37,7 +44,20 @@ import structlog
 from kafka_actors.parallel.messages import Task
 from kafka_actors.protocol.records.decode import ConsumerRecord
 
-__all__ = ["FIELDS", "HandlerPool", "RecordContext", "bind_record", "record_context_vars"]
+__all__ = [
+    "FIELDS",
+    "SLOW_SCORE_FAST",
+    "SLOW_SCORE_MAX",
+    "HandlerPool",
+    "RecordContext",
+    "bind_record",
+    "record_context_vars",
+]
+
+#: The handlers' slowness score (module doc): its cap (and start), and the value below which
+#: they are fast.
+SLOW_SCORE_MAX = 8
+SLOW_SCORE_FAST = 4
 
 #: What a handler call has bound in the structlog context (``docs/parallel.md``).
 FIELDS = ("topic", "partition", "offset", "key", "attempt")
@@ -127,16 +147,20 @@ class HandlerPool:
         name: str = "kafka-actors-parallel",
         *,
         fast_handler_s: float = 0.0001,
+        stall_ms: int = 20,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if size < 1:
             raise ValueError("a pool of at least one thread")
         self._fast_handler_s = fast_handler_s
         self._clock = clock
-        # The handlers are fast (module doc); unknown at first: slow, every thread may wake.
+        # The handlers' slowness (module doc); unknown at first: slow, every thread may wake.
+        self._score = SLOW_SCORE_MAX
         self._fast = False
         self._taken = 0  # tasks taken by the threads, ever (a progress count for nudge())
         self._nudged = 0
+        self._stall_ms = stall_ms
+        self._stalled_ms: int | None = None  # since when no task was taken while some wait
         self._size = size
         self._run = run
         self._refill = refill
@@ -163,15 +187,22 @@ class HandlerPool:
         """The handlers are fast now: a thread taking a task wakes no other (module doc)."""
         return self._fast
 
-    def nudge(self) -> None:
-        """The owner's periodic check (once per turn of its loop): tasks wait and none was
-        taken since the previous call, so every awake thread is held by a handler: the
-        handlers count as slow again and one sleeping thread is woken."""
+    def nudge(self, now_ms: int) -> None:
+        """The owner's periodic check (once per turn of its loop, with its clock's time):
+        when tasks waited and none was taken for ``stall_ms``, every awake thread is held by
+        a handler: the handlers count as slow again and one sleeping thread is woken."""
         taken = self._taken
-        if self._tasks and taken == self._nudged:
+        if not self._tasks or taken != self._nudged:
+            self._nudged = taken
+            self._stalled_ms = None
+            return
+        if self._stalled_ms is None:
+            self._stalled_ms = now_ms
+        elif now_ms - self._stalled_ms >= self._stall_ms:
+            self._stalled_ms = None
+            self._score = SLOW_SCORE_MAX
             self._fast = False
             self._wake_one()
-        self._nudged = taken
 
     def push(self, tasks: Iterable[Task]) -> bool:
         """Queue ``tasks`` to run; False (nothing queued) once the pool is shut down."""
@@ -198,6 +229,8 @@ class HandlerPool:
         with self._mutex:
             if self._waking or self._closed or not self._tasks:
                 return
+            if self._fast and self._threads > len(self._idle):
+                return  # fast handlers: a thread awake takes the tasks (module doc)
             if self._idle:
                 self._waking = True
                 self._idle.pop().release()
@@ -217,7 +250,6 @@ class HandlerPool:
         run = self._run
         clock = self._clock
         fast_s = self._fast_handler_s
-        slow_in_a_row = 0
         self._waking = False
         while True:
             try:
@@ -245,11 +277,12 @@ class HandlerPool:
             context.bind(task.record, task.attempt)
             began = clock()
             run(task)
+            # Threads race on the score: it only needs to be about right.
+            score = self._score
             if clock() - began < fast_s:
-                slow_in_a_row = 0
-                self._fast = True
-            else:
-                # One slow handler may be a thread switch of the GIL in a fast one.
-                slow_in_a_row += 1
-                if slow_in_a_row >= 2:
-                    self._fast = False
+                if score:
+                    self._score = score - 1
+                    self._fast = score - 1 < SLOW_SCORE_FAST
+            elif score < SLOW_SCORE_MAX:
+                self._score = score + 1
+                self._fast = score + 1 < SLOW_SCORE_FAST
