@@ -22,7 +22,9 @@ would wake a thread, whose contention makes more handlers look slow, and so on u
 thread. Slow (sleeping, I/O bound) handlers thus spread over the threads within a few
 wake-ups each; fast ones (that hold the GIL for all their short run) run on the one or two
 threads awake, which is what the GIL allows anyway, instead of waking every thread to fight
-over it. A push wakes a thread only when handlers are slow or none is awake (a thread that found
+over it. While handlers are fast, a thread that runs out of tasks while another is awake sleeps
+without a refill (the last one awake refills), so that one thread runs them. A push wakes a
+thread only when handlers are slow or none is awake (a thread that found
 the queue empty looks at it again under the pool's mutex before it sleeps: a push is never
 missed). Should every awake thread be held by a handler that turned slow while others wait
 (no handler ends to move the score), the owner's :meth:`HandlerPool.nudge` (once per turn of
@@ -242,6 +244,18 @@ class HandlerPool:
                 )
                 thread.start()
 
+    def _step_aside(self, gate: threading.Lock) -> bool:
+        """Out of tasks while handlers are fast and another thread is awake: sleep without
+        a refill (the last thread awake refills; the mutex orders the decisions, so one
+        always does). True: ``gate`` is in the idle list."""
+        if not self._fast:
+            return False
+        with self._mutex:
+            if self._closed or self._tasks or self._threads - len(self._idle) < 2:
+                return False
+            self._idle.append(gate)
+            return True
+
     def _work(self) -> None:
         gate = threading.Lock()
         gate.acquire()
@@ -256,16 +270,17 @@ class HandlerPool:
                 task = tasks.popleft()
             except IndexError:
                 context.clear()  # what the owner logs there is not about the last record
-                more = self._refill() if not self._closed else []
-                if more:
-                    tasks.extend(more)
-                    continue
-                with self._mutex:
-                    if self._closed:
-                        return
-                    if tasks:
-                        continue  # pushed meanwhile
-                    self._idle.append(gate)
+                if not self._step_aside(gate):
+                    more = self._refill() if not self._closed else []
+                    if more:
+                        tasks.extend(more)
+                        continue
+                    with self._mutex:
+                        if self._closed:
+                            return
+                        if tasks:
+                            continue  # pushed meanwhile
+                        self._idle.append(gate)
                 gate.acquire()
                 self._waking = False
                 if self._closed:
