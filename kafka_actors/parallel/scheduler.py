@@ -198,13 +198,19 @@ class _Work:
         self.record = record
         self.owner = owner
         self.key = key
-        #: The handler attempts: Java's per-request state (attempts, retry time).
-        self.request = RetriedRequest()
+        #: The handler attempts: Java's per-request state (attempts, retry time), made at the
+        #: first failure (until then the record was started once: :meth:`attempts`).
+        self.request: RetriedRequest | None = None
         #: The dead letter's produce attempts, once there is one.
         self.dead_letter: RetriedRequest | None = None
         self.started_ms = 0
         self.state = "ready"  # ready | running | retry | dead_letter | stopped
         self.error: BaseException | None = None
+
+    def attempts(self) -> int:
+        """Handler attempts started so far (a work is known to the scheduler's books once
+        started: 1 until its first failure)."""
+        return 1 if self.request is None else self.request.attempts
 
 
 @dataclass(slots=True, eq=False)
@@ -386,8 +392,10 @@ class WorkScheduler:
                 work.state = "running"
                 work.owner.running += 1
                 self._running += 1
-                work.request.on_send_attempt(work.id)
-                out.append(Task(work.id, work.record, work.request.attempts))
+                request = work.request
+                assert request is not None  # a retry follows a failure
+                request.on_send_attempt(work.id)
+                out.append(Task(work.id, work.record, request.attempts))
                 continue
             heapq.heappop(due)
             if work is not None and work.state == "dead_letter":
@@ -433,7 +441,6 @@ class WorkScheduler:
                     work.state = "running"
                     work.started_ms = now_ms
                     work_id = work.id
-                    work.request.on_send_attempt(work_id)
                     started[work_id] = work
                     append(Task(work_id, work.record, 1))
                 progress = True
@@ -509,12 +516,15 @@ class WorkScheduler:
         self.counters.failed_attempts += 1
         work.error = error
         config = self.config
-        if work.request.attempts < config.max_attempts:
-            retry_at = work.request.schedule_retry(now_ms, self._backoff)
+        request = work.request
+        if request is None:  # the first failure: the first attempt
+            request = work.request = RetriedRequest(attempts=1, request_id=work.id)
+        if request.attempts < config.max_attempts:
+            retry_at = request.schedule_retry(now_ms, self._backoff)
             work.state = "retry"
             heapq.heappush(self._due, (retry_at, next(self._seq), work.id))
             self.counters.retried += 1
-            return RetryScheduled(work.id, work.request.attempts, retry_at - now_ms, retry_at)
+            return RetryScheduled(work.id, request.attempts, retry_at - now_ms, retry_at)
         self.counters.exhausted += 1
         tp = work.owner.tp
         if config.dead_letters:
@@ -525,10 +535,10 @@ class WorkScheduler:
         if config.on_failure is FailurePolicy.SKIP:
             self.counters.abandoned += 1
             self._complete(work)
-            return RecordSkipped(tp, work.record.offset, work.request.attempts)
+            return RecordSkipped(tp, work.record.offset, request.attempts)
         work.state = "stopped"
         stopped = StoppedPartition(
-            tp, work.record.offset, work.request.attempts, type(error).__name__, str(error)
+            tp, work.record.offset, request.attempts, type(error).__name__, str(error)
         )
         work.owner.stopped = stopped
         self.counters.stopped += 1
@@ -563,7 +573,7 @@ class WorkScheduler:
         return DeadLetter(
             work.id,
             work.record,
-            work.request.attempts,
+            work.attempts(),
             type(error).__name__ if error is not None else "",
             str(error) if error is not None else "",
             request.attempts,
@@ -697,7 +707,7 @@ class WorkScheduler:
                 r.offset,
                 r.key,
                 max(0, now_ms - work.started_ms),
-                work.request.attempts,
+                work.attempts(),
             )
         stopped = tuple(p.stopped for p in self._partitions.values() if p.stopped is not None)
         return WorkSnapshot(

@@ -427,7 +427,6 @@ def _one_by_one(s: WorkScheduler, now_ms: int) -> list[tuple[TopicPartition, int
             s._running += 1
             work.state = "running"
             work.started_ms = now_ms
-            work.request.on_send_attempt(work.id)
             s._works[work.id] = work
             s.counters.started += 1
             out.append((part.tp, work.record.offset))
