@@ -64,6 +64,9 @@ __all__ = ["AssignResult", "WorkConfig", "WorkCounters", "WorkScheduler", "WorkS
 #: Kafka's default ``offset.metadata.max.bytes`` (the broker's limit on commit metadata).
 DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096
 _PARTITION_KEY: Hashable = ()  # the one key of a partition under partition ordering
+#: Makes a Task from a tuple of its fields without the named tuple's ``__new__`` (a Python
+#: function): what ``Task(*fields)`` does, for the one made per record started.
+_new_tuple = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,7 +445,7 @@ class WorkScheduler:
                     work.started_ms = now_ms
                     work_id = work.id
                     started[work_id] = work
-                    append(Task(work_id, work.record, 1))
+                    append(_new_tuple(Task, (work_id, work.record, 1)))
                 progress = True
                 if self._running >= limit:
                     break
