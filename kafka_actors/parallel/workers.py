@@ -125,6 +125,12 @@ class RecordContext:
         if attempts.get(None) != attempt:
             attempts.set(attempt)
 
+    @property
+    def bound(self) -> bool:
+        """A record is bound (since the last :meth:`clear`): a loop may set what changed
+        itself, as :meth:`bind` does after its first call."""
+        return self._tokens is not None
+
     def clear(self) -> None:
         tokens = self._tokens
         if tokens is not None:
@@ -260,6 +266,7 @@ class HandlerPool:
         gate = threading.Lock()
         gate.acquire()
         context = RecordContext()
+        topic_var, partition_var, offset_var, key_var, attempt_var = _structlog_vars()
         tasks = self._tasks
         run = self._run
         clock = self._clock
@@ -289,7 +296,20 @@ class HandlerPool:
             self._taken += 1
             if tasks and not self._waking and not self._fast:
                 self._wake_one()
-            context.bind(task.record, task.attempt)
+            record = task.record
+            if context.bound:  # RecordContext.bind after its first call, inlined
+                if (
+                    partition_var.get(None) != record.partition
+                    or topic_var.get(None) != record.topic
+                ):
+                    topic_var.set(record.topic)
+                    partition_var.set(record.partition)
+                offset_var.set(record.offset)
+                key_var.set(record.key)
+                if attempt_var.get(None) != task.attempt:
+                    attempt_var.set(task.attempt)
+            else:
+                context.bind(record, task.attempt)
             began = clock()
             run(task)
             # Threads race on the score: it only needs to be about right.
