@@ -73,25 +73,27 @@ class _Progress:
     """Wakes the coroutines waiting for a record to end (revocations, close)."""
 
     def __init__(self) -> None:
-        self._waiters: set[asyncio.Future[None]] = set()
+        #: The futures waiting (one set for the object's life: a handler task may test it
+        #: for emptiness before calling :meth:`fire`).
+        self.waiters: set[asyncio.Future[None]] = set()
 
     async def wait(self, timeout: float) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.add(future)
+        self.waiters.add(future)
         try:
             await asyncio.wait_for(future, max(0.0, timeout))
         except TimeoutError:
             pass
         finally:
-            self._waiters.discard(future)
+            self.waiters.discard(future)
 
     def fire(self) -> None:
-        if not self._waiters:
+        if not self.waiters:
             return
-        for future in self._waiters:
+        for future in self.waiters:
             if not future.done():
                 future.set_result(None)
-        self._waiters.clear()
+        self.waiters.clear()
 
 
 class _Listener:
@@ -392,6 +394,7 @@ class AsyncParallelConsumer:
         progress = self._progress
         # bind_record, inlined: the record's fields in this task's structlog context.
         topic_var, partition_var, offset_var, key_var, attempt_var = record_context_vars()
+        waiters = progress.waiters
         while True:
             if not queued:
                 if self._stopping:
@@ -407,11 +410,15 @@ class AsyncParallelConsumer:
             if queued and not self._spawning:
                 self._spawn()
             record = task.record
-            topic_var.set(record.topic)
-            partition_var.set(record.partition)
+            # What the context holds already is not set again (read, not remembered: the
+            # handler may have bound or cleared these variables itself).
+            if partition_var.get(None) != record.partition or topic_var.get(None) != record.topic:
+                topic_var.set(record.topic)
+                partition_var.set(record.partition)
             offset_var.set(record.offset)
             key_var.set(record.key)
-            attempt_var.set(task.attempt)
+            if attempt_var.get(None) != task.attempt:
+                attempt_var.set(task.attempt)
             try:
                 result = handler(record)
                 if type(result) is CoroutineType or inspect.isawaitable(result):
@@ -421,7 +428,8 @@ class AsyncParallelConsumer:
                 continue
             # A success, as _outcome(work_id, None) handles it.
             scheduler.succeeded(task.work_id)
-            progress.fire()
+            if waiters:
+                progress.fire()
             if self._paused:
                 self._wake()  # a paused partition may resume
 

@@ -178,8 +178,12 @@ class ParallelConsumer:
         self._lock = threading.RLock()
         self._scheduler = WorkScheduler(self._work_config, self._random)
         self._pool = HandlerPool(max_concurrency, self._handle, self._refill)
-        # Handlers' outcomes, appended by the pool's threads, applied under the lock.
-        self._outcomes: deque[tuple[int, BaseException | None]] = deque()
+        # Handlers' outcomes, appended by the pool's threads, applied under the lock: the
+        # work ids that succeeded (the usual case: no tuple per record) and the failures.
+        # Separate queues lose no order that matters: a record's key successor starts only
+        # once the record completed, so the two are never pending together.
+        self._succeeded: deque[int] = deque()
+        self._outcomes: deque[tuple[int, BaseException]] = deque()
         # Dead letters due, to send on the loop's thread (the producer's).
         self._letters: list[DeadLetter] = []
         self._progress = threading.Event()  # outcomes applied (close() waits on it)
@@ -303,6 +307,7 @@ class ParallelConsumer:
             timeout = self._poll_timeout()
         for revocation in finished:
             self._finish(revocation)
+        self._pool.nudge(self._now_ms())
         if not poll:
             return
         with self._wake_lock:
@@ -358,12 +363,12 @@ class ParallelConsumer:
     def _handle(self, task: Task) -> None:
         """Run the handler (on a pool thread, the record's fields bound in the structlog
         context by the pool) and report its outcome."""
-        error: BaseException | None = None
         try:
             self._call(task.record)
         except Exception as exc:
-            error = exc
-        self._outcomes.append((task.work_id, error))
+            self._outcomes.append((task.work_id, exc))
+            return
+        self._succeeded.append(task.work_id)
 
     def _refill(self) -> list[Task]:
         """A pool thread ran out of tasks: apply the outcomes so far and take what may start
@@ -391,22 +396,24 @@ class ParallelConsumer:
             else:
                 self._commit_failures += 1
                 self._log.warning("commit_failed", error=repr(error))
+        succeeded = self._succeeded
         outcomes = self._outcomes
-        if not outcomes:
+        if not succeeded and not outcomes:
             return False
+        if succeeded:
+            # Only what is there now: the threads append meanwhile (popleft is atomic).
+            popleft = succeeded.popleft
+            scheduler.succeeded_all([popleft() for _ in range(len(succeeded))])
         failures = False
-        now = self._now_ms()
-        succeeded = scheduler.succeeded
-        while outcomes:
-            work_id, error = outcomes.popleft()
-            if error is None:
-                succeeded(work_id)
-                continue
-            failures = True
-            record = self._record_of(work_id)
-            decision = scheduler.failed(work_id, error, now)
-            if decision is not None and record is not None:
-                self._report_failure(decision, record, error)
+        if outcomes:
+            now = self._now_ms()
+            while outcomes:
+                work_id, error = outcomes.popleft()
+                failures = True
+                record = self._record_of(work_id)
+                decision = scheduler.failed(work_id, error, now)
+                if decision is not None and record is not None:
+                    self._report_failure(decision, record, error)
         if self._closed:
             self._progress.set()
         return failures
@@ -681,7 +688,7 @@ class ParallelConsumer:
             self._revocations.clear()
 
     def _wait_outcome(self, timeout: float) -> None:
-        if not self._outcomes:
+        if not self._outcomes and not self._succeeded:
             self._progress.wait(timeout)
 
     # -- observability ---------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The values of parallel processing: options, what the scheduler hands out, what a failure
-turns into, and the health report. Frozen dataclasses and string enums, in one place.
+turns into, and the health report. Frozen dataclasses (and :class:`Task`, a named tuple: one
+is made per record) and string enums, in one place.
 
 Owns: :class:`Ordering`, :class:`FailurePolicy`, :class:`PauseReason`, :class:`HealthState`,
 :class:`Task`, :class:`DeadLetter`, the failure decisions (:class:`RetryScheduled`,
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafka_actors.protocol.messages import TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord
@@ -92,9 +94,12 @@ class HealthState(enum.StrEnum):
     CLOSED = "closed"
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
-    """Run the handler on ``record``: attempt ``attempt`` (1 for the first)."""
+class Task(NamedTuple):
+    """Run the handler on ``record``: attempt ``attempt`` (1 for the first).
+
+    A named tuple, not a frozen dataclass as the other values here: one is made per record
+    handed out, and a frozen dataclass's ``__init__`` (``object.__setattr__`` per field)
+    costs about twice a tuple's making (as ``ConsumerRecord``, for the same reason)."""
 
     work_id: int
     record: ConsumerRecord

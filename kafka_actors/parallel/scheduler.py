@@ -64,6 +64,9 @@ __all__ = ["AssignResult", "WorkConfig", "WorkCounters", "WorkScheduler", "WorkS
 #: Kafka's default ``offset.metadata.max.bytes`` (the broker's limit on commit metadata).
 DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096
 _PARTITION_KEY: Hashable = ()  # the one key of a partition under partition ordering
+#: Makes a Task from a tuple of its fields without the named tuple's ``__new__`` (a Python
+#: function): what ``Task(*fields)`` does, for the one made per record started.
+_new_tuple = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,13 +201,19 @@ class _Work:
         self.record = record
         self.owner = owner
         self.key = key
-        #: The handler attempts: Java's per-request state (attempts, retry time).
-        self.request = RetriedRequest()
+        #: The handler attempts: Java's per-request state (attempts, retry time), made at the
+        #: first failure (until then the record was started once: :meth:`attempts`).
+        self.request: RetriedRequest | None = None
         #: The dead letter's produce attempts, once there is one.
         self.dead_letter: RetriedRequest | None = None
         self.started_ms = 0
         self.state = "ready"  # ready | running | retry | dead_letter | stopped
         self.error: BaseException | None = None
+
+    def attempts(self) -> int:
+        """Handler attempts started so far (a work is known to the scheduler's books once
+        started: 1 until its first failure)."""
+        return 1 if self.request is None else self.request.attempts
 
 
 @dataclass(slots=True, eq=False)
@@ -386,8 +395,10 @@ class WorkScheduler:
                 work.state = "running"
                 work.owner.running += 1
                 self._running += 1
-                work.request.on_send_attempt(work.id)
-                out.append(Task(work.id, work.record, work.request.attempts))
+                request = work.request
+                assert request is not None  # a retry follows a failure
+                request.on_send_attempt(work.id)
+                out.append(Task(work.id, work.record, request.attempts))
                 continue
             heapq.heappop(due)
             if work is not None and work.state == "dead_letter":
@@ -426,13 +437,15 @@ class WorkScheduler:
                 part.running += count
                 self._running += count
                 self.counters.started += count
+                popleft = ready.popleft
+                append = out.append
                 for _ in range(count):
-                    work = ready.popleft()
+                    work = popleft()
                     work.state = "running"
                     work.started_ms = now_ms
-                    work.request.on_send_attempt(work.id)
-                    started[work.id] = work
-                    out.append(Task(work.id, work.record, 1))
+                    work_id = work.id
+                    started[work_id] = work
+                    append(_new_tuple(Task, (work_id, work.record, 1)))
                 progress = True
                 if self._running >= limit:
                     break
@@ -478,6 +491,23 @@ class WorkScheduler:
         self._complete(work)
         return True
 
+    def succeeded_all(self, work_ids: Iterable[int]) -> int:
+        """:meth:`succeeded` for each of ``work_ids`` in turn (the outcomes of a batch of
+        handlers, applied in one call); returns how many counted (the others were
+        abandoned)."""
+        works = self._works
+        counted = 0
+        for work_id in work_ids:
+            work = works.get(work_id)
+            if work is None or work.state != "running":
+                continue
+            work.owner.running -= 1
+            counted += 1
+            self._complete(work)
+        self._running -= counted
+        self.counters.succeeded += counted
+        return counted
+
     def failed(self, work_id: int, error: BaseException, now_ms: int) -> FailureDecision | None:
         """The handler raised ``error`` for ``work_id``: a retry after the backoff (its key
         waits), a dead letter, the partition stopped, or the record skipped (policy). None
@@ -489,12 +519,15 @@ class WorkScheduler:
         self.counters.failed_attempts += 1
         work.error = error
         config = self.config
-        if work.request.attempts < config.max_attempts:
-            retry_at = work.request.schedule_retry(now_ms, self._backoff)
+        request = work.request
+        if request is None:  # the first failure: the first attempt
+            request = work.request = RetriedRequest(attempts=1, request_id=work.id)
+        if request.attempts < config.max_attempts:
+            retry_at = request.schedule_retry(now_ms, self._backoff)
             work.state = "retry"
             heapq.heappush(self._due, (retry_at, next(self._seq), work.id))
             self.counters.retried += 1
-            return RetryScheduled(work.id, work.request.attempts, retry_at - now_ms, retry_at)
+            return RetryScheduled(work.id, request.attempts, retry_at - now_ms, retry_at)
         self.counters.exhausted += 1
         tp = work.owner.tp
         if config.dead_letters:
@@ -505,10 +538,10 @@ class WorkScheduler:
         if config.on_failure is FailurePolicy.SKIP:
             self.counters.abandoned += 1
             self._complete(work)
-            return RecordSkipped(tp, work.record.offset, work.request.attempts)
+            return RecordSkipped(tp, work.record.offset, request.attempts)
         work.state = "stopped"
         stopped = StoppedPartition(
-            tp, work.record.offset, work.request.attempts, type(error).__name__, str(error)
+            tp, work.record.offset, request.attempts, type(error).__name__, str(error)
         )
         work.owner.stopped = stopped
         self.counters.stopped += 1
@@ -543,7 +576,7 @@ class WorkScheduler:
         return DeadLetter(
             work.id,
             work.record,
-            work.request.attempts,
+            work.attempts(),
             type(error).__name__ if error is not None else "",
             str(error) if error is not None else "",
             request.attempts,
@@ -558,12 +591,13 @@ class WorkScheduler:
         del self._works[work.id]
         work.state = "done"
         part.in_flight -= 1
-        assert part.window is not None
-        part.window.complete(work.record.offset)
+        window = part.window
+        assert window is not None
+        window.complete(work.record.offset)
         key = work.key
         if key is not None:
             held = part.held
-            queue = held.get(key)
+            queue = held[key]
             if queue:
                 part.ready.append(queue.popleft())
             else:
@@ -676,7 +710,7 @@ class WorkScheduler:
                 r.offset,
                 r.key,
                 max(0, now_ms - work.started_ms),
-                work.request.attempts,
+                work.attempts(),
             )
         stopped = tuple(p.stopped for p in self._partitions.values() if p.stopped is not None)
         return WorkSnapshot(

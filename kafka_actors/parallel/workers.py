@@ -11,16 +11,31 @@ takes the next task from the shared queue itself as soon as it finished one, so 
 end costs no round trip through the owner's loop. When the queue is empty, the thread calls
 the owner's ``refill`` (which applies the outcomes reported so far and starts what may start
 now, under the owner's lock) and goes on with what it returns, or sleeps until a push.
-Threads are woken one at a time: a thread that takes a task while more wait wakes one
-sleeping thread, unless a woken one has not started yet. Slow (sleeping, I/O bound) handlers
-thus spread over the threads within a few wake-ups each; fast ones run on the few threads
-that are awake instead of waking one thread per record.
+Threads are woken one at a time, and only while handlers are slow: a thread that takes a
+task while more wait wakes one sleeping thread, unless a woken one has not started yet or
+the handlers are fast. Whether they are is a score over the handlers that ended, every
+thread's: one that took ``fast_handler_s`` or longer adds one, a faster one takes one off,
+between 0 and :data:`SLOW_SCORE_MAX` (where it starts: unknown counts as slow); below
+:data:`SLOW_SCORE_FAST` the handlers are fast. A fast handler that the GIL's switch
+interrupted looks slow now and then; it hardly moves the score, where counting it alone
+would wake a thread, whose contention makes more handlers look slow, and so on up to every
+thread. Slow (sleeping, I/O bound) handlers thus spread over the threads within a few
+wake-ups each; fast ones (that hold the GIL for all their short run) run on the one or two
+threads awake, which is what the GIL allows anyway, instead of waking every thread to fight
+over it. While handlers are fast, a thread that runs out of tasks while another is awake sleeps
+without a refill (the last one awake refills), so that one thread runs them. A push wakes a
+thread only when handlers are slow or none is awake (a thread that found
+the queue empty looks at it again under the pool's mutex before it sleeps: a push is never
+missed). Should every awake thread be held by a handler that turned slow while others wait
+(no handler ends to move the score), the owner's :meth:`HandlerPool.nudge` (once per turn of
+its loop) sees no task taken for ``stall_ms``, sets the score to slow and wakes one.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
@@ -31,7 +46,20 @@ import structlog
 from kafka_actors.parallel.messages import Task
 from kafka_actors.protocol.records.decode import ConsumerRecord
 
-__all__ = ["FIELDS", "HandlerPool", "RecordContext", "bind_record", "record_context_vars"]
+__all__ = [
+    "FIELDS",
+    "SLOW_SCORE_FAST",
+    "SLOW_SCORE_MAX",
+    "HandlerPool",
+    "RecordContext",
+    "bind_record",
+    "record_context_vars",
+]
+
+#: The handlers' slowness score (module doc): its cap (and start), and the value below which
+#: they are fast.
+SLOW_SCORE_MAX = 8
+SLOW_SCORE_FAST = 4
 
 #: What a handler call has bound in the structlog context (``docs/parallel.md``).
 FIELDS = ("topic", "partition", "offset", "key", "attempt")
@@ -86,11 +114,22 @@ class RecordContext:
                 attempts.set(attempt),
             )
             return
-        topic.set(record.topic)
-        partition.set(record.partition)
+        # What the context holds already is not set again (a record of the last one's
+        # partition at the same attempt: the usual case); read, not remembered, in case the
+        # handler bound or cleared these variables itself.
+        if partition.get(None) != record.partition or topic.get(None) != record.topic:
+            topic.set(record.topic)
+            partition.set(record.partition)
         offset.set(record.offset)
         key.set(record.key)
-        attempts.set(attempt)
+        if attempts.get(None) != attempt:
+            attempts.set(attempt)
+
+    @property
+    def bound(self) -> bool:
+        """A record is bound (since the last :meth:`clear`): a loop may set what changed
+        itself, as :meth:`bind` does after its first call."""
+        return self._tokens is not None
 
     def clear(self) -> None:
         tokens = self._tokens
@@ -114,9 +153,22 @@ class HandlerPool:
         run: Callable[[Task], None],
         refill: Callable[[], list[Task]],
         name: str = "kafka-actors-parallel",
+        *,
+        fast_handler_s: float = 0.0001,
+        stall_ms: int = 20,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if size < 1:
             raise ValueError("a pool of at least one thread")
+        self._fast_handler_s = fast_handler_s
+        self._clock = clock
+        # The handlers' slowness (module doc); unknown at first: slow, every thread may wake.
+        self._score = SLOW_SCORE_MAX
+        self._fast = False
+        self._taken = 0  # tasks taken by the threads, ever (a progress count for nudge())
+        self._nudged = 0
+        self._stall_ms = stall_ms
+        self._stalled_ms: int | None = None  # since when no task was taken while some wait
         self._size = size
         self._run = run
         self._refill = refill
@@ -137,6 +189,28 @@ class HandlerPool:
     def queued(self) -> int:
         """Tasks pushed and not taken by a thread yet."""
         return len(self._tasks)
+
+    @property
+    def fast(self) -> bool:
+        """The handlers are fast now: a thread taking a task wakes no other (module doc)."""
+        return self._fast
+
+    def nudge(self, now_ms: int) -> None:
+        """The owner's periodic check (once per turn of its loop, with its clock's time):
+        when tasks waited and none was taken for ``stall_ms``, every awake thread is held by
+        a handler: the handlers count as slow again and one sleeping thread is woken."""
+        taken = self._taken
+        if not self._tasks or taken != self._nudged:
+            self._nudged = taken
+            self._stalled_ms = None
+            return
+        if self._stalled_ms is None:
+            self._stalled_ms = now_ms
+        elif now_ms - self._stalled_ms >= self._stall_ms:
+            self._stalled_ms = None
+            self._score = SLOW_SCORE_MAX
+            self._fast = False
+            self._wake_one()
 
     def push(self, tasks: Iterable[Task]) -> bool:
         """Queue ``tasks`` to run; False (nothing queued) once the pool is shut down."""
@@ -163,6 +237,8 @@ class HandlerPool:
         with self._mutex:
             if self._waking or self._closed or not self._tasks:
                 return
+            if self._fast and self._threads > len(self._idle):
+                return  # fast handlers: a thread awake takes the tasks (module doc)
             if self._idle:
                 self._waking = True
                 self._idle.pop().release()
@@ -174,34 +250,74 @@ class HandlerPool:
                 )
                 thread.start()
 
+    def _step_aside(self, gate: threading.Lock) -> bool:
+        """Out of tasks while handlers are fast and another thread is awake: sleep without
+        a refill (the last thread awake refills; the mutex orders the decisions, so one
+        always does). True: ``gate`` is in the idle list."""
+        if not self._fast:
+            return False
+        with self._mutex:
+            if self._closed or self._tasks or self._threads - len(self._idle) < 2:
+                return False
+            self._idle.append(gate)
+            return True
+
     def _work(self) -> None:
         gate = threading.Lock()
         gate.acquire()
         context = RecordContext()
+        topic_var, partition_var, offset_var, key_var, attempt_var = _structlog_vars()
         tasks = self._tasks
         run = self._run
+        clock = self._clock
+        fast_s = self._fast_handler_s
         self._waking = False
         while True:
             try:
                 task = tasks.popleft()
             except IndexError:
                 context.clear()  # what the owner logs there is not about the last record
-                more = self._refill() if not self._closed else []
-                if more:
-                    tasks.extend(more)
-                    continue
-                with self._mutex:
-                    if self._closed:
-                        return
-                    if tasks:
-                        continue  # pushed meanwhile
-                    self._idle.append(gate)
+                if not self._step_aside(gate):
+                    more = self._refill() if not self._closed else []
+                    if more:
+                        tasks.extend(more)
+                        continue
+                    with self._mutex:
+                        if self._closed:
+                            return
+                        if tasks:
+                            continue  # pushed meanwhile
+                        self._idle.append(gate)
                 gate.acquire()
                 self._waking = False
                 if self._closed:
                     return
                 continue
-            if tasks and not self._waking:
+            self._taken += 1
+            if tasks and not self._waking and not self._fast:
                 self._wake_one()
-            context.bind(task.record, task.attempt)
+            record = task.record
+            if context.bound:  # RecordContext.bind after its first call, inlined
+                if (
+                    partition_var.get(None) != record.partition
+                    or topic_var.get(None) != record.topic
+                ):
+                    topic_var.set(record.topic)
+                    partition_var.set(record.partition)
+                offset_var.set(record.offset)
+                key_var.set(record.key)
+                if attempt_var.get(None) != task.attempt:
+                    attempt_var.set(task.attempt)
+            else:
+                context.bind(record, task.attempt)
+            began = clock()
             run(task)
+            # Threads race on the score: it only needs to be about right.
+            score = self._score
+            if clock() - began < fast_s:
+                if score:
+                    self._score = score - 1
+                    self._fast = score - 1 < SLOW_SCORE_FAST
+            elif score < SLOW_SCORE_MAX:
+                self._score = score + 1
+                self._fast = score + 1 < SLOW_SCORE_FAST

@@ -85,6 +85,73 @@ def test_key_order_one_record_per_key_in_flight_in_offset_order(
     assert s.commit_offsets() == {TP: OffsetAndMetadata(len(keys), "")}
 
 
+@given(
+    keys=st.lists(st.sampled_from([b"a", b"b", b"c", b"d", None]), min_size=1, max_size=150),
+    seed=st.integers(0, 2**32),
+    concurrency=st.integers(1, 32),
+)
+@settings(max_examples=150, deadline=None)
+def test_batched_outcomes_keep_key_order_and_retry_only_the_failed(
+    keys: list[bytes | None], seed: int, concurrency: int
+) -> None:
+    # Outcomes come back in batches (what a pool thread reports between two refills):
+    # successes applied with succeeded_all, a failure in the middle of a batch on its own,
+    # in the batch's order. Only the failed records run again; keys keep offset order; no
+    # two records of a key are in flight; the commit reaches the end.
+    rnd = random.Random(seed)
+    s = scheduler(max_concurrency=concurrency, max_attempts=1000)
+    s.offer(TP, [rec(i, k) for i, k in enumerate(keys)])
+    running: dict[int, ConsumerRecord] = {}
+    runs: dict[int, int] = defaultdict(int)
+    failures: dict[int, int] = defaultdict(int)
+    handled: dict[object, list[int]] = defaultdict(list)
+    now = 0
+    while sum(map(len, handled.values())) < len(keys):
+        for task in tasks(s.take_ready(now)):
+            running[task.work_id] = task.record
+            runs[task.record.offset] += 1
+        assert 0 < len(running) <= concurrency
+        in_flight_keys = [r.key for r in running.values() if r.key is not None]
+        assert len(in_flight_keys) == len(set(in_flight_keys))  # one per key
+        batch = rnd.sample(sorted(running), rnd.randint(1, len(running)))
+        successes: list[int] = []
+        for work_id in batch:
+            record = running.pop(work_id)
+            if rnd.random() < 0.15:
+                assert s.succeeded_all(successes) == len(successes)
+                successes = []
+                assert isinstance(s.failed(work_id, ValueError("x"), now), RetryScheduled)
+                failures[record.offset] += 1
+                continue
+            successes.append(work_id)
+            handled[record.key if record.key is not None else ("null", record.offset)].append(
+                record.offset
+            )
+        assert s.succeeded_all(successes) == len(successes)
+        now += 10_000  # past any backoff
+    for offsets in handled.values():
+        assert offsets == sorted(offsets)
+    assert all(runs[offset] == 1 + failures[offset] for offset in range(len(keys)))
+    assert s.running() == 0
+    assert s.counters.succeeded == len(keys)
+    assert s.commit_offsets() == {TP: OffsetAndMetadata(len(keys), "")}
+
+
+def test_succeeded_all_ignores_abandoned_and_not_running_records() -> None:
+    s = scheduler(max_attempts=3)
+    s.assign(TP1, OffsetAndMetadata(0))
+    s.offer(TP, [rec(0, b"a"), rec(1, b"b")])
+    s.offer(TP1, [rec(0, b"a", TP1)])
+    started = tasks(s.take_ready(0))
+    by_place = {(t.record.partition, t.record.offset): t.work_id for t in started}
+    s.failed(by_place[(0, 1)], RuntimeError(), 0)  # waiting for a retry: not running
+    s.remove([TP1])  # its record is abandoned
+    counted = s.succeeded_all([by_place[(0, 0)], by_place[(0, 1)], by_place[(1, 0)], 999])
+    assert counted == 1
+    assert s.running() == 0 and s.counters.succeeded == 1
+    assert s.commit_offsets()[TP].offset == 1  # offset 1 still incomplete
+
+
 def test_null_keys_are_each_their_own_key() -> None:
     s = scheduler()
     s.offer(TP, [rec(0, None), rec(1, None), rec(2, b"k"), rec(3, b"k")])
@@ -360,7 +427,6 @@ def _one_by_one(s: WorkScheduler, now_ms: int) -> list[tuple[TopicPartition, int
             s._running += 1
             work.state = "running"
             work.started_ms = now_ms
-            work.request.on_send_attempt(work.id)
             s._works[work.id] = work
             s.counters.started += 1
             out.append((part.tp, work.record.offset))

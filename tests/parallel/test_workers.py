@@ -17,7 +17,7 @@ import kafka_actors.parallel.consumer as consumer_module
 from kafka_actors.errors import WakeupError
 from kafka_actors.parallel.consumer import ParallelConsumer
 from kafka_actors.parallel.messages import Task
-from kafka_actors.parallel.workers import HandlerPool, RecordContext
+from kafka_actors.parallel.workers import SLOW_SCORE_MAX, HandlerPool, RecordContext
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 from kafka_actors.structs import ConsumerRecords
@@ -86,6 +86,99 @@ def test_slow_handlers_spread_over_all_the_threads() -> None:
     pool.shutdown()
 
 
+def test_fast_handlers_run_on_few_threads_instead_of_waking_every_one() -> None:
+    # A clock that moves only in the handlers below: most are fast. The first task wakes one
+    # (the handlers' speed is unknown until a few ended); after that no thread wakes another.
+    # One in ten looks slow (a GIL switch inside it): that must not wake threads.
+    ran: list[int] = []
+    lock = threading.Lock()
+    now = [0.0]
+
+    def run(t: Task) -> None:
+        with lock:
+            ran.append(t.record.offset)
+            if t.record.offset % 10 == 5:
+                now[0] += 1.0
+
+    pool = HandlerPool(64, run, list, clock=lambda: now[0])
+    for round_ in range(20):
+        pool.push([task(i) for i in range(round_ * 100, round_ * 100 + 100)])
+        wanted = (round_ + 1) * 100
+        wait_for(lambda: len(ran) == wanted)  # noqa: B023 (read before the next round)
+    assert sorted(ran) == list(range(2000))
+    assert pool.fast
+    # Old pool: a thread taking a task while more wait always woke one (up to 64 threads).
+    # Until the score says fast (SLOW_SCORE_MAX - SLOW_SCORE_FAST + 1 handlers ended), a
+    # thread taking a task may wake one; after that a push wakes one only when none is awake.
+    assert pool.threads <= 2 + SLOW_SCORE_MAX
+    pool.shutdown()
+
+
+def test_handlers_that_turn_slow_spread_again_and_nudge_frees_a_held_queue() -> None:
+    # Fast handlers first (one thread awake); then a handler that blocks holds that thread:
+    # the tasks behind it wait until the owner's nudge sees no task taken since its last one.
+    now = [0.0]
+    release = threading.Event()
+    blocked = threading.Event()
+    done: list[int] = []
+
+    def run(t: Task) -> None:
+        if t.record.offset == 1000:
+            blocked.set()
+            release.wait(10)
+        done.append(t.record.offset)
+
+    pool = HandlerPool(8, run, list, clock=lambda: now[0])
+    pool.push([task(i) for i in range(50)])
+    wait_for(lambda: len(done) == 50)
+    assert pool.fast
+    pool.push([task(1000)] + [task(i) for i in range(2000, 2010)])
+    blocked.wait(10)
+    pool.nudge(1_000)
+    pool.nudge(1_019)  # held for less than stall_ms (20): nothing yet
+    assert len(done) == 50
+    deadline = time.monotonic() + 10
+    now_ms = 1_020
+    while len(done) < 60:
+        assert time.monotonic() < deadline, "the tasks behind a held thread never ran"
+        pool.nudge(now_ms)
+        now_ms += 20
+        time.sleep(0.01)
+    assert sorted(done[50:]) == list(range(2000, 2010))
+    release.set()
+    wait_for(lambda: 1000 in done)
+    pool.shutdown()
+
+
+def test_slow_handlers_make_the_threads_wake_each_other_again() -> None:
+    # A clock that moves 1 s per reading: every handler is slow (enough of them set the
+    # pool slow; one alone could be a GIL switch inside a fast handler).
+    ticks = [0.0]
+    lock = threading.Lock()
+
+    def clock() -> float:
+        with lock:
+            ticks[0] += 1.0
+            return ticks[0]
+
+    barrier = threading.Barrier(4, timeout=10)
+    done: list[int] = []
+
+    def run(t: Task) -> None:
+        if t.record.offset >= 100:
+            barrier.wait()  # only returns once four run at the same time
+        done.append(t.record.offset)
+
+    pool = HandlerPool(4, run, list, clock=clock)
+    pool.push([task(i) for i in range(10)])
+    wait_for(lambda: len(done) == 10)
+    assert not pool.fast
+    pool.push([task(i) for i in range(100, 104)])
+    wait_for(lambda: len(done) == 14)
+    assert pool.threads == 4
+    pool.shutdown()
+
+
 def test_shutdown_drops_the_queued_tasks_and_ends_the_threads() -> None:
     release = threading.Event()
     started = threading.Event()
@@ -121,6 +214,26 @@ def test_the_handler_sees_its_record_in_the_structlog_context() -> None:
         "attempt": 1,
     }
     assert by_offset[8]["attempt"] == 3 and by_offset[8]["key"] is None
+    pool.shutdown()
+
+
+def test_a_handler_that_clears_the_context_does_not_lose_the_next_records_fields() -> None:
+    # The pool sets only what changed between two records; a handler clearing the structlog
+    # context must not leave the next record of the same partition without its topic.
+    seen: list[dict[str, Any]] = []
+
+    def run(t: Task) -> None:
+        seen.append(dict(structlog.contextvars.get_contextvars()))
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(attempt=99)
+
+    pool = HandlerPool(1, run, list)
+    pool.push([Task(i + 1, rec(i, b"k"), 1) for i in range(3)])
+    wait_for(lambda: len(seen) == 3)
+    assert seen == [
+        {"topic": "orders", "partition": 0, "offset": i, "key": b"k", "attempt": 1}
+        for i in range(3)
+    ]
     pool.shutdown()
 
 
@@ -291,6 +404,47 @@ def test_a_failing_record_is_retried_and_the_commit_waits_for_it(
     assert attempts[100] == 3
     assert all(count == 1 for offset, count in attempts.items() if offset != 100)
     assert stand_in.instances[0].commits[-1][TP].offset == 300
+
+
+def test_a_failure_among_fast_handlers_retries_only_it_and_keeps_its_keys_order(
+    stand_in: type[_StandIn],
+) -> None:
+    # No-op handlers: outcomes come back in batches between two refills, with a failure in
+    # the middle of one. Only that record runs again, its key's later records wait for it.
+    n = 2000
+    stand_in.records = [rec(i, b"k%d" % (i % 16)) for i in range(n)]
+    handled: list[int] = []
+    attempts: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def handle(record: ConsumerRecord) -> None:
+        with lock:
+            attempts[record.offset] = attempts.get(record.offset, 0) + 1
+            if record.offset in (500, 1001) and attempts[record.offset] == 1:
+                raise RuntimeError("once")
+            handled.append(record.offset)
+
+    pc = ParallelConsumer(
+        {"bootstrap.servers": "localhost:9", "group.id": "g", "auto.commit.interval.ms": 50},
+        handler=handle,
+        max_concurrency=256,
+        retry_backoff_ms=5,
+        retry_backoff_max_ms=10,
+        offset_metadata_max_bytes=4096,
+    )
+    pc.subscribe(["orders"])
+    runner = threading.Thread(target=pc.run, daemon=True)
+    runner.start()
+    wait_for(lambda: len(handled) >= n)
+    pc.close(10)
+    runner.join(10)
+    assert sorted(handled) == list(range(n))
+    assert {o: c for o, c in attempts.items() if c != 1} == {500: 2, 1001: 2}
+    for k in range(16):
+        mine = [o for o in handled if o % 16 == k]
+        assert mine == sorted(mine)
+    assert pc._pool.threads <= 256
+    assert stand_in.instances[0].commits[-1][TP].offset == n
 
 
 def test_a_wake_up_between_two_polls_is_not_lost(stand_in: type[_StandIn]) -> None:
