@@ -163,7 +163,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.profile:
         recs = make_records(args.records, int(args.partitions.split(",")[0]), args.keys)
-        import yappi  # every thread's calls (cProfile sees the main thread only)
+        try:
+            import yappi  # every thread's calls (cProfile sees the main thread only)
+        except ImportError:
+            parser.error("--profile needs yappi (pip install yappi), which the extras omit")
 
         yappi.set_clock_type("cpu")
         yappi.start()
