@@ -210,6 +210,9 @@ class FetchBuffer:
         self._m_bytes = 0
         self._m_lag: dict[TopicPartition, int] = {}
         self._m_lag_assignment_id = -1
+        #: SubscriptionState.usability_changes at the last full :meth:`drop_stale` (None:
+        #: never, or data added since): while it holds, nothing buffered became stale.
+        self._checked_at: int | None = None
 
     def reset(self, config: FetchConfig) -> int:
         """Empty, with the counters at zero and ``config``, and open: a new fetch manager.
@@ -223,6 +226,7 @@ class FetchBuffer:
             self._m_bytes = 0
             self._m_lag = {}
             self._m_lag_assignment_id = -1
+            self._checked_at = None
             self._open = True
             return self._owner
 
@@ -270,14 +274,23 @@ class FetchBuffer:
         with self.lock:
             self._completed.append(cf)
             self._buffered_bytes += cf.size
+            self._checked_at = None
 
     def _release(self, cf: CompletedFetch) -> None:
         self._buffered_bytes -= cf.size
 
     def drop_stale(self) -> None:
         """Free buffered data that can never be handed out: partitions no longer assigned,
-        pending revocation, or no longer at the offset the data continues."""
+        pending revocation, or no longer at the offset the data continues.
+
+        Scans the buffer only when data arrived or a partition's usability may have changed
+        since the last scan (:attr:`SubscriptionState.usability_changes`): a poll that only
+        handed out records costs nothing here, whatever the number of partitions."""
         with self.lock:
+            changes = self._subs.usability_changes
+            if changes == self._checked_at:
+                return
+            self._checked_at = changes
             kept: deque[CompletedFetch] = deque()
             ends: dict[TopicPartition, int | None] = {}
             for cf in self._completed:
