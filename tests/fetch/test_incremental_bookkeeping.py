@@ -162,3 +162,19 @@ def test_a_leader_change_needing_validation_drops_the_data() -> None:
     subs.update_current_leader(TPS[0], LeaderAndEpoch(2, 4))
     buffer.drop_stale()
     assert TPS[0] not in buffer.buffered_partitions()
+
+
+def test_chains_follow_data_added_handed_out_and_dropped() -> None:
+    subs, buffer = _buffer()
+    buffer.add(_cf(TPS[0], 5, 4))  # fetched ahead: continues TPS[0]'s data
+    assert buffer.chains() == {TPS[0]: (2, 9), TPS[1]: (1, 5), TPS[2]: (1, 5)}
+    assert buffer.chain_end(TPS[0]) == 9
+    assert buffer.collect(5).record_count == 5  # TPS[0]'s first response drained
+    assert buffer.chains() == {TPS[0]: (1, 9), TPS[1]: (1, 5), TPS[2]: (1, 5)}
+    subs.seek(TPS[1], 1)
+    buffer.drop_stale()
+    assert buffer.chains() == {TPS[0]: (1, 9), TPS[2]: (1, 5)}
+    assert buffer.chain_end(TPS[1]) is None
+    assert buffer.collect(100).record_count == 9
+    assert buffer.chains() == {}
+    assert buffer.buffered_partitions() == frozenset()
