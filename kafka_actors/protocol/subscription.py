@@ -948,10 +948,16 @@ class SubscriptionState:
     def fetchable_positions(self) -> dict[TopicPartition, FetchPosition]:
         """Positions of the fetchable partitions, in assignment order, in one atomic read."""
         with self._lock:
+            fetching = FetchState.FETCHING
+            # is_fetchable spelt out: this runs over every assigned partition per Fetch round
             return {
                 tp: s.position
                 for tp, s in self._assignment.items()
-                if s.is_fetchable and s.position is not None
+                if s.fetch_state is fetching
+                and s.position is not None
+                and not s.paused
+                and not s.pending_revocation
+                and not s.pending_on_assigned_callback
             }
 
     # -- commits ---------------------------------------------------------------------------
