@@ -37,6 +37,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Any
 
 from kafka_actors.errors import IllegalStateError
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
@@ -210,6 +211,84 @@ class TopicPartitionState:
         return self.high_watermark
 
 
+_NOT_FETCHING = (FetchState.INITIALIZING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION)
+
+
+class PartitionStates(dict[TopicPartition, TopicPartitionState]):
+    """The assigned partitions' states in assignment order (a dict), which also keeps what
+    lets the per-poll checks cost O(partitions that need something) instead of O(assigned):
+
+    - ``not_fetching``: per :class:`FetchState` other than FETCHING, the partitions in it;
+    - ``usability_changes``: grows at every write that may make buffered fetched data unusable
+      (a partition added or removed, a new fetch state, position, revocation or callback
+      flag), except :meth:`set_advanced` (the fetch buffer moving a position along its own
+      data) and :meth:`move_to_end` (order only).
+
+    Mutated only through item assignment, ``del``, :meth:`pop`, :meth:`set_advanced` and
+    :meth:`move_to_end` (the other dict mutators raise)."""
+
+    __slots__ = ("not_fetching", "usability_changes")
+
+    def __init__(self, items: Iterable[tuple[TopicPartition, TopicPartitionState]] = ()) -> None:
+        super().__init__(items)
+        self.not_fetching: dict[FetchState, set[TopicPartition]] = {
+            state: set() for state in _NOT_FETCHING
+        }
+        self.usability_changes = 0
+        for tp, state in self.items():
+            if state.fetch_state is not FetchState.FETCHING:
+                self.not_fetching[state.fetch_state].add(tp)
+
+    def _index(
+        self, tp: TopicPartition, old: TopicPartitionState | None, new: TopicPartitionState | None
+    ) -> None:
+        old_fs = None if old is None else old.fetch_state
+        new_fs = None if new is None else new.fetch_state
+        if old_fs is not new_fs:
+            if old_fs is not None and old_fs is not FetchState.FETCHING:
+                self.not_fetching[old_fs].discard(tp)
+            if new_fs is not None and new_fs is not FetchState.FETCHING:
+                self.not_fetching[new_fs].add(tp)
+        if (
+            old is None
+            or new is None
+            or old_fs is not new_fs
+            or old.position != new.position
+            or old.pending_revocation != new.pending_revocation
+            or old.pending_on_assigned_callback != new.pending_on_assigned_callback
+        ):
+            self.usability_changes += 1
+
+    def __setitem__(self, tp: TopicPartition, state: TopicPartitionState) -> None:
+        self._index(tp, self.get(tp), state)
+        super().__setitem__(tp, state)
+
+    def __delitem__(self, tp: TopicPartition) -> None:
+        self._index(tp, self[tp], None)
+        super().__delitem__(tp)
+
+    def pop(self, tp: TopicPartition, *default: Any) -> Any:
+        if tp in self:
+            self._index(tp, self[tp], None)
+        return super().pop(tp, *default)
+
+    def set_advanced(self, tp: TopicPartition, state: TopicPartitionState) -> None:
+        """``state`` for ``tp`` with only its position moved by the fetch buffer along the
+        data it holds (no usability change)."""
+        super().__setitem__(tp, state)
+
+    def move_to_end(self, tp: TopicPartition) -> None:
+        """``tp`` last in assignment order (state unchanged)."""
+        state = super().pop(tp, None)
+        if state is not None:
+            super().__setitem__(tp, state)
+
+    def _no(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("PartitionStates is mutated by item assignment, del and pop only")
+
+    clear = update = setdefault = popitem = __ior__ = _no
+
+
 class SubscriptionState:
     """The shared, thread-safe subscription and per-partition fetch state (see module doc).
 
@@ -234,7 +313,7 @@ class SubscriptionState:
         #: The subscribed regex as given (None: none), also when ``re`` cannot read it.
         self._regex: str | None = None
         # Assignment in assignment order (dicts keep insertion order).
-        self._assignment: dict[TopicPartition, TopicPartitionState] = {}
+        self._assignment = PartitionStates()
         self._assignment_id = 0
 
     # -- subscription ----------------------------------------------------------------------
@@ -366,7 +445,7 @@ class SubscriptionState:
             self._regex = None
             self._type = SubscriptionType.NONE
             if self._assignment:
-                self._assignment = {}
+                self._assignment = self._replaced_assignment({})
                 self._assignment_id += 1
 
     # -- assignment ------------------------------------------------------------------------
@@ -426,17 +505,26 @@ class SubscriptionState:
         if list(self._assignment) == wanted:
             return False
         old = self._assignment
-        self._assignment = {tp: old.get(tp, TopicPartitionState()) for tp in wanted}
+        self._assignment = self._replaced_assignment(
+            {tp: old.get(tp, TopicPartitionState()) for tp in wanted}
+        )
         self._assignment_id += 1
         return True
+
+    def _replaced_assignment(
+        self, states: dict[TopicPartition, TopicPartitionState]
+    ) -> PartitionStates:
+        """``states`` as the new assignment map, its usability changes counted on from the
+        old one's (a new assignment is a change)."""
+        new = PartitionStates(states.items())
+        new.usability_changes = self._assignment.usability_changes + 1
+        return new
 
     def move_partition_to_end(self, tp: TopicPartition) -> None:
         """Put ``tp`` last in assignment order, so the next fetch lists it last (fairness
         between partitions when a response is bounded by fetch.max.bytes, as Java)."""
         with self._lock:
-            state = self._assignment.pop(tp, None)
-            if state is not None:
-                self._assignment[tp] = state
+            self._assignment.move_to_end(tp)
 
     def assigned_partitions(self) -> frozenset[TopicPartition]:
         with self._lock:
@@ -549,6 +637,8 @@ class SubscriptionState:
 
     def partitions_needing_validation(self, now_ms: int) -> tuple[TopicPartition, ...]:
         with self._lock:
+            if not self._assignment.not_fetching[FetchState.AWAIT_VALIDATION]:
+                return ()
             return tuple(
                 tp
                 for tp, s in self._assignment.items()
@@ -585,7 +675,7 @@ class SubscriptionState:
                 return False
             if new_position.current_leader == NO_LEADER:
                 new_position = replace(new_position, current_leader=state.position.current_leader)
-            self._assignment[tp] = replace(state, position=new_position)
+            self._assignment.set_advanced(tp, replace(state, position=new_position))
             return True
 
     def advance_consumed(
@@ -690,11 +780,13 @@ class SubscriptionState:
 
     def has_all_fetch_positions(self) -> bool:
         with self._lock:
-            return all(s.has_valid_position for s in self._assignment.values())
+            return not any(self._assignment.not_fetching.values())
 
     def initializing_partitions(self) -> tuple[TopicPartition, ...]:
         """Partitions with no position yet whose committed offset must be fetched."""
         with self._lock:
+            if not self._assignment.not_fetching[FetchState.INITIALIZING]:
+                return ()
             return tuple(
                 tp for tp, s in self._assignment.items() if s.fetch_state is FetchState.INITIALIZING
             )
@@ -771,6 +863,8 @@ class SubscriptionState:
     def partitions_needing_reset(self, now_ms: int) -> tuple[TopicPartition, ...]:
         """Partitions awaiting a reset whose retry backoff (if any) has passed."""
         with self._lock:
+            if not self._assignment.not_fetching[FetchState.AWAIT_RESET]:
+                return ()
             return tuple(
                 tp
                 for tp, s in self._assignment.items()
@@ -825,6 +919,14 @@ class SubscriptionState:
 
     # -- fetchability ----------------------------------------------------------------------
 
+    @property
+    def usability_changes(self) -> int:
+        """Grows whenever buffered fetched data may have become unusable: a partition
+        assigned or removed, or a fetch state, position (other than the fetch buffer's own
+        advance), revocation or callback flag changed. A reader that checked the buffer at
+        one value need not check it again while it stays the same."""
+        return self._assignment.usability_changes
+
     def is_fetchable(self, tp: TopicPartition) -> bool:
         """Assigned, with a valid position, not paused, not pending revocation, not waiting
         for onPartitionsAssigned."""
@@ -846,10 +948,16 @@ class SubscriptionState:
     def fetchable_positions(self) -> dict[TopicPartition, FetchPosition]:
         """Positions of the fetchable partitions, in assignment order, in one atomic read."""
         with self._lock:
+            fetching = FetchState.FETCHING
+            # is_fetchable spelt out: this runs over every assigned partition per Fetch round
             return {
                 tp: s.position
                 for tp, s in self._assignment.items()
-                if s.is_fetchable and s.position is not None
+                if s.fetch_state is fetching
+                and s.position is not None
+                and not s.paused
+                and not s.pending_revocation
+                and not s.pending_on_assigned_callback
             }
 
     # -- commits ---------------------------------------------------------------------------

@@ -205,11 +205,17 @@ class FetchBuffer:
         self._owner = 0
         self._config = config if config is not None else FetchConfig()
         self._completed: deque[CompletedFetch] = deque()
+        #: Per buffered partition: (its buffered responses, where the last one's data ends),
+        #: kept as data is added, handed out and dropped (:meth:`chains`, :meth:`chain_end`).
+        self._chains: dict[TopicPartition, tuple[int, int | None]] = {}
         self._buffered_bytes = 0
         self._m_records = 0
         self._m_bytes = 0
         self._m_lag: dict[TopicPartition, int] = {}
         self._m_lag_assignment_id = -1
+        #: SubscriptionState.usability_changes at the last full :meth:`drop_stale` (None:
+        #: never, or data added since): while it holds, nothing buffered became stale.
+        self._checked_at: int | None = None
 
     def reset(self, config: FetchConfig) -> int:
         """Empty, with the counters at zero and ``config``, and open: a new fetch manager.
@@ -218,11 +224,13 @@ class FetchBuffer:
             self._owner += 1
             self._config = config
             self._completed = deque()
+            self._chains = {}
             self._buffered_bytes = 0
             self._m_records = 0
             self._m_bytes = 0
             self._m_lag = {}
             self._m_lag_assignment_id = -1
+            self._checked_at = None
             self._open = True
             return self._owner
 
@@ -263,21 +271,43 @@ class FetchBuffer:
 
     def buffered_partitions(self) -> frozenset[TopicPartition]:
         with self.lock:
-            return frozenset(cf.tp for cf in self._completed)
+            return frozenset(self._chains)
 
     def add(self, cf: CompletedFetch) -> None:
         """A completed fetch (data or a partition error) from a response, in arrival order."""
         with self.lock:
             self._completed.append(cf)
+            chain = self._chains.get(cf.tp)
+            self._chains[cf.tp] = (
+                1 if chain is None else chain[0] + 1,
+                cf.end_offset if cf.error is None else None,
+            )
             self._buffered_bytes += cf.size
+            self._checked_at = None
 
     def _release(self, cf: CompletedFetch) -> None:
+        """``cf`` leaves the buffer: the first of its partition's buffered data (a collect)
+        or any (:meth:`drop_stale`, which rebuilds the chains afterwards)."""
         self._buffered_bytes -= cf.size
+        chain = self._chains.get(cf.tp)
+        if chain is not None:
+            if chain[0] <= 1:
+                del self._chains[cf.tp]
+            else:
+                self._chains[cf.tp] = (chain[0] - 1, chain[1])
 
     def drop_stale(self) -> None:
         """Free buffered data that can never be handed out: partitions no longer assigned,
-        pending revocation, or no longer at the offset the data continues."""
+        pending revocation, or no longer at the offset the data continues.
+
+        Scans the buffer only when data arrived or a partition's usability may have changed
+        since the last scan (:attr:`SubscriptionState.usability_changes`): a poll that only
+        handed out records costs nothing here, whatever the number of partitions."""
         with self.lock:
+            changes = self._subs.usability_changes
+            if changes == self._checked_at:
+                return
+            self._checked_at = changes
             kept: deque[CompletedFetch] = deque()
             ends: dict[TopicPartition, int | None] = {}
             for cf in self._completed:
@@ -287,6 +317,14 @@ class FetchBuffer:
                 else:
                     self._release(cf)
             self._completed = kept
+            chains: dict[TopicPartition, tuple[int, int | None]] = {}
+            for cf in kept:
+                chain = chains.get(cf.tp)
+                chains[cf.tp] = (
+                    1 if chain is None else chain[0] + 1,
+                    cf.end_offset if cf.error is None else None,
+                )
+            self._chains = chains
 
     def _chained(self, cf: CompletedFetch, ends: Mapping[TopicPartition, int | None]) -> bool:
         """Whether ``cf`` continues the data before it (fetch ahead) of a partition still
@@ -305,20 +343,13 @@ class FetchBuffer:
     def chains(self) -> dict[TopicPartition, tuple[int, int | None]]:
         """Per buffered partition: (buffered responses, where the last one's data ends)."""
         with self.lock:
-            chains: dict[TopicPartition, tuple[int, int | None]] = {}
-            for cf in self._completed:
-                count = chains[cf.tp][0] if cf.tp in chains else 0
-                chains[cf.tp] = (count + 1, cf.end_offset if cf.error is None else None)
-            return chains
+            return dict(self._chains)
 
     def chain_end(self, tp: TopicPartition) -> int | None:
         """Where the last buffered data of ``tp`` ends (None: none, or not known)."""
         with self.lock:
-            end: int | None = None
-            for cf in self._completed:
-                if cf.tp == tp:
-                    end = cf.end_offset if cf.error is None else None
-            return end
+            chain = self._chains.get(tp)
+            return None if chain is None else chain[1]
 
     def _usable(self, cf: CompletedFetch, *, ignore_pause: bool) -> bool:
         state = self._subs.partition_state(cf.tp)
