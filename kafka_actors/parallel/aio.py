@@ -56,7 +56,7 @@ from kafka_actors.parallel.scheduler import (
     WorkScheduler,
 )
 from kafka_actors.parallel.settings import ParallelSettings, offset_metadata_limit
-from kafka_actors.parallel.workers import record_context_vars
+from kafka_actors.parallel.workers import record_context_vars, set_record_fields
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.supervisors import FaultInjector
@@ -393,7 +393,7 @@ class AsyncParallelConsumer:
         scheduler = self._scheduler
         progress = self._progress
         # bind_record, inlined: the record's fields in this task's structlog context.
-        topic_var, partition_var, offset_var, key_var, attempt_var = record_context_vars()
+        fields = record_context_vars()
         waiters = progress.waiters
         while True:
             if not queued:
@@ -410,15 +410,7 @@ class AsyncParallelConsumer:
             if queued and not self._spawning:
                 self._spawn()
             record = task.record
-            # What the context holds already is not set again (read, not remembered: the
-            # handler may have bound or cleared these variables itself).
-            if partition_var.get(None) != record.partition or topic_var.get(None) != record.topic:
-                topic_var.set(record.topic)
-                partition_var.set(record.partition)
-            offset_var.set(record.offset)
-            key_var.set(record.key)
-            if attempt_var.get(None) != task.attempt:
-                attempt_var.set(task.attempt)
+            set_record_fields(fields, record, task.attempt)
             try:
                 result = handler(record)
                 if type(result) is CoroutineType or inspect.isawaitable(result):

@@ -80,6 +80,23 @@ def record_context_vars() -> tuple[ContextVar[Any], ...]:
     return _structlog_vars()
 
 
+def set_record_fields(
+    fields: tuple[ContextVar[Any], ...], record: ConsumerRecord, attempt: int
+) -> None:
+    """Set the context variables ``fields`` (:func:`record_context_vars`) to ``record``'s,
+    leaving those that already hold the value: a record of the last one's partition at the
+    same attempt (the usual case) sets only its offset and key. The values are read, not
+    remembered, in case the handler bound or cleared these variables itself."""
+    topic, partition, offset, key, attempts = fields
+    if partition.get(None) != record.partition or topic.get(None) != record.topic:
+        topic.set(record.topic)
+        partition.set(record.partition)
+    offset.set(record.offset)
+    key.set(record.key)
+    if attempts.get(None) != attempt:
+        attempts.set(attempt)
+
+
 def bind_record(record: ConsumerRecord, attempt: int) -> None:
     """Bind the record's fields in the current context, for good (an asyncio task's own
     context: it ends with the task). What ``bind_contextvars`` does, without looking the
@@ -114,16 +131,7 @@ class RecordContext:
                 attempts.set(attempt),
             )
             return
-        # What the context holds already is not set again (a record of the last one's
-        # partition at the same attempt: the usual case); read, not remembered, in case the
-        # handler bound or cleared these variables itself.
-        if partition.get(None) != record.partition or topic.get(None) != record.topic:
-            topic.set(record.topic)
-            partition.set(record.partition)
-        offset.set(record.offset)
-        key.set(record.key)
-        if attempts.get(None) != attempt:
-            attempts.set(attempt)
+        set_record_fields(self._vars, record, attempt)
 
     @property
     def bound(self) -> bool:
@@ -266,7 +274,7 @@ class HandlerPool:
         gate = threading.Lock()
         gate.acquire()
         context = RecordContext()
-        topic_var, partition_var, offset_var, key_var, attempt_var = _structlog_vars()
+        fields = _structlog_vars()
         tasks = self._tasks
         run = self._run
         clock = self._clock
@@ -297,17 +305,8 @@ class HandlerPool:
             if tasks and not self._waking and not self._fast:
                 self._wake_one()
             record = task.record
-            if context.bound:  # RecordContext.bind after its first call, inlined
-                if (
-                    partition_var.get(None) != record.partition
-                    or topic_var.get(None) != record.topic
-                ):
-                    topic_var.set(record.topic)
-                    partition_var.set(record.partition)
-                offset_var.set(record.offset)
-                key_var.set(record.key)
-                if attempt_var.get(None) != task.attempt:
-                    attempt_var.set(task.attempt)
+            if context.bound:  # RecordContext.bind after its first call, without its checks
+                set_record_fields(fields, record, task.attempt)
             else:
                 context.bind(record, task.attempt)
             began = clock()
