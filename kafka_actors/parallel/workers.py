@@ -194,6 +194,12 @@ class HandlerPool:
         return self._threads
 
     @property
+    def awake(self) -> int:
+        """Threads not asleep now (running a handler, or looking for the next task)."""
+        with self._mutex:
+            return self._threads - len(self._idle)
+
+    @property
     def queued(self) -> int:
         """Tasks pushed and not taken by a thread yet."""
         return len(self._tasks)

@@ -132,6 +132,10 @@ def test_handlers_that_turn_slow_spread_again_and_nudge_frees_a_held_queue() -> 
     pool.push([task(i) for i in range(50)])
     wait_for(lambda: len(done) == 50)
     assert pool.fast
+    # Every thread asleep (a thread woken while the speed was unknown may still be looking
+    # for work a moment after the last task ended; ciA: it took tasks 2000.. at once): the
+    # push below wakes exactly one, which takes task 1000 first and is held by it.
+    wait_for(lambda: pool.awake == 0)
     pool.push([task(1000)] + [task(i) for i in range(2000, 2010)])
     blocked.wait(10)
     pool.nudge(1_000)
