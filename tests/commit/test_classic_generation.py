@@ -106,7 +106,11 @@ def test_illegal_generation_while_rebalancing_again_is_rebalance_in_progress() -
     assert "generation 4" in str(done.error)
 
 
-def test_illegal_generation_of_a_stable_member_is_commit_failed_naming_the_sent_one() -> None:
+def test_illegal_generation_read_after_a_newer_generation_is_rebalance_in_progress() -> None:
+    """The membership finished the next rebalance (generation 5, same member id) before the
+    answer to the commit sent with generation 4 was read (ciF's landing run: the mixed group
+    with Java members, cooperative-sticky): the member is in the group, so poll and retry,
+    not "no longer part of the group"."""
     h = Harness(protocol="classic")
     _subscribed(h)
     h.m.on_member_epoch_changed(MemberEpochChanged(MEMBER_ID, 4))
@@ -115,5 +119,32 @@ def test_illegal_generation_of_a_stable_member_is_commit_failed_naming_the_sent_
     h.m.on_member_epoch_changed(MemberEpochChanged(MEMBER_ID, 5))
     h.ok(request, {tp("a", 0): 22})
     (done,) = h.take(CommitCompleted)
+    assert type(done.error) is RebalanceInProgressError
+    assert "generation 4" in str(done.error)
+
+
+def test_illegal_generation_of_a_stable_member_is_commit_failed_naming_the_sent_one() -> None:
+    """Same generation when the answer is read: the coordinator moved on without this member."""
+    h = Harness(protocol="classic")
+    _subscribed(h)
+    h.m.on_member_epoch_changed(MemberEpochChanged(MEMBER_ID, 4))
+    h.m.commit_sync(None, h.now + 10_000, "sync")
+    request = h.send()
+    h.ok(request, {tp("a", 0): 22})
+    (done,) = h.take(CommitCompleted)
     assert type(done.error) is CommitFailedError
     assert "generation 4" in str(done.error)
+
+
+def test_illegal_generation_after_a_new_member_id_is_commit_failed() -> None:
+    """The member was fenced and joined again under a new member id: the commit's partitions
+    may belong to another member now."""
+    h = Harness(protocol="classic")
+    _subscribed(h)
+    h.m.on_member_epoch_changed(MemberEpochChanged(MEMBER_ID, 4))
+    h.m.commit_sync(None, h.now + 10_000, "sync")
+    request = h.send()
+    h.m.on_member_epoch_changed(MemberEpochChanged("another-id", 5))
+    h.ok(request, {tp("a", 0): 22})
+    (done,) = h.take(CommitCompleted)
+    assert type(done.error) is CommitFailedError

@@ -74,8 +74,10 @@ Choices (Java's behaviour unless said otherwise), in one place:
   :class:`RebalanceInProgressError` during a rebalance (complete it with poll() and retry),
   :class:`CommitFailedError` otherwise. Explicit offsets of a standalone (assign()) consumer
   still go out with generation -1. A classic commit answered ILLEGAL_GENERATION while the
-  member is by then in a rebalance (the commit raced the JoinGroup to the coordinator) is
-  :class:`RebalanceInProgressError` too: the member is still in the group.
+  member is by then in a rebalance (the commit raced the JoinGroup to the coordinator), or
+  already has a newer generation under the same member id (the membership finished that
+  rebalance before the answer was read), is :class:`RebalanceInProgressError` too: the
+  member is still in the group.
 * **commit_async** makes one attempt and never retries (a retriable answer completes it with
   that retriable error; Java wraps it in ``RetriableCommitFailedException``). Async commits
   are sent in order and their :class:`CommitCompleted` events are published in the order the
@@ -252,6 +254,7 @@ class _Commit(RetriedRequest):
     commit_id: int | None = None  # REVOCATION: the membership manager's id
     topic_names: dict[uuid.UUID, str] = field(default_factory=dict)  # of the request in flight
     sent_epoch: int = -1  # the generation / member epoch the request in flight carries
+    sent_member_id: str = ""  # the member id the request in flight carries
     done: bool = False
     result: KafkaError | None = None
 
@@ -650,6 +653,7 @@ class CommitManager:
         request_id = self._outbox.new_id()
         commit.on_send_attempt(request_id)
         commit.sent_epoch = -1 if self._link.member_epoch is None else self._link.member_epoch
+        commit.sent_member_id = self._link.member_id or ""
         self._in_flight[request_id] = commit
         self._log.debug(
             "offset_commit_sent",
@@ -685,7 +689,11 @@ class CommitManager:
                     continue
                 offset = commit.offsets.get(tp)
                 error = self._commit_error(
-                    code, tp, None if offset is None else offset.offset, commit.sent_epoch
+                    code,
+                    tp,
+                    None if offset is None else offset.offset,
+                    commit.sent_epoch,
+                    commit.sent_member_id,
                 )
                 self._log.info(
                     "offset_commit_error",
@@ -737,20 +745,25 @@ class CommitManager:
         )
 
     def _commit_error(
-        self, code: int, tp: TopicPartition, offset: int | None, sent_epoch: int = -1
+        self,
+        code: int,
+        tp: TopicPartition,
+        offset: int | None,
+        sent_epoch: int = -1,
+        sent_member_id: str = "",
     ) -> KafkaError:
         where: dict[str, Any] = {"topic": tp.topic, "partition": tp.partition, "offset": offset}
         if (
             code == IllegalGenerationError.code
             and not self._consumer_protocol
-            and self._rebalancing
+            and self._took_part_in_another_rebalance(sent_epoch, sent_member_id)
         ):
             # Sent with the generation the member had then; it has since started another
-            # rebalance (the JoinGroup went out first), so it is still in the group (Java's
-            # "generation is already stale" RebalanceInProgressException).
+            # rebalance (the JoinGroup went out first), or finished one, so it is still in the
+            # group (Java's "generation is already stale" RebalanceInProgressException).
             return RebalanceInProgressError(
                 f"Offset commit cannot be completed since the consumer's generation "
-                f"{sent_epoch} is already stale: the member is taking part in another "
+                f"{sent_epoch} is already stale: the member has taken part in another "
                 "rebalance; complete it by calling poll() and then retry the commit",
                 **where,
             )
@@ -785,6 +798,24 @@ class CommitManager:
                 f"Not authorized to access group: {self._config.group_id}", **where
             )
         return error_for_code(code, **where)
+
+    def _took_part_in_another_rebalance(self, sent_epoch: int, sent_member_id: str) -> bool:
+        """Classic: after the commit left, the member started another rebalance, or finished
+        one with the same member id and a newer generation. Java, one thread, never has a
+        commit in flight while its own rebalance completes; here the membership runs beside
+        the commit (the JoinGroup can go out before this manager hears of it), so the
+        coordinator's ILLEGAL_GENERATION can arrive after the member's next generation: the
+        member is in the group, and a commit after the next poll can succeed."""
+        if self._rebalancing:
+            return True
+        epoch = self._link.member_epoch
+        return (
+            epoch is not None
+            and sent_epoch >= 0
+            and epoch != sent_epoch
+            and bool(sent_member_id)
+            and self._link.member_id == sent_member_id
+        )
 
     def _commit_attempt_failed(
         self, commit: _Commit, error: KafkaError, now_ms: int, code: int | None = None
