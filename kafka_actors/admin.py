@@ -172,13 +172,15 @@ class AdminClient:
         to: str | int,
         timestamp_ms: int | None = None,
         shift_by: int | None = None,
+        committed: Mapping[TopicPartition, int] | None = None,
     ) -> list[OffsetReset]:
         """What ``--reset-offsets --dry-run`` prints: ``to`` is ``"earliest"``,
         ``"latest"``, an offset (clamped to the partition's earliest..latest, as Kafka
         does), ``"timestamp"`` with ``timestamp_ms`` (the first offset at or after it, the
         log end where none is), or ``"shift"`` with ``shift_by`` (the committed offset
         moved by that many, clamped; a partition without one is refused with ValueError,
-        as Kafka's tool does). Writes nothing; asks only for the offsets the target needs."""
+        as Kafka's tool does). Writes nothing; asks only for the offsets the target needs.
+        ``committed``: the group's :meth:`committed_offsets` when the caller has them."""
         wanted = sorted(set(partitions))
         if to == "timestamp" and timestamp_ms is None:
             raise ValueError("reset to a timestamp needs timestamp_ms")
@@ -186,7 +188,8 @@ class AdminClient:
             raise ValueError("reset by a shift needs shift_by")
         if not (to in ("earliest", "latest", "timestamp", "shift") or isinstance(to, int)):
             raise ValueError(f"reset to {to!r}: earliest, latest, timestamp, shift or an offset")
-        committed = self.committed_offsets(group)
+        if committed is None:
+            committed = self.committed_offsets(group)
         if to == "shift":
             missing = [tp for tp in wanted if tp not in committed]
             if missing:

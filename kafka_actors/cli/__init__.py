@@ -876,12 +876,15 @@ def _reset_offsets(admin: Any, args: argparse.Namespace, out: TextIO) -> int:
     elif args.by_duration is not None:
         timestamp_ms = int(time.time() * 1000) - duration_ms(args.by_duration)
     [group] = args.groups
-    if args.all_topics:
-        partitions = sorted(admin.committed_offsets(group))
-    else:
-        partitions = _partitions_of(admin, args.topics)
+    committed = admin.committed_offsets(group)
+    partitions = sorted(committed) if args.all_topics else _partitions_of(admin, args.topics)
     plan = admin.plan_reset(
-        group, partitions, to=to, timestamp_ms=timestamp_ms, shift_by=args.shift_by
+        group,
+        partitions,
+        to=to,
+        timestamp_ms=timestamp_ms,
+        shift_by=args.shift_by,
+        committed=committed,
     )
     if args.execute:
         admin.alter_group_offsets(group, {r.partition: r.target for r in plan})

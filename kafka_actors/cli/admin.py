@@ -327,16 +327,20 @@ class ClusterClient:
         return self.committed(group)
 
     def offsets_with_lag(
-        self, description: GroupDescription, committed: Mapping[TopicPartition, int] | None = None
+        self,
+        description: GroupDescription,
+        committed: Mapping[TopicPartition, int] | None = None,
+        share_offsets: Mapping[TopicPartition, ShareOffset] | None = None,
     ) -> list[PartitionLag]:
         """The rows of ``group --describe`` for a described group: committed offsets (start
         offsets for a share group), log end offsets and lag of every owned or committed
         partition. ``committed``: the consumer or classic group's committed offsets when the
-        caller has them (a share group's are always asked, with the broker's lag)."""
+        caller has them; ``share_offsets``: a share group's :meth:`share_offsets` when the
+        caller has them (asked otherwise, with the broker's lag)."""
         group = description.group_id
         reported: dict[TopicPartition, int] = {}
         if description.protocol == "share":
-            share = self.share_offsets(group)
+            share = self.share_offsets(group) if share_offsets is None else share_offsets
             committed = {tp: s.start_offset for tp, s in share.items()}
             reported = {tp: s.lag for tp, s in share.items() if s.lag is not None}
         elif committed is None:

@@ -125,7 +125,12 @@ def print_group(
         unknown_members = True
     else:
         unknown_members = False
-    committed = client.positions(group, description.protocol)
+    # A share group's start offsets are asked once, for the checks below and the rows.
+    share = client.share_offsets(group) if description.protocol == "share" else None
+    if share is not None:
+        committed = {tp: s.start_offset for tp, s in share.items()}
+    else:
+        committed = client.committed(group)
     if unknown_members and not committed:
         out.write(f"Consumer group '{group}' has no committed offsets.\n")
         return 1
@@ -175,7 +180,7 @@ def print_group(
             )
         out.write(format_table(header, member_rows))
         return 0
-    rows = client.offsets_with_lag(description, committed)
+    rows = client.offsets_with_lag(description, committed, share)
     if not description.members and not unknown_members:
         out.write(f"Consumer group '{group}' has no active members.\n\n")
     out.write(

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from kafka_actors import KafkaConsumer, TopicPartition
+from kafka_actors.actors.network import ANY_NODE
 from kafka_actors.admin import AdminClient
 from kafka_actors.cli import main
+from kafka_actors.cli.admin import ClusterClient
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import GroupSubscribedToTopicError, NonEmptyGroupError
 
@@ -243,7 +245,9 @@ def test_describe_a_share_group(kafka_broker: Any) -> None:
         consumer.close()
 
 
-def test_share_group_offsets_listed_reset_and_deleted(share_broker: Any) -> None:
+def test_share_group_offsets_listed_reset_and_deleted(
+    share_broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A share group's offsets are its share-partition start offsets
     (DescribeShareGroupOffsets): listed with the broker's lag, reset while the group is
     empty (AlterShareGroupOffsets; a new member then gets the records again) and deleted
@@ -287,16 +291,32 @@ def test_share_group_offsets_listed_reset_and_deleted(share_broker: Any) -> None
         [row] = admin.list_group_offsets(group)
         assert (row.log_end, row.lag, row.member) == (15, 5, None)
         start = row.committed
-        # The CLI's table and reset, as for any group.
+        # The CLI's table and reset, as for any group; each asks the group's start offsets
+        # once (DescribeShareGroupOffsets) and describes it only where it must.
+        sent: list[str] = []
+        real_send = ClusterClient.send
+
+        def counting_send(self: ClusterClient, payload: Any, node: int = ANY_NODE) -> Any:
+            sent.append(type(payload).__name__)
+            return real_send(self, payload, node)
+
+        monkeypatch.setattr(ClusterClient, "send", counting_send)
         out = io.StringIO()
         assert main(["groups", "-b", bootstrap, "--describe", "--group", group], out=out) == 0
         [line] = [line.split() for line in out.getvalue().splitlines() if topic in line]
         assert line[:6] == [group, topic, "0", str(start), "15", "5"]
+        assert sent.count("DescribeShareGroupOffsetsRequest") == 1, sent
+        sent.clear()
         out = io.StringIO()
         args = ["groups", "-b", bootstrap, "--reset-offsets", "--group", group,
                 "--all-topics", "--to-offset", "3", "--execute"]  # fmt: skip
         assert main(args, out=out) == 0, out.getvalue()
         assert out.getvalue().splitlines()[1].split() == [group, topic, "0", "3"]
+        # Described for its protocol, then again right before the write (members may have
+        # joined meanwhile); its start offsets asked once.
+        assert sent.count("DescribeShareGroupOffsetsRequest") == 1, sent
+        assert sent.count("ShareGroupDescribeRequest") == 2, sent
+        monkeypatch.undo()
         assert admin.committed_offsets(group) == {tp: 3}
         again = KafkaShareConsumer(config)
         try:
