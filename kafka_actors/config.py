@@ -194,15 +194,15 @@ def parse_bootstrap_servers(value: object) -> tuple[BrokerAddress, ...]:
 # --------------------------------------------------------------------------------------------
 # auto.offset.reset (incl. KIP-1106 by_duration:<ISO-8601 duration>)
 
-_DURATION = re.compile(
-    r"^\+?P(?:(\+?\d+)D)?(?:T(?:(\+?\d+)H)?(?:(\+?\d+)M)?(?:(\+?\d+)(?:[.,](\d{0,9}))?S)?)?$",
-    re.IGNORECASE,
+# (compiled when first used, by re's own cache: most configurations have no duration)
+_DURATION: Final = (
+    r"^\+?P(?:(\+?\d+)D)?(?:T(?:(\+?\d+)H)?(?:(\+?\d+)M)?(?:(\+?\d+)(?:[.,](\d{0,9}))?S)?)?$"
 )
 
 
 def _parse_duration(text: str) -> timedelta | None:
     """A non-negative ISO-8601 duration as ``java.time.Duration.parse`` reads it, or None."""
-    m = _DURATION.match(text)
+    m = re.match(_DURATION, text, re.IGNORECASE)
     if m is None or text.upper().endswith("T"):
         return None
     days, hours, minutes, seconds, fraction = m.groups()
@@ -283,7 +283,8 @@ _PLAIN_MODULE: Final = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_MODULE: Final = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _OAUTHBEARER_MODULE: Final = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _KRB5_MODULE: Final = "com.sun.security.auth.module.Krb5LoginModule"
-_JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))', re.DOTALL)
+# (compiled when first used, by re's own cache: for SASL only)
+_JAAS_TOKEN: Final = r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))'
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,8 +311,9 @@ def parse_jaas_config(text: str) -> JaasLoginModule:
     tokens: list[tuple[str, str]] = []  # (kind, text): kind in word/quoted/=/;
     pos = 0
     stripped = text.rstrip()
+    token = re.compile(_JAAS_TOKEN, re.DOTALL)
     while pos < len(stripped):
-        m = _JAAS_TOKEN.match(stripped, pos)
+        m = token.match(stripped, pos)
         if m is None or m.end() == pos:
             raise _error(key, "sasl.jaas.config could not be parsed (unexpected character)")
         quoted, word, eq, semi = m.groups()

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.core import (
@@ -43,7 +43,6 @@ from kafka_actors.core import (
 )
 from kafka_actors.core.poll import PollStep
 from kafka_actors.errors import CallTimeout, InvalidArgumentError, KafkaTimeoutError
-from kafka_actors.health import ConsumerHealth
 from kafka_actors.log import new_trace_id, traced
 from kafka_actors.metrics import MetricsView
 from kafka_actors.protocol.group.membership_operation import check_membership_operation
@@ -61,6 +60,9 @@ from kafka_actors.structs import (
     RebalanceReply,
 )
 from kafka_actors.supervisors import FaultInjector
+
+if TYPE_CHECKING:
+    from kafka_actors.health import ConsumerHealth  # health() imports it when first called
 
 __all__ = ["KafkaConsumer"]
 

@@ -35,7 +35,7 @@ import random as _random
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.actors.context import ConsumerContext, complete, fail
 from kafka_actors.actors.events import (
@@ -75,7 +75,6 @@ from kafka_actors.actors.network.transport import system_resolver
 from kafka_actors.clock import SystemClock, default_scheduler
 from kafka_actors.config import SHARE_ONLY_KEYS, ConsumerConfig
 from kafka_actors.core.handout import HandOut
-from kafka_actors.core.health import current_lag, health_of, read_facts
 from kafka_actors.errors import (
     ConfigError,
     IllegalStateError,
@@ -84,7 +83,6 @@ from kafka_actors.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
-from kafka_actors.health import ConsumerHealth
 from kafka_actors.log import get_logger, new_trace_id
 from kafka_actors.protocol.group.consumer.membership import CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG
 from kafka_actors.protocol.group.membership_operation import GroupMembershipOperation
@@ -110,6 +108,10 @@ from kafka_actors.supervisors import (
     start_tree,
 )
 from kafka_actors.supervisors.supervisor import ShutdownResult, TreeStatus
+
+if TYPE_CHECKING:
+    # (health() and current_lag() import kafka_actors.core.health when first called)
+    from kafka_actors.health import ConsumerHealth
 
 __all__ = [
     "DEFAULT_CLOSE_TIMEOUT_S",
@@ -831,6 +833,8 @@ class ConsumerCore(ActorCore):
     def health(self) -> ConsumerHealth:
         """``health()`` of the front ends (:mod:`kafka_actors.core.health`): local state
         only, never blocks on an actor; callable from any thread, also after close."""
+        from kafka_actors.core.health import health_of, read_facts
+
         cfg = self.config
         return health_of(
             read_facts(
@@ -845,6 +849,8 @@ class ConsumerCore(ActorCore):
     def current_lag(self, partition: TopicPartition) -> int | None:
         """Java's ``currentLag`` (:func:`kafka_actors.core.health.current_lag`);
         IllegalStateError when ``partition`` is not assigned."""
+        from kafka_actors.core.health import current_lag
+
         self.facade.ensure_open()
         if not self.ctx.subscriptions.is_assigned(partition):
             raise IllegalStateError(f"No current assignment for partition {partition}")

@@ -43,7 +43,6 @@ Choices, in one place (Java's ``ClientTelemetryReporter`` / ``ClientTelemetryUti
 from __future__ import annotations
 
 import enum
-import gzip
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -194,6 +193,8 @@ def _zstd(data: bytes) -> bytes:
 
 
 def _gzip(data: bytes) -> bytes:
+    import gzip  # (here, as cramjam above: only the codec the broker asks for is loaded)
+
     return gzip.compress(data)
 
 

@@ -4,7 +4,11 @@
 KafkaConsumer`` and constructing one load the consumer's runtime but none of the optional
 parts (other front ends, the share and classic group protocols, the OAUTHBEARER token
 fetcher, Spark, OpenTelemetry, the testkit, the CLI) nor hypothesis, which kio imports
-whenever it is installed unless hypothesis is hidden from it (``kafka_actors/protocol``).
+whenever it is installed unless hypothesis is hidden from it (``kafka_actors/protocol``); nor
+what only some consumers need, loaded on demand: SASL (its mechanisms, hmac, Kerberos),
+TLS (``protocol.connection.tls``, tempfile), the health snapshot (``health()``), the
+decompressors (cramjam, mmap, gzip). A consumer configured with SASL or TLS loads them when it
+is built, ``health()`` when first called.
 A classic group member (a real broker) imports the classic protocol when it joins. Module sets,
 read from ``sys.modules`` of a child interpreter run in this tree; never timings
 (``bench/startup.py`` measures those).
@@ -56,7 +60,32 @@ OPTIONAL = (
     "kafka_actors.protocol.share.acknowledgements",
     "kafka_actors.actors.managers.share_fetch",
     "kafka_actors.actors.managers.share_membership",
+    # on demand: SASL, TLS (security.protocol, sasl.mechanism), health(), compressed batches
+    "kafka_actors.actors.network.security",
+    "kafka_actors.protocol.connection.sasl",
+    "kafka_actors.protocol.connection.oauth",
+    "kafka_actors.protocol.connection.gssapi",
+    "kafka_actors.protocol.connection.tls",
+    "kafka_actors.kerberos",
+    "gssapi",
+    "hmac",
+    "secrets",
+    "tempfile",
+    "kafka_actors.health",
+    "kafka_actors.core.health",
+    "cramjam",
+    "mmap",
+    "gzip",
 )
+
+#: Loaded by a consumer configured with SASL (sasl.mechanism) / TLS (security.protocol).
+SASL = (
+    "kafka_actors.actors.network.security",
+    "kafka_actors.protocol.connection.sasl",
+    "hmac",
+)
+TLS = ("kafka_actors.actors.network.security", "kafka_actors.protocol.connection.tls")
+HEALTH = ("kafka_actors.health", "kafka_actors.core.health")
 
 CONSTRUCT = """
 from kafka_actors import KafkaConsumer
@@ -126,6 +155,59 @@ def test_constructing_a_consumer_leaves_the_optional_parts_out() -> None:
     modules = _modules_after(CONSTRUCT)
     assert "kafka_actors.actors.managers.membership" in modules
     assert _loaded(modules, OPTIONAL) == []
+
+
+def _construct(security_protocol: str, **settings: str) -> str:
+    """``CONSTRUCT`` with ``security.protocol`` and ``settings`` (nothing connects)."""
+    config = {
+        "bootstrap.servers": "127.0.0.1:1",
+        "group.id": "startup-imports",
+        "security.protocol": security_protocol,
+        **settings,
+    }
+    return (
+        "from kafka_actors import KafkaConsumer\n"
+        f"consumer = KafkaConsumer({config!r})\n"
+        "consumer.close(timeout=5)\n"
+    )
+
+
+def test_a_sasl_consumer_loads_sasl_when_it_is_built_and_no_tls() -> None:
+    modules = _modules_after(
+        _construct(
+            "SASL_PLAINTEXT",
+            **{"sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p"},
+        )
+    )
+    assert _loaded(modules, SASL) == sorted(SASL)
+    assert _loaded(modules, ("kafka_actors.protocol.connection.tls", "tempfile")) == []
+
+
+def test_a_tls_consumer_loads_tls_when_it_is_built_and_no_sasl() -> None:
+    modules = _modules_after(_construct("SSL"))
+    assert _loaded(modules, TLS) == sorted(TLS)
+    assert _loaded(modules, ("kafka_actors.protocol.connection.sasl", "hmac")) == []
+
+
+def test_a_sasl_ssl_consumer_loads_both() -> None:
+    modules = _modules_after(
+        _construct(
+            "SASL_SSL",
+            **{"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "u", "sasl.password": "p"},
+        )
+    )
+    assert _loaded(modules, SASL + TLS) == sorted(set(SASL + TLS))
+
+
+def test_health_loads_the_health_snapshot_when_first_called() -> None:
+    modules = _modules_after(
+        "from kafka_actors import KafkaConsumer\n"
+        "consumer = KafkaConsumer(bootstrap_servers='127.0.0.1:1', group_id='startup-imports')\n"
+        "health = consumer.health()\n"
+        "assert type(health).__module__ == 'kafka_actors.health', type(health)\n"
+        "consumer.close(timeout=5)\n"
+    )
+    assert _loaded(modules, HEALTH) == sorted(HEALTH)
 
 
 def test_the_share_types_of_the_package_root_still_load_on_first_use() -> None:

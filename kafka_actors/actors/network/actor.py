@@ -53,7 +53,6 @@ from kafka_actors.actors.network.requests import (
     reply,
     with_error_code,
 )
-from kafka_actors.actors.network.security import default_sasl, default_tls, oauthbearer_sasl
 from kafka_actors.actors.network.status import ConnectionStates
 from kafka_actors.actors.network.transport import Resolver, system_resolver
 from kafka_actors.actors.network.unsent import UnsentRequests
@@ -87,8 +86,6 @@ from kafka_actors.protocol.connection.node import (
     Ready,
     Reauthenticated,
 )
-from kafka_actors.protocol.connection.sasl import SaslMechanism
-from kafka_actors.protocol.connection.tls import TlsChannel
 from kafka_actors.protocol.messages import ANY_NODE, COORDINATOR_NODE
 from kafka_actors.protocol.wire.apis import ApiKey, api_name
 from kafka_actors.supervisors import (
@@ -108,6 +105,8 @@ from kafka_actors.supervisors import (
 if TYPE_CHECKING:
     from kafka_actors.kerberos import KerberosLogin  # imported only for GSSAPI
     from kafka_actors.oauth import OAuthBearerTokenSource  # imported only for OAUTHBEARER
+    from kafka_actors.protocol.connection.sasl import SaslMechanism  # imported only for SASL
+    from kafka_actors.protocol.connection.tls import TlsChannel  # imported only for TLS
 
 __all__ = ["NetworkActor"]
 
@@ -159,6 +158,9 @@ class NetworkActor(SupervisedActor):
         self._sasl_for_host: Callable[[str], SaslMechanism] | None = None
         self._kerberos: KerberosLogin | None = None
         if sasl is None and config.sasl_enabled:
+            # (imported here, as TLS below: SASL and ssl are for the consumers that use them)
+            from kafka_actors.actors.network.security import default_sasl, oauthbearer_sasl
+
             if config.sasl_mechanism == "GSSAPI":
                 # (imported here: the gssapi binding is an optional extra, for GSSAPI only)
                 from kafka_actors.kerberos import KerberosLogin
@@ -180,6 +182,8 @@ class NetworkActor(SupervisedActor):
             else:
                 sasl = default_sasl(config)
         if tls is None and config.ssl_enabled:
+            from kafka_actors.actors.network.security import default_tls
+
             tls = default_tls(config)
         self._sasl = sasl
         self._inbox = cast(SelectorInbox, self.actor_inbox)

@@ -18,6 +18,7 @@ import os
 import selectors
 import socket
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import pykka
 
@@ -27,7 +28,9 @@ from kafka_actors.actors.network.transport import Resolver, Transport, canonical
 from kafka_actors.errors import DisconnectedError, KafkaConnectionError, KafkaError
 from kafka_actors.metrics import ConsumerMetrics
 from kafka_actors.protocol.connection.node import ConnectionSettings, Event
-from kafka_actors.protocol.connection.tls import TlsChannel
+
+if TYPE_CHECKING:
+    from kafka_actors.protocol.connection.tls import TlsChannel  # imported only for TLS
 
 __all__ = ["Connector"]
 

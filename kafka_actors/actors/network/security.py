@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING
 
 from kafka_actors.config import ConsumerConfig
 from kafka_actors.protocol.connection.node import MechanismFactory
-from kafka_actors.protocol.connection.sasl import SaslMechanism, mechanism_from_config
-from kafka_actors.protocol.connection.tls import TlsChannel, build_ssl_context
 
 if TYPE_CHECKING:
     from kafka_actors.oauth import OAuthBearerTokenSource  # imported only for OAUTHBEARER
+    from kafka_actors.protocol.connection.sasl import SaslMechanism
+    from kafka_actors.protocol.connection.tls import TlsChannel
+
+# (sasl and tls are imported by the factories: a SASL_PLAINTEXT consumer needs no ssl, an SSL
+# one no SASL)
 
 __all__ = [
     "default_sasl",
@@ -27,6 +30,8 @@ __all__ = [
 
 
 def default_sasl(config: ConsumerConfig) -> MechanismFactory:
+    from kafka_actors.protocol.connection.sasl import mechanism_from_config
+
     mechanism_from_config(config)  # a bad setting fails now, naming its key
 
     def make() -> SaslMechanism:
@@ -38,6 +43,7 @@ def default_sasl(config: ConsumerConfig) -> MechanismFactory:
 def oauthbearer_sasl(config: ConsumerConfig, source: OAuthBearerTokenSource) -> MechanismFactory:
     """SASL/OAUTHBEARER with the source's current token: a connection attempt made before
     the first token arrived fails with a retriable error and is retried after its backoff."""
+    from kafka_actors.protocol.connection.sasl import mechanism_from_config
 
     def make() -> SaslMechanism:
         return mechanism_from_config(config, token_source=source)
@@ -46,6 +52,8 @@ def oauthbearer_sasl(config: ConsumerConfig, source: OAuthBearerTokenSource) -> 
 
 
 def default_tls(config: ConsumerConfig) -> Callable[[str, int], TlsChannel]:
+    from kafka_actors.protocol.connection.tls import TlsChannel, build_ssl_context
+
     context = build_ssl_context(config)
 
     def make(host: str, node: int) -> TlsChannel:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.errors import DisconnectedError, KafkaError
-from kafka_actors.protocol.connection.tls import TlsChannel
+
+if TYPE_CHECKING:
+    # (ssl is imported by the consumers that use it: security.protocol SSL or SASL_SSL)
+    from kafka_actors.protocol.connection.tls import TlsChannel
 
 __all__ = [
     "RECV_SIZE",

@@ -72,7 +72,7 @@ import enum
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kafka_actors.errors import (
     AuthenticationError,
@@ -85,7 +85,6 @@ from kafka_actors.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
-from kafka_actors.protocol.connection.sasl import SaslExchange, SaslMechanism
 from kafka_actors.protocol.wire.apis import ApiKey, api_name, response_type_for
 from kafka_actors.protocol.wire.framing import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -96,6 +95,10 @@ from kafka_actors.protocol.wire.framing import (
     read_correlation_id,
 )
 from kafka_actors.protocol.wire.versions import ApiVersionsHandshake, Done, NegotiatedVersions
+
+if TYPE_CHECKING:
+    # (SASL is imported by the connections that authenticate: a mechanism factory is given)
+    from kafka_actors.protocol.connection.sasl import SaslExchange, SaslMechanism
 
 __all__ = [
     "Broken",
@@ -183,7 +186,7 @@ def exponential_backoff(
 
 
 #: Makes the SASL mechanism (kafka_actors.protocol.connection.sasl) for one connection attempt.
-MechanismFactory = Callable[[], SaslMechanism]
+MechanismFactory = Callable[[], "SaslMechanism"]
 
 
 @dataclass(eq=False, slots=True)
@@ -746,6 +749,8 @@ class NodeConnection:
 
     def _start_sasl(self, versions: NegotiatedVersions) -> bytes:
         assert self._sasl is not None
+        from kafka_actors.protocol.connection.sasl import SaslExchange
+
         self.state = ConnectionState.AUTHENTICATING
         exchange = SaslExchange(self._sasl(), versions, node=self.node_id)
         self._setup.sasl = exchange
@@ -805,6 +810,8 @@ class NodeConnection:
         if self._reauth is not None or self._in_flight:
             return b"", []
         assert self._sasl is not None and self.versions is not None
+        from kafka_actors.protocol.connection.sasl import SaslExchange
+
         try:
             exchange = SaslExchange(self._sasl(), self.versions, node=self.node_id)
         except KafkaError as exc:  # e.g. no valid OAUTHBEARER token: the session cannot go on

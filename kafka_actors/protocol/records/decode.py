@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import mmap
 import os
 import struct
 import zlib
@@ -45,9 +44,8 @@ from enum import IntEnum
 from functools import partial
 from itertools import repeat
 from types import ModuleType
-from typing import Any, Generic, NamedTuple, Protocol, overload
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, overload
 
-import cramjam
 from typing_extensions import TypeVar
 
 from kafka_actors.errors import (
@@ -56,6 +54,9 @@ from kafka_actors.errors import (
     KafkaError,
     UnsupportedRecordFormatError,
 )
+
+if TYPE_CHECKING:
+    import cramjam
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -370,7 +371,11 @@ _XERIAL_HEADER_SIZE = 16  # magic (8) + version int32 + compatible version int32
 
 # Zigzag-decoded values of every one- and two-byte varint, indexed by the raw 14-bit value
 # ``(b0 & 0x7f) | (b1 << 7)`` (or ``b0`` for one byte).
-_ZIGZAG_14 = [(v >> 1) ^ -(v & 1) for v in range(1 << 14)]
+# (the even raw values are 0, 1, 2 ..., the odd ones -1, -2, -3 ...: filled by slices, four
+# times faster than computing each at import)
+_ZIGZAG_14 = [0] * (1 << 14)
+_ZIGZAG_14[0::2] = range(1 << 13)
+_ZIGZAG_14[1::2] = range(-1, -(1 << 13) - 1, -1)
 
 _NO_HEADERS: Headers = ()
 # Misses after which a batch whose header blocks are mostly distinct stops caching them.
@@ -442,6 +447,8 @@ def _snappy_raw(data: bytes | memoryview, budget: int, max_size: int) -> bytes:
     declared = _uvarint32(data, 0)
     if declared > budget:
         raise _too_large(CompressionType.SNAPPY, max_size - budget + declared, max_size, "declares")
+    import cramjam
+
     return bytes(cramjam.snappy.decompress_raw(data))
 
 
@@ -580,6 +587,10 @@ def _decompress_into_bound(codec: int, payload: bytes | memoryview, max_size: in
     """Decompress into a buffer of ``max_size + 1`` bytes that the kernel fills on first touch,
     for batches whose headers allow more than the bound (a legitimately high ratio, or a bomb):
     output past the buffer is an error, so nothing beyond the bound is ever allocated."""
+    import mmap
+
+    import cramjam
+
     buffer = mmap.mmap(-1, max_size + 1)
     try:
         try:
@@ -612,6 +623,8 @@ def _decompress(codec: int, payload: bytes | memoryview, max_size: int) -> bytes
     corrupt error (``_TooLarge`` past the bound), which the caller turns into
     CorruptRecordError / DecompressedBatchTooLargeError naming topic, partition and offset.
     """
+    import cramjam  # (here: a consumer of uncompressed batches never needs it)
+
     try:
         if codec == CompressionType.LZ4:
             if _lz4_bound(payload, max_size) <= max_size:
