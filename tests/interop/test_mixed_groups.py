@@ -206,6 +206,15 @@ def run_mixed_group(
         j2 = java("java-2")
         started.append(j2)
         _wait_split([a, b, j2], [j2])
+        # java-2 reads records produced after it took its partitions: the producer stops only
+        # once it has (ciA of edd67ae: stopped right after the split, the previous owners had
+        # committed everything on java-2's partitions, and java-2 "consumed nothing").
+        wait_until(
+            lambda: bool(j2.log.snapshot()[0]) or not j2.alive(),
+            GROUP_TIMEOUT,
+            lambda: f"java-2 consumed nothing; stderr:\n{j2.stderr_tail()}",
+        )
+        assert j2.alive(), j2.stderr_tail()
         producer.stop()
         final: list[Member] = [a, b, j2]
 
