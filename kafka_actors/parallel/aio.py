@@ -392,23 +392,27 @@ class AsyncParallelConsumer:
         handler = self._handler
         scheduler = self._scheduler
         progress = self._progress
-        # bind_record, inlined: the record's fields in this task's structlog context.
+        # The record's fields in this task's structlog context (it ends with the task).
         fields = record_context_vars()
         waiters = progress.waiters
+        following: Task | None = None
         while True:
-            if not queued:
-                if self._stopping:
-                    return
-                more = self._take_ready()
-                if not more:
-                    return
-                queued.extend(more)
-                await asyncio.sleep(0)  # let the loop run between two batches
+            if following is not None:
+                task, following = following, None
+            else:
                 if not queued:
-                    return
-            task = queued.popleft()
-            if queued and not self._spawning:
-                self._spawn()
+                    if self._stopping:
+                        return
+                    more = self._take_ready()
+                    if not more:
+                        return
+                    queued.extend(more)
+                    await asyncio.sleep(0)  # let the loop run between two batches
+                    if not queued:
+                        return
+                task = queued.popleft()
+                if queued and not self._spawning:
+                    self._spawn()
             record = task.record
             set_record_fields(fields, record, task.attempt)
             try:
@@ -418,8 +422,12 @@ class AsyncParallelConsumer:
             except Exception as exc:
                 self._outcome(task.work_id, exc)
                 continue
-            # A success, as _outcome(work_id, None) handles it.
-            scheduler.succeeded(task.work_id)
+            # A success, as _outcome(work_id, None) handles it; when nothing else waits and
+            # one of its key waited behind it, that one starts at once, in this task.
+            if task.followed and not queued and not self._stopping:
+                following, _ = scheduler.succeeded_next(task.work_id, self._now_ms())
+            else:
+                scheduler.succeeded(task.work_id)
             if waiters:
                 progress.fire()
             if self._paused:

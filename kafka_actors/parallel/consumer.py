@@ -360,15 +360,27 @@ class ParallelConsumer:
                 self._letters.append(item)
         return tasks
 
-    def _handle(self, task: Task) -> None:
+    def _handle(self, task: Task) -> Task | None:
         """Run the handler (on a pool thread, the record's fields bound in the structlog
-        context by the pool) and report its outcome."""
+        context by the pool) and report its outcome. When no task waits in the pool (the
+        thread would ask for more) and another record of its key waited behind this one
+        (partition ordering's usual case), the success is applied at once and the record it
+        lets start, if any, is returned for this thread to run next
+        (:meth:`WorkScheduler.succeeded_next`: no hand-off per record); other successes are
+        applied in batches by the next refill or turn."""
         try:
             self._call(task.record)
         except Exception as exc:
             self._outcomes.append((task.work_id, exc))
-            return
-        self._succeeded.append(task.work_id)
+            return None
+        if not task.followed or self._pool.queued or self._stop.is_set():
+            self._succeeded.append(task.work_id)
+            return None
+        with self._lock:
+            following, resumable = self._scheduler.succeeded_next(task.work_id, self._now_ms())
+        if resumable:
+            self._wake()  # a paused partition may resume
+        return following
 
     def _refill(self) -> list[Task]:
         """A pool thread ran out of tasks: apply the outcomes so far and take what may start

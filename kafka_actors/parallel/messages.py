@@ -104,6 +104,9 @@ class Task(NamedTuple):
     work_id: int
     record: ConsumerRecord
     attempt: int
+    #: A record of its key (under partition ordering: of its partition) waited behind it
+    #: when it started: its success lets that one start (a worker may run it next).
+    followed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ __all__ = [
     "encoded_size_bound",
     "fits",
     "ranges_to_completed",
+    "span_always_fitting",
     "varint_size",
 ]
 
@@ -236,6 +237,22 @@ def encoded_size_bound(base: int, span: int, transitions: int) -> int:
     rl = head + (transitions + 1) * vs
     bm = head + varint_size(span) + (span + 7) // 8
     return len(PREFIX) + 1 + _b85_len(min(rl, bm))
+
+
+def span_always_fitting(max_bytes: int) -> int:
+    """The largest ``span`` whose :func:`encoded_size_bound` stays within ``max_bytes`` for any
+    base and any number of transitions (the raw bitmap's worst case, with varints of the
+    largest 64-bit values); -1 when none does."""
+    widest = varint_size(2**64 - 1)
+    low, high = -1, max_bytes * 8
+    while low < high:  # the bound grows with span: the largest one that fits
+        middle = (low + high + 1) // 2
+        bitmap = widest + varint_size(middle) + (middle + 7) // 8
+        if len(PREFIX) + 1 + _b85_len(bitmap) <= max_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def fits(metadata: str, max_bytes: int) -> bool:

@@ -63,6 +63,9 @@ __all__ = ["AssignResult", "WorkConfig", "WorkCounters", "WorkScheduler", "WorkS
 
 #: Kafka's default ``offset.metadata.max.bytes`` (the broker's limit on commit metadata).
 DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096
+#: Records started in a row by :meth:`WorkScheduler.succeeded_next` on one worker before its
+#: slot goes back to :meth:`WorkScheduler.take_ready` (which serves the partitions in turn).
+CHAIN_MAX = 64
 _PARTITION_KEY: Hashable = ()  # the one key of a partition under partition ordering
 #: Makes a Task from a tuple of its fields without the named tuple's ``__new__`` (a Python
 #: function): what ``Task(*fields)`` does, for the one made per record started.
@@ -185,6 +188,7 @@ class _Work:
     """One record from its receipt until it completes (internal, mutable)."""
 
     __slots__ = (
+        "chained",
         "dead_letter",
         "error",
         "id",
@@ -207,6 +211,8 @@ class _Work:
         #: The dead letter's produce attempts, once there is one.
         self.dead_letter: RetriedRequest | None = None
         self.started_ms = 0
+        #: Starts in a row by :meth:`WorkScheduler.succeeded_next` that led to this one.
+        self.chained = 0
         self.state = "ready"  # ready | running | retry | dead_letter | stopped
         self.error: BaseException | None = None
 
@@ -253,6 +259,9 @@ class WorkScheduler:
         self._running = 0
         self._turn = 0
         self.counters = WorkCounters()
+        #: The widest window whose map fits the limit whatever its completions (the bitmap's
+        #: worst case): a window this narrow needs no bound computed per start.
+        self._span_always_fits = offset_map.span_always_fitting(config.offset_metadata_max_bytes)
 
     @property
     def backoff(self) -> ExponentialBackoff:
@@ -398,7 +407,8 @@ class WorkScheduler:
                 request = work.request
                 assert request is not None  # a retry follows a failure
                 request.on_send_attempt(work.id)
-                out.append(Task(work.id, work.record, request.attempts))
+                followed = work.key is not None and bool(work.owner.held.get(work.key))
+                out.append(Task(work.id, work.record, request.attempts, followed))
                 continue
             heapq.heappop(due)
             if work is not None and work.state == "dead_letter":
@@ -439,13 +449,16 @@ class WorkScheduler:
                 self.counters.started += count
                 popleft = ready.popleft
                 append = out.append
+                held = part.held
                 for _ in range(count):
                     work = popleft()
                     work.state = "running"
                     work.started_ms = now_ms
                     work_id = work.id
                     started[work_id] = work
-                    append(_new_tuple(Task, (work_id, work.record, 1)))
+                    key = work.key
+                    followed = key is not None and bool(held) and bool(held.get(key))
+                    append(_new_tuple(Task, (work_id, work.record, 1, followed)))
                 progress = True
                 if self._running >= limit:
                     break
@@ -457,6 +470,8 @@ class WorkScheduler:
         grows with each start, so the largest count that fits is searched)."""
         window = part.window
         assert window is not None
+        if window.span <= self._span_always_fits:
+            return want
         max_bytes = self.config.offset_metadata_max_bytes
         in_flight = part.in_flight
         if window.size_bound(in_flight + want) <= max_bytes:
@@ -507,6 +522,55 @@ class WorkScheduler:
         self._running -= counted
         self.counters.succeeded += counted
         return counted
+
+    def succeeded_next(self, work_id: int, now_ms: int) -> tuple[Task | None, bool]:
+        """:meth:`succeeded`, then the next record of the same partition started at once when
+        it may start now: its task, for the worker that ran ``work_id`` to run next with no
+        hand-off (under partition ordering every record waits for the one before it, so a
+        hand-off per record would be the whole cost of a fast handler). None when nothing
+        of that partition may start now, when a retry is due (:meth:`take_ready` starts it
+        first), or after :data:`CHAIN_MAX` such starts in a row: the slot then goes back to
+        :meth:`take_ready`, which serves the partitions in turn. The flag: the partition's
+        fetching was to pause (:meth:`fetch_pauses`) and may resume now."""
+        work = self._works.get(work_id)
+        if work is None or work.state != "running":
+            return None, False
+        part = work.owner
+        paused = self._fetch_pause(part) is not None
+        part.running -= 1
+        self._running -= 1
+        self.counters.succeeded += 1
+        self._complete(work)
+        following = self._chain(work, part, now_ms)
+        return following, paused and self._fetch_pause(part) is None
+
+    def _chain(self, work: _Work, part: _Partition, now_ms: int) -> Task | None:
+        ready = part.ready
+        if (
+            not ready
+            or work.chained >= CHAIN_MAX
+            or part.revoking
+            or part.stopped is not None
+            or self._running >= self.config.max_concurrency
+            or part.in_flight >= self.config.max_in_flight_per_partition
+            or (self._due and self._due[0][0] <= now_ms)
+            or not self._fitting(part, 1)
+        ):
+            return None
+        part.map_full = False
+        following = ready.popleft()
+        following.chained = work.chained + 1
+        part.buffered -= 1
+        part.in_flight += 1
+        part.running += 1
+        self._running += 1
+        self.counters.started += 1
+        following.state = "running"
+        following.started_ms = now_ms
+        self._works[following.id] = following
+        key = following.key
+        followed = key is not None and bool(part.held.get(key))
+        return _new_tuple(Task, (following.id, following.record, 1, followed))
 
     def failed(self, work_id: int, error: BaseException, now_ms: int) -> FailureDecision | None:
         """The handler raised ``error`` for ``work_id``: a retry after the backoff (its key
@@ -641,18 +705,22 @@ class WorkScheduler:
     def fetch_pauses(self) -> dict[TopicPartition, PauseReason]:
         """Partitions whose fetching should pause now, and why."""
         out: dict[TopicPartition, PauseReason] = {}
-        config = self.config
         for tp, part in self._partitions.items():
-            if part.stopped is not None:
-                out[tp] = PauseReason.STOPPED
-            elif part.buffered >= config.max_buffered_per_partition:
-                out[tp] = PauseReason.BUFFER_FULL
-            elif (
-                part.window is not None
-                and part.window.uncommitted >= config.max_uncommitted_per_partition
-            ):
-                out[tp] = PauseReason.WINDOW_FULL
+            reason = self._fetch_pause(part)
+            if reason is not None:
+                out[tp] = reason
         return out
+
+    def _fetch_pause(self, part: _Partition) -> PauseReason | None:
+        config = self.config
+        if part.stopped is not None:
+            return PauseReason.STOPPED
+        if part.buffered >= config.max_buffered_per_partition:
+            return PauseReason.BUFFER_FULL
+        window = part.window
+        if window is not None and window.uncommitted >= config.max_uncommitted_per_partition:
+            return PauseReason.WINDOW_FULL
+        return None
 
     def pending(self, partitions: Iterable[TopicPartition] | None = None) -> int:
         """Records received and not completed (buffered or in flight)."""

@@ -2,9 +2,9 @@
 structlog context of a handler call.
 
 Owns: :class:`HandlerPool` (up to ``size`` threads running tasks from one shared queue) and
-:class:`RecordContext` / :func:`bind_record` (the record's fields in structlog's context
-variables). May touch: structlog's context variables (the very ones ``bind_contextvars``
-sets), threads; nothing of the scheduler: the owner's ``refill`` is what takes the next tasks.
+:func:`set_record_fields` (the record's fields in structlog's context variables). May touch:
+structlog's context variables (the very ones ``bind_contextvars`` sets), threads; nothing of
+the scheduler: the owner's ``refill`` is what takes the next tasks.
 
 How work moves. The owner :meth:`~HandlerPool.push`-es tasks the scheduler started; a thread
 takes the next task from the shared queue itself as soon as it finished one, so a handler's
@@ -38,7 +38,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from contextvars import ContextVar, Token
+from contextvars import Context, ContextVar
 from typing import Any
 
 import structlog
@@ -51,9 +51,8 @@ __all__ = [
     "SLOW_SCORE_FAST",
     "SLOW_SCORE_MAX",
     "HandlerPool",
-    "RecordContext",
-    "bind_record",
     "record_context_vars",
+    "set_record_fields",
 ]
 
 #: The handlers' slowness score (module doc): its cap (and start), and the value below which
@@ -97,68 +96,20 @@ def set_record_fields(
         attempts.set(attempt)
 
 
-def bind_record(record: ConsumerRecord, attempt: int) -> None:
-    """Bind the record's fields in the current context, for good (an asyncio task's own
-    context: it ends with the task). What ``bind_contextvars`` does, without looking the
-    variables up on every call."""
-    topic, partition, offset, key, attempts = _structlog_vars()
-    topic.set(record.topic)
-    partition.set(record.partition)
-    offset.set(record.offset)
-    key.set(record.key)
-    attempts.set(attempt)
-
-
-class RecordContext:
-    """The fields of the record a thread handles, bound in that thread's structlog context:
-    :meth:`bind` for each record (a handler's log lines carry them), :meth:`clear` when the
-    thread goes idle (the values from before the first bind come back)."""
-
-    __slots__ = ("_tokens", "_vars")
-
-    def __init__(self) -> None:
-        self._vars = _structlog_vars()
-        self._tokens: tuple[Token[Any], ...] | None = None
-
-    def bind(self, record: ConsumerRecord, attempt: int) -> None:
-        topic, partition, offset, key, attempts = self._vars
-        if self._tokens is None:
-            self._tokens = (
-                topic.set(record.topic),
-                partition.set(record.partition),
-                offset.set(record.offset),
-                key.set(record.key),
-                attempts.set(attempt),
-            )
-            return
-        set_record_fields(self._vars, record, attempt)
-
-    @property
-    def bound(self) -> bool:
-        """A record is bound (since the last :meth:`clear`): a loop may set what changed
-        itself, as :meth:`bind` does after its first call."""
-        return self._tokens is not None
-
-    def clear(self) -> None:
-        tokens = self._tokens
-        if tokens is not None:
-            self._tokens = None
-            for var, token in zip(self._vars, tokens, strict=True):
-                var.reset(token)
-
-
 class HandlerPool:
     """Up to ``size`` threads running :class:`Task` s (module doc).
 
     ``run(task)``: runs the handler and reports its outcome (never raises); it is called
-    with the record's fields bound in the structlog context. ``refill()``: the owner's next
-    tasks when the queue is empty (``[]``: none now; the thread sleeps until a push).
+    with the record's fields bound in the structlog context, and may return the task this
+    thread runs next (started for it by the owner) instead of taking one from the queue.
+    ``refill()``: the owner's next tasks when the queue is empty (``[]``: none now; the
+    thread sleeps until a push).
     """
 
     def __init__(
         self,
         size: int,
-        run: Callable[[Task], None],
+        run: Callable[[Task], Task | None],
         refill: Callable[[], list[Task]],
         name: str = "kafka-actors-parallel",
         *,
@@ -279,20 +230,27 @@ class HandlerPool:
     def _work(self) -> None:
         gate = threading.Lock()
         gate.acquire()
-        context = RecordContext()
         fields = _structlog_vars()
         tasks = self._tasks
         run = self._run
         clock = self._clock
         fast_s = self._fast_handler_s
         self._waking = False
+        following: Task | None = None
         while True:
-            try:
-                task = tasks.popleft()
-            except IndexError:
-                context.clear()  # what the owner logs there is not about the last record
+            if following is not None:
+                task = following  # started for this thread by the owner: no hand-off
+            else:
+                try:
+                    task = tasks.popleft()
+                except IndexError:
+                    task = None
+            if task is None:
                 if not self._step_aside(gate):
-                    more = self._refill() if not self._closed else []
+                    # In a context of its own: what the owner logs there is not about the
+                    # last record, whose fields stay bound in the thread's context (a pool
+                    # thread's context holds nothing else: a thread starts with an empty one).
+                    more = Context().run(self._refill) if not self._closed else []
                     if more:
                         tasks.extend(more)
                         continue
@@ -310,13 +268,9 @@ class HandlerPool:
             self._taken += 1
             if tasks and not self._waking and not self._fast:
                 self._wake_one()
-            record = task.record
-            if context.bound:  # RecordContext.bind after its first call, without its checks
-                set_record_fields(fields, record, task.attempt)
-            else:
-                context.bind(record, task.attempt)
+            set_record_fields(fields, task.record, task.attempt)
             began = clock()
-            run(task)
+            following = run(task)
             # Threads race on the score: it only needs to be about right.
             score = self._score
             if clock() - began < fast_s:

@@ -131,3 +131,27 @@ def test_the_decoded_map_is_ranges_not_offsets() -> None:
     assert decoded.ranges == ((1, 500_001), (600_000, 600_010))
     assert decoded.completed_count == 500_010
     assert 600_009 in decoded and 600_010 not in decoded and 500_001 not in decoded
+
+
+@given(
+    st.integers(min_value=40, max_value=20_000),
+    st.integers(min_value=0, max_value=2**63 - 1),
+    st.integers(min_value=0, max_value=10**7),
+)
+def test_a_window_within_the_always_fitting_span_fits_whatever_completes(
+    max_bytes: int, base: int, transitions: int
+) -> None:
+    span = om.span_always_fitting(max_bytes)
+    for s in (0, span // 2, span):
+        if s >= 0:
+            assert om.encoded_size_bound(base, s, transitions) <= max_bytes
+    # and it is not far from the widest: at the largest base, the bitmap of a few more offsets
+    # outgrows the limit
+    wider = span + 64
+    bitmap = om.varint_size(2**63 - 1) + om.varint_size(wider) + (wider + 7) // 8
+    assert len(om.PREFIX) + 1 + (bitmap * 5 + 3) // 4 > max_bytes
+
+
+def test_the_always_fitting_span_at_kafkas_default_limit() -> None:
+    # 4096 characters of base85 carry 3,276 bytes: about 26,000 offsets of bitmap
+    assert 25_000 < om.span_always_fitting(4096) < 26_300

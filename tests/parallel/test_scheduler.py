@@ -21,7 +21,7 @@ from kafka_actors.parallel.messages import (
     RetryScheduled,
     Task,
 )
-from kafka_actors.parallel.scheduler import WorkConfig, WorkScheduler
+from kafka_actors.parallel.scheduler import CHAIN_MAX, WorkConfig, WorkScheduler
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 
@@ -135,6 +135,125 @@ def test_batched_outcomes_keep_key_order_and_retry_only_the_failed(
     assert s.running() == 0
     assert s.counters.succeeded == len(keys)
     assert s.commit_offsets() == {TP: OffsetAndMetadata(len(keys), "")}
+
+
+@given(
+    keys=st.lists(st.sampled_from([b"a", b"b", b"c", None]), min_size=1, max_size=150),
+    seed=st.integers(0, 2**32),
+    concurrency=st.integers(1, 16),
+    ordering=st.sampled_from(["key", "partition", "unordered"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_chained_starts_keep_the_order_and_the_bounds(
+    keys: list[bytes | None], seed: int, concurrency: int, ordering: str
+) -> None:
+    # A worker that finished a followed record asks succeeded_next for its next one (what a
+    # pool thread does when its queue is empty); the others go through take_ready. Orders,
+    # bounds and the commit are those of one start at a time.
+    rnd = random.Random(seed)
+    s = scheduler(max_concurrency=concurrency, max_attempts=1000, ordering=ordering)
+    s.assign(TP1, OffsetAndMetadata(0))
+    s.offer(TP, [rec(i, k) for i, k in enumerate(keys)])
+    s.offer(TP1, [rec(i, k, TP1) for i, k in enumerate(keys)])
+    running: dict[int, Task] = {}
+    handled: dict[object, list[int]] = defaultdict(list)
+    now = 0
+
+    def check() -> None:
+        assert 0 < len(running) <= concurrency
+        if ordering == "key":
+            in_flight = [(t.record.partition, t.record.key) for t in running.values()]
+            in_flight = [k for k in in_flight if k[1] is not None]
+            assert len(in_flight) == len(set(in_flight))
+        elif ordering == "partition":
+            places = [t.record.partition for t in running.values()]
+            assert len(places) == len(set(places))
+
+    def done(task: Task) -> None:
+        record = task.record
+        key = (record.partition, record.key if ordering == "key" else None)
+        if ordering == "unordered" or (ordering == "key" and record.key is None):
+            key = (record.partition, "own", record.offset)
+        handled[key].append(record.offset)
+
+    while sum(map(len, handled.values())) < 2 * len(keys):
+        for task in tasks(s.take_ready(now)):
+            running[task.work_id] = task
+        check()
+        task = running.pop(rnd.choice(sorted(running)))
+        if rnd.random() < 0.1:
+            s.failed(task.work_id, ValueError("x"), now)
+            now += 10_000
+            continue
+        done(task)
+        if task.followed and rnd.random() < 0.8:
+            following, _ = s.succeeded_next(task.work_id, now)
+            if following is not None:
+                assert following.record.partition == task.record.partition
+                running[following.work_id] = following
+                check()
+        else:
+            assert s.succeeded(task.work_id)
+    for offsets in handled.values():
+        assert offsets == sorted(offsets)
+    assert s.running() == 0
+    assert s.commit_offsets() == {
+        TP: OffsetAndMetadata(len(keys), ""),
+        TP1: OffsetAndMetadata(len(keys), ""),
+    }
+
+
+def test_a_record_knows_whether_one_of_its_key_waits_behind_it() -> None:
+    s = scheduler()
+    s.offer(TP, [rec(0, b"a"), rec(1, b"b"), rec(2, b"a"), rec(3, None), rec(4, None)])
+    started = {t.record.offset: t.followed for t in tasks(s.take_ready(0))}
+    assert started == {0: True, 1: False, 3: False, 4: False}
+    p = scheduler(ordering="partition")
+    p.offer(TP, [rec(0, b"a"), rec(1, b"b")])
+    (first,) = tasks(p.take_ready(0))
+    assert first.followed
+    following, _ = p.succeeded_next(first.work_id, 0)
+    assert following is not None and following.record.offset == 1 and not following.followed
+
+
+def test_a_chain_of_starts_ends_at_its_cap_a_revocation_or_a_due_retry() -> None:
+    s = scheduler(ordering="partition")
+    s.offer(TP, [rec(i, b"k") for i in range(CHAIN_MAX + 5)])
+    (task,) = tasks(s.take_ready(0))
+    chained = 0
+    while True:
+        following, _ = s.succeeded_next(task.work_id, 0)
+        if following is None:
+            break
+        chained += 1
+        task = following
+    assert chained == CHAIN_MAX  # then take_ready serves the partitions in turn
+    (task,) = tasks(s.take_ready(0))
+    assert task.record.offset == CHAIN_MAX + 1
+    s.begin_revoke([TP])
+    assert s.succeeded_next(task.work_id, 0) == (None, False)
+    assert s.take_ready(0) == []
+
+    r = scheduler(ordering="key", max_attempts=3, retry_backoff_ms=100)
+    r.offer(TP, [rec(0, b"a"), rec(1, b"a"), rec(2, b"b")])
+    a, b = tasks(r.take_ready(0))
+    assert isinstance(r.failed(b.work_id, ValueError("x"), 0), RetryScheduled)
+    following, _ = r.succeeded_next(a.work_id, 1_000)  # b's retry is due: take_ready first
+    assert following is None
+    assert [t.record.offset for t in tasks(r.take_ready(1_000))] == [2, 1]
+
+
+def test_a_chained_start_says_when_the_partition_may_resume_fetching() -> None:
+    s = scheduler(ordering="partition", max_buffered_per_partition=3)
+    s.offer(TP, [rec(i, b"k") for i in range(4)])
+    assert s.fetch_pauses() == {TP: PauseReason.BUFFER_FULL}
+    (task,) = tasks(s.take_ready(0))
+    assert s.fetch_pauses() == {TP: PauseReason.BUFFER_FULL}  # 3 still buffered
+    following, resumable = s.succeeded_next(task.work_id, 0)
+    assert following is not None and resumable  # 2 buffered now
+    assert s.fetch_pauses() == {}
+    following, resumable = s.succeeded_next(following.work_id, 0)
+    assert following is not None and not resumable  # it was not paused
 
 
 def test_succeeded_all_ignores_abandoned_and_not_running_records() -> None:

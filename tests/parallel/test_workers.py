@@ -17,7 +17,7 @@ import kafka_actors.parallel.consumer as consumer_module
 from kafka_actors.errors import WakeupError
 from kafka_actors.parallel.consumer import ParallelConsumer
 from kafka_actors.parallel.messages import Task
-from kafka_actors.parallel.workers import SLOW_SCORE_MAX, HandlerPool, RecordContext
+from kafka_actors.parallel.workers import SLOW_SCORE_MAX, HandlerPool
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 from kafka_actors.structs import ConsumerRecords
@@ -200,6 +200,37 @@ def test_shutdown_drops_the_queued_tasks_and_ends_the_threads() -> None:
     wait_for(lambda: not any(t.name.startswith("pool-shutdown") for t in threading.enumerate()))
 
 
+def test_a_task_returned_by_run_runs_next_on_the_same_thread_with_its_fields() -> None:
+    # What the owner does for partition ordering: the success of one record starts the next
+    # of its partition for the same thread, which runs it without a hand-off.
+    ran: list[tuple[int, str, object]] = []
+
+    def run(t: Task) -> Task | None:
+        offset = t.record.offset
+        ran.append(
+            (
+                offset,
+                threading.current_thread().name,
+                structlog.contextvars.get_contextvars().get("offset"),
+            )
+        )
+        return task(offset + 1) if offset < 9 else None
+
+    refills: list[int] = []
+
+    def refill() -> list[Task]:
+        refills.append(1)
+        return []
+
+    pool = HandlerPool(4, run, refill)
+    pool.push([task(0)])
+    wait_for(lambda: len(ran) == 10 and refills)
+    assert [offset for offset, _, _ in ran] == list(range(10))
+    assert len({name for _, name, _ in ran}) == 1
+    assert [bound for _, _, bound in ran] == list(range(10))
+    pool.shutdown()
+
+
 def test_the_handler_sees_its_record_in_the_structlog_context() -> None:
     seen: list[dict[str, Any]] = []
 
@@ -239,24 +270,6 @@ def test_a_handler_that_clears_the_context_does_not_lose_the_next_records_fields
         for i in range(3)
     ]
     pool.shutdown()
-
-
-def test_a_record_context_restores_what_was_bound_before() -> None:
-    structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(topic="outer")
-    context = RecordContext()
-    context.bind(rec(1), 1)
-    context.bind(rec(2, b"x"), 2)
-    assert structlog.contextvars.get_contextvars() == {
-        "topic": "orders",
-        "partition": 0,
-        "offset": 2,
-        "key": b"x",
-        "attempt": 2,
-    }
-    context.clear()
-    assert structlog.contextvars.get_contextvars() == {"topic": "outer"}
-    structlog.contextvars.clear_contextvars()
 
 
 # -- ParallelConsumer over a stand-in consumer ------------------------------------------------
