@@ -143,8 +143,18 @@ class CompletionWindow:
         i = offset - self._start
         head = self._head
         if i != head:
-            if i > head:
-                self._mark(offset)
+            status = self._status
+            if i <= head or i >= len(status) or status[i]:
+                if i > head:
+                    self._mark(offset)  # not received yet: a gap before it as well
+                return
+            # Above the base (so its left neighbour is in the window): each neighbour that is
+            # incomplete makes one more transition, each completed one, one fewer.
+            change = 1 if status[i - 1] == 0 else -1
+            if i + 1 < len(status):
+                change += 1 if status[i + 1] == 0 else -1
+            status[i] = 1
+            self.transitions += change
             return
         # The base completes (the usual case: records complete about in offset order). The
         # completed run from it up to the next incomplete offset leaves the window; inside
