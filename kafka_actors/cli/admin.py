@@ -44,6 +44,7 @@ __all__ = [
     "ShareOffset",
     "TopicDescription",
     "group_lag",
+    "start_offsets",
 ]
 
 
@@ -116,6 +117,12 @@ class ShareOffset:
     start_offset: int
     leader_epoch: int
     lag: int | None
+
+
+def start_offsets(share: Mapping[TopicPartition, ShareOffset]) -> dict[TopicPartition, int]:
+    """A share group's position on each partition: its share-partition start offsets (what
+    a consumer group's committed offsets are in the tools' tables)."""
+    return {tp: s.start_offset for tp, s in share.items()}
 
 
 class ClusterClient:
@@ -323,7 +330,7 @@ class ClusterClient:
         """Where ``group`` stands on each partition: its committed offsets, or for a share
         group (``protocol == "share"``) its share-partition start offsets."""
         if protocol == "share":
-            return {tp: s.start_offset for tp, s in self.share_offsets(group).items()}
+            return start_offsets(self.share_offsets(group))
         return self.committed(group)
 
     def offsets_with_lag(
@@ -341,7 +348,7 @@ class ClusterClient:
         reported: dict[TopicPartition, int] = {}
         if description.protocol == "share":
             share = self.share_offsets(group) if share_offsets is None else share_offsets
-            committed = {tp: s.start_offset for tp, s in share.items()}
+            committed = start_offsets(share)
             reported = {tp: s.lag for tp, s in share.items() if s.lag is not None}
         elif committed is None:
             committed = self.committed(group)

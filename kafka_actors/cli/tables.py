@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import TextIO
 
-from kafka_actors.cli.admin import ClusterClient, GroupDescription
+from kafka_actors.cli.admin import ClusterClient, GroupDescription, start_offsets
 from kafka_actors.errors import UnsupportedVersionError
 from kafka_actors.protocol.messages import TopicPartition
 
@@ -128,7 +128,7 @@ def print_group(
     # A share group's start offsets are asked once, for the checks below and the rows.
     share = client.share_offsets(group) if description.protocol == "share" else None
     if share is not None:
-        committed = {tp: s.start_offset for tp, s in share.items()}
+        committed = start_offsets(share)
     else:
         committed = client.committed(group)
     if unknown_members and not committed:
