@@ -17,7 +17,12 @@ import kafka_actors.parallel.consumer as consumer_module
 from kafka_actors.errors import WakeupError
 from kafka_actors.parallel.consumer import ParallelConsumer
 from kafka_actors.parallel.messages import Task
-from kafka_actors.parallel.workers import SLOW_SCORE_MAX, HandlerPool
+from kafka_actors.parallel.workers import (
+    FAST_SAMPLE,
+    SLOW_SCORE_FAST,
+    SLOW_SCORE_MAX,
+    HandlerPool,
+)
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 from kafka_actors.structs import ConsumerRecords
@@ -151,6 +156,36 @@ def test_handlers_that_turn_slow_spread_again_and_nudge_frees_a_held_queue() -> 
     assert sorted(done[50:]) == list(range(2000, 2010))
     release.set()
     wait_for(lambda: 1000 in done)
+    pool.shutdown()
+
+
+def test_while_fast_only_some_handlers_are_timed_and_a_turn_to_slow_is_still_seen() -> None:
+    # Once the score is 0, one handler in FAST_SAMPLE is timed; handlers that turn slow (each
+    # moves the clock 1 s) make the pool slow again within a sample and the score's margin.
+    now = [0.0]
+    readings = [0]
+    seen_fast: list[bool] = []
+    slow = threading.Event()
+
+    def clock() -> float:
+        readings[0] += 1
+        return now[0]
+
+    def run(t: Task) -> None:
+        if slow.is_set():
+            seen_fast.append(pool.fast)
+            now[0] += 1.0
+
+    pool = HandlerPool(1, run, list, clock=clock)
+    pool.push([task(i) for i in range(400)])
+    wait_for(lambda: pool.queued == 0 and pool.awake == 0)
+    assert pool.fast
+    assert readings[0] < 2 * 400 // 2  # not two readings per handler
+    slow.set()
+    pool.push([task(i) for i in range(1000, 1040)])
+    wait_for(lambda: len(seen_fast) == 40)
+    assert not seen_fast[-1]
+    assert seen_fast.index(False) <= FAST_SAMPLE + SLOW_SCORE_FAST
     pool.shutdown()
 
 
