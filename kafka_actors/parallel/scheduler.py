@@ -530,47 +530,50 @@ class WorkScheduler:
         hand-off per record would be the whole cost of a fast handler). None when nothing
         of that partition may start now, when a retry is due (:meth:`take_ready` starts it
         first), or after :data:`CHAIN_MAX` such starts in a row: the slot then goes back to
-        :meth:`take_ready`, which serves the partitions in turn. The flag: the partition's
-        fetching was to pause (:meth:`fetch_pauses`) and may resume now."""
+        :meth:`take_ready`, which serves the partitions in turn. The flag: this start took
+        the partition's buffer below ``max_buffered_per_partition``, its fetching may resume
+        (a pause for a full window lifts at the owner's next look at :meth:`fetch_pauses`)."""
         work = self._works.get(work_id)
         if work is None or work.state != "running":
             return None, False
         part = work.owner
-        paused = self._fetch_pause(part) is not None
         part.running -= 1
         self._running -= 1
         self.counters.succeeded += 1
         self._complete(work)
-        following = self._chain(work, part, now_ms)
-        return following, paused and self._fetch_pause(part) is None
-
-    def _chain(self, work: _Work, part: _Partition, now_ms: int) -> Task | None:
         ready = part.ready
+        config = self.config
         if (
             not ready
             or work.chained >= CHAIN_MAX
             or part.revoking
             or part.stopped is not None
-            or self._running >= self.config.max_concurrency
-            or part.in_flight >= self.config.max_in_flight_per_partition
+            or self._running >= config.max_concurrency
+            or part.in_flight >= config.max_in_flight_per_partition
             or (self._due and self._due[0][0] <= now_ms)
-            or not self._fitting(part, 1)
         ):
-            return None
+            return None, False
+        window = part.window
+        assert window is not None
+        if window.span > self._span_always_fits and not self._fitting(part, 1):
+            return None, False
         part.map_full = False
         following = ready.popleft()
         following.chained = work.chained + 1
-        part.buffered -= 1
+        buffered = part.buffered
+        part.buffered = buffered - 1
         part.in_flight += 1
         part.running += 1
         self._running += 1
         self.counters.started += 1
         following.state = "running"
         following.started_ms = now_ms
-        self._works[following.id] = following
+        following_id = following.id
+        self._works[following_id] = following
         key = following.key
         followed = key is not None and bool(part.held.get(key))
-        return _new_tuple(Task, (following.id, following.record, 1, followed))
+        task = _new_tuple(Task, (following_id, following.record, 1, followed))
+        return task, buffered == config.max_buffered_per_partition
 
     def failed(self, work_id: int, error: BaseException, now_ms: int) -> FailureDecision | None:
         """The handler raised ``error`` for ``work_id``: a retry after the backoff (its key
