@@ -256,6 +256,40 @@ def test_a_chained_start_says_when_the_partition_may_resume_fetching() -> None:
     assert following is not None and not resumable  # it was not paused
 
 
+def test_chains_leave_no_partition_waiting_behind_others() -> None:
+    # Partition ordering, more partitions than slots, workers that chain whenever they may:
+    # a chain gives its slot back after CHAIN_MAX starts, so every partition with records
+    # starts one within a bounded number of handled records (without the cap two partitions
+    # would hold both slots until they ran dry).
+    parts = [TopicPartition("orders", p) for p in range(4)]
+    s = WorkScheduler(WorkConfig(ordering="partition", max_concurrency=2), half)
+    for tp in parts:
+        s.assign(tp, OffsetAndMetadata(0))
+        s.offer(tp, [rec(i, b"k", tp) for i in range(400)])
+    workers: list[Task] = tasks(s.take_ready(0))
+    assert len(workers) == 2
+    last_start = dict.fromkeys(range(4), 0)
+    longest_wait = 0
+    step = 0
+    while workers:
+        step += 1
+        task = workers.pop(0)
+        following, _ = s.succeeded_next(task.work_id, 0)
+        started = [following] if following is not None else tasks(s.take_ready(0))
+        for t in started:
+            last_start[t.record.partition] = step
+        workers.extend(started)
+        waiting = [
+            p
+            for p in range(4)
+            if s.pending([parts[p]]) and p not in {t.record.partition for t in workers}
+        ]
+        for p in waiting:
+            longest_wait = max(longest_wait, step - last_start[p])
+    assert s.counters.succeeded == 1600
+    assert longest_wait <= 3 * CHAIN_MAX  # uncapped chains: about 800
+
+
 def test_succeeded_all_ignores_abandoned_and_not_running_records() -> None:
     s = scheduler(max_attempts=3)
     s.assign(TP1, OffsetAndMetadata(0))
