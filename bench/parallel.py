@@ -15,8 +15,8 @@ quota of records:
   record: partitions concurrently, records of a partition in turn;
 * ``parallel key`` / ``parallel partition`` / ``parallel unordered``: ``ParallelConsumer``
   with that ordering, ``max_concurrency`` (256) pool threads;
-* ``async key`` / ``async unordered``: ``AsyncParallelConsumer`` (coroutine handlers,
-  ``asyncio.sleep``) with ``max_concurrency`` (256).
+* ``async key`` / ``async partition`` / ``async unordered``: ``AsyncParallelConsumer``
+  (coroutine handlers, ``asyncio.sleep``) with ``max_concurrency`` (256).
 
 The rate is (quota - 1) / (time of the quota-th handling - time of the first one): group
 joins and the first fetch are left out. Handlings are recorded without a lock (``Tally``), so
@@ -51,6 +51,7 @@ WAYS = (
     "parallel partition",
     "parallel unordered",
     "async key",
+    "async partition",
     "async unordered",
 )
 SEQUENTIAL = {"poll loop"}
@@ -230,7 +231,7 @@ def quota_of(way: str, handler_ms: int, partitions: int, args: argparse.Namespac
     expected_concurrency: int = args.max_concurrency
     if way in SEQUENTIAL:
         expected_concurrency = 1
-    elif way == "aiokafka task/partition" or way == "parallel partition":
+    elif way in ("aiokafka task/partition", "parallel partition", "async partition"):
         expected_concurrency = partitions
     if way in SEQUENTIAL or expected_concurrency < 16:
         per_s = expected_concurrency * 1000 / handler_ms
@@ -250,6 +251,7 @@ def run_way(
         "parallel partition": lambda: run_parallel(bootstrap, topic, h, tally, "partition", c),
         "parallel unordered": lambda: run_parallel(bootstrap, topic, h, tally, "unordered", c),
         "async key": lambda: run_async_parallel(bootstrap, topic, h, tally, "key", c),
+        "async partition": lambda: run_async_parallel(bootstrap, topic, h, tally, "partition", c),
         "async unordered": lambda: run_async_parallel(bootstrap, topic, h, tally, "unordered", c),
     }
     runs[way]()

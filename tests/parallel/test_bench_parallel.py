@@ -24,6 +24,7 @@ WAYS = (
     "parallel partition",
     "parallel unordered",
     "async key",
+    "async partition",
     "async unordered",
 )
 
