@@ -143,18 +143,8 @@ class CompletionWindow:
         i = offset - self._start
         head = self._head
         if i != head:
-            status = self._status
-            if i <= head or i >= len(status) or status[i]:
-                if i > head:
-                    self._mark(offset)  # not received yet: a gap before it as well
-                return
-            # Above the base (so its left neighbour is in the window): each neighbour that is
-            # incomplete makes one more transition, each completed one, one fewer.
-            change = 1 if status[i - 1] == 0 else -1
-            if i + 1 < len(status):
-                change += 1 if status[i + 1] == 0 else -1
-            status[i] = 1
-            self.transitions += change
+            if i > head:
+                self._mark(offset)
             return
         # The base completes (the usual case: records complete about in offset order). The
         # completed run from it up to the next incomplete offset leaves the window; inside
@@ -197,22 +187,20 @@ class CompletionWindow:
             self._append(0, i - len(status))
             self._append(1, 1)
         elif status[i] == 0:
-            before = self._changes_around(i)
+            # Each neighbour in the window (the left one only above the base) that is
+            # incomplete makes one more transition once this offset completes; each completed
+            # one, one fewer.
+            change = 0
+            if i > self._head:
+                change += 1 if status[i - 1] == 0 else -1
+            if i + 1 < len(status):
+                change += 1 if status[i + 1] == 0 else -1
             status[i] = 1
-            self.transitions += self._changes_around(i) - before
+            self.transitions += change
         else:
             return
         if i == self._head:
             self._advance()
-
-    def _changes_around(self, i: int) -> int:
-        status = self._status
-        n = 0
-        if i > self._head and status[i - 1] != status[i]:
-            n += 1
-        if i + 1 < len(status) and status[i] != status[i + 1]:
-            n += 1
-        return n
 
     def _advance(self) -> None:
         status = self._status
