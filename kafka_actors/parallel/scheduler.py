@@ -534,13 +534,9 @@ class WorkScheduler:
         the partition's buffer below ``max_buffered_per_partition``, its fetching may resume
         (a pause for a full window lifts at the owner's next look at :meth:`fetch_pauses`)."""
         work = self._works.get(work_id)
-        if work is None or work.state != "running":
+        if work is None or not self.succeeded(work_id):
             return None, False
         part = work.owner
-        part.running -= 1
-        self._running -= 1
-        self.counters.succeeded += 1
-        self._complete(work)
         ready = part.ready
         config = self.config
         if (
