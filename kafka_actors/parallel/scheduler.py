@@ -184,6 +184,12 @@ class AssignResult:
     map_error: OffsetMapError | None
 
 
+def _is_followed(held: dict[Hashable, deque[_Work] | None], key: Hashable) -> bool:
+    """Whether a record of ``key`` waits behind the one of that key that starts now
+    (:attr:`Task.followed`); a null key is its own key, never followed."""
+    return key is not None and bool(held.get(key))
+
+
 class _Work:
     """One record from its receipt until it completes (internal, mutable)."""
 
@@ -407,7 +413,7 @@ class WorkScheduler:
                 request = work.request
                 assert request is not None  # a retry follows a failure
                 request.on_send_attempt(work.id)
-                followed = work.key is not None and bool(work.owner.held.get(work.key))
+                followed = _is_followed(work.owner.held, work.key)
                 out.append(Task(work.id, work.record, request.attempts, followed))
                 continue
             heapq.heappop(due)
@@ -456,8 +462,7 @@ class WorkScheduler:
                     work.started_ms = now_ms
                     work_id = work.id
                     started[work_id] = work
-                    key = work.key
-                    followed = key is not None and bool(held) and bool(held.get(key))
+                    followed = _is_followed(held, work.key)
                     append(_new_tuple(Task, (work_id, work.record, 1, followed)))
                 progress = True
                 if self._running >= limit:
@@ -549,9 +554,7 @@ class WorkScheduler:
             or (self._due and self._due[0][0] <= now_ms)
         ):
             return None, False
-        window = part.window
-        assert window is not None
-        if window.span > self._span_always_fits and not self._fitting(part, 1):
+        if not self._fitting(part, 1):
             return None, False
         part.map_full = False
         following = ready.popleft()
@@ -566,8 +569,7 @@ class WorkScheduler:
         following.started_ms = now_ms
         following_id = following.id
         self._works[following_id] = following
-        key = following.key
-        followed = key is not None and bool(part.held.get(key))
+        followed = _is_followed(part.held, following.key)
         task = _new_tuple(Task, (following_id, following.record, 1, followed))
         return task, buffered == config.max_buffered_per_partition
 
