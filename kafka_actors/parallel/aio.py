@@ -30,6 +30,7 @@ import asyncio
 import inspect
 import random as _random
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import CoroutineType, TracebackType
@@ -52,11 +53,13 @@ from kafka_actors.parallel.messages import (
     Task,
 )
 from kafka_actors.parallel.report import health_of, log_assigned, metrics_of, report_failure
-from kafka_actors.parallel.scheduler import (
-    WorkScheduler,
-)
+from kafka_actors.parallel.scheduler import RUN_MAX, WorkScheduler
 from kafka_actors.parallel.settings import ParallelSettings, offset_metadata_limit
-from kafka_actors.parallel.workers import record_context_vars, set_record_fields
+from kafka_actors.parallel.workers import (
+    FAST_HANDLER_S,
+    record_context_vars,
+    set_record_fields,
+)
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord
 from kafka_actors.supervisors import FaultInjector
@@ -396,6 +399,10 @@ class AsyncParallelConsumer:
         fields = record_context_vars()
         waiters = progress.waiters
         following: Task | None = None
+        # Handlers run since `began` (the clock read once per chained start): while they
+        # take less than FAST_HANDLER_S each, a chained start may be a run (RUN_MAX).
+        began = time.perf_counter()
+        ran = 0
         while True:
             if following is not None:
                 task, following = following, None
@@ -422,10 +429,22 @@ class AsyncParallelConsumer:
             except Exception as exc:
                 self._outcome(task.work_id, exc)
                 continue
+            ran += 1
+            following = task.run_next
+            if following is not None:
+                if following.interruptions == scheduler.interruptions and not self._stopping:
+                    continue  # a run goes on: this success is settled by a later outcome
+                following = None  # interrupted: the run ends here (the rest go back)
+                scheduler.succeeded(task.work_id)
             # A success, as _outcome(work_id, None) handles it; when nothing else waits and
             # one of its key waited behind it, that one starts at once, in this task.
-            if task.followed and not queued and not self._stopping:
-                following, _ = scheduler.succeeded_next(task.work_id, self._now_ms())
+            elif task.followed and not queued and not self._stopping:
+                now = time.perf_counter()
+                fast = now - began < FAST_HANDLER_S * ran
+                began, ran = now, 0
+                following, _ = scheduler.succeeded_next(
+                    task.work_id, self._now_ms(), RUN_MAX if fast else 1
+                )
             else:
                 scheduler.succeeded(task.work_id)
             if waiters:

@@ -55,9 +55,7 @@ from kafka_actors.parallel.messages import (
     Task,
 )
 from kafka_actors.parallel.report import health_of, log_assigned, metrics_of, report_failure
-from kafka_actors.parallel.scheduler import (
-    WorkScheduler,
-)
+from kafka_actors.parallel.scheduler import RUN_MAX, WorkScheduler
 from kafka_actors.parallel.settings import (
     ParallelSettings,
     offset_metadata_limit,
@@ -366,18 +364,32 @@ class ParallelConsumer:
         thread would ask for more) and another record of its key waited behind this one
         (partition ordering's usual case), the success is applied at once and the record it
         lets start, if any, is returned for this thread to run next
-        (:meth:`WorkScheduler.succeeded_next`: no hand-off per record); other successes are
-        applied in batches by the next refill or turn."""
+        (:meth:`WorkScheduler.succeeded_next`: no hand-off per record; while the handlers
+        are fast, a run of the key's waiting records: :attr:`Task.run_next`, run with no
+        report until the last); other successes are applied in batches by the next refill
+        or turn."""
         try:
             self._call(task.record)
         except Exception as exc:
             self._outcomes.append((task.work_id, exc))
             return None
+        scheduler = self._scheduler
+        following = task.run_next
+        if following is not None:
+            if following.interruptions == scheduler.interruptions and not self._stop.is_set():
+                return following  # this success is settled by a later outcome of the run
+            # A partition began revoking, was removed or stopped, or the consumer stops:
+            # the run ends here (its records not begun go back, unstarted).
+            with self._lock:
+                scheduler.succeeded(task.work_id)
+            self._wake()
+            return None
         if not task.followed or self._pool.queued or self._stop.is_set():
             self._succeeded.append(task.work_id)
             return None
+        run_max = RUN_MAX if self._pool.fast else 1
         with self._lock:
-            following, resumable = self._scheduler.succeeded_next(task.work_id, self._now_ms())
+            following, resumable = scheduler.succeeded_next(task.work_id, self._now_ms(), run_max)
         if resumable:
             self._wake()  # a paused partition may resume
         return following

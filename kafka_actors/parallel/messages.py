@@ -107,6 +107,15 @@ class Task(NamedTuple):
     #: A record of its key (under partition ordering: of its partition) waited behind it
     #: when it started: its success lets that one start (a worker may run it next).
     followed: bool = False
+    #: The next record of a *run* (records of one key started together for one worker,
+    #: :meth:`~kafka_actors.parallel.scheduler.WorkScheduler.succeeded_next`): the worker runs
+    #: it once this one succeeded, without reporting this success (the outcome of a later
+    #: record of the run, or of the one where the worker stops, settles the ones before it).
+    run_next: Task | None = None
+    #: The scheduler's :attr:`~kafka_actors.parallel.scheduler.WorkScheduler.interruptions`
+    #: when the run started: when it has changed, the worker stops the run (a partition began
+    #: revoking, was removed or stopped meanwhile).
+    interruptions: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,12 @@ it waits for a retry (its key waits with it; other keys go on), and while its de
 being produced. Only completion (success, dead letter acknowledged, skipped by policy) moves
 the partition's committed offset.
 
+What waits is the records themselves; a record's bookkeeping (``_Work``) is made when it
+starts and lives while it is in flight. Records are tuples the garbage collector does not
+track, and a buffer of thousands of objects it does track, each living long enough to reach
+the oldest generation, made a full collection of the whole heap (tens of milliseconds in a
+process that imported a Kafka client) every few tens of thousands of records.
+
 Null keys under key ordering: each record without a key is its own key. A null key says the
 producer asked for no order (Kafka's default partitioner spreads such records over
 partitions), so serializing them as one key, as Confluent's Parallel Consumer does (its
@@ -66,6 +72,8 @@ DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096
 #: Records started in a row by :meth:`WorkScheduler.succeeded_next` on one worker before its
 #: slot goes back to :meth:`WorkScheduler.take_ready` (which serves the partitions in turn).
 CHAIN_MAX = 64
+#: The most records of one key :meth:`WorkScheduler.succeeded_next` starts as one run.
+RUN_MAX = 32
 _PARTITION_KEY: Hashable = ()  # the one key of a partition under partition ordering
 #: Makes a Task from a tuple of its fields without the named tuple's ``__new__`` (a Python
 #: function): what ``Task(*fields)`` does, for the one made per record started.
@@ -81,7 +89,8 @@ class WorkConfig:
     max_concurrency: int = 64
     #: Records in flight in one partition (default: ``max_concurrency``).
     max_in_flight_per_partition: int = 0
-    #: Records received and not started in one partition before its fetching pauses.
+    #: Records received and not started in one partition before its fetching pauses (it
+    #: resumes once half of them started: :meth:`WorkScheduler.fetch_pauses`).
     max_buffered_per_partition: int = 1000
     #: Offsets above the committed one (received, in flight or completed) in one partition
     #: before its fetching pauses: bounds the window's memory (one byte per offset).
@@ -184,14 +193,20 @@ class AssignResult:
     map_error: OffsetMapError | None
 
 
-def _is_followed(held: dict[Hashable, deque[_Work] | None], key: Hashable) -> bool:
+def _resume_mark(max_buffered: int) -> int:
+    """Records waiting in a partition whose fetching paused for a full buffer at or below
+    which it resumes."""
+    return max_buffered // 2
+
+
+def _is_followed(held: dict[Hashable, deque[ConsumerRecord] | None], key: Hashable) -> bool:
     """Whether a record of ``key`` waits behind the one of that key that starts now
     (:attr:`Task.followed`); a null key is its own key, never followed."""
     return key is not None and bool(held.get(key))
 
 
 class _Work:
-    """One record from its receipt until it completes (internal, mutable)."""
+    """One record from its start until it completes (internal, mutable)."""
 
     __slots__ = (
         "chained",
@@ -202,6 +217,7 @@ class _Work:
         "owner",
         "record",
         "request",
+        "run",
         "started_ms",
         "state",
     )
@@ -219,7 +235,9 @@ class _Work:
         self.started_ms = 0
         #: Starts in a row by :meth:`WorkScheduler.succeeded_next` that led to this one.
         self.chained = 0
-        self.state = "ready"  # ready | running | retry | dead_letter | stopped
+        #: The run this record was started in (its records in order), until it settles.
+        self.run: list[_Work] | None = None
+        self.state = "running"  # running | retry | dead_letter | stopped | done
         self.error: BaseException | None = None
 
     def attempts(self) -> int:
@@ -236,8 +254,11 @@ class _Partition:
     committed: OffsetAndMetadata | None
     inherited: offset_map.OffsetMap | None
     window: CompletionWindow | None = None
-    ready: deque[_Work] = field(default_factory=deque)
-    held: dict[Hashable, deque[_Work] | None] = field(default_factory=dict)
+    #: Records that may start, and under key ordering the ones waiting behind the record of
+    #: their key that is ahead of them: records, not :class:`_Work` (made when one starts), so
+    #: that what waits is no object the garbage collector tracks (module doc).
+    ready: deque[ConsumerRecord] = field(default_factory=deque)
+    held: dict[Hashable, deque[ConsumerRecord] | None] = field(default_factory=dict)
     buffered: int = 0
     in_flight: int = 0
     running: int = 0
@@ -248,6 +269,8 @@ class _Partition:
     committed_map_bytes: int = 0
     #: A start is held back now because the offset map would outgrow the broker's limit.
     map_full: bool = False
+    #: Fetching paused for a full buffer, until the buffer is down to half of its bound.
+    buffer_full: bool = False
 
 
 class WorkScheduler:
@@ -265,6 +288,9 @@ class WorkScheduler:
         self._running = 0
         self._turn = 0
         self.counters = WorkCounters()
+        #: Changes that stop a run (:attr:`Task.interruptions`): a partition began revoking,
+        #: was removed or stopped. Read by workers without the lock (an int).
+        self.interruptions = 0
         #: The widest window whose map fits the limit whatever its completions (the bitmap's
         #: worst case): a window this narrow needs no bound computed per start.
         self._span_always_fits = offset_map.span_always_fitting(config.offset_metadata_max_bytes)
@@ -313,6 +339,7 @@ class WorkScheduler:
             part = self._partitions.get(tp)
             if part is not None:
                 part.revoking = True
+                self.interruptions += 1
 
     def revoke_pending(self, partitions: Iterable[TopicPartition]) -> int:
         """Records of ``partitions`` whose handler runs or whose dead letter is being
@@ -333,6 +360,7 @@ class WorkScheduler:
             part = self._partitions.pop(tp, None)
             if part is None:
                 continue
+            self.interruptions += 1
             for work in [w for w in self._works.values() if w.owner is part]:
                 del self._works[work.id]
                 abandoned += 1
@@ -366,30 +394,36 @@ class WorkScheduler:
         else:
             fresh = [r for r in records if window.receive(r.offset)]
             counters.skipped_completed += len(records) - len(fresh)
-        ids = self._ids
         ready = part.ready
         part.buffered += len(fresh)
         if ordering is Ordering.UNORDERED:
-            ready.extend([_Work(next(ids), r, part, None) for r in fresh])
+            ready.extend(fresh)
             return len(fresh)
         held = part.held
         for record in fresh:
             key: Hashable = record.key if ordering is Ordering.KEY else _PARTITION_KEY
-            work = _Work(next(ids), record, part, key)
             if key is None:
-                ready.append(work)  # a null key is its own key (module doc)
+                ready.append(record)  # a null key is its own key (module doc)
             elif key not in held:
                 # No record of its key is ahead of it: it may start (None: none waits
                 # behind it yet, so that most keys cost no queue).
                 held[key] = None
-                ready.append(work)
+                ready.append(record)
             else:
                 queue = held[key]
                 if queue is None:
-                    held[key] = deque((work,))
+                    held[key] = deque((record,))
                 else:
-                    queue.append(work)
+                    queue.append(record)
         return len(fresh)
+
+    def _key_of(self, record: ConsumerRecord) -> Hashable:
+        """The key whose records run in turn: the record's key, its partition's one key, or
+        none (unordered)."""
+        ordering = self.config.ordering
+        if ordering is Ordering.KEY:
+            return record.key
+        return _PARTITION_KEY if ordering is Ordering.PARTITION else None
 
     # -- what starts -----------------------------------------------------------------------
 
@@ -414,7 +448,7 @@ class WorkScheduler:
                 assert request is not None  # a retry follows a failure
                 request.on_send_attempt(work.id)
                 followed = _is_followed(work.owner.held, work.key)
-                out.append(Task(work.id, work.record, request.attempts, followed))
+                out.append(Task(work.id, work.record, request.attempts, followed, None, 0))
                 continue
             heapq.heappop(due)
             if work is not None and work.state == "dead_letter":
@@ -426,6 +460,8 @@ class WorkScheduler:
         self._turn = (self._turn + 1) % n
         per_partition = self.config.max_in_flight_per_partition
         started = self._works
+        ids = self._ids
+        key_of = self._key_of
         progress = True
         while progress and self._running < limit:
             progress = False
@@ -457,13 +493,14 @@ class WorkScheduler:
                 append = out.append
                 held = part.held
                 for _ in range(count):
-                    work = popleft()
-                    work.state = "running"
+                    record = popleft()
+                    key = key_of(record)
+                    work_id = next(ids)
+                    work = _Work(work_id, record, part, key)
                     work.started_ms = now_ms
-                    work_id = work.id
                     started[work_id] = work
-                    followed = _is_followed(held, work.key)
-                    append(_new_tuple(Task, (work_id, work.record, 1, followed)))
+                    followed = _is_followed(held, key)
+                    append(_new_tuple(Task, (work_id, record, 1, followed, None, 0)))
                 progress = True
                 if self._running >= limit:
                     break
@@ -504,6 +541,8 @@ class WorkScheduler:
         work = self._works.get(work_id)
         if work is None or work.state != "running":
             return False
+        if work.run is not None:
+            self._settle_run(work)
         part = work.owner
         part.running -= 1
         self._running -= 1
@@ -521,6 +560,8 @@ class WorkScheduler:
             work = works.get(work_id)
             if work is None or work.state != "running":
                 continue
+            if work.run is not None:
+                self._settle_run(work)
             work.owner.running -= 1
             counted += 1
             self._complete(work)
@@ -528,16 +569,28 @@ class WorkScheduler:
         self.counters.succeeded += counted
         return counted
 
-    def succeeded_next(self, work_id: int, now_ms: int) -> tuple[Task | None, bool]:
+    def succeeded_next(
+        self, work_id: int, now_ms: int, run_max: int = 1
+    ) -> tuple[Task | None, bool]:
         """:meth:`succeeded`, then the next record of the same partition started at once when
         it may start now: its task, for the worker that ran ``work_id`` to run next with no
         hand-off (under partition ordering every record waits for the one before it, so a
         hand-off per record would be the whole cost of a fast handler). None when nothing
         of that partition may start now, when a retry is due (:meth:`take_ready` starts it
         first), or after :data:`CHAIN_MAX` such starts in a row: the slot then goes back to
-        :meth:`take_ready`, which serves the partitions in turn. The flag: this start took
-        the partition's buffer below ``max_buffered_per_partition``, its fetching may resume
-        (a pause for a full window lifts at the owner's next look at :meth:`fetch_pauses`)."""
+        :meth:`take_ready`, which serves the partitions in turn. The flag: these starts took
+        a partition paused for a full buffer to the mark where that pause lifts
+        (:meth:`fetch_pauses`), its fetching may resume (a pause for a full window lifts at
+        the owner's next look at :meth:`fetch_pauses`).
+
+        With ``run_max`` > 1 (the owner's handlers are fast), up to that many records of the
+        next record's key that wait behind it start with it as one *run*, within the same
+        bounds: the returned task links the next ones (:attr:`Task.run_next`). The worker runs
+        them in turn and reports only the outcome of the last one it ran; that outcome
+        settles the run (:meth:`_settle_run`): the records before it succeeded, the ones after
+        it go back, unstarted, ahead of their key's queue. A worker stops a run when
+        :attr:`interruptions` changed since it began (a revocation, a removal, a stop), so
+        one of them may start nothing more of it."""
         work = self._works.get(work_id)
         if work is None or not self.succeeded(work_id):
             return None, False
@@ -554,24 +607,106 @@ class WorkScheduler:
             or (self._due and self._due[0][0] <= now_ms)
         ):
             return None, False
-        if not self._fitting(part, 1):
+        want = 1
+        queue: deque[ConsumerRecord] | None = None
+        key = self._key_of(ready[0])
+        if run_max > 1:
+            queue = None if key is None else part.held.get(key)
+            if queue:
+                want = min(
+                    run_max,
+                    1 + len(queue),
+                    CHAIN_MAX - work.chained,
+                    config.max_concurrency - self._running,
+                    config.max_in_flight_per_partition - part.in_flight,
+                )
+        count = self._fitting(part, want)
+        if not count:
             return None, False
         part.map_full = False
-        following = ready.popleft()
-        following.chained = work.chained + 1
         buffered = part.buffered
-        part.buffered = buffered - 1
-        part.in_flight += 1
-        part.running += 1
-        self._running += 1
-        self.counters.started += 1
-        following.state = "running"
-        following.started_ms = now_ms
-        following_id = following.id
-        self._works[following_id] = following
-        followed = _is_followed(part.held, following.key)
-        task = _new_tuple(Task, (following_id, following.record, 1, followed))
-        return task, buffered == config.max_buffered_per_partition
+        part.buffered = buffered - count
+        part.in_flight += count
+        part.running += count
+        self._running += count
+        self.counters.started += count
+        works = self._works
+        ids = self._ids
+        chained = work.chained + count
+        record = ready.popleft()
+        if count == 1:
+            following = _Work(next(ids), record, part, key)
+            following.chained = chained
+            following.started_ms = now_ms
+            works[following.id] = following
+            followed = _is_followed(part.held, key)
+            task = _new_tuple(Task, (following.id, record, 1, followed, None, 0))
+        else:
+            assert queue is not None
+            popleft = queue.popleft
+            records = [record] + [popleft() for _ in range(count - 1)]
+            run = [_Work(next(ids), r, part, key) for r in records]
+            for member in run:
+                member.chained = chained
+                member.started_ms = now_ms
+                member.run = run
+                works[member.id] = member
+            # Built from the last one: each task links the next (the last one is followed
+            # when a record of its key still waits behind the run).
+            interruptions = self.interruptions
+            last = run[-1]
+            task = _new_tuple(
+                Task,
+                (last.id, last.record, 1, bool(queue), None, interruptions),
+            )
+            for member in run[-2::-1]:
+                task = _new_tuple(Task, (member.id, member.record, 1, True, task, interruptions))
+        resume_at = _resume_mark(config.max_buffered_per_partition)
+        return task, part.buffer_full and buffered > resume_at >= buffered - count
+
+    def _settle_run(self, work: _Work) -> None:
+        """The outcome of ``work``, a record of a run, is known (its worker ran the run up to
+        it): the records of the run before it succeeded (they complete, their key stays held
+        by ``work``), and the ones after it never began: they go back, unstarted, ahead of
+        their key's queue, which ``work``'s own completion or retry then moves as usual."""
+        run = work.run
+        assert run is not None
+        index = run.index(work)
+        counted = 0
+        for member in run[:index]:
+            member.run = None
+            if member.state == "running":
+                member.owner.running -= 1
+                counted += 1
+                self._complete(member, release=False)
+        self._running -= counted
+        self.counters.succeeded += counted
+        work.run = None
+        rest = run[index + 1 :]
+        if not rest:
+            return
+        part = work.owner
+        works = self._works
+        back: list[ConsumerRecord] = []
+        for member in rest:
+            member.run = None
+            if member.state != "running" or works.pop(member.id, None) is None:
+                continue  # abandoned: its partition was removed
+            member.state = "done"
+            back.append(member.record)
+        if not back:
+            return
+        n = len(back)
+        part.running -= n
+        part.in_flight -= n
+        part.buffered += n
+        self._running -= n
+        self.counters.started -= n
+        held = part.held
+        queue = held.get(work.key)
+        if queue is None:
+            held[work.key] = queue = deque()
+        queue.extendleft(reversed(back))
 
     def failed(self, work_id: int, error: BaseException, now_ms: int) -> FailureDecision | None:
         """The handler raised ``error`` for ``work_id``: a retry after the backoff (its key
@@ -580,6 +715,8 @@ class WorkScheduler:
         work = self._works.get(work_id)
         if work is None or work.state != "running":
             return None
+        if work.run is not None:
+            self._settle_run(work)
         self._stop_running(work)
         self.counters.failed_attempts += 1
         work.error = error
@@ -610,6 +747,7 @@ class WorkScheduler:
         )
         work.owner.stopped = stopped
         self.counters.stopped += 1
+        self.interruptions += 1
         return PartitionStopped(stopped)
 
     def dead_lettered(self, work_id: int) -> bool:
@@ -651,7 +789,10 @@ class WorkScheduler:
         work.owner.running -= 1
         self._running -= 1
 
-    def _complete(self, work: _Work) -> None:
+    def _complete(self, work: _Work, *, release: bool = True) -> None:
+        """``work`` is done: off the books, its offset completed in the window and, with
+        ``release`` (not for a record of a run before the last one that ran), the next record
+        of its key, if any, ready to start."""
         part = work.owner
         del self._works[work.id]
         work.state = "done"
@@ -660,7 +801,7 @@ class WorkScheduler:
         assert window is not None
         window.complete(work.record.offset)
         key = work.key
-        if key is not None:
+        if key is not None and release:
             held = part.held
             queue = held[key]
             if queue:
@@ -704,7 +845,11 @@ class WorkScheduler:
     # -- pauses and health -----------------------------------------------------------------
 
     def fetch_pauses(self) -> dict[TopicPartition, PauseReason]:
-        """Partitions whose fetching should pause now, and why."""
+        """Partitions whose fetching should pause now, and why. A pause for a full buffer
+        (``max_buffered_per_partition`` records waiting to start) lasts until the buffer is
+        down to half of that: pausing and resuming at the same mark made a partition whose
+        handlers keep up with its fetching pause and resume at almost every poll (each a
+        change of the fetch session)."""
         out: dict[TopicPartition, PauseReason] = {}
         for tp, part in self._partitions.items():
             reason = self._fetch_pause(part)
@@ -716,7 +861,13 @@ class WorkScheduler:
         config = self.config
         if part.stopped is not None:
             return PauseReason.STOPPED
-        if part.buffered >= config.max_buffered_per_partition:
+        buffered = part.buffered
+        if part.buffer_full:
+            if buffered <= _resume_mark(config.max_buffered_per_partition):
+                part.buffer_full = False
+        elif buffered >= config.max_buffered_per_partition:
+            part.buffer_full = True
+        if part.buffer_full:
             return PauseReason.BUFFER_FULL
         window = part.window
         if window is not None and window.uncommitted >= config.max_uncommitted_per_partition:

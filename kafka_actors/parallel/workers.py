@@ -47,6 +47,7 @@ from kafka_actors.parallel.messages import Task
 from kafka_actors.protocol.records.decode import ConsumerRecord
 
 __all__ = [
+    "FAST_HANDLER_S",
     "FAST_SAMPLE",
     "FIELDS",
     "SLOW_SCORE_FAST",
@@ -62,6 +63,8 @@ SLOW_SCORE_MAX = 8
 SLOW_SCORE_FAST = 4
 #: While the score is 0 (the handlers fast for a while), one handler in this many is timed.
 FAST_SAMPLE = 8
+#: A handler that returns within this many seconds is fast (module doc).
+FAST_HANDLER_S = 0.0001
 
 #: What a handler call has bound in the structlog context (``docs/parallel.md``).
 FIELDS = ("topic", "partition", "offset", "key", "attempt")
@@ -116,7 +119,7 @@ class HandlerPool:
         refill: Callable[[], list[Task]],
         name: str = "kafka-actors-parallel",
         *,
-        fast_handler_s: float = 0.0001,
+        fast_handler_s: float = FAST_HANDLER_S,
         stall_ms: int = 20,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:

@@ -21,7 +21,7 @@ from kafka_actors.parallel.messages import (
     RetryScheduled,
     Task,
 )
-from kafka_actors.parallel.scheduler import CHAIN_MAX, WorkConfig, WorkScheduler
+from kafka_actors.parallel.scheduler import CHAIN_MAX, WorkConfig, WorkScheduler, _Work
 from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records.decode import ConsumerRecord, TimestampType
 
@@ -203,6 +203,140 @@ def test_chained_starts_keep_the_order_and_the_bounds(
     }
 
 
+@given(
+    keys=st.lists(st.sampled_from([b"a", b"b", b"c", None]), min_size=1, max_size=150),
+    seed=st.integers(0, 2**32),
+    concurrency=st.integers(1, 16),
+    ordering=st.sampled_from(["key", "partition"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_runs_keep_the_order_and_settle_on_any_outcome(
+    keys: list[bytes | None], seed: int, concurrency: int, ordering: str
+) -> None:
+    # Workers that start runs (succeeded_next with run_max > 1) and run each run's records in
+    # turn without reporting them; a run ends at its last record, at a failure, or where its
+    # worker stops it (an interruption): that outcome settles the run. Every record succeeds
+    # once, in its key's order, never beside another of its key, and the commit covers all.
+    rnd = random.Random(seed)
+    s = scheduler(max_concurrency=concurrency, max_attempts=1000, ordering=ordering)
+    s.assign(TP1, OffsetAndMetadata(0))
+    s.offer(TP, [rec(i, k) for i, k in enumerate(keys)])
+    s.offer(TP1, [rec(i, k, TP1) for i, k in enumerate(keys)])
+    current: dict[int, Task] = {}  # what each worker runs now (by the work id)
+    handled: dict[object, list[int]] = defaultdict(list)
+    now = 0
+
+    def key_of(task: Task) -> object:
+        record = task.record
+        if ordering == "partition":
+            return record.partition
+        if record.key is None:
+            return (record.partition, "own", record.offset)
+        return (record.partition, record.key)
+
+    def check() -> None:
+        assert 0 < s.running() <= concurrency
+        assert len(current) <= s.running()
+        running_keys = [key_of(t) for t in current.values()]
+        assert len(running_keys) == len(set(running_keys))
+
+    while sum(map(len, handled.values())) < 2 * len(keys):
+        for task in tasks(s.take_ready(now)):
+            current[task.work_id] = task
+        check()
+        task = current.pop(rnd.choice(sorted(current)))
+        roll = rnd.random()
+        if roll < 0.1:
+            assert s.failed(task.work_id, ValueError("x"), now) is not None
+            now += 10_000
+            continue
+        handled[key_of(task)].append(task.record.offset)
+        following = task.run_next
+        if following is not None and roll < 0.9:
+            assert key_of(following) == key_of(task)
+            current[following.work_id] = following  # this success is not reported
+        elif following is not None or not task.followed or roll < 0.95:
+            assert s.succeeded(task.work_id)  # the run, if any, ends here
+        else:
+            nxt, _ = s.succeeded_next(task.work_id, now, rnd.randint(1, 6))
+            if nxt is not None:
+                assert nxt.record.partition == task.record.partition
+                current[nxt.work_id] = nxt
+        if current:
+            check()
+    for offsets in handled.values():
+        assert offsets == sorted(set(offsets))
+    assert s.running() == 0
+    assert s.pending() == 0
+    assert s.commit_offsets() == {
+        TP: OffsetAndMetadata(len(keys), ""),
+        TP1: OffsetAndMetadata(len(keys), ""),
+    }
+
+
+def test_a_run_starts_the_waiting_records_of_one_key_as_linked_tasks() -> None:
+    s = scheduler(ordering="partition", max_buffered_per_partition=100)
+    s.offer(TP, [rec(i, b"k") for i in range(10)])
+    (first,) = tasks(s.take_ready(0))
+    assert first.followed
+    run, resumable = s.succeeded_next(first.work_id, 0, run_max=4)
+    assert run is not None and not resumable
+    members = [run]
+    while members[-1].run_next is not None:
+        members.append(members[-1].run_next)  # type: ignore[arg-type]
+    assert [t.record.offset for t in members] == [1, 2, 3, 4]
+    assert all(t.followed for t in members)  # the last one: records 5.. wait behind it
+    assert {t.interruptions for t in members} == {s.interruptions}
+    assert s.running() == 4 and s.pending() == 9
+    # The last one's outcome settles the run: all four succeeded.
+    nxt, _ = s.succeeded_next(members[-1].work_id, 0, run_max=100)
+    assert s.counters.succeeded == 5
+    assert s.commit_offsets()[TP].offset == 5
+    assert nxt is not None and nxt.record.offset == 5
+    # A run is no longer than what waits, and its last record is not followed then.
+    last = nxt
+    while last.run_next is not None:
+        last = last.run_next
+    assert last.record.offset == 9 and not last.followed
+
+
+def test_a_failure_or_a_stop_inside_a_run_puts_the_rest_back_in_order() -> None:
+    s = scheduler(ordering="partition", max_attempts=3, retry_backoff_ms=100)
+    s.assign(TP1, OffsetAndMetadata(0))
+    s.offer(TP, [rec(i, b"k") for i in range(8)])
+    (first,) = tasks(s.take_ready(0))
+    run, _ = s.succeeded_next(first.work_id, 0, run_max=5)  # offsets 1..5
+    assert run is not None and run.run_next is not None
+    second = run.run_next
+    # 1 succeeded (not reported), 2 fails: 1 completes, 3..5 go back, unstarted.
+    assert isinstance(s.failed(second.work_id, ValueError("x"), 0), RetryScheduled)
+    assert s.commit_offsets()[TP].offset == 2
+    assert s.running() == 0 and s.pending() == 6  # 2 (waiting for its retry), 3..7
+    assert tasks(s.take_ready(50)) == []  # the retry holds the partition
+    (retry,) = tasks(s.take_ready(100))
+    assert retry.record.offset == 2 and retry.attempt == 2
+    run, _ = s.succeeded_next(retry.work_id, 100, run_max=2)
+    assert run is not None and run.record.offset == 3
+    # The worker stops the run after 3 (an interruption): 4 goes back and starts next.
+    s.begin_revoke([TP1])  # any revocation interrupts runs
+    assert run.run_next is not None and run.run_next.interruptions != s.interruptions
+    assert s.succeeded(run.work_id)
+    assert s.commit_offsets()[TP].offset == 4
+    assert [t.record.offset for t in tasks(s.take_ready(100))] == [4]
+
+
+def test_a_run_of_a_removed_partition_is_abandoned() -> None:
+    s = scheduler(ordering="partition")
+    s.offer(TP, [rec(i, b"k") for i in range(6)])
+    (first,) = tasks(s.take_ready(0))
+    run, _ = s.succeeded_next(first.work_id, 0, run_max=3)
+    assert run is not None and run.run_next is not None
+    before = s.interruptions
+    assert s.remove([TP]) == 3
+    assert s.interruptions > before
+    assert not s.succeeded(run.work_id) and s.running() == 0
+
+
 def test_a_record_knows_whether_one_of_its_key_waits_behind_it() -> None:
     s = scheduler()
     s.offer(TP, [rec(0, b"a"), rec(1, b"b"), rec(2, b"a"), rec(3, None), rec(4, None)])
@@ -244,16 +378,22 @@ def test_a_chain_of_starts_ends_at_its_cap_a_revocation_or_a_due_retry() -> None
 
 
 def test_a_chained_start_says_when_the_partition_may_resume_fetching() -> None:
-    s = scheduler(ordering="partition", max_buffered_per_partition=3)
-    s.offer(TP, [rec(i, b"k") for i in range(4)])
+    # A pause for a full buffer (4) lasts until the buffer is down to half of it (2).
+    s = scheduler(ordering="partition", max_buffered_per_partition=4)
+    s.offer(TP, [rec(i, b"k") for i in range(5)])
     assert s.fetch_pauses() == {TP: PauseReason.BUFFER_FULL}
     (task,) = tasks(s.take_ready(0))
-    assert s.fetch_pauses() == {TP: PauseReason.BUFFER_FULL}  # 3 still buffered
+    assert s.fetch_pauses() == {TP: PauseReason.BUFFER_FULL}  # 4 still buffered
     following, resumable = s.succeeded_next(task.work_id, 0)
+    assert following is not None and not resumable  # 3 buffered: still paused
+    assert s.fetch_pauses() == {TP: PauseReason.BUFFER_FULL}
+    following, resumable = s.succeeded_next(following.work_id, 0)
     assert following is not None and resumable  # 2 buffered now
     assert s.fetch_pauses() == {}
     following, resumable = s.succeeded_next(following.work_id, 0)
     assert following is not None and not resumable  # it was not paused
+    s.offer(TP, [rec(i, b"k") for i in range(5, 7)])
+    assert s.fetch_pauses() == {}  # 3 buffered: below the bound, fetching goes on
 
 
 def test_chains_leave_no_partition_waiting_behind_others() -> None:
@@ -573,12 +713,12 @@ def _one_by_one(s: WorkScheduler, now_ms: int) -> list[tuple[TopicPartition, int
                     s.counters.offset_map_full += 1
                 continue
             part.map_full = False
-            work = part.ready.popleft()
+            record = part.ready.popleft()
+            work = _Work(next(s._ids), record, part, s._key_of(record))
             part.buffered -= 1
             part.in_flight += 1
             part.running += 1
             s._running += 1
-            work.state = "running"
             work.started_ms = now_ms
             s._works[work.id] = work
             s.counters.started += 1
