@@ -461,7 +461,9 @@ class WorkScheduler:
         per_partition = self.config.max_in_flight_per_partition
         started = self._works
         ids = self._ids
-        key_of = self._key_of
+        ordering = self.config.ordering
+        by_key = ordering is Ordering.KEY
+        fixed_key = _PARTITION_KEY if ordering is Ordering.PARTITION else None
         progress = True
         while progress and self._running < limit:
             progress = False
@@ -494,12 +496,13 @@ class WorkScheduler:
                 held = part.held
                 for _ in range(count):
                     record = popleft()
-                    key = key_of(record)
+                    # _key_of and _is_followed, inline (once per record started)
+                    key = record.key if by_key else fixed_key
                     work_id = next(ids)
                     work = _Work(work_id, record, part, key)
                     work.started_ms = now_ms
                     started[work_id] = work
-                    followed = _is_followed(held, key)
+                    followed = key is not None and bool(held.get(key))
                     append(_new_tuple(Task, (work_id, record, 1, followed, None, 0)))
                 progress = True
                 if self._running >= limit:

@@ -527,3 +527,98 @@ def test_a_wake_up_between_two_polls_is_not_lost(stand_in: type[_StandIn]) -> No
     pc._turn(poll=True)
     assert timeouts[-1] > 0  # once
     pc.close(5)
+
+
+def _count_runs(pc: ParallelConsumer) -> list[int]:
+    """Wrap the scheduler's succeeded_next to record the lengths of the runs it starts."""
+    lengths: list[int] = []
+    scheduler = pc._scheduler
+    original = scheduler.succeeded_next
+
+    def wrapper(work_id: int, now_ms: int, run_max: int = 1) -> tuple[Task | None, bool]:
+        task, resumable = original(work_id, now_ms, run_max)
+        n, t = 0, task
+        while t is not None:
+            n += 1
+            t = t.run_next
+        if n > 1:
+            lengths.append(n)
+        return task, resumable
+
+    scheduler.succeeded_next = wrapper  # type: ignore[method-assign]
+    return lengths
+
+
+def test_runs_of_fast_handlers_keep_the_order_and_retry_a_failure_inside_one(
+    stand_in: type[_StandIn],
+) -> None:
+    # Partition ordering, no-op handlers: a worker runs records in runs (Task.run_next). A
+    # record failing inside a run ends it there: the ones after it go back and run after
+    # its retry, in order; nothing is handled twice but the failed attempt.
+    n = 4000
+    stand_in.records = [rec(i, b"k%d" % (i % 5)) for i in range(n)]
+    handled: list[int] = []
+    failed: list[int] = []
+
+    def handle(record: ConsumerRecord) -> None:
+        if record.offset == 2222 and not failed:
+            failed.append(record.offset)
+            raise RuntimeError("once")
+        handled.append(record.offset)
+
+    pc = ParallelConsumer(
+        {"bootstrap.servers": "localhost:9", "group.id": "g", "auto.commit.interval.ms": 50},
+        handler=handle,
+        ordering="partition",
+        max_concurrency=8,
+        retry_backoff_ms=5,
+        retry_backoff_max_ms=10,
+        offset_metadata_max_bytes=4096,
+    )
+    runs = _count_runs(pc)
+    pc.subscribe(["orders"])
+    runner = threading.Thread(target=pc.run, daemon=True)
+    runner.start()
+    wait_for(lambda: len(handled) >= n)
+    pc.close(10)
+    runner.join(10)
+    assert handled == list(range(n))
+    assert failed == [2222]
+    assert runs and max(runs) > 1  # runs were used
+    assert stand_in.instances[0].commits[-1][TP].offset == n
+
+
+def test_close_inside_a_run_commits_exactly_what_was_handled(
+    stand_in: type[_StandIn],
+) -> None:
+    # close() while workers are inside runs: each stops at its next record; the records of a
+    # run that had not begun go back, so the commit is exactly the handled prefix.
+    n = 20_000
+    stand_in.records = [rec(i, b"k") for i in range(n)]
+    handled: list[int] = []
+    halfway = threading.Event()
+
+    def handle(record: ConsumerRecord) -> None:
+        handled.append(record.offset)
+        if record.offset == 3000:
+            halfway.set()
+
+    pc = ParallelConsumer(
+        {"bootstrap.servers": "localhost:9", "group.id": "g"},
+        handler=handle,
+        ordering="partition",
+        max_concurrency=4,
+        offset_metadata_max_bytes=4096,
+    )
+    runs = _count_runs(pc)
+    pc.subscribe(["orders"])
+    runner = threading.Thread(target=pc.run, daemon=True)
+    runner.start()
+    assert halfway.wait(10)
+    pc.close(10)
+    runner.join(10)
+    done = len(handled)
+    assert 3000 < done < n
+    assert handled == list(range(done))
+    assert runs and max(runs) > 1
+    assert stand_in.instances[0].commits[-1][TP].offset == done
