@@ -636,34 +636,26 @@ class WorkScheduler:
         works = self._works
         ids = self._ids
         chained = work.chained + count
-        record = ready.popleft()
-        if count == 1:
-            following = _Work(next(ids), record, part, key)
-            following.chained = chained
-            following.started_ms = now_ms
-            works[following.id] = following
-            followed = _is_followed(part.held, key)
-            task = _new_tuple(Task, (following.id, record, 1, followed, None, 0))
-        else:
+        records = [ready.popleft()]
+        if count > 1:
             assert queue is not None
             popleft = queue.popleft
-            records = [record] + [popleft() for _ in range(count - 1)]
-            run = [_Work(next(ids), r, part, key) for r in records]
-            for member in run:
-                member.chained = chained
-                member.started_ms = now_ms
+            records += [popleft() for _ in range(count - 1)]
+        run = [_Work(next(ids), r, part, key) for r in records]
+        for member in run:
+            member.chained = chained
+            member.started_ms = now_ms
+            works[member.id] = member
+            if count > 1:
                 member.run = run
-                works[member.id] = member
-            # Built from the last one: each task links the next (the last one is followed
-            # when a record of its key still waits behind the run).
-            interruptions = self.interruptions
-            last = run[-1]
-            task = _new_tuple(
-                Task,
-                (last.id, last.record, 1, bool(queue), None, interruptions),
-            )
-            for member in run[-2::-1]:
-                task = _new_tuple(Task, (member.id, member.record, 1, True, task, interruptions))
+        # Built from the last one: each task links the next; the last one is followed when
+        # a record of its key still waits behind the run.
+        interruptions = self.interruptions
+        last = run[-1]
+        followed = _is_followed(part.held, key)
+        task = _new_tuple(Task, (last.id, last.record, 1, followed, None, interruptions))
+        for member in run[-2::-1]:
+            task = _new_tuple(Task, (member.id, member.record, 1, True, task, interruptions))
         resume_at = _resume_mark(config.max_buffered_per_partition)
         return task, part.buffer_full and buffered > resume_at >= buffered - count
 
