@@ -5,13 +5,23 @@ leader killed (SIGKILL) and started again.
 Two members consume (implicit acknowledgement): a KafkaShareConsumer on a thread and an
 AsyncKafkaShareConsumer on an event loop of its own thread. Counted by offset: every
 produced record is handed out; a record is handed out again only as a new delivery (a higher
-delivery count) and only if no acknowledgement of it was reported committed before (the
-acknowledgement-commit callback); no call hangs; close() returns.
+delivery count, or any count once a partition leader went away in between) and only if no
+acknowledgement of it was reported committed before (the acknowledgement-commit callback); no
+call hangs; close() returns.
+
+Why a leader change may repeat a delivery count: the share-partition leader persists a
+record's state (through the share coordinator) when it is acknowledged, released or its lock
+times out, not when it is acquired. A record acquired and handed out, whose acknowledgement
+did not reach the persisted state before its leader stopped, comes back from the new leader
+with the count last persisted: 1 again for a first delivery. (Seen once in CI: offset 0 of the
+first victim's partition, handed out twice with count 1, its acknowledgement never reported
+committed; the share-state topic had been created five seconds before the stop.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -43,12 +53,14 @@ def cluster() -> Iterator[KafkaCluster]:
 
 
 class Member:
-    #: Shared by the members: (partition, offset) -> delivery counts, in the order handed
-    #: out, and how many deliveries had been handed out when an acknowledgement of it was
-    #: first reported committed.
+    #: Shared by the members: (partition, offset) -> (leader changes begun before it, delivery
+    #: count) of each delivery, in the order handed out, and how many deliveries had been
+    #: handed out when an acknowledgement of it was first reported committed.
     lock = threading.Lock()
-    deliveries: dict[tuple[int, int], list[int]] = {}
+    deliveries: dict[tuple[int, int], list[tuple[int, int]]] = {}
     committed_at: dict[tuple[int, int], int] = {}
+    #: Leader changes begun so far (the test counts them before it stops or kills a broker).
+    leader_changes = 0
 
     def __init__(
         self, name: str, config: dict[str, object], topic: str, *, on_loop: bool = False
@@ -80,7 +92,8 @@ class Member:
         with self.lock:
             self.handed_out += len(batch)
             for r in batch:
-                self.deliveries.setdefault((r.partition, r.offset), []).append(r.delivery_count)
+                key = (r.partition, r.offset)
+                self.deliveries.setdefault(key, []).append((self.leader_changes, r.delivery_count))
 
     def _run(self) -> None:
         assert self.consumer is not None
@@ -136,6 +149,7 @@ def test_share_consumers_survive_leader_restart_and_kill(cluster: KafkaCluster) 
     }
     Member.deliveries.clear()
     Member.committed_at.clear()
+    Member.leader_changes = 0
     members = [Member("m0", config, topic), Member("m1", config, topic, on_loop=True)]
 
     def handed_out() -> set[tuple[int, int]]:
@@ -157,12 +171,16 @@ def test_share_consumers_survive_leader_restart_and_kill(cluster: KafkaCluster) 
         wait_for(COUNT // 3, 180, "before the restart")
         # 1. The leader of partition 0: controlled shutdown, records produced meanwhile.
         victim = broker_index(cluster, leaders_of(bootstrap, topic)[0])
+        with Member.lock:
+            Member.leader_changes += 1
         cluster.stop_broker(victim)
         produce(bootstrap, topic, COUNT // 3, start=COUNT // 3)
         cluster.start_broker(victim)
         wait_for(2 * COUNT // 3, 300, "after the restart")
         # 2. The leader of partition 1 killed, records produced meanwhile.
         victim = broker_index(cluster, leaders_of(bootstrap, topic)[1])
+        with Member.lock:
+            Member.leader_changes += 1
         cluster.kill_broker(victim)
         produce(bootstrap, topic, COUNT - 2 * (COUNT // 3), start=2 * (COUNT // 3))
         cluster.start_broker(victim)
@@ -189,8 +207,11 @@ def test_share_consumers_survive_leader_restart_and_kill(cluster: KafkaCluster) 
         assert m.errors == [], m.errors
     assert len(handed_out()) == COUNT
     assert all(m.handed_out > 0 for m in members), [m.handed_out for m in members]
-    for key, counts in Member.deliveries.items():
-        assert counts == sorted(set(counts)), (key, counts)  # again only as a new delivery
+    for key, deliveries in Member.deliveries.items():
+        # Again only as a new delivery: a higher count, or a leader change in between (the
+        # new leader counts from the persisted state: module doc).
+        for (changes, count), (later_changes, later_count) in itertools.pairwise(deliveries):
+            assert later_count > count or later_changes > changes, (key, deliveries)
     assert Member.committed_at, "no acknowledgement was reported committed"
     for key, n in Member.committed_at.items():
         # Never handed out again after its acceptance was reported committed.
