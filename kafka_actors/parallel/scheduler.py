@@ -486,11 +486,7 @@ class WorkScheduler:
                     self.counters.offset_map_full += 1
                 if not count:
                     continue
-                part.buffered -= count
-                part.in_flight += count
-                part.running += count
-                self._running += count
-                self.counters.started += count
+                self._count_starts(part, count)
                 popleft = ready.popleft
                 append = out.append
                 held = part.held
@@ -508,6 +504,14 @@ class WorkScheduler:
                 if self._running >= limit:
                     break
         return out
+
+    def _count_starts(self, part: _Partition, count: int) -> None:
+        """``count`` records of ``part`` leave its buffer and start (in flight, running)."""
+        part.buffered -= count
+        part.in_flight += count
+        part.running += count
+        self._running += count
+        self.counters.started += count
 
     def _fitting(self, part: _Partition, want: int) -> int:
         """How many of ``want`` records may start in ``part`` with its offset map, every
@@ -628,11 +632,7 @@ class WorkScheduler:
             return None, False
         part.map_full = False
         buffered = part.buffered
-        part.buffered = buffered - count
-        part.in_flight += count
-        part.running += count
-        self._running += count
-        self.counters.started += count
+        self._count_starts(part, count)
         works = self._works
         ids = self._ids
         chained = work.chained + count

@@ -49,6 +49,16 @@ def scheduler(**options: object) -> WorkScheduler:
     return s
 
 
+def two_partitions(keys: list[bytes | None], concurrency: int, ordering: str) -> WorkScheduler:
+    """A scheduler (up to 1,000 attempts a record) with TP and TP1 assigned, each offered a
+    record per key of ``keys`` from offset 0."""
+    s = scheduler(max_concurrency=concurrency, max_attempts=1000, ordering=ordering)
+    s.assign(TP1, OffsetAndMetadata(0))
+    s.offer(TP, [rec(i, k) for i, k in enumerate(keys)])
+    s.offer(TP1, [rec(i, k, TP1) for i, k in enumerate(keys)])
+    return s
+
+
 @given(
     keys=st.lists(st.sampled_from([b"a", b"b", b"c", b"d", None]), min_size=1, max_size=120),
     seed=st.integers(0, 2**32),
@@ -151,10 +161,7 @@ def test_chained_starts_keep_the_order_and_the_bounds(
     # pool thread does when its queue is empty); the others go through take_ready. Orders,
     # bounds and the commit are those of one start at a time.
     rnd = random.Random(seed)
-    s = scheduler(max_concurrency=concurrency, max_attempts=1000, ordering=ordering)
-    s.assign(TP1, OffsetAndMetadata(0))
-    s.offer(TP, [rec(i, k) for i, k in enumerate(keys)])
-    s.offer(TP1, [rec(i, k, TP1) for i, k in enumerate(keys)])
+    s = two_partitions(keys, concurrency, ordering)
     running: dict[int, Task] = {}
     handled: dict[object, list[int]] = defaultdict(list)
     now = 0
@@ -218,10 +225,7 @@ def test_runs_keep_the_order_and_settle_on_any_outcome(
     # worker stops it (an interruption): that outcome settles the run. Every record succeeds
     # once, in its key's order, never beside another of its key, and the commit covers all.
     rnd = random.Random(seed)
-    s = scheduler(max_concurrency=concurrency, max_attempts=1000, ordering=ordering)
-    s.assign(TP1, OffsetAndMetadata(0))
-    s.offer(TP, [rec(i, k) for i, k in enumerate(keys)])
-    s.offer(TP1, [rec(i, k, TP1) for i, k in enumerate(keys)])
+    s = two_partitions(keys, concurrency, ordering)
     current: dict[int, Task] = {}  # what each worker runs now (by the work id)
     handled: dict[object, list[int]] = defaultdict(list)
     now = 0

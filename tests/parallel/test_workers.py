@@ -47,6 +47,18 @@ def wait_for(condition: Any, timeout: float = 10.0) -> None:
         time.sleep(0.005)
 
 
+def run_until(pc: ParallelConsumer, *conditions: Any) -> None:
+    """Subscribe ``pc`` to "orders", run its loop on a thread until each of ``conditions``
+    holds in turn, then close it (10 s) and join the loop."""
+    pc.subscribe(["orders"])
+    runner = threading.Thread(target=pc.run, daemon=True)
+    runner.start()
+    for condition in conditions:
+        wait_for(condition)
+    pc.close(10)
+    runner.join(10)
+
+
 def test_every_task_runs_once_and_an_empty_queue_asks_for_more() -> None:
     ran: list[int] = []
     lock = threading.Lock()
@@ -405,12 +417,7 @@ def test_records_end_and_start_on_the_pool_in_order_each_once(
         max_concurrency=8,
         offset_metadata_max_bytes=4096,
     )
-    pc.subscribe(["orders"])
-    runner = threading.Thread(target=pc.run, daemon=True)
-    runner.start()
-    wait_for(lambda: len(handled) >= n)
-    pc.close(10)
-    runner.join(10)
+    run_until(pc, lambda: len(handled) >= n)
     assert sorted(handled) == list(range(n))  # each once
     assert most[0] <= 8
     if ordering == "partition":
@@ -446,13 +453,11 @@ def test_a_failing_record_is_retried_and_the_commit_waits_for_it(
         retry_backoff_max_ms=40,
         offset_metadata_max_bytes=4096,
     )
-    pc.subscribe(["orders"])
-    runner = threading.Thread(target=pc.run, daemon=True)
-    runner.start()
-    wait_for(lambda: len(attempts) == 300 and attempts[100] == 3)
-    wait_for(lambda: pc.metrics()["records-completed-total"] == 300)
-    pc.close(10)
-    runner.join(10)
+    run_until(
+        pc,
+        lambda: len(attempts) == 300 and attempts[100] == 3,
+        lambda: pc.metrics()["records-completed-total"] == 300,
+    )
     assert attempts[100] == 3
     assert all(count == 1 for offset, count in attempts.items() if offset != 100)
     assert stand_in.instances[0].commits[-1][TP].offset == 300
@@ -484,12 +489,7 @@ def test_a_failure_among_fast_handlers_retries_only_it_and_keeps_its_keys_order(
         retry_backoff_max_ms=10,
         offset_metadata_max_bytes=4096,
     )
-    pc.subscribe(["orders"])
-    runner = threading.Thread(target=pc.run, daemon=True)
-    runner.start()
-    wait_for(lambda: len(handled) >= n)
-    pc.close(10)
-    runner.join(10)
+    run_until(pc, lambda: len(handled) >= n)
     assert sorted(handled) == list(range(n))
     assert {o: c for o, c in attempts.items() if c != 1} == {500: 2, 1001: 2}
     for k in range(16):
@@ -576,12 +576,7 @@ def test_runs_of_fast_handlers_keep_the_order_and_retry_a_failure_inside_one(
         offset_metadata_max_bytes=4096,
     )
     runs = _count_runs(pc)
-    pc.subscribe(["orders"])
-    runner = threading.Thread(target=pc.run, daemon=True)
-    runner.start()
-    wait_for(lambda: len(handled) >= n)
-    pc.close(10)
-    runner.join(10)
+    run_until(pc, lambda: len(handled) >= n)
     assert handled == list(range(n))
     assert failed == [2222]
     assert runs and max(runs) > 1  # runs were used
@@ -611,12 +606,7 @@ def test_close_inside_a_run_commits_exactly_what_was_handled(
         offset_metadata_max_bytes=4096,
     )
     runs = _count_runs(pc)
-    pc.subscribe(["orders"])
-    runner = threading.Thread(target=pc.run, daemon=True)
-    runner.start()
-    assert halfway.wait(10)
-    pc.close(10)
-    runner.join(10)
+    run_until(pc, halfway.is_set)
     done = len(handled)
     assert 3000 < done < n
     assert handled == list(range(done))
