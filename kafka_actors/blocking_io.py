@@ -19,6 +19,9 @@ from kafka_actors.protocol.wire.framing import FrameDecoder
 __all__ = ["read_frame", "write_frame"]
 
 _RECV_SIZE: Final = 256 * 1024
+#: The most one read asks for, whatever a frame's size prefix says: the prefix is read from the
+#: network, so it may not decide an allocation of up to the largest frame (128 MiB) at once.
+_RECV_MAX: Final = 1024 * 1024
 
 
 def write_frame(sock: socket.socket, data: bytes, node: str) -> None:
@@ -35,7 +38,7 @@ def read_frame(sock: socket.socket, decoder: FrameDecoder, node: str) -> bytes:
     """Read until ``decoder`` yields one frame (the answer to the one request in flight)."""
     while True:
         try:
-            chunk = sock.recv(max(_RECV_SIZE, decoder.bytes_needed))
+            chunk = sock.recv(max(_RECV_SIZE, min(decoder.bytes_needed, _RECV_MAX)))
         except TimeoutError as exc:
             raise KafkaTimeoutError("Timed out waiting for a response", node=node) from exc
         except OSError as exc:
