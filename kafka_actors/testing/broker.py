@@ -995,9 +995,10 @@ class KafkaCluster:
         register(proc)
 
     def _wait_ready(self, timeout: float, nodes: Sequence[KafkaNode] | None = None) -> None:
-        """Wait until ``nodes`` (default: all) are up: each node's port accepts, each of
-        those brokers answers a Metadata request itself, and that answer lists every
-        running broker (so all are registered and unfenced)."""
+        """Wait until ``nodes`` (default: all) are up: each node's port accepts, and every
+        running broker answers a Metadata request itself listing every running broker (so all
+        are registered and unfenced, and each broker's metadata has caught up with the ones
+        that started: a broker that came back is not in the others' answers at once)."""
         from confluent_kafka.admin import AdminClient
 
         waiting = list(nodes) if nodes is not None else list(self._nodes)
@@ -1022,8 +1023,8 @@ class KafkaCluster:
                 time.sleep(0.1)
         want = {n.node_id for n in self.brokers if n.running}
         seen: set[int] = set()
-        for n in waiting:
-            if not n.is_broker:
+        for n in self.brokers:
+            if not n.running:
                 continue
             # Bootstrapping from this node alone: the first answer comes from it.
             admin = AdminClient(
