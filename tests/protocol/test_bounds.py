@@ -135,6 +135,21 @@ def test_walk_ends_where_kio_ends_and_decoding_is_unchanged() -> None:
     assert decode_response(frame, cls, correlation_id=5) == expected
 
 
+def test_the_careful_walk_is_generated_only_for_a_frame_that_fails_the_fast_one() -> None:
+    """Issue 26: generating a walk costs about as much as the first decode, so a well-formed
+    frame generates the fast walk alone; the careful one (naming the field) waits for a bad
+    frame."""
+    cls = response_type(3, 13)
+    bounds._WALKS.pop(cls, None)
+    bounds._CAREFUL.pop(cls, None)
+    frame = metadata_v13_frame()
+    assert bounds.check_entity(frame, 5, cls) == len(frame)
+    assert cls in bounds._WALKS and cls not in bounds._CAREFUL
+    with pytest.raises(TruncatedFrameError, match="brokers claims"):
+        bounds.check_entity(frame[:12], 5, cls)
+    assert cls in bounds._CAREFUL
+
+
 @pytest.mark.parametrize(
     ("mutate", "error", "text"),
     [

@@ -28,7 +28,9 @@ non-nullable; ``RequestHeader.client_id`` is always a nullable legacy string.
 The walk is generated Python source (one function per struct, consecutive fixed-size fields
 merged into one step, one-byte varints inlined, arrays of fixed-size items skipped by length,
 record sets skipped as one blob): it runs on every response, so it must cost little next to the
-decode itself. ``plan_source(cls)`` shows the generated code.
+decode itself. ``plan_source(cls)`` shows the generated code. A class's fast walk is generated
+at its first frame; the careful walk (which names the failing field) only when a frame fails
+the fast one, since generating it costs as much as the first decode (issue 26).
 """
 
 from __future__ import annotations
@@ -198,7 +200,21 @@ def _describe(
     return _Array(item, compact=flexible)
 
 
+_FIELDS: dict[type, tuple[list[tuple[str, _Field]], dict[int, tuple[str, _Field]]]] = {}
+
+
 def _fields(cls: type) -> tuple[list[tuple[str, _Field]], dict[int, tuple[str, _Field]]]:
+    """``cls``'s regular fields (in order) and tagged fields (by tag), described once: the
+    fast and the careful walks and :func:`min_encoded_size` all read them."""
+    described = _FIELDS.get(cls)
+    if described is None:
+        described = _FIELDS[cls] = _describe_fields(cls)
+    return described
+
+
+def _describe_fields(
+    cls: type,
+) -> tuple[list[tuple[str, _Field]], dict[int, tuple[str, _Field]]]:
     flexible = bool(getattr(cls, "__flexible__", False))
     request_header = cls.__name__ == "RequestHeader"
     regular: list[tuple[str, _Field]] = []
@@ -425,8 +441,11 @@ def _join(path: str, names: list[str]) -> str:
 
 
 _lock = threading.Lock()
-_WALKS: dict[type, tuple[Walk, Walk]] = {}
-_SOURCES: dict[type, str] = {}
+#: The fast walk of each class, generated at its first frame.
+_WALKS: dict[type, Walk] = {}
+#: The careful walk of each class and its source, generated only when a frame fails the fast
+#: walk (or for :func:`plan_source`): a well-formed response never needs it.
+_CAREFUL: dict[type, tuple[Walk, str]] = {}
 
 
 def _compile(cls: type, fast: bool) -> tuple[Walk, str]:
@@ -441,28 +460,35 @@ def _compile(cls: type, fast: bool) -> tuple[Walk, str]:
     return walk, source
 
 
-def _walks_for(cls: type) -> tuple[Walk, Walk]:
-    """The (fast, careful) walks of ``cls``, generated once."""
-    walks = _WALKS.get(cls)
-    if walks is not None:
-        return walks
+def _fast_walk(cls: type) -> Walk:
+    """The fast walk of ``cls``, generated once."""
+    walk = _WALKS.get(cls)
+    if walk is not None:
+        return walk
     with _lock:
-        walks = _WALKS.get(cls)
-        if walks is None:
-            fast, _ = _compile(cls, True)
-            careful, source = _compile(cls, False)
-            walks = (fast, careful)
-            _SOURCES[cls] = source
-            _WALKS[cls] = walks
-    return walks
+        walk = _WALKS.get(cls)
+        if walk is None:
+            walk = _WALKS[cls] = _compile(cls, True)[0]
+    return walk
+
+
+def _careful_walk(cls: type) -> tuple[Walk, str]:
+    """The careful walk of ``cls`` and its source, generated once."""
+    careful = _CAREFUL.get(cls)
+    if careful is not None:
+        return careful
+    with _lock:
+        careful = _CAREFUL.get(cls)
+        if careful is None:
+            careful = _CAREFUL[cls] = _compile(cls, False)
+    return careful
 
 
 def plan_source(cls: type, *, fast: bool = False) -> str:
     """The generated walk for ``cls`` (for reading and debugging)."""
     if fast:
         return _compile(cls, True)[1]
-    _walks_for(cls)
-    return _SOURCES[cls]
+    return _careful_walk(cls)[1]
 
 
 # -- Entry points ------------------------------------------------------------------------------
@@ -480,16 +506,15 @@ def check_entity(frame: Buffer, offset: int, cls: type, what: str | None = None)
     InvalidFrameError when a length, varint or tag is malformed. ``what`` names the message in
     the error (default: the class name and version).
     """
-    fast, careful = _walks_for(cls)
     end = len(frame)
     try:
-        pos = fast(frame, offset, end)
+        pos = _fast_walk(cls)(frame, offset, end)
         if pos <= end:
             return pos
     except (IndexError, struct.error, _Short, _Bad):
         pass
     try:  # something is wrong: the careful walk says what and where
-        careful(frame, offset, end)
+        _careful_walk(cls)[0](frame, offset, end)
         raise _Short("frame ended early")  # pragma: no cover - the walks agree
     except _Short as exc:
         raise TruncatedFrameError(f"{what or _label(cls)}: {exc}") from None
