@@ -441,8 +441,8 @@ def _join(path: str, names: list[str]) -> str:
 
 
 _lock = threading.Lock()
-#: The fast walk of each class, generated at its first frame.
-_WALKS: dict[type, Walk] = {}
+#: The fast walk of each class and its source, generated at its first frame.
+_WALKS: dict[type, tuple[Walk, str]] = {}
 #: The careful walk of each class and its source, generated only when a frame fails the fast
 #: walk (or for :func:`plan_source`): a well-formed response never needs it.
 _CAREFUL: dict[type, tuple[Walk, str]] = {}
@@ -460,35 +460,25 @@ def _compile(cls: type, fast: bool) -> tuple[Walk, str]:
     return walk, source
 
 
-def _fast_walk(cls: type) -> Walk:
-    """The fast walk of ``cls``, generated once."""
-    walk = _WALKS.get(cls)
+def _walk(cls: type, fast: bool) -> tuple[Walk, str]:
+    """The fast or the careful walk of ``cls`` and its source, generated once (kept in
+    :data:`_WALKS` or :data:`_CAREFUL`)."""
+    table = _WALKS if fast else _CAREFUL
+    walk = table.get(cls)
     if walk is not None:
         return walk
     with _lock:
-        walk = _WALKS.get(cls)
+        walk = table.get(cls)
         if walk is None:
-            walk = _WALKS[cls] = _compile(cls, True)[0]
+            walk = table[cls] = _compile(cls, fast)
     return walk
-
-
-def _careful_walk(cls: type) -> tuple[Walk, str]:
-    """The careful walk of ``cls`` and its source, generated once."""
-    careful = _CAREFUL.get(cls)
-    if careful is not None:
-        return careful
-    with _lock:
-        careful = _CAREFUL.get(cls)
-        if careful is None:
-            careful = _CAREFUL[cls] = _compile(cls, False)
-    return careful
 
 
 def plan_source(cls: type, *, fast: bool = False) -> str:
     """The generated walk for ``cls`` (for reading and debugging)."""
     if fast:
         return _compile(cls, True)[1]
-    return _careful_walk(cls)[1]
+    return _walk(cls, False)[1]
 
 
 # -- Entry points ------------------------------------------------------------------------------
@@ -508,13 +498,13 @@ def check_entity(frame: Buffer, offset: int, cls: type, what: str | None = None)
     """
     end = len(frame)
     try:
-        pos = _fast_walk(cls)(frame, offset, end)
+        pos = _walk(cls, True)[0](frame, offset, end)
         if pos <= end:
             return pos
     except (IndexError, struct.error, _Short, _Bad):
         pass
     try:  # something is wrong: the careful walk says what and where
-        _careful_walk(cls)[0](frame, offset, end)
+        _walk(cls, False)[0](frame, offset, end)
         raise _Short("frame ended early")  # pragma: no cover - the walks agree
     except _Short as exc:
         raise TruncatedFrameError(f"{what or _label(cls)}: {exc}") from None
