@@ -90,7 +90,9 @@ from kafka_actors.protocol.messages import OffsetAndMetadata, TopicPartition
 from kafka_actors.protocol.records import decode as _records
 from kafka_actors.protocol.request_state import RequestState, retry_backoff
 from kafka_actors.protocol.subscription import (
+    NO_LEADER,
     FetchPosition,
+    LeaderAndEpoch,
     OffsetResetStrategy,
     ResetKind,
     SubscriptionState,
@@ -578,14 +580,24 @@ class ConsumerCore(ActorCore):
         epoch = offset.leader_epoch if isinstance(offset, OffsetAndMetadata) else None
         subs = self.ctx.subscriptions
         self._require_assigned([partition])
+        # As Java, the position carries the leader the metadata knows now: a position with no
+        # known leader would be validated again when the next metadata names one.
+        leader = self._current_leader(partition)
         if epoch is None:
-            subs.seek(partition, FetchPosition(value))
+            subs.seek(partition, FetchPosition(value, None, leader))
         else:
             # As Java: a position with a leader epoch is validated against the leader's log
             # (KIP-320) before it is fetched from.
-            subs.seek_unvalidated(partition, FetchPosition(value, epoch))
+            subs.seek_unvalidated(partition, FetchPosition(value, epoch, leader))
             self.facade.tell("offsets", PositionsChangedEvent(new_trace_id()))
         self.facade.tell("fetch", PositionsChangedEvent(new_trace_id()))
+
+    def _current_leader(self, partition: TopicPartition) -> LeaderAndEpoch:
+        """The leader of ``partition`` in the last cluster view (Java's
+        ``metadata.currentLeader``); unknown before the first Metadata answer."""
+        cluster = self.ctx.cluster
+        found = None if cluster is None else cluster.leader_for(partition)
+        return NO_LEADER if found is None else LeaderAndEpoch(found[0], found[1])
 
     def seek_to(self, partitions: Iterable[TopicPartition] | None, kind: ResetKind) -> None:
         subs = self.ctx.subscriptions

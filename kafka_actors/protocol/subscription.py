@@ -734,6 +734,23 @@ class SubscriptionState:
             self._assignment[tp] = replace(state, position=position)
             return state.awaiting_validation
 
+    def fill_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> None:
+        """A fetchable position set while no leader was known (a committed offset applied
+        before any Metadata answer) is being fetched from ``leader``: it carries it from now
+        on. Nothing to validate (the position is fetchable already); left unknown, the next
+        metadata naming that same leader would count as a leader change."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if (
+                state is None
+                or not state.is_fetchable
+                or state.position is None
+                or state.position.current_leader.leader is not None
+            ):
+                return
+            position = replace(state.position, current_leader=leader)
+            self._assignment.set_advanced(tp, replace(state, position=position))
+
     def maybe_complete_validation(
         self,
         tp: TopicPartition,

@@ -428,6 +428,24 @@ def test_collected_partition_moves_to_end_of_fetch_order() -> None:
     assert subs.fetchable_partitions() == (T1, T0)
 
 
+def test_a_position_set_with_no_known_leader_takes_the_leader_it_is_fetched_from() -> None:
+    """A position set while no leader was known (a committed offset applied before any
+    Metadata answer): the fetch records the leader it goes to. Left unknown, the position's
+    first records give it an offset epoch and the next Metadata, naming that same leader,
+    would count as a leader change and put it awaiting validation (KIP-320) for nothing."""
+    fm, subs = setup({T0: 0}, LEADERS)
+    subs.seek(T0, 0)  # after the cluster view: the position's leader is unknown
+    assert subs.position(T0) == FetchPosition(0)
+    _deliver(fm, {T0: Part(batch(0, 3, leader_epoch=5))})
+    assert values(fm.collect().records[T0]) == [0, 1, 2]
+    assert subs.position(T0) == FetchPosition(3, 5, LeaderAndEpoch(1, 5))
+    fm.on_cluster_updated(cluster(LEADERS))  # the same leader
+    assert subs.fetchable_partitions() == (T0,)
+    # A real leader change still validates.
+    fm.on_cluster_updated(cluster({T0: (2, 6), T1: (1, 5), U0: (2, 7)}))
+    assert subs.fetchable_partitions() == ()
+
+
 def test_stale_data_discarded_after_seek() -> None:
     fm, subs = setup({T0: 0, T1: 0}, LEADERS)
     _deliver(fm, {T0: Part(batch(0, 3)), T1: Part(batch(0, 3))})

@@ -522,6 +522,11 @@ class FetchManager:
                 missing_leader.append(tp)
                 continue
             leader, cluster_epoch = found
+            if position.current_leader.leader is None:
+                # A position set while no leader was known (a committed offset applied
+                # before any Metadata answer): it is fetched from this leader, so it carries
+                # it; left unknown, the next metadata would put it awaiting validation.
+                self._subs.fill_current_leader(tp, LeaderAndEpoch(leader, cluster_epoch))
             node = self._select_read_replica(tp, leader, now_ms)
             wanted_nodes.add(node)
             if node in in_flight:
