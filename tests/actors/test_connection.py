@@ -184,6 +184,49 @@ def test_responses_may_arrive_split_anywhere(clock: ManualClock) -> None:
     assert [type(e) for e in completed] == [Completed] * 3
 
 
+def test_a_large_response_read_into_its_own_buffer(clock: ManualClock) -> None:
+    """The network actor reads the rest of a large frame straight into the connection's
+    buffer (read_buffer / buffer_updated): the same responses complete, in order, between
+    frames read in chunks."""
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    connect_ready(conn, clock, broker)
+    for _ in range(3):
+        conn.enqueue(pending(clock))
+    out, _ = conn.flush(clock.monotonic())
+    got = broker.take(out)
+    big = MetadataResponseV12(
+        throttle_time=ZERO32,
+        brokers=(),
+        cluster_id="c" * 300_000,
+        controller_id=BrokerId(1),
+        topics=(),
+    )
+    answers = [big, metadata_response(), big]
+    data = b"".join(
+        broker.answer(a, h.correlation_id) for a, (h, _) in zip(answers, got, strict=True)
+    )
+    completed: list[Any] = []
+    pos = 0
+    buffered_reads = 0
+    while pos < len(data):
+        into = conn.read_buffer(65_536)
+        if into is None:
+            _, events = conn.receive(data[pos : pos + 1000], 0.0)
+            pos += 1000
+        else:
+            n = min(len(into), 70_000)
+            into[:n] = data[pos : pos + n]
+            into.release()
+            pos += n
+            buffered_reads += 1
+            _, events = conn.buffer_updated(n, 0.0)
+        completed += events
+    assert buffered_reads >= 8  # both large frames went mostly into their own buffers
+    assert [type(e) for e in completed] == [Completed] * 3
+    assert [e.response.cluster_id for e in completed] == ["c" * 300_000, "c", "c" * 300_000]
+
+
 def test_api_versions_v0_fallback(clock: ManualClock) -> None:
     broker = FakeBroker()
     conn = NodeConnection(NODE, settings(), random=lambda: 0.5)

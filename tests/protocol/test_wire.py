@@ -249,6 +249,90 @@ def test_frame_decoder_large_frame_in_many_reads() -> None:
     assert decoder.buffered == 0
 
 
+def read_with_buffers(
+    decoder: FrameDecoder, stream: bytes, cuts: list[int], min_size: int
+) -> list[bytes]:
+    """Read ``stream`` as the network actor does: into the decoder's own buffer when it
+    offers one (``read_buffer``), else a chunk fed; ``cuts``: how much each read returns."""
+    out: list[bytes] = []
+    pos = 0
+    reads = iter(cuts)
+    while pos < len(stream):
+        size = max(1, next(reads, len(stream)))
+        into = decoder.read_buffer(min_size)
+        if into is None:
+            out += decoder.feed(stream[pos : pos + size])
+            pos += size
+            continue
+        n = min(size, len(into), len(stream) - pos)
+        into[:n] = stream[pos : pos + n]
+        into.release()
+        pos += n
+        for frame in decoder.buffer_updated(n):
+            assert isinstance(frame, memoryview) and frame.readonly
+            out.append(bytes(frame))
+    return out
+
+
+@given(
+    payloads=st.lists(st.binary(max_size=300), max_size=8),
+    cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=30),
+    min_size=st.integers(min_value=0, max_value=320),
+)
+def test_frame_decoder_reads_into_its_own_buffer_any_chunking(
+    payloads: list[bytes], cuts: list[int], min_size: int
+) -> None:
+    decoder = FrameDecoder()
+    assert read_with_buffers(decoder, frames_of(*payloads), cuts, min_size) == payloads
+    assert decoder.buffered == 0
+    assert decoder.bytes_needed == 4
+
+
+def test_frame_decoder_offers_a_buffer_only_for_the_rest_of_a_large_frame() -> None:
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    stream = frames_of(payload, b"tail")
+    decoder = FrameDecoder()
+    assert decoder.read_buffer(1) is None  # no size prefix yet: read a chunk
+    assert decoder.feed(stream[:1000]) == []
+    assert decoder.read_buffer(len(payload)) is None  # less than that is missing
+    into = decoder.read_buffer(65_536)
+    assert into is not None and len(into) == len(payload) - 996 and not into.readonly
+    into[:1000] = stream[1000:2000]
+    assert decoder.buffer_updated(1000) == []
+    assert decoder.buffered == 2000 and decoder.bytes_needed == len(payload) - 1996
+    # the view is offered until the frame is complete, even for less than min_size
+    into = decoder.read_buffer(len(payload))
+    assert into is not None and len(into) == len(payload) - 1996
+    into[:] = stream[2000 : 4 + len(payload)]
+    [frame] = decoder.buffer_updated(len(into))
+    assert frame == payload and frame.readonly
+    assert decoder.read_buffer(1) is None  # the next frame starts with a chunk again
+    assert decoder.feed(stream[4 + len(payload) :]) == [b"tail"]
+
+
+def test_frame_decoder_feed_continues_a_frame_in_its_buffer() -> None:
+    payload = b"x" * 1000
+    stream = frames_of(payload, b"next")
+    decoder = FrameDecoder()
+    assert decoder.feed(stream[:10]) == []
+    into = decoder.read_buffer(100)
+    assert into is not None
+    into[:90] = stream[10:100]
+    assert decoder.buffer_updated(90) == []
+    assert decoder.feed(stream[100:]) == [payload, b"next"]  # feed's frames stay bytes
+
+
+def test_frame_decoder_buffer_updated_needs_a_buffer_of_that_room() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(ValueError):
+        decoder.buffer_updated(1)
+    decoder.feed(struct.pack(">i", 10))
+    into = decoder.read_buffer(1)
+    assert into is not None and len(into) == 10
+    with pytest.raises(ValueError):
+        decoder.buffer_updated(11)
+
+
 # -- Garbage in, typed errors out -----------------------------------------------------------------
 
 RESPONSE_TYPES = [

@@ -24,7 +24,12 @@ import pykka
 
 from kafka_actors.actors.network.messages import Resolved
 from kafka_actors.actors.network.nodes import Node
-from kafka_actors.actors.network.transport import Resolver, Transport, canonical_name
+from kafka_actors.actors.network.transport import (
+    RECV_SIZE,
+    Resolver,
+    Transport,
+    canonical_name,
+)
 from kafka_actors.errors import DisconnectedError, KafkaConnectionError, KafkaError
 from kafka_actors.metrics import ConsumerMetrics
 from kafka_actors.protocol.connection.node import ConnectionSettings, Event
@@ -171,8 +176,21 @@ class Connector:
             else:
                 self._tls_handshake(node, transport, now)
         elif mask & selectors.EVENT_READ:
-            data = transport.receive()
             tls = transport.tls
+            data: bytes | None
+            into = node.conn.read_buffer(RECV_SIZE) if tls is None else None
+            if into is not None:
+                # The rest of a large frame (a Fetch response): read into its own buffer.
+                n = transport.receive_into(into)
+                into.release()
+                if n is None:
+                    raise DisconnectedError("Connection closed by the broker")
+                if n:
+                    node.conn.touch(now)
+                    self._answered(node, transport, *node.conn.buffer_updated(n, now))
+                data = b""
+            else:
+                data = transport.receive()
             if tls is not None:
                 if not tls.handshake_complete:
                     if data is None:
@@ -194,7 +212,11 @@ class Connector:
 
     def _received(self, node: Node, transport: Transport, data: bytes, now: float) -> None:
         node.conn.touch(now)
-        out, events = node.conn.receive(data, now)
+        self._answered(node, transport, *node.conn.receive(data, now))
+
+    def _answered(
+        self, node: Node, transport: Transport, out: bytes, events: list[Event]
+    ) -> None:
         transport.write(out)
         self._on_events(node, events)
 

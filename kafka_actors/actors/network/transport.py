@@ -101,6 +101,17 @@ class Transport:
         self.tls.receive(data)
         return b""
 
+    def receive_into(self, buffer: memoryview) -> int | None:
+        """Plaintext only: read into ``buffer``; the byte count (0 if none now), or None at
+        end of stream."""
+        try:
+            n = self.sock.recv_into(buffer)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            raise DisconnectedError(f"Receive failed: {exc}") from None
+        return n if n else None
+
     def close(self) -> None:
         if self.tls is not None:
             try:

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -626,9 +626,27 @@ class NodeConnection:
     def receive(self, data: bytes, now: float) -> tuple[bytes, list[Event]]:
         """Bytes read from the transport: bytes to write back and what happened."""
         try:
-            frames = self._decoder.feed(data)
+            frames: Sequence[bytes | memoryview] = self._decoder.feed(data)
         except ProtocolError as exc:
             return b"", [Broken(self._tag(exc))]
+        return self._frames(frames, now)
+
+    def read_buffer(self, min_size: int) -> memoryview | None:
+        """Where to read the rest of a large frame straight into (``recv_into``), when at
+        least ``min_size`` of its bytes are missing: see ``FrameDecoder.read_buffer``; then
+        :meth:`buffer_updated`. None: read a chunk and :meth:`receive` it."""
+        try:
+            return self._decoder.read_buffer(min_size)
+        except ProtocolError:
+            return None  # the decoder failed: receive() reports it
+
+    def buffer_updated(self, nbytes: int, now: float) -> tuple[bytes, list[Event]]:
+        """``nbytes`` were read into :meth:`read_buffer`'s view: as :meth:`receive`."""
+        return self._frames(self._decoder.buffer_updated(nbytes), now)
+
+    def _frames(
+        self, frames: Sequence[bytes | memoryview], now: float
+    ) -> tuple[bytes, list[Event]]:
         out: list[bytes] = []
         events: list[Event] = []
         for frame in frames:
@@ -657,7 +675,7 @@ class NodeConnection:
             error.node = self.node_id
         return error
 
-    def _response(self, frame: bytes) -> list[Event]:
+    def _response(self, frame: bytes | memoryview) -> list[Event]:
         """The answer to the oldest request in flight: Completed, or, when its bytes cannot be
         decoded, Failed with a CorruptResponseError for that request and Broken (the stream
         cannot be trusted any more). A frame matching no request raises (Broken; the requests
@@ -704,7 +722,7 @@ class NodeConnection:
             request, correlation_id=correlation_id, client_id=self.settings.client_id
         )
 
-    def _setup_frame(self, frame: bytes, now: float) -> tuple[bytes, list[Event]]:
+    def _setup_frame(self, frame: bytes | memoryview, now: float) -> tuple[bytes, list[Event]]:
         """A handshake answer. One that cannot be decoded raises CorruptResponseError naming
         the API (the shell closes the connection and backs off before the next attempt)."""
         try:
@@ -718,7 +736,7 @@ class NodeConnection:
                 raise
             raise self._corrupt(self._setup.request, self._setup.correlation_id, exc) from exc
 
-    def _setup_step(self, frame: bytes) -> tuple[bytes, list[Event]]:
+    def _setup_step(self, frame: bytes | memoryview) -> tuple[bytes, list[Event]]:
         setup = self._setup
         expecting = setup.expecting
         if expecting == ApiKey.API_VERSIONS:
@@ -763,7 +781,7 @@ class NodeConnection:
         self._setup.sasl_request = request
         return self._encode_setup(request)
 
-    def _sasl_answer(self, frame: bytes) -> tuple[bytes, list[Event]]:
+    def _sasl_answer(self, frame: bytes | memoryview) -> tuple[bytes, list[Event]]:
         setup = self._setup
         exchange = setup.sasl
         assert exchange is not None
@@ -832,7 +850,7 @@ class NodeConnection:
             request, correlation_id=correlation_id, client_id=self.settings.client_id
         )
 
-    def _reauth_answer(self, frame: bytes, now: float) -> tuple[bytes, list[Event]]:
+    def _reauth_answer(self, frame: bytes | memoryview, now: float) -> tuple[bytes, list[Event]]:
         exchange = self._reauth
         assert exchange is not None
         try:

@@ -299,11 +299,29 @@ class FrameDecoder:
     the same error on every later feed (the connection must be closed).
 
     Each frame is copied once: sliced from the chunk that holds all of it, or joined from
-    views of the chunks it spans (a large Fetch response arrives in many reads), never
-    gathered in a growing buffer first.
+    views of the chunks it spans, never gathered in a growing buffer first.
+
+    A large frame (a Fetch response of up to fetch.max.bytes) need not arrive in chunks at
+    all: :meth:`read_buffer` hands out a writable view of the frame's missing bytes (as
+    asyncio's ``BufferedProtocol.get_buffer`` does), the caller reads the socket straight
+    into it (``recv_into``) and reports what it read with :meth:`buffer_updated`. The frame
+    is then written once, where it is decoded: no chunk of it is allocated, kept until the
+    last one arrives and copied again. With many partitions a Fetch response reaches
+    fetch.max.bytes (50 MiB), beyond glibc's largest mmap threshold: those chunks and the
+    join were fresh memory at every response, and their page faults a large part of
+    the CPU that 512 partitions cost beyond 8. Such a frame is returned as a read-only
+    ``memoryview`` of its own buffer; a frame returned is never written again.
     """
 
-    __slots__ = ("_error", "_expected", "_have", "_head", "_parts", "max_frame_size")
+    __slots__ = (
+        "_error",
+        "_expected",
+        "_frame",
+        "_have",
+        "_head",
+        "_parts",
+        "max_frame_size",
+    )
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         if max_frame_size < 0:
@@ -316,6 +334,8 @@ class FrameDecoder:
         #: Views of the received part of that frame, and their total length.
         self._parts: list[memoryview] = []
         self._have = 0
+        #: That frame's own buffer once :meth:`read_buffer` made one (``_parts`` then empty).
+        self._frame: bytearray | None = None
         self._error: ProtocolError | None = None
 
     @property
@@ -331,6 +351,46 @@ class FrameDecoder:
         if self._expected is None:
             return 4 - len(self._head)
         return self._expected - self._have
+
+    def read_buffer(self, min_size: int) -> memoryview | None:
+        """A writable view of the missing bytes of the frame being received, to read them
+        into directly, when at least ``min_size`` of them are missing; else None (then read
+        a chunk and :meth:`feed` it). Once a frame has its buffer, the view is handed out
+        until the frame is complete, whatever ``min_size``. Report what was written with
+        :meth:`buffer_updated`; :meth:`feed` may still be used in between (the bytes go on
+        in the same buffer)."""
+        if self._error is not None:
+            raise self._error
+        expected = self._expected
+        if expected is None or (self._frame is None and expected - self._have < min_size):
+            return None
+        if self._frame is None:
+            frame = bytearray(expected)
+            done = 0
+            for part in self._parts:
+                frame[done : done + len(part)] = part
+                done += len(part)
+            self._parts = []
+            self._frame = frame
+        return memoryview(self._frame)[self._have :]
+
+    def buffer_updated(self, nbytes: int) -> list[memoryview]:
+        """``nbytes`` were written at the start of the view :meth:`read_buffer` returned:
+        the frame, once complete (as a read-only view of its buffer)."""
+        if self._frame is None or nbytes < 0 or self._have + nbytes > len(self._frame):
+            raise ValueError(f"buffer_updated({nbytes}) without a read_buffer() of that room")
+        self._have += nbytes
+        if self._have < len(self._frame):
+            return []
+        return [self._frame_done()]
+
+    def _frame_done(self) -> memoryview:
+        assert self._frame is not None
+        frame = memoryview(self._frame).toreadonly()
+        self._frame = None
+        self._have = 0
+        self._expected = None
+        return frame
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         if self._error is not None:
@@ -362,7 +422,7 @@ class FrameDecoder:
                     raise self._error
                 expected = self._expected = size
             need = expected - self._have
-            if not self._have and total - pos >= need:
+            if not self._have and self._frame is None and total - pos >= need:
                 frames.append(data[pos : pos + need])  # all of it in this chunk
                 pos += need
                 self._expected = None
@@ -370,6 +430,13 @@ class FrameDecoder:
             take = min(need, total - pos)
             if not take:
                 break  # the prefix ended this chunk
+            if self._frame is not None:  # read_buffer() made the frame's own buffer
+                self._frame[self._have : self._have + take] = memoryview(data)[pos : pos + take]
+                self._have += take
+                pos += take
+                if self._have == expected:
+                    frames.append(bytes(self._frame_done()))  # feed's frames are bytes
+                continue
             self._parts.append(memoryview(data)[pos : pos + take])
             self._have += take
             pos += take
