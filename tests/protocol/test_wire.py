@@ -31,6 +31,7 @@ from kafka_actors.errors import (
 )
 from kafka_actors.protocol.wire import apis
 from kafka_actors.protocol.wire.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
     CorrelationIds,
     FrameDecoder,
     decode_request,
@@ -250,64 +251,153 @@ def test_frame_decoder_large_frame_in_many_reads() -> None:
 
 
 def read_with_buffers(
-    decoder: FrameDecoder, stream: bytes, cuts: list[int], min_size: int
+    decoder: FrameDecoder,
+    stream: bytes,
+    cuts: list[int],
+    min_size: int,
+    feed_anyway: list[bool] | None = None,
 ) -> list[bytes]:
     """Read ``stream`` as the network actor does: into the decoder's own buffer when it
-    offers one (``read_buffer``), else a chunk fed; ``cuts``: how much each read returns."""
+    offers one (``read_buffer``), else a chunk fed; ``cuts``: how much each read returns;
+    ``feed_anyway``: reads fed as a chunk although a buffer was offered. After every read,
+    the decoder holds at most four times what it has received of the frame, plus what else
+    the chunk that frame began in held (at most the largest read since the last frame)."""
     out: list[bytes] = []
     pos = 0
     reads = iter(cuts)
+    feeds = iter(feed_anyway or ())
+    largest = 0
     while pos < len(stream):
         size = max(1, next(reads, len(stream)))
+        largest = max(largest, size)
+        done = len(out)
         into = decoder.read_buffer(min_size)
+        assert decoder.retained <= 4 * decoder.buffered + largest  # before any byte is read
+        if into is not None and next(feeds, False):
+            into.release()
+            into = None
         if into is None:
             out += decoder.feed(stream[pos : pos + size])
             pos += size
-            continue
-        n = min(size, len(into), len(stream) - pos)
-        into[:n] = stream[pos : pos + n]
-        into.release()
-        pos += n
-        for frame in decoder.buffer_updated(n):
-            assert isinstance(frame, memoryview) and frame.readonly
-            out.append(bytes(frame))
+        else:
+            n = min(size, len(into), len(stream) - pos)
+            into[:n] = stream[pos : pos + n]
+            into.release()
+            pos += n
+            for frame in decoder.buffer_updated(n):
+                assert isinstance(frame, memoryview) and frame.readonly
+                out.append(bytes(frame))
+        if len(out) > done:
+            largest = size  # the next frame began in this read, if anywhere yet
+        assert decoder.retained <= 4 * decoder.buffered + largest
     return out
 
 
 @given(
-    payloads=st.lists(st.binary(max_size=300), max_size=8),
-    cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=30),
+    # frames of 64 bytes or more, and short reads, often: those get a buffer of their own
+    payloads=st.lists(st.binary(max_size=300) | st.binary(min_size=64, max_size=300), max_size=8),
+    cuts=st.lists(
+        st.integers(min_value=1, max_value=8) | st.integers(min_value=1, max_value=400),
+        max_size=30,
+    ),
     min_size=st.integers(min_value=0, max_value=320),
+    feed_anyway=st.lists(st.booleans(), max_size=30),
 )
 def test_frame_decoder_reads_into_its_own_buffer_any_chunking(
-    payloads: list[bytes], cuts: list[int], min_size: int
+    payloads: list[bytes], cuts: list[int], min_size: int, feed_anyway: list[bool]
 ) -> None:
     decoder = FrameDecoder()
-    assert read_with_buffers(decoder, frames_of(*payloads), cuts, min_size) == payloads
+    stream = frames_of(*payloads)
+    assert read_with_buffers(decoder, stream, cuts, min_size, feed_anyway) == payloads
     assert decoder.buffered == 0
     assert decoder.bytes_needed == 4
+    assert decoder.retained == 0
+
+
+@given(
+    declared=st.one_of(
+        st.integers(min_value=1, max_value=4096),
+        st.integers(min_value=1, max_value=DEFAULT_MAX_FRAME_SIZE),
+    ),
+    arriving=st.integers(min_value=0, max_value=20_000),
+    cuts=st.lists(st.integers(min_value=1, max_value=3000), max_size=40),
+    min_sizes=st.lists(st.integers(min_value=0, max_value=512), max_size=40),
+)
+@settings(deadline=None)
+def test_frame_decoder_holds_at_most_four_times_what_arrived(
+    declared: int, arriving: int, cuts: list[int], min_sizes: list[int]
+) -> None:
+    """A size prefix is only the broker's word: whatever it declares (up to 128 MiB) and
+    however the bytes after it arrive, offering a buffer never holds more than four times
+    the bytes received (what a hostile broker sends is all it can make us hold, times 4)."""
+    body = bytes(itertools.islice(itertools.cycle(range(251)), min(arriving, declared)))
+    stream = struct.pack(">i", declared) + body
+    decoder = FrameDecoder()
+    frames: list[bytes] = []
+    pos = 0
+    reads = iter(cuts)
+    sizes = iter(min_sizes)
+    while pos < len(stream):
+        size = next(reads, 1000)
+        into = decoder.read_buffer(next(sizes, 0))
+        assert decoder.retained <= 4 * pos + 64  # before any byte is read into it
+        if into is None:
+            frames += decoder.feed(stream[pos : pos + size])
+            pos = min(pos + size, len(stream))
+        else:
+            n = min(size, len(into), len(stream) - pos)
+            into[:n] = stream[pos : pos + n]
+            into.release()
+            pos += n
+            frames += [bytes(f) for f in decoder.buffer_updated(n)]
+        assert decoder.retained <= 4 * pos + 64
+    assert frames == ([body] if len(body) == declared else [])
 
 
 def test_frame_decoder_offers_a_buffer_only_for_the_rest_of_a_large_frame() -> None:
     payload = bytes(range(256)) * 4096  # 1 MiB
+    quarter = len(payload) // 4
     stream = frames_of(payload, b"tail")
     decoder = FrameDecoder()
     assert decoder.read_buffer(1) is None  # no size prefix yet: read a chunk
     assert decoder.feed(stream[:1000]) == []
+    assert decoder.read_buffer(1) is None  # the prefix alone decides no allocation
+    assert decoder.feed(stream[1000 : 4 + quarter - 1]) == []
+    assert decoder.read_buffer(1) is None  # not a quarter of it yet
+    assert decoder.retained == 4 + quarter - 1  # the chunks fed, nothing more
+    assert decoder.feed(stream[4 + quarter - 1 : 4 + quarter]) == []
     assert decoder.read_buffer(len(payload)) is None  # less than that is missing
+    assert decoder.read_buffer(quarter + 1) is None  # less than that has arrived
     into = decoder.read_buffer(65_536)
-    assert into is not None and len(into) == len(payload) - 996 and not into.readonly
-    into[:1000] = stream[1000:2000]
+    assert into is not None and len(into) == len(payload) - quarter and not into.readonly
+    assert decoder.retained == len(payload)  # the chunks were copied into it and let go
+    into[:1000] = stream[4 + quarter : 4 + quarter + 1000]
     assert decoder.buffer_updated(1000) == []
-    assert decoder.buffered == 2000 and decoder.bytes_needed == len(payload) - 1996
+    have = quarter + 1000
+    assert decoder.buffered == 4 + have and decoder.bytes_needed == len(payload) - have
     # the view is offered until the frame is complete, even for less than min_size
     into = decoder.read_buffer(len(payload))
-    assert into is not None and len(into) == len(payload) - 1996
-    into[:] = stream[2000 : 4 + len(payload)]
+    assert into is not None and len(into) == len(payload) - have
+    into[:] = stream[4 + have : 4 + len(payload)]
     [frame] = decoder.buffer_updated(len(into))
     assert frame == payload and frame.readonly
     assert decoder.read_buffer(1) is None  # the next frame starts with a chunk again
     assert decoder.feed(stream[4 + len(payload) :]) == [b"tail"]
+
+
+def test_frame_decoder_a_huge_size_prefix_allocates_nothing() -> None:
+    """128 MiB declared, 300 KiB sent: no buffer is offered at the network actor's
+    threshold, and the decoder holds only the chunks that arrived."""
+    decoder = FrameDecoder()
+    assert decoder.feed(struct.pack(">i", DEFAULT_MAX_FRAME_SIZE)) == []
+    received = 4
+    for _ in range(300):
+        assert decoder.read_buffer(256 * 1024) is None
+        assert decoder.read_buffer(0) is None
+        assert decoder.feed(b"z" * 1024) == []
+        received += 1024
+        assert decoder.retained <= received
+    assert decoder.bytes_needed == DEFAULT_MAX_FRAME_SIZE - 300 * 1024
 
 
 def test_frame_decoder_feed_continues_a_frame_in_its_buffer() -> None:
@@ -315,22 +405,25 @@ def test_frame_decoder_feed_continues_a_frame_in_its_buffer() -> None:
     stream = frames_of(payload, b"next")
     decoder = FrameDecoder()
     assert decoder.feed(stream[:10]) == []
+    assert decoder.read_buffer(100) is None  # 6 of 1000 bytes arrived
+    assert decoder.feed(stream[10:300]) == []
     into = decoder.read_buffer(100)
     assert into is not None
-    into[:90] = stream[10:100]
+    into[:90] = stream[300:390]
+    into.release()
     assert decoder.buffer_updated(90) == []
-    assert decoder.feed(stream[100:]) == [payload, b"next"]  # feed's frames stay bytes
+    assert decoder.feed(stream[390:]) == [payload, b"next"]  # feed's frames stay bytes
 
 
 def test_frame_decoder_buffer_updated_needs_a_buffer_of_that_room() -> None:
     decoder = FrameDecoder()
     with pytest.raises(ValueError):
         decoder.buffer_updated(1)
-    decoder.feed(struct.pack(">i", 10))
+    decoder.feed(struct.pack(">i", 10) + b"abc")
     into = decoder.read_buffer(1)
-    assert into is not None and len(into) == 10
+    assert into is not None and len(into) == 7
     with pytest.raises(ValueError):
-        decoder.buffer_updated(11)
+        decoder.buffer_updated(8)
 
 
 # -- Garbage in, typed errors out -----------------------------------------------------------------

@@ -180,7 +180,8 @@ class Connector:
             data: bytes | None
             into = node.conn.read_buffer(RECV_SIZE) if tls is None else None
             if into is not None:
-                # The rest of a large frame (a Fetch response): read into its own buffer.
+                # The rest of a large frame (a Fetch response), a quarter of it received:
+                # read into its own buffer.
                 n = transport.receive_into(into)
                 into.release()
                 if n is None:

@@ -633,7 +633,8 @@ class NodeConnection:
 
     def read_buffer(self, min_size: int) -> memoryview | None:
         """Where to read the rest of a large frame straight into (``recv_into``), when at
-        least ``min_size`` of its bytes are missing: see ``FrameDecoder.read_buffer``; then
+        least ``min_size`` of its bytes are missing and a quarter of it (at least
+        ``min_size``) has arrived: see ``FrameDecoder.read_buffer``; then
         :meth:`buffer_updated`. None: read a chunk and :meth:`receive` it."""
         try:
             return self._decoder.read_buffer(min_size)

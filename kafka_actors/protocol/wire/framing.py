@@ -41,6 +41,7 @@ from kafka_actors.protocol.wire.bounds import check_request, check_response
 __all__ = [
     "API_VERSIONS_KEY",
     "DEFAULT_MAX_FRAME_SIZE",
+    "FRAME_BUFFER_SHARE",
     "CorrelationIds",
     "FrameDecoder",
     "RequestHeader",
@@ -60,6 +61,10 @@ API_VERSIONS_KEY: Final = 18
 #: Largest frame the decoder accepts unless told otherwise (Kafka's fetch.max.bytes default is
 #: 50 MiB; message.max.bytes on a topic can make a single batch larger than that).
 DEFAULT_MAX_FRAME_SIZE: Final = 128 * 1024 * 1024
+
+#: A frame gets its own buffer (``FrameDecoder.read_buffer``) only once at least 1/N of it has
+#: arrived: memory held for a frame is bounded by N times the bytes received for it.
+FRAME_BUFFER_SHARE: Final = 4
 
 _SIZE = struct.Struct(">i")
 _MAX_CORRELATION_ID: Final = 2**31 - 1
@@ -311,6 +316,12 @@ class FrameDecoder:
     join were fresh memory at every response, and their page faults a large part of
     the CPU that 512 partitions cost beyond 8. Such a frame is returned as a read-only
     ``memoryview`` of its own buffer; a frame returned is never written again.
+
+    The size prefix is the broker's word, not bytes that arrived: the frame's buffer is made
+    only once a quarter of the frame (:data:`FRAME_BUFFER_SHARE`) has been received in chunks,
+    so what the decoder holds is never more than four times what it received (five for the
+    moment the chunks are copied into it). Until then a prefix of 128 MiB followed by a few
+    bytes costs a few bytes.
     """
 
     __slots__ = (
@@ -352,25 +363,49 @@ class FrameDecoder:
             return 4 - len(self._head)
         return self._expected - self._have
 
+    @property
+    def retained(self) -> int:
+        """Bytes of memory kept alive for the frame being received: its own buffer, or the
+        chunks its received part is a view of (whole, even where they also held bytes before
+        it), and a split size prefix."""
+        if self._frame is not None:
+            return len(self._frame)
+        chunks = {id(part.obj): memoryview(part.obj).nbytes for part in self._parts}
+        return len(self._head) + sum(chunks.values())
+
     def read_buffer(self, min_size: int) -> memoryview | None:
         """A writable view of the missing bytes of the frame being received, to read them
-        into directly, when at least ``min_size`` of them are missing; else None (then read
-        a chunk and :meth:`feed` it). Once a frame has its buffer, the view is handed out
-        until the frame is complete, whatever ``min_size``. Report what was written with
+        into directly, when at least ``min_size`` of them are missing and enough of the frame
+        has arrived: at least ``min_size`` bytes and at least 1/:data:`FRAME_BUFFER_SHARE` of
+        its declared size (nothing is allocated on the size prefix's word alone). Else None:
+        read a chunk and :meth:`feed` it. The switch copies the chunks received so far into
+        the buffer, once. Once a frame has its buffer, the view is handed out until the frame
+        is complete, whatever ``min_size``. Report what was written with
         :meth:`buffer_updated`; :meth:`feed` may still be used in between (the bytes go on
         in the same buffer)."""
         if self._error is not None:
             raise self._error
         expected = self._expected
-        if expected is None or (self._frame is None and expected - self._have < min_size):
+        if expected is None:
             return None
         if self._frame is None:
+            have = self._have
+            if (
+                expected - have < min_size
+                or have < min_size
+                or have * FRAME_BUFFER_SHARE < expected
+            ):
+                return None
             frame = bytearray(expected)
-            done = 0
-            for part in self._parts:
-                frame[done : done + len(part)] = part
-                done += len(part)
+            parts = self._parts
             self._parts = []
+            done = 0
+            for part in parts:
+                end = done + len(part)
+                frame[done:end] = part
+                part.release()  # its chunk is freed as soon as it is copied
+                done = end
+            assert done == have
             self._frame = frame
         return memoryview(self._frame)[self._have :]
 
