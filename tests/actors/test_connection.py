@@ -7,6 +7,7 @@ same kio codecs; nothing here touches a socket or the real clock.
 from __future__ import annotations
 
 import datetime
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ from kio.schema.sasl_handshake.v1 import SaslHandshakeResponse
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i32Timedelta, i64Timedelta
 
+from kafka_actors.actors.network.transport import RECV_SIZE
 from kafka_actors.clock import ManualClock
 from kafka_actors.errors import (
     AuthenticationError,
@@ -225,6 +227,50 @@ def test_a_large_response_read_into_its_own_buffer(clock: ManualClock) -> None:
     assert buffered_reads >= 8  # both large frames went mostly into their own buffers
     assert [type(e) for e in completed] == [Completed] * 3
     assert [e.response.cluster_id for e in completed] == ["c" * 300_000, "c", "c" * 300_000]
+
+
+def test_a_huge_size_prefix_gets_no_buffer_until_a_quarter_arrived(clock: ManualClock) -> None:
+    """A broker's size prefix of 100 MiB followed by 300 KiB: the network actor is offered no
+    buffer to read into (it would be 100 MiB, allocated on the prefix's word), it reads
+    chunks; once a quarter of a large answer has arrived it is."""
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    connect_ready(conn, clock, broker)
+    conn.enqueue(pending(clock))
+    out, _ = conn.flush(clock.monotonic())
+    [(header, _)] = broker.take(out)
+    declared = 100 * 1024 * 1024
+    data = struct.pack(">ii", declared, header.correlation_id) + b"z" * (300 * 1024)
+    for pos in range(0, len(data), 16_384):
+        assert conn.read_buffer(RECV_SIZE) is None
+        assert conn.receive(data[pos : pos + 16_384], 0.0) == (b"", [])
+    assert conn.read_buffer(RECV_SIZE) is None
+    # an answer of 1.2 MiB gets its buffer once 300 KiB of it arrived
+    big = MetadataResponseV12(
+        throttle_time=ZERO32,
+        brokers=(),
+        cluster_id="c" * 1_200_000,
+        controller_id=BrokerId(1),
+        topics=(),
+    )
+    fresh = NodeConnection(NODE, settings(), random=lambda: 0.5)
+    broker = FakeBroker()
+    connect_ready(fresh, clock, broker)
+    fresh.enqueue(pending(clock))
+    out, _ = fresh.flush(clock.monotonic())
+    [(header, _)] = broker.take(out)
+    answer = broker.answer(big, header.correlation_id)
+    pos = 0
+    while (into := fresh.read_buffer(RECV_SIZE)) is None:
+        assert fresh.receive(answer[pos : pos + 65_536], 0.0) == (b"", [])
+        pos += 65_536
+    assert (len(answer) - 4) // 4 <= pos - 4 < (len(answer) - 4) // 4 + 65_536
+    assert len(into) == len(answer) - pos
+    into[:] = answer[pos:]
+    into.release()
+    _, events = fresh.buffer_updated(len(answer) - pos, 0.0)
+    assert [type(e) for e in events] == [Completed]
+    assert events[0].response.cluster_id == "c" * 1_200_000
 
 
 def test_api_versions_v0_fallback(clock: ManualClock) -> None:
