@@ -12,6 +12,9 @@ so until :attr:`ConsumerContext.versions` is known the shell stashes its other m
 takes part in the consumer's one ApiVersions ask (:attr:`ConsumerContext.versions_ask`, an
 ApiVersions request through the NetworkActor): one actor sends it, the others wait for its
 outcome; its backoff is the consumer's, not an actor's, so a restart does not start it over.
+The versions usually come sooner, from the ApiVersions handshake of the connection the ask
+opens: the NetworkActor reports it (:func:`versions_learned`), which ends the wait of every
+manager at once, one round trip before the ask's own answer (then ignored).
 
 Restart: a new incarnation builds a fresh manager from the shared context (:meth:`build`), then
 :meth:`rebuild` replays what it must know again (coordinator, cluster, member id ...).
@@ -46,7 +49,7 @@ from kafka_actors.protocol.wire.apis import ApiKey
 from kafka_actors.protocol.wire.versions import AskNow, NegotiatedVersions, api_versions_request
 from kafka_actors.supervisors import ChildContext, ChildRestartingError, SupervisedActor
 
-__all__ = ["BackgroundError", "ManagerActor", "Tick"]
+__all__ = ["BackgroundError", "ManagerActor", "Tick", "versions_learned"]
 
 _VERSIONS_REQUEST_ID = -7001
 #: Requests whose round trip feeds a coordinator sensor (Java's heartbeat and commit sensors
@@ -73,6 +76,22 @@ class Tick:
 
     __slots__ = ()
     trace_id = None
+
+
+def versions_learned(ctx: ConsumerContext, versions: NegotiatedVersions) -> None:
+    """A connection's ApiVersions handshake told ``versions`` (the NetworkActor's
+    ``on_versions``): the consumer's versions, unless known already; the managers waiting for
+    them (and the one whose ask is under way) build now."""
+    with ctx.lock:
+        if ctx.versions is not None:
+            return
+        ctx.versions = versions
+        waiters = ctx.versions_ask.learned()
+    for ref in waiters:
+        try:
+            ref.tell(Tick())
+        except pykka.ActorDeadError:
+            pass
 
 
 class ManagerActor(SupervisedActor):

@@ -30,6 +30,7 @@ May touch: everything under ``kafka_actors.actors``, the supervisors, the config
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import itertools
 import random as _random
 import re
@@ -37,6 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from kafka_actors.actors.base import versions_learned
 from kafka_actors.actors.context import ConsumerContext, complete, fail
 from kafka_actors.actors.events import (
     AssignmentChangedEvent,
@@ -247,6 +249,7 @@ class ActorCore:
                 faults=faults,
                 metrics=ctx.metrics,
                 connection_states=ctx.connection_states,
+                on_versions=functools.partial(versions_learned, ctx),
             )
 
         self.tree: SupervisorTree = start_tree(

@@ -24,7 +24,7 @@ from typing import Any
 import pykka
 import pytest
 
-from kafka_actors.actors.base import ManagerActor
+from kafka_actors.actors.base import ManagerActor, versions_learned
 from kafka_actors.actors.context import ConsumerContext
 from kafka_actors.actors.network import RequestFailed, Response, Send
 from kafka_actors.clock import ManualClock
@@ -32,7 +32,8 @@ from kafka_actors.config import ConsumerConfig
 from kafka_actors.errors import KafkaConnectionError
 from kafka_actors.protocol.messages import PollResult
 from kafka_actors.protocol.subscription import SubscriptionState
-from kafka_actors.protocol.wire.apis import ApiKey, response_type
+from kafka_actors.protocol.wire.apis import ApiKey, VersionRange, response_type
+from kafka_actors.protocol.wire.versions import NegotiatedVersions
 from kafka_actors.supervisors import ChildContext, ChildTable, TreeStatus
 from tests.pacing.cases import java_attempts
 
@@ -84,7 +85,7 @@ class Record:
 @dataclass
 class Broker:
     """How the fake network answers ApiVersions: refuse (UNSUPPORTED_VERSION), fail (nothing
-    reachable), or accept."""
+    reachable), accept, or stay silent (the answer still on its way)."""
 
     mode: str = "refuse"
 
@@ -106,6 +107,8 @@ class FakeNetwork(pykka.ThreadingActor):
             return None  # ChildExited and the like
         version = int(message.request.__version__)
         self.record.add(self.clock.monotonic(), version)
+        if self.broker.mode == "silent":
+            return None
         if self.broker.mode == "fail":
             reply: Any = RequestFailed(
                 message.request_id,
@@ -263,3 +266,21 @@ def test_every_actor_builds_once_the_versions_are_known(rig: Rig) -> None:
     count = len(rig.fake.sends())
     rig.run(1.0)
     assert len(rig.fake.sends()) == count
+
+
+def test_a_connection_handshake_ends_the_wait_before_the_ask_is_answered(rig: Rig) -> None:
+    """Issue 26: the NetworkActor reports the versions of the connection the ask opened
+    (``versions_learned``): every actor builds at once, the asker too, without the ask's own
+    round trip; its answer, when it comes, changes nothing."""
+    rig.broker.mode = "silent"
+    _start_all(rig)
+    assert len(rig.fake.sends()) == 1  # the one ask, unanswered
+    versions = NegotiatedVersions({int(ApiKey.METADATA): VersionRange(0, 12)})
+    versions_learned(rig.ctx, versions)
+    rig.settle()
+    assert rig.ctx.versions is versions
+    assert [ref.ask(Barrier(), timeout=10) for ref in rig.actors] == ["built"] * ACTORS
+    versions_learned(rig.ctx, NegotiatedVersions({}))  # a later connection: the first stays
+    assert rig.ctx.versions is versions
+    rig.run(1.0)
+    assert len(rig.fake.sends()) == 1

@@ -70,3 +70,22 @@ def test_versions_from_a_stale_ask_still_end_it() -> None:
     ask.next("b", 1)
     assert ask.answered(token) == ["b"]
     assert ask.done
+
+
+def test_versions_learned_elsewhere_wake_the_asker_and_the_waiters() -> None:
+    """A connection's handshake told the versions (issue 26): the ask under way is answered
+    by no one, so its asker is woken with the waiters."""
+    ask = _ask()
+    token = _claim(ask, "a", 0).token
+    ask.next("b", 1)
+    assert ask.learned() == ["b", "a"]
+    assert ask.done and ask.next("c", 2) is None
+    assert ask.answered(token) == [] and ask.learned() == []
+
+
+def test_versions_learned_with_no_ask_under_way_wake_the_waiters_only() -> None:
+    ask = _ask()
+    token = _claim(ask, "a", 0).token
+    ask.failed(token, 1)
+    assert ask.next("a", 2) == 99  # the backoff
+    assert ask.learned() == ["a"]

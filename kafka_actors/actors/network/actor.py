@@ -107,6 +107,7 @@ if TYPE_CHECKING:
     from kafka_actors.oauth import OAuthBearerTokenSource  # imported only for OAUTHBEARER
     from kafka_actors.protocol.connection.sasl import SaslMechanism  # imported only for SASL
     from kafka_actors.protocol.connection.tls import TlsChannel  # imported only for TLS
+    from kafka_actors.protocol.wire.versions import NegotiatedVersions
 
 __all__ = ["NetworkActor"]
 
@@ -139,8 +140,12 @@ class NetworkActor(SupervisedActor):
         metrics: ConsumerMetrics | None = None,
         resolver: Resolver | None = None,
         connection_states: ConnectionStates | None = None,
+        on_versions: Callable[[NegotiatedVersions], None] | None = None,
     ) -> None:
         super().__init__(context=context, name=name, faults=faults)
+        #: Told the versions of each connection's ApiVersions handshake (the consumer's
+        #: managers need not wait for their own ask: the first connection already knows them).
+        self._on_versions = on_versions
         #: Java's consumer-metrics (connections, requests, select waits); None: not kept.
         self.metrics = metrics
         #: Each node's connection state for ``health()``; None: not kept.
@@ -820,6 +825,8 @@ class NetworkActor(SupervisedActor):
                     authenticated=self._sasl is not None or self._sasl_for_host is not None,
                 )
                 node.down_announced = False
+                if self._on_versions is not None:
+                    self._on_versions(event.versions)
                 self._node_available(node)
             elif isinstance(event, Broken):
                 self._close_node(node, event.error)

@@ -330,6 +330,8 @@ class VersionsAsk:
     * an ask whose asker went away without an outcome (:meth:`release`), or that passed its
       deadline, counts as a failed attempt.
     * :meth:`answered` ends it: the versions are known.
+    * :meth:`learned` ends it too, when the versions became known without it (a connection's
+      own ApiVersions handshake): its asker and waiters are woken, its answer awaited by no one.
     """
 
     def __init__(
@@ -346,6 +348,8 @@ class VersionsAsk:
         self._deadline_ms = 0
         self._fell_back = False
         self._waiters: list[Any] = []
+        #: Who sends the ask under way (woken by :meth:`learned`).
+        self._asker: Any = None
 
     @property
     def attempts(self) -> int:
@@ -372,6 +376,7 @@ class VersionsAsk:
                     self._waiters.remove(waiter)
                 self._tokens += 1
                 self._in_flight = self._tokens
+                self._asker = waiter
                 self._deadline_ms = now_ms + self._timeout_ms
                 return AskNow(self._tokens, self.version)
         else:
@@ -396,6 +401,16 @@ class VersionsAsk:
         self._in_flight = None
         waiters, self._waiters = self._waiters, []
         return waiters
+
+    def learned(self) -> list[Any]:
+        """The versions are known without an answer to the ask (a connection's ApiVersions
+        handshake told them): the waiters and the asker of the ask under way, to wake (its
+        answer, when it comes, changes nothing)."""
+        if self.done:
+            return []
+        asker = self._asker if self._in_flight is not None else None
+        waiters = self.answered(None)
+        return waiters if asker is None or asker in waiters else [*waiters, asker]
 
     def refused(self, token: int | None, now_ms: int, offered: int | None = None) -> list[Any]:
         """The broker refused the version (UNSUPPORTED_VERSION), naming the highest ApiVersions
