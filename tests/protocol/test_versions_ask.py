@@ -37,7 +37,7 @@ def test_one_ask_at_a_time_the_others_wait_for_its_outcome() -> None:
 def test_only_the_first_refusal_falls_back_at_once() -> None:
     ask = _ask()
     token = _claim(ask, "a", 0).token
-    ask.refused(token, 1, offered=3)  # the broker offers what it refused: one step down
+    ask.refused(token, 1, offered=ASK_VERSION)  # it offers what it refused: one step down
     step = _claim(ask, "a", 1)  # the one fallback, at once
     assert step.version == ASK_VERSION - 1
     ask.refused(step.token, 2, offered=0)

@@ -295,8 +295,12 @@ class ApiVersionsHandshake:
         return Retry(self._request(), candidate)
 
 
-#: The ApiVersions version a consumer's request managers ask at first (:class:`VersionsAsk`).
-ASK_VERSION: Final = 3
+#: The ApiVersions version a consumer's request managers ask at first (:class:`VersionsAsk`):
+#: the one every connection's handshake starts with, so the ask reuses the codecs the
+#: handshake already built (another version costs its kio schema and codecs at start-up, for
+#: an answer the handshake usually gave first: issue 26). A broker refusing it names the
+#: version it takes, and the first refusal falls back at once.
+ASK_VERSION: Final = CLIENT_VERSIONS[ApiKey.API_VERSIONS].max
 
 
 @dataclass(frozen=True, slots=True)
