@@ -9,7 +9,9 @@ what only some consumers need, loaded on demand: SASL (its mechanisms, hmac, Ker
 TLS (``protocol.connection.tls``, tempfile), the health snapshot (``health()``), the
 decompressors (cramjam, mmap, gzip). A consumer configured with SASL or TLS loads them when it
 is built, ``health()`` when first called.
-A classic group member (a real broker) imports the classic protocol when it joins. Module sets,
+A classic group member (a real broker) imports the classic protocol when it joins; a consumer
+reading its first record imports no ApiVersions schema but the handshake's (the managers' ask
+goes at the handshake's version, issue 26). Module sets,
 read from ``sys.modules`` of a child interpreter run in this tree; never timings
 (``bench/startup.py`` measures those).
 """
@@ -113,6 +115,21 @@ while len(values) < 20 and time.monotonic() < deadline:
     values.extend(r.value for r in consumer.poll(0.5))
 consumer.close()
 assert len(values) == 20, values
+"""
+
+
+#: An assigned consumer (no group) reads its first record. ``sys.argv``: bootstrap, topic.
+FIRST_RECORD = """
+import sys
+from kafka_actors import KafkaConsumer, TopicPartition
+
+consumer = KafkaConsumer(bootstrap_servers=sys.argv[1], enable_auto_commit=False)
+tp = TopicPartition(sys.argv[2], 0)
+consumer.assign([tp])
+consumer.seek_to_beginning([tp])
+while not consumer.poll(1.0):
+    pass
+consumer.close()
 """
 
 
@@ -254,3 +271,18 @@ def test_a_classic_member_loads_the_classic_protocol_when_it_joins(kafka_broker:
     assert "kafka_actors.protocol.group.classic.membership" in modules
     assert _loaded(modules, ("kafka_actors.protocol.share.fetch", "kafka_actors.oauth")) == []
     assert _loaded(modules, ("kio.schema.consumer_group_heartbeat",)) == []
+
+
+@pytest.mark.broker
+def test_the_first_record_needs_one_api_versions_schema(kafka_broker: Any) -> None:
+    """The managers' ApiVersions ask goes at the version of the connection's handshake, so
+    it reuses that schema (and codecs) instead of importing another version's (issue 26)."""
+    topic = unique("startup-first")
+    kafka_broker.create_topic(topic, partitions=1)
+    produce(kafka_broker.bootstrap_servers, topic, 5)
+    modules = _modules_after(FIRST_RECORD, kafka_broker.bootstrap_servers, topic)
+    assert "kio.schema.fetch" in modules
+    loaded = _loaded(modules, ("kio.schema.api_versions",))
+    versions = sorted({m.split(".")[3] for m in loaded if m.count(".") >= 3})
+    assert len(versions) == 1, loaded
+    assert _loaded(modules, OPTIONAL) == []
