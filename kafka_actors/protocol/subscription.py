@@ -665,18 +665,22 @@ class SubscriptionState:
         False (nothing changed) when the partition is no longer assigned, not fetchable, or its
         position is not ``expected_offset`` any more (a seek or reset came first)."""
         with self._lock:
-            state = self._assignment.get(tp)
-            if (
-                state is None
-                or not state.is_fetchable
-                or state.position is None
-                or state.position.offset != expected_offset
-            ):
+            found = self._fetching(tp)
+            if found is None or found[1].offset != expected_offset:
                 return False
+            state, position = found
             if new_position.current_leader == NO_LEADER:
-                new_position = replace(new_position, current_leader=state.position.current_leader)
+                new_position = replace(new_position, current_leader=position.current_leader)
             self._assignment.set_advanced(tp, replace(state, position=new_position))
             return True
+
+    def _fetching(self, tp: TopicPartition) -> tuple[TopicPartitionState, FetchPosition] | None:
+        """``tp``'s state and position when it is assigned, fetchable and has a position
+        (under the lock)."""
+        state = self._assignment.get(tp)
+        if state is None or not state.is_fetchable or state.position is None:
+            return None
+        return state, state.position
 
     def advance_consumed(
         self, tp: TopicPartition, consumed: FetchPosition, *, from_offset: int | None = None
@@ -740,15 +744,11 @@ class SubscriptionState:
         on. Nothing to validate (the position is fetchable already); left unknown, the next
         metadata naming that same leader would count as a leader change."""
         with self._lock:
-            state = self._assignment.get(tp)
-            if (
-                state is None
-                or not state.is_fetchable
-                or state.position is None
-                or state.position.current_leader.leader is not None
-            ):
+            found = self._fetching(tp)
+            if found is None or found[1].current_leader.leader is not None:
                 return
-            position = replace(state.position, current_leader=leader)
+            state, position = found
+            position = replace(position, current_leader=leader)
             self._assignment.set_advanced(tp, replace(state, position=position))
 
     def maybe_complete_validation(

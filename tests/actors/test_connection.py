@@ -170,14 +170,22 @@ def test_happy_path_and_request_response(clock: ManualClock) -> None:
     assert conn.in_flight_count == 0
 
 
-def test_responses_may_arrive_split_anywhere(clock: ManualClock) -> None:
+def _ready_with_requests(
+    clock: ManualClock, count: int
+) -> tuple[FakeBroker, NodeConnection, list[tuple[Any, Any]]]:
+    """A ready connection with ``count`` requests sent: the broker, the connection, and the
+    requests as the broker read them (header, body)."""
     broker = FakeBroker()
     conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
     connect_ready(conn, clock, broker)
-    for _ in range(3):
+    for _ in range(count):
         conn.enqueue(pending(clock))
     out, _ = conn.flush(clock.monotonic())
-    got = broker.take(out)
+    return broker, conn, broker.take(out)
+
+
+def test_responses_may_arrive_split_anywhere(clock: ManualClock) -> None:
+    broker, conn, got = _ready_with_requests(clock, 3)
     data = b"".join(broker.answer(metadata_response(), h.correlation_id) for h, _ in got)
     completed = []
     for i in range(len(data)):
@@ -190,13 +198,7 @@ def test_a_large_response_read_into_its_own_buffer(clock: ManualClock) -> None:
     """The network actor reads the rest of a large frame straight into the connection's
     buffer (read_buffer / buffer_updated): the same responses complete, in order, between
     frames read in chunks."""
-    broker = FakeBroker()
-    conn = NodeConnection(NODE, settings(), random=lambda: 0.5)
-    connect_ready(conn, clock, broker)
-    for _ in range(3):
-        conn.enqueue(pending(clock))
-    out, _ = conn.flush(clock.monotonic())
-    got = broker.take(out)
+    broker, conn, got = _ready_with_requests(clock, 3)
     big = MetadataResponseV12(
         throttle_time=ZERO32,
         brokers=(),
