@@ -182,14 +182,12 @@ class Connector:
             if into is not None:
                 # The rest of a large frame (a Fetch response), a quarter of it received:
                 # read into its own buffer.
-                n = transport.receive_into(into)
-                into.release()
-                if n is None:
-                    raise DisconnectedError("Connection closed by the broker")
+                with into:
+                    n = transport.receive_into(into)
                 if n:
                     node.conn.touch(now)
                     self._answered(node, transport, *node.conn.buffer_updated(n, now))
-                data = b""
+                data = None if n is None else b""  # None: end of stream, raised below
             else:
                 data = transport.receive()
             if tls is not None:
