@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -131,13 +132,24 @@ _LEAKY_SCRIPT = textwrap.dedent(
     ids=["sigterm-handler", "sigkill-pdeathsig"],
 )
 def test_launcher_stops_its_jvms_when_its_process_is_killed(
-    sig: signal.Signals, env: dict[str, str]
+    sig: signal.Signals,
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    proc = _spawn(["-c", _LEAKY_SCRIPT, "1"], env)
+    # The launcher's cluster directory goes in a temp dir of this test's own (TMPDIR), and
+    # this test's sweep looks there: another xdist worker starting a cluster meanwhile sweeps
+    # only the shared temp dir. In CI one did, between the kill and the check below, and
+    # removed the directory this test expects to find.
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    proc = _spawn(["-c", _LEAKY_SCRIPT, "1"], {**env, "TMPDIR": str(private)})
     directory = ""
     try:
         *words, directory = _first_line(proc).split()
         pids = [int(p) for p in words]
+        assert Path(directory).parent == private
         assert pids and all(pid_alive(p) for p in pids)
         assert sorted(_java_children(proc.pid)) == sorted(pids)
         proc.send_signal(sig)
