@@ -27,7 +27,11 @@ What waits is the records themselves; a record's bookkeeping (``_Work``) is made
 starts and lives while it is in flight. Records are tuples the garbage collector does not
 track, and a buffer of thousands of objects it does track, each living long enough to reach
 the oldest generation, made a full collection of the whole heap (tens of milliseconds in a
-process that imported a Kafka client) every few tens of thousands of records.
+process that imported a Kafka client) every few tens of thousands of records. For the same
+reason a key's queue (a deque, which the collector tracks: made when a second record of the
+key waits) is kept when it empties, up to :data:`SPARE_QUEUES` of them, and reused for the
+next key that needs one: a queue lives as long as the scheduler instead of being made and
+dropped once per waiting key.
 
 Null keys under key ordering: each record without a key is its own key. A null key says the
 producer asked for no order (Kafka's default partitioner spreads such records over
@@ -199,6 +203,10 @@ def _resume_mark(max_buffered: int) -> int:
     return max_buffered // 2
 
 
+#: Empty key queues kept for reuse (module doc); about 0.6 KiB each.
+SPARE_QUEUES = 1024
+
+
 def _is_followed(held: dict[Hashable, deque[ConsumerRecord] | None], key: Hashable) -> bool:
     """Whether a record of ``key`` waits behind the one of that key that starts now
     (:attr:`Task.followed`); a null key is its own key, never followed."""
@@ -294,6 +302,8 @@ class WorkScheduler:
         #: The widest window whose map fits the limit whatever its completions (the bitmap's
         #: worst case): a window this narrow needs no bound computed per start.
         self._span_always_fits = offset_map.span_always_fitting(config.offset_metadata_max_bytes)
+        #: Key queues that emptied, for the next key whose record waits (module doc).
+        self._spare_queues: list[deque[ConsumerRecord]] = []
 
     @property
     def backoff(self) -> ExponentialBackoff:
@@ -400,6 +410,7 @@ class WorkScheduler:
             ready.extend(fresh)
             return len(fresh)
         held = part.held
+        spare = self._spare_queues
         for record in fresh:
             key: Hashable = record.key if ordering is Ordering.KEY else _PARTITION_KEY
             if key is None:
@@ -412,9 +423,8 @@ class WorkScheduler:
             else:
                 queue = held[key]
                 if queue is None:
-                    held[key] = deque((record,))
-                else:
-                    queue.append(record)
+                    held[key] = queue = spare.pop() if spare else deque()
+                queue.append(record)
         return len(fresh)
 
     def _key_of(self, record: ConsumerRecord) -> Hashable:
@@ -700,7 +710,8 @@ class WorkScheduler:
         held = part.held
         queue = held.get(work.key)
         if queue is None:
-            held[work.key] = queue = deque()
+            spare = self._spare_queues
+            held[work.key] = queue = spare.pop() if spare else deque()
         queue.extendleft(reversed(back))
 
     def failed(self, work_id: int, error: BaseException, now_ms: int) -> FailureDecision | None:
@@ -803,6 +814,8 @@ class WorkScheduler:
                 part.ready.append(queue.popleft())
             else:
                 del held[key]
+                if queue is not None and len(self._spare_queues) < SPARE_QUEUES:
+                    self._spare_queues.append(queue)
 
     # -- commits ---------------------------------------------------------------------------
 

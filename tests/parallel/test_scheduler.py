@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from kafka_actors.errors import ConfigError
 from kafka_actors.parallel import offset_map as om
+from kafka_actors.parallel import scheduler as scheduler_module
 from kafka_actors.parallel.messages import (
     DeadLetter,
     DeadLetterDue,
@@ -453,6 +454,32 @@ def test_null_keys_are_each_their_own_key() -> None:
     s = scheduler()
     s.offer(TP, [rec(0, None), rec(1, None), rec(2, b"k"), rec(3, b"k")])
     assert [t.record.offset for t in tasks(s.take_ready(0))] == [0, 1, 2]
+
+
+def test_a_key_queue_that_emptied_serves_the_next_key_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An emptied key queue is kept for the next key whose record waits (fewer objects for
+    the garbage collector), at most SPARE_QUEUES of them, and holds nothing of its last key."""
+    monkeypatch.setattr(scheduler_module, "SPARE_QUEUES", 1)
+    s = scheduler()
+    s.offer(TP, [rec(0, b"a"), rec(1, b"a"), rec(2, b"c"), rec(3, b"c")])
+    first = tasks(s.take_ready(0))
+    assert [t.record.offset for t in first] == [0, 2]
+    s.succeeded_all([t.work_id for t in first])  # 1 and 3 leave their queues: both empty
+    second = tasks(s.take_ready(0))
+    assert [t.record.offset for t in second] == [1, 3]
+    s.succeeded_all([t.work_id for t in second])  # both queues emptied and are let go
+    assert len(s._spare_queues) == 1  # the bound
+    s.offer(TP, [rec(4, b"b"), rec(5, b"b"), rec(6, b"a"), rec(7, b"b"), rec(8, b"a")])
+    started: list[int] = []
+    while len(started) < 5:
+        batch = tasks(s.take_ready(0))
+        assert batch
+        started += [t.record.offset for t in batch]
+        s.succeeded_all([t.work_id for t in batch])
+    assert started == [4, 6, 5, 8, 7]
+    assert len(s._spare_queues) == 1
 
 
 def test_partition_order_runs_one_record_per_partition() -> None:
