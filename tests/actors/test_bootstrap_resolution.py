@@ -194,3 +194,24 @@ def test_a_name_that_resolves_late_is_used_within_the_budget(
         assert dns.calls.count("kafka-later.test") >= 4
     finally:
         consumer.close()
+
+
+def test_the_system_resolver_asks_for_an_ascii_name_as_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ASCII name reaches getaddrinfo as bytes (no idna codec, whose first use imports
+    unicodedata on the way to a first record); a non-ASCII one as the str it is."""
+    from kafka_actors.actors.network import transport
+
+    asked: list[object] = []
+
+    def getaddrinfo(host: object, port: int, *args: object) -> list[tuple[Any, ...]]:
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(transport.socket, "getaddrinfo", getaddrinfo)
+    transport.system_resolver("broker-1.example", 9092)
+    transport.system_resolver("bücher.example", 9092)
+    assert asked == [b"broker-1.example", "bücher.example"]
+    monkeypatch.undo()  # and the real getaddrinfo takes the bytes
+    assert transport.system_resolver("127.0.0.1", 9092)[0][4][:2] == ("127.0.0.1", 9092)
