@@ -760,6 +760,7 @@ class AsyncKafkaConsumer(Generic[K, V]):
                 if records.buffer:
                     taken = records.take(frozenset(), limit)
                     if taken:
+                        self._step.delivered()
                         return {
                             tp: records_batch(recs, include_headers) for tp, recs in taken.items()
                         }
@@ -772,6 +773,7 @@ class AsyncKafkaConsumer(Generic[K, V]):
                     )
                     if batches:
                         handout.handed_out_batches(batches)
+                        self._step.delivered()
                         return batches
                     if result.columns:
                         continue  # all given back (being revoked since): look again
@@ -806,6 +808,7 @@ class AsyncKafkaConsumer(Generic[K, V]):
                 out = records.take(wanted, limit)
                 if out:
                     records.prefetch(trace)
+                    self._step.delivered()
                     return out
                 if records.collect(trace):
                     continue

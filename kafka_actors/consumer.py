@@ -253,6 +253,7 @@ class KafkaConsumer(Generic[K, V]):
                 generation = step.generation
                 records = collect(trace)
                 if records:
+                    step.delivered()
                     return records
                 if time.monotonic() >= deadline:
                     return empty

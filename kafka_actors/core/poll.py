@@ -12,6 +12,15 @@ PollEvent per loop of ``poll()``). Front ends differ only in how they wait: bloc
 context's signal, or awaiting their loop's wake-up, until :meth:`PollStep.ready` or
 :attr:`PollStep.next_event_at`.
 
+Polls that follow one another with records (a consumer reading at full speed: hundreds or
+thousands of polls a second) tell a group actor at most once per :data:`POLL_EVENT_SPACING_S`:
+each event wakes the actor's thread, and two wake-ups per poll were a fifth of the voluntary
+context switches of a no-op ``ParallelConsumer`` (the GIL changing hands each time). What an
+event does is not changed, only how stale an actor's view of the last poll may be: the poll
+timer (``max.poll.interval.ms``, far longer), an auto-commit or a reconciliation due, happen
+at most that much later. A poll that follows one that returned nothing tells the actors as
+always (a join to start, an error the group reported once per poll).
+
 May touch: the consumer's context (fetch buffer generation, background events), the facade
 (tells, wake-up, open), the core it is given (through :class:`PollCore`).
 """
@@ -26,11 +35,15 @@ from kafka_actors.actors.events import PollEvent, PollLatch, PositionsChangedEve
 from kafka_actors.actors.facade import Facade
 from kafka_actors.supervisors import SupervisorTree
 
-__all__ = ["POLL_EVENT_INTERVAL_S", "PollCore", "PollStep"]
+__all__ = ["POLL_EVENT_INTERVAL_S", "POLL_EVENT_SPACING_S", "PollCore", "PollStep"]
 
 #: A waiting poll tells the group actors again this often: with auto-commit, a new assignment
 #: is reconciled on a poll event only, which must not wait for the poll's timeout.
 POLL_EVENT_INTERVAL_S: Final = 0.1
+
+#: A poll right after one that returned records tells an actor only when its last event is at
+#: least this old (module doc).
+POLL_EVENT_SPACING_S: Final = 0.01
 
 
 class PollCore(Protocol):
@@ -76,6 +89,8 @@ class PollStep:
         )
         #: When a waiting poll tells the group actors again (monotonic seconds).
         self.next_event_at = float("inf")
+        #: The last poll returned records (:meth:`delivered`): this one may space its events.
+        self._delivered = False
 
     @property
     def generation(self) -> int:
@@ -89,19 +104,30 @@ class PollStep:
         its clock for that event after this poll started, so it stands for this poll too (the
         poll timer, auto-commit due, a rebalance to start). Saves a queue put and a thread
         wake-up per poll and actor when polls come faster than the actors run. An event not
-        received within POLL_EVENT_INTERVAL_S (a restarting actor's inbox) is not trusted."""
+        received within POLL_EVENT_INTERVAL_S (a restarting actor's inbox) is not trusted.
+        Right after a poll that returned records, an actor told less than
+        POLL_EVENT_SPACING_S ago is not told again (module doc)."""
+        spaced = self._delivered
+        self._delivered = False
         if not self._latches:
             return
         facade = self._facade
         now = time.monotonic()
         for target, latch in self._latches.items():
-            if latch.pending and now - latch.told_at < POLL_EVENT_INTERVAL_S:
+            age = now - latch.told_at
+            if (latch.pending and age < POLL_EVENT_INTERVAL_S) or (
+                spaced and age < POLL_EVENT_SPACING_S
+            ):
                 continue
             latch.pending = True
             latch.told_at = now
             if not facade.tell(target, PollEvent(trace, latch=latch)):
                 latch.pending = False
         self.next_event_at = now + POLL_EVENT_INTERVAL_S
+
+    def delivered(self) -> None:
+        """The poll returns records: the next one may space its events (module doc)."""
+        self._delivered = True
 
     def turn(self, trace: str) -> None:
         """Each turn of a poll before it collects (after the front end ran what the

@@ -27,6 +27,7 @@ def _consumer(facade: _Facade) -> Any:
     return SimpleNamespace(
         _facade=facade,
         _latches={"membership": PollLatch(), "commit": PollLatch()},
+        _delivered=False,  # the last poll returned nothing: no spacing of events
     )
 
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kafka_actors.actors.events import PollEvent
-from kafka_actors.core.poll import PollStep
+from kafka_actors.core.poll import POLL_EVENT_SPACING_S, PollStep
 from kafka_actors.protocol.fetch.buffer import FetchBuffer
 from kafka_actors.protocol.subscription import SubscriptionState
 
@@ -92,3 +92,36 @@ def test_a_wait_ends_when_the_fetch_buffer_was_woken() -> None:
     assert step.ready(seen)
     step.turn("t")
     assert step._core.prepared == ["t"]
+
+
+def _received(facade: _Facade) -> None:
+    """The actors took every event told so far (what their before_receive does)."""
+    for _, event in facade.told:
+        if event.latch is not None:
+            event.latch.pending = False
+
+
+def test_polls_returning_records_back_to_back_space_their_events() -> None:
+    step, facade, _ = _step()
+    step.start("t1")
+    _received(facade)
+    step.delivered()  # t1 returned records
+    step.start("t2")  # at once: the actors heard of a poll less than the spacing ago
+    assert [t for t, _ in facade.told] == ["membership", "commit"]
+    for _, event in facade.told:  # as if told the spacing ago
+        event.latch.told_at -= POLL_EVENT_SPACING_S
+    step.delivered()
+    step.start("t3")
+    assert [e.trace_id for _, e in facade.told] == ["t1", "t1", "t3", "t3"]
+
+
+def test_a_poll_after_one_that_returned_nothing_tells_the_actors_at_once() -> None:
+    step, facade, _ = _step()
+    step.start("t1")
+    _received(facade)
+    step.start("t2")  # t1 returned nothing (no delivered()): told however recent t1 was
+    _received(facade)
+    step.delivered()
+    step.start("t3")  # spaced: within the spacing after a poll that returned records
+    step.start("t4")  # t3 returned nothing: told
+    assert [e.trace_id for _, e in facade.told] == ["t1", "t1", "t2", "t2", "t4", "t4"]
