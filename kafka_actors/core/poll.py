@@ -14,7 +14,7 @@ context's signal, or awaiting their loop's wake-up, until :meth:`PollStep.ready`
 
 Polls that follow one another with records (a consumer reading at full speed: hundreds or
 thousands of polls a second) tell a group actor at most once per :data:`POLL_EVENT_SPACING_S`:
-each event wakes the actor's thread, and two wake-ups per poll were a fifth of the voluntary
+each event wakes the actor's thread, and two wake-ups per poll were a third of the voluntary
 context switches of a no-op ``ParallelConsumer`` (the GIL changing hands each time). What an
 event does is not changed, only how stale an actor's view of the last poll may be: the poll
 timer (``max.poll.interval.ms``, far longer), an auto-commit or a reconciliation due, happen

@@ -410,7 +410,6 @@ class WorkScheduler:
             ready.extend(fresh)
             return len(fresh)
         held = part.held
-        spare = self._spare_queues
         for record in fresh:
             key: Hashable = record.key if ordering is Ordering.KEY else _PARTITION_KEY
             if key is None:
@@ -423,9 +422,14 @@ class WorkScheduler:
             else:
                 queue = held[key]
                 if queue is None:
-                    held[key] = queue = spare.pop() if spare else deque()
+                    held[key] = queue = self._new_queue()
                 queue.append(record)
         return len(fresh)
+
+    def _new_queue(self) -> deque[ConsumerRecord]:
+        """An empty key queue: a spare one when there is one (module doc)."""
+        spare = self._spare_queues
+        return spare.pop() if spare else deque()
 
     def _key_of(self, record: ConsumerRecord) -> Hashable:
         """The key whose records run in turn: the record's key, its partition's one key, or
@@ -710,8 +714,7 @@ class WorkScheduler:
         held = part.held
         queue = held.get(work.key)
         if queue is None:
-            spare = self._spare_queues
-            held[work.key] = queue = spare.pop() if spare else deque()
+            held[work.key] = queue = self._new_queue()
         queue.extendleft(reversed(back))
 
     def failed(self, work_id: int, error: BaseException, now_ms: int) -> FailureDecision | None:
