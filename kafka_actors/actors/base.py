@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -87,11 +88,18 @@ def versions_learned(ctx: ConsumerContext, versions: NegotiatedVersions) -> None
             return
         ctx.versions = versions
         waiters = ctx.versions_ask.learned()
-    for ref in waiters:
-        try:
-            ref.tell(Tick())
-        except pykka.ActorDeadError:
-            pass
+    _tick(waiters)
+
+
+def _tick(refs: Iterable[Any], but: Any = None) -> None:
+    """A :class:`Tick` to each of ``refs`` (the actors waiting for the versions) but ``but``;
+    an actor that stopped meanwhile is skipped."""
+    for ref in refs:
+        if ref != but:
+            try:
+                ref.tell(Tick())
+            except pykka.ActorDeadError:
+                pass
 
 
 class ManagerActor(SupervisedActor):
@@ -401,12 +409,7 @@ class ManagerActor(SupervisedActor):
                 waiters = ask.failed(token, now)
             else:
                 waiters = ask.release(token, now)
-        for ref in waiters:
-            if ref != self.actor_ref:
-                try:
-                    ref.tell(Tick())
-                except pykka.ActorDeadError:
-                    pass
+        _tick(waiters, but=self.actor_ref)
 
     def _versions_answered(self, message: Response) -> None:
         if self.manager is not None:
