@@ -14,10 +14,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka import Producer
 
-from kafka_actors import ParallelConsumer
+from kafka_actors import KafkaConsumer, ParallelConsumer, TopicPartition
 from kafka_actors.parallel import offset_map
 from kafka_actors.protocol.records.decode import ConsumerRecord
 
@@ -151,13 +150,19 @@ def random_keyed_items(
 def committed(
     bootstrap: str, group: str, topic: str, partitions: Iterable[int]
 ) -> dict[int, tuple[int, str]]:
-    """The group's committed (offset, metadata) per partition (offset -1001: none)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
-    try:
-        tps = consumer.committed([CTopicPartition(topic, p) for p in partitions], timeout=20)
-        return {tp.partition: (tp.offset, tp.metadata or "") for tp in tps}
-    finally:
-        consumer.close()
+    """The group's committed (offset, metadata) per partition (offset -1001: none).
+
+    Read with kafka-actors' own consumer, not confluent-kafka's: its ``TopicPartition.metadata``
+    (2.16.1) reads past the end of the metadata the broker returned, so a commit's offset map
+    came back with stray bytes after it, or as undecodable UTF-8 (a CI run failed on it)."""
+    wanted = [TopicPartition(topic, p) for p in partitions]
+    with KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group}) as consumer:
+        found = consumer.committed(wanted, timeout=20)
+    out: dict[int, tuple[int, str]] = {}
+    for tp in wanted:
+        om = found.get(tp)
+        out[tp.partition] = (-1001, "") if om is None else (om.offset, om.metadata or "")
+    return out
 
 
 def completed_by_commit(commits: dict[int, tuple[int, str]]) -> Callable[[Place], bool]:
