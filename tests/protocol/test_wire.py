@@ -34,6 +34,7 @@ from kafka_actors.protocol.wire.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     CorrelationIds,
     FrameDecoder,
+    FramePool,
     decode_request,
     decode_response,
     decode_response_with_header,
@@ -383,6 +384,82 @@ def test_frame_decoder_offers_a_buffer_only_for_the_rest_of_a_large_frame() -> N
     assert frame == payload and frame.readonly
     assert decoder.read_buffer(1) is None  # the next frame starts with a chunk again
     assert decoder.feed(stream[4 + len(payload) :]) == [b"tail"]
+
+
+def _receive(decoder: FrameDecoder, payload: bytes, chunk: int = 65_536) -> tuple[memoryview, int]:
+    """``payload``'s frame through the network actor's path: chunks fed until the decoder
+    offers its buffer, then read into it. The frame, and the bytes fed before the buffer."""
+    stream = frames_of(payload)
+    pos = 0
+    fed = 0
+    while True:
+        into = decoder.read_buffer(chunk)
+        if into is None:
+            assert decoder.feed(stream[pos : pos + chunk]) == []
+            pos += chunk
+            fed = pos
+            continue
+        n = min(chunk, len(into))
+        into[:n] = stream[pos : pos + n]
+        into.release()
+        pos += n
+        done = decoder.buffer_updated(n)
+        if done:
+            [frame] = done
+            assert pos == len(stream)
+            return frame, fed
+
+
+def test_frame_decoder_reuses_a_frame_buffer_once_nothing_refers_to_it() -> None:
+    first, second, third = (bytes([n]) * (1 << 20) for n in (1, 2, 3))
+    decoder = FrameDecoder()
+    pool = decoder.pool
+    frame1, fed1 = _receive(decoder, first)
+    assert frame1 == first and pool.made == 1 and pool.reused == 0
+    assert fed1 >= len(first) // 4  # a new buffer waits for a quarter of the frame
+    frame2, _ = _receive(decoder, second)  # frame1 is still held: a second buffer
+    assert frame2 == second and pool.made == 2 and pool.reused == 0
+    part = frame2[10:20]  # a view of a view holds the buffer too
+    del frame2
+    frame1.release()
+    del frame1
+    frame3, fed3 = _receive(decoder, third)
+    assert pool.made == 2 and pool.reused == 1  # frame1's buffer, not frame2's
+    assert fed3 == 65_536  # a kept buffer is taken once the first chunk came
+    assert frame3 == third and bytes(part) == b"\x02" * 10
+    assert frame3.readonly and len(frame3) == len(third)
+
+
+def test_frame_decoder_a_smaller_frame_is_a_view_of_a_larger_kept_buffer() -> None:
+    decoder = FrameDecoder()
+    big, _ = _receive(decoder, b"b" * (1 << 20))
+    del big
+    small = bytes(range(256)) * 1024  # 256 KiB, then the next frame right behind it
+    stream = frames_of(small, b"after")
+    assert decoder.feed(stream[:70_000]) == []
+    into = decoder.read_buffer(65_536)
+    assert into is not None and len(into) == len(small) - (70_000 - 4)
+    into[:] = stream[70_000 : 4 + len(small)]
+    [frame] = decoder.buffer_updated(len(into))
+    assert decoder.pool.reused == 1 and frame == small and len(frame) == len(small)
+    with pytest.raises(ValueError):
+        decoder.buffer_updated(1)  # no room was offered past the frame's end
+    assert decoder.feed(stream[4 + len(small) :]) == [b"after"]
+
+
+def test_frame_pool_is_bounded_in_buffers_and_bytes() -> None:
+    pool = FramePool(max_buffers=2, max_bytes=3 << 20)
+    held = [pool.make(1 << 20), pool.make(1 << 20)]
+    assert pool.kept_bytes == 2 << 20
+    held.append(pool.make(1 << 20))  # both kept ones in use: this one is not kept
+    assert pool.kept_bytes == 2 << 20 and pool.take(1) is None
+    held.clear()
+    assert pool.make(4 << 20) is not None and pool.kept_bytes == 2 << 20  # over max_bytes
+    pool.make(2 << 20)  # free kept ones make room, smallest first, as many as needed: one
+    assert pool.kept_bytes == 3 << 20
+    taken = pool.take(2 << 20)
+    assert taken is not None and len(taken) == 2 << 20
+    assert pool.take(2 << 20) is None  # taken and held: not handed out twice
 
 
 def test_frame_decoder_a_huge_size_prefix_allocates_nothing() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any, Final, TypeVar, cast
 
@@ -42,8 +43,11 @@ __all__ = [
     "API_VERSIONS_KEY",
     "DEFAULT_MAX_FRAME_SIZE",
     "FRAME_BUFFER_SHARE",
+    "FRAME_POOL_BUFFERS",
+    "FRAME_POOL_BYTES",
     "CorrelationIds",
     "FrameDecoder",
+    "FramePool",
     "RequestHeader",
     "ResponseHeader",
     "decode_request",
@@ -65,6 +69,11 @@ DEFAULT_MAX_FRAME_SIZE: Final = 128 * 1024 * 1024
 #: A frame gets its own buffer (``FrameDecoder.read_buffer``) only once at least 1/N of it has
 #: arrived: memory held for a frame is bounded by N times the bytes received for it.
 FRAME_BUFFER_SHARE: Final = 4
+
+#: A decoder keeps the buffers of up to this many frames, of up to this many bytes in all, to
+#: receive later frames into once nothing refers to them any more (:class:`FramePool`).
+FRAME_POOL_BUFFERS: Final = 4
+FRAME_POOL_BYTES: Final = 16 * 1024 * 1024
 
 _SIZE = struct.Struct(">i")
 _MAX_CORRELATION_ID: Final = 2**31 - 1
@@ -295,6 +304,93 @@ def decode_request(
 # -- Incremental framing -----------------------------------------------------------------------
 
 
+def _kept_only_refs() -> int:
+    """What ``sys.getrefcount`` says of a buffer that only a pool's list refers to, seen from
+    the loop over that list in :meth:`FramePool.take` (the same pattern: the list's slot, the
+    loop variable, the call's argument)."""
+    kept = [bytearray(1)]
+    for buffer in kept:
+        return sys.getrefcount(buffer)
+    raise AssertionError("unreachable")
+
+
+_KEPT_ONLY_REFS: Final = _kept_only_refs()
+
+
+class FramePool:
+    """The buffers a :class:`FrameDecoder` received large frames into, kept to receive later
+    frames into instead of new memory.
+
+    A buffer of a megabyte or more is fresh memory from the allocator each time (glibc maps
+    it, or trims it from a thread's arena when it is freed): the kernel faults and clears each
+    of its pages on the first write, about a third of the CPU the network thread spent on a
+    1-partition Fetch stream. A frame handed out is read by other threads (the records decoded
+    from it, views of it buffered until the application polls them), so a buffer is reused only
+    when nothing else refers to it: every view of a bytearray holds a reference to it, so its
+    reference count says so exactly (CPython; read under the GIL, where no other thread can
+    take a new reference to an object it has none of).
+
+    Bounded: at most :data:`FRAME_POOL_BUFFERS` buffers and :data:`FRAME_POOL_BYTES` bytes are
+    kept (a larger frame's buffer is freed with the frame, as before). A buffer larger than the
+    frame is reused for it (the frame is a view of its first bytes); the smallest that fits is
+    taken."""
+
+    __slots__ = ("_buffers", "_kept_bytes", "made", "max_buffers", "max_bytes", "reused")
+
+    def __init__(
+        self, max_buffers: int = FRAME_POOL_BUFFERS, max_bytes: int = FRAME_POOL_BYTES
+    ) -> None:
+        self.max_buffers = max_buffers
+        self.max_bytes = max_bytes
+        self._buffers: list[bytearray] = []
+        self._kept_bytes = 0
+        #: Buffers made, and frames received into a kept buffer (for tests and benchmarks).
+        self.made = 0
+        self.reused = 0
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of the buffers kept (free or in use)."""
+        return self._kept_bytes
+
+    def take(self, size: int) -> bytearray | None:
+        """The smallest kept buffer of at least ``size`` bytes that nothing else refers to, or
+        None."""
+        best: bytearray | None = None
+        for buffer in self._buffers:
+            if (
+                len(buffer) >= size
+                and sys.getrefcount(buffer) == _KEPT_ONLY_REFS
+                and (best is None or len(buffer) < len(best))
+            ):
+                best = buffer
+        if best is not None:
+            self.reused += 1
+        return best
+
+    def make(self, size: int) -> bytearray:
+        """A new buffer of ``size`` bytes, kept when the bounds allow (free kept buffers are
+        dropped to make room, smallest first)."""
+        buffer = bytearray(size)
+        self.made += 1
+        if size > self.max_bytes:
+            return buffer
+        buffers = self._buffers
+        if len(buffers) >= self.max_buffers or self._kept_bytes + size > self.max_bytes:
+            free = [b for b in buffers if sys.getrefcount(b) == _KEPT_ONLY_REFS]
+            free.sort(key=len)
+            for old in free:
+                if len(buffers) < self.max_buffers and self._kept_bytes + size <= self.max_bytes:
+                    break
+                buffers.remove(old)
+                self._kept_bytes -= len(old)
+            del free
+        if len(buffers) < self.max_buffers and self._kept_bytes + size <= self.max_bytes:
+            buffers.append(buffer)
+            self._kept_bytes += size
+        return buffer
+
+
 class FrameDecoder:
     """Splits a byte stream into frames (the bytes after each 4-byte size prefix).
 
@@ -321,7 +417,10 @@ class FrameDecoder:
     only once a quarter of the frame (:data:`FRAME_BUFFER_SHARE`) has been received in chunks,
     so what the decoder holds is never more than four times what it received (five for the
     moment the chunks are copied into it). Until then a prefix of 128 MiB followed by a few
-    bytes costs a few bytes.
+    bytes costs a few bytes. The exception is memory already made: a frame buffer kept by
+    :attr:`pool` that nothing refers to any more is taken as soon as the frame's first chunk
+    arrived (:class:`FramePool`, bounded in buffers and bytes), so a stream of Fetch responses
+    is received into the same few buffers instead of fresh pages each time.
     """
 
     __slots__ = (
@@ -332,12 +431,17 @@ class FrameDecoder:
         "_head",
         "_parts",
         "max_frame_size",
+        "pool",
     )
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, pool: FramePool | None = None
+    ) -> None:
         if max_frame_size < 0:
             raise ValueError("max_frame_size must be >= 0")
         self.max_frame_size = max_frame_size
+        #: The buffers of earlier frames, reused for the next ones once free.
+        self.pool = FramePool() if pool is None else pool
         #: Bytes of a size prefix split across reads.
         self._head = b""
         #: Size of the frame being received (its prefix read), else None.
@@ -377,7 +481,8 @@ class FrameDecoder:
         """A writable view of the missing bytes of the frame being received, to read them
         into directly, when at least ``min_size`` of them are missing and enough of the frame
         has arrived: at least ``min_size`` bytes and at least 1/:data:`FRAME_BUFFER_SHARE` of
-        its declared size (nothing is allocated on the size prefix's word alone). Else None:
+        its declared size (nothing is allocated on the size prefix's word alone), or at once
+        when :attr:`pool` has a free buffer of that size (nothing is allocated). Else None:
         read a chunk and :meth:`feed` it. The switch copies the chunks received so far into
         the buffer, once. Once a frame has its buffer, the view is handed out until the frame
         is complete, whatever ``min_size``. Report what was written with
@@ -390,13 +495,15 @@ class FrameDecoder:
             return None
         if self._frame is None:
             have = self._have
-            if (
-                expected - have < min_size
-                or have < min_size
-                or have * FRAME_BUFFER_SHARE < expected
-            ):
+            if expected - have < min_size:
                 return None
-            frame = bytearray(expected)
+            # A kept buffer is memory already made: used at once. A new one only when the
+            # rule above (a share of the frame received) allows.
+            frame = self.pool.take(expected)
+            if frame is None:
+                if have < min_size or have * FRAME_BUFFER_SHARE < expected:
+                    return None
+                frame = self.pool.make(expected)
             parts = self._parts
             self._parts = []
             done = 0
@@ -407,21 +514,22 @@ class FrameDecoder:
                 done = end
             assert done == have
             self._frame = frame
-        return memoryview(self._frame)[self._have :]
+        return memoryview(self._frame)[self._have : expected]
 
     def buffer_updated(self, nbytes: int) -> list[memoryview]:
         """``nbytes`` were written at the start of the view :meth:`read_buffer` returned:
         the frame, once complete (as a read-only view of its buffer)."""
-        if self._frame is None or nbytes < 0 or self._have + nbytes > len(self._frame):
+        expected = self._expected
+        if self._frame is None or expected is None or nbytes < 0 or self._have + nbytes > expected:
             raise ValueError(f"buffer_updated({nbytes}) without a read_buffer() of that room")
         self._have += nbytes
-        if self._have < len(self._frame):
+        if self._have < expected:
             return []
         return [self._frame_done()]
 
     def _frame_done(self) -> memoryview:
-        assert self._frame is not None
-        frame = memoryview(self._frame).toreadonly()
+        assert self._frame is not None and self._expected is not None
+        frame = memoryview(self._frame)[: self._expected].toreadonly()
         self._frame = None
         self._have = 0
         self._expected = None
