@@ -59,7 +59,6 @@ JAVA_DEFAULTS = {
     "metadata.max.age.ms": 300_000,
     "socket.connection.setup.timeout.ms": 10_000,
     "socket.connection.setup.timeout.max.ms": 30_000,
-    "receive.buffer.bytes": 65_536,
     "send.buffer.bytes": 131_072,
     "isolation.level": "read_uncommitted",
     "auto.offset.reset": "latest",
@@ -81,6 +80,15 @@ JAVA_DEFAULTS = {
 @pytest.mark.parametrize(("key", "value"), sorted(JAVA_DEFAULTS.items()))
 def test_java_defaults(key: str, value: object) -> None:
     assert ConsumerConfig.from_dict(BASE).get(key) == value
+
+
+def test_the_receive_buffer_defaults_to_the_os_where_java_sets_64_kib() -> None:
+    """The one default that is not Java's (config_docs says why), and it says so."""
+    from kafka_actors.config_docs import JAVA_DEFAULTS, KEY_DOCS
+
+    assert ConsumerConfig.from_dict(BASE).get("receive.buffer.bytes") == -1
+    assert JAVA_DEFAULTS["receive.buffer.bytes"] == "65536"
+    assert "where Java's is 65536" in KEY_DOCS["receive.buffer.bytes"].description
 
 
 def test_project_defaults_that_differ_from_java() -> None:

@@ -142,7 +142,7 @@ class ConnectionSettings:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     max_idle_ms: int = 540_000  # connections.max.idle.ms (< 0: never closed for idleness)
     send_buffer_bytes: int = 131_072  # send.buffer.bytes (-1: the OS default)
-    receive_buffer_bytes: int = 65_536  # receive.buffer.bytes (-1: the OS default)
+    receive_buffer_bytes: int = -1  # receive.buffer.bytes (-1: the OS default)
 
     @classmethod
     def from_config(cls, config: Any) -> ConnectionSettings:
