@@ -110,6 +110,8 @@ _LOST: Final = "on_partitions_lost"
 #: A call that finds records ready lets the loop run other tasks first when it has not had
 #: a turn for this long.
 _LOOP_TURN_S: Final = 0.005
+#: No partition named: records of any.
+_ANY: Final[frozenset[TopicPartition]] = frozenset()
 
 
 class _Buffered:
@@ -447,9 +449,24 @@ class _LoopRecords:
     def take_one(self, wanted: frozenset[TopicPartition]) -> ConsumerRecord[Any, Any] | None:
         """One buffered record of a fetchable partition, or None (then ``_take`` decides)."""
         subs = self._ctx.subscriptions
+        handout = self._handout
         for tp, buffered in self.buffer.items():
             if wanted and tp not in wanted:
                 continue
+            if not handout.deserializes and self._ctx.safe_commits is None:
+                # The usual case in one hold of the subscription's lock: whether tp may hand
+                # out, and the consumed position moved past the record (as _returned).
+                record = buffered.records[buffered.start]
+                end = buffered.end
+                if len(buffered) > 1 or end is None:
+                    end = FetchPosition(record.offset + 1, record.leader_epoch)
+                if not subs.consume_one(tp, end):
+                    return None
+                buffered.start += 1
+                if not len(buffered):
+                    del self.buffer[tp]
+                self.consumed[tp] = record
+                return record
             state = subs.partition_state(tp)
             if state is None or not state.is_fetchable:
                 return None
@@ -643,6 +660,10 @@ class AsyncKafkaConsumer(Generic[K, V]):
         return self
 
     async def __anext__(self) -> ConsumerRecord[K, V]:
+        if self._records.buffer and not self._errors and not self._ctx.background:
+            record = self._records.take_one(_ANY)  # getone's fast path, without a coroutine
+            if record is not None:
+                return record
         try:
             return await self.getone()
         except ConsumerClosedError:

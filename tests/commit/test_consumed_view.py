@@ -58,6 +58,42 @@ def test_consumed_never_passes_the_position_and_follows_seeks() -> None:
     assert not s.advance_consumed(TopicPartition("t", 9), FetchPosition(1))  # not assigned
 
 
+def test_one_record_at_a_time_moves_the_consumed_position_every_reader_sees() -> None:
+    """consume_one (``async for``): the move is kept aside and written into the state at its
+    next read, so partition_state(), all_consumed() and the commit before a revocation all
+    see it; a seek, reset or any other write of the state after it wins."""
+    s = SubscriptionState()
+    s.assign_from_user([T0])
+    s.seek(T0, 10)
+    assert s.advance_position(T0, 10, FetchPosition(15, 2))
+    for offset in range(11, 14):
+        assert s.consume_one(T0, FetchPosition(offset, 2))
+    assert s.all_consumed() == {T0: OffsetAndMetadata(13, "", 2)}
+    assert s.consume_one(T0, FetchPosition(14, 2))
+    state = s.partition_state(T0)
+    assert state is not None and state.consumed == FetchPosition(14, 2)
+    assert state.position == FetchPosition(15, 2)
+    # never past the position: the record is still handed out, the position stays
+    assert s.consume_one(T0, FetchPosition(16))
+    assert s.all_consumed() == {T0: OffsetAndMetadata(14, "", 2)}
+    # a seek after a move that no read wrote in yet: the seek's position wins
+    assert s.consume_one(T0, FetchPosition(15, 2))
+    s.seek(T0, 3)
+    assert s.all_consumed() == {T0: OffsetAndMetadata(3)}
+    # a write made from a read keeps the move (the read wrote it in first)
+    assert s.advance_position(T0, 3, FetchPosition(9))
+    assert s.consume_one(T0, FetchPosition(5))
+    s.pause([T0])
+    assert s.all_consumed() == {T0: OffsetAndMetadata(5)}
+    # not fetchable (paused): nothing is handed out, nothing moves
+    assert not s.consume_one(T0, FetchPosition(6))
+    assert s.all_consumed() == {T0: OffsetAndMetadata(5)}
+    s.resume([T0])
+    assert s.consume_one(T0, FetchPosition(6))
+    s.assign_from_user([])  # unassigned: the pending move goes with the partition
+    assert s.all_consumed() == {} and not s.consume_one(T0, FetchPosition(7))
+
+
 # -- CommitManager -------------------------------------------------------------------------------
 
 

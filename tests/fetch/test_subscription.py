@@ -496,3 +496,43 @@ def test_concurrent_assignment_changes_and_reads_stay_consistent() -> None:
         t.join()
     assert errors == []
     assert s.assignment_id == 500
+
+
+def test_with_consumed_is_replace_written_out() -> None:
+    """Every field carried over: a field added to TopicPartitionState and not to
+    with_consumed() fails here (each field below differs from its default)."""
+    import dataclasses
+
+    from kafka_actors.protocol.subscription import (
+        FetchPosition,
+        FetchState,
+        LeaderAndEpoch,
+        OffsetResetStrategy,
+        ResetKind,
+        TopicPartitionState,
+    )
+
+    values: dict[str, object] = {
+        "fetch_state": FetchState.AWAIT_VALIDATION,
+        "position": FetchPosition(7, 2, LeaderAndEpoch(1, 3)),
+        "consumed": FetchPosition(5, 1),
+        "high_watermark": 11,
+        "last_stable_offset": 10,
+        "log_start_offset": 1,
+        "paused": True,
+        "pending_revocation": True,
+        "pending_on_assigned_callback": True,
+        "reset_strategy": OffsetResetStrategy(ResetKind.EARLIEST),
+        "next_retry_time_ms": 123,
+        "preferred_read_replica": 4,
+        "preferred_read_replica_expire_ms": 456,
+        "end_of_partition_reported": True,
+    }
+    fields = {f.name: f for f in dataclasses.fields(TopicPartitionState)}
+    assert set(values) == set(fields)
+    for name, value in values.items():
+        default = fields[name].default
+        assert value != default, name
+    state = TopicPartitionState(**values)  # type: ignore[arg-type]
+    moved = FetchPosition(6, 2)
+    assert state.with_consumed(moved) == dataclasses.replace(state, consumed=moved)
