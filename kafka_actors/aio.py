@@ -114,6 +114,16 @@ _LOOP_TURN_S: Final = 0.005
 _ANY: Final[frozenset[TopicPartition]] = frozenset()
 
 
+def _consumed_to(buffered: _Buffered, last: ConsumerRecord, more: bool) -> FetchPosition:
+    """The consumed position once ``last`` of ``buffered`` is returned: after it while
+    ``more`` records of its partition stay buffered (or the collect's end is not known), else
+    where the collect ended (past control batches after the last record)."""
+    end = buffered.end
+    if more or end is None:
+        return FetchPosition(last.offset + 1, last.leader_epoch)
+    return end
+
+
 class _Buffered:
     """Records of one partition collected but not yet returned (``records[start:]``: taking
     a batch is a list slice, not a Python step per record), and the position the fetch actor
@@ -457,10 +467,7 @@ class _LoopRecords:
                 # The usual case in one hold of the subscription's lock: whether tp may hand
                 # out, and the consumed position moved past the record (as _returned).
                 record = buffered.records[buffered.start]
-                end = buffered.end
-                if len(buffered) > 1 or end is None:
-                    end = FetchPosition(record.offset + 1, record.leader_epoch)
-                if not subs.consume_one(tp, end):
+                if not subs.consume_one(tp, _consumed_to(buffered, record, len(buffered) > 1)):
                     return None
                 buffered.start += 1
                 if not len(buffered):
@@ -507,10 +514,7 @@ class _LoopRecords:
         empty; what the commit manager's auto-commit commits), what rebalance-safe commits
         wait for."""
         self.consumed[tp] = last
-        end = buffered.end
-        if tp in self.buffer or end is None:
-            end = FetchPosition(last.offset + 1, last.leader_epoch)
-        self._handout.returned(tp, last, end)
+        self._handout.returned(tp, last, _consumed_to(buffered, last, tp in self.buffer))
 
     def drop(self, tp: TopicPartition, *, rewind: bool) -> None:
         """Forget the buffered records of ``tp``; ``rewind``: move its position back to the
@@ -660,10 +664,9 @@ class AsyncKafkaConsumer(Generic[K, V]):
         return self
 
     async def __anext__(self) -> ConsumerRecord[K, V]:
-        if self._records.buffer and not self._errors and not self._ctx.background:
-            record = self._records.take_one(_ANY)  # getone's fast path, without a coroutine
-            if record is not None:
-                return record
+        record = self._ready_one(_ANY)  # getone's fast path, without its coroutine
+        if record is not None:
+            return record
         try:
             return await self.getone()
         except ConsumerClosedError:
@@ -808,14 +811,20 @@ class AsyncKafkaConsumer(Generic[K, V]):
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[K, V]:
         """The next record (of ``partitions``, or of any), waiting as long as it takes."""
         wanted = frozenset(partitions)
-        if self._records.buffer and not self._errors and not self._ctx.background:
-            record = self._records.take_one(wanted)  # fast path: no actor involved
-            if record is not None:
-                return record
+        record = self._ready_one(wanted)
+        if record is not None:
+            return record
         while True:
             out = await self._get(wanted, 1, time.monotonic() + 3600.0)
             if out:
                 return next(iter(out.values()))[0]
+
+    def _ready_one(self, wanted: frozenset[TopicPartition]) -> ConsumerRecord[K, V] | None:
+        """A buffered record when nothing else is due (no error to raise, no background
+        event to handle): the fast path of ``getone`` and ``async for``, no actor involved."""
+        if self._records.buffer and not self._errors and not self._ctx.background:
+            return self._records.take_one(wanted)
+        return None
 
     async def _get(
         self, wanted: frozenset[TopicPartition], limit: int, deadline: float
