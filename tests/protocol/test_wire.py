@@ -445,6 +445,25 @@ def test_frame_decoder_a_smaller_frame_is_a_view_of_a_larger_kept_buffer() -> No
     with pytest.raises(ValueError):
         decoder.buffer_updated(1)  # no room was offered past the frame's end
     assert decoder.feed(stream[4 + len(small) :]) == [b"after"]
+    del frame
+    # a frame under a quarter of every free kept buffer does not hold one: made anew, once a
+    # quarter of it came (the 1 MiB buffer stays free for a frame its size)
+    tiny, fed = _receive(decoder, b"t" * (200 * 1024))
+    assert tiny == b"t" * (200 * 1024) and decoder.pool.reused == 1
+    assert fed >= 50 * 1024 and decoder.pool.made == 2
+
+
+def test_frame_decoder_a_kept_buffer_counts_as_no_new_memory() -> None:
+    """What ``retained`` bounds (four times what arrived) is memory a frame makes; a kept
+    buffer taken at the first chunk was made for an earlier frame."""
+    decoder = FrameDecoder()
+    first, _ = _receive(decoder, b"a" * (1 << 20))
+    del first
+    stream = frames_of(b"b" * (1 << 20))
+    assert decoder.feed(stream[:65_536]) == []
+    into = decoder.read_buffer(65_536)
+    assert into is not None and decoder.pool.reused == 1
+    assert decoder.retained == 0
 
 
 def test_frame_pool_is_bounded_in_buffers_and_bytes() -> None:

@@ -332,8 +332,8 @@ class FramePool:
 
     Bounded: at most :data:`FRAME_POOL_BUFFERS` buffers and :data:`FRAME_POOL_BYTES` bytes are
     kept (a larger frame's buffer is freed with the frame, as before). A buffer larger than the
-    frame is reused for it (the frame is a view of its first bytes); the smallest that fits is
-    taken."""
+    frame, up to :data:`FRAME_BUFFER_SHARE` times, is reused for it (the frame is a view of its
+    first bytes); the smallest that fits is taken."""
 
     __slots__ = ("_buffers", "_kept_bytes", "made", "max_buffers", "max_bytes", "reused")
 
@@ -354,12 +354,14 @@ class FramePool:
         return self._kept_bytes
 
     def take(self, size: int) -> bytearray | None:
-        """The smallest kept buffer of at least ``size`` bytes that nothing else refers to, or
-        None."""
+        """The smallest kept buffer of at least ``size`` bytes, and at most
+        :data:`FRAME_BUFFER_SHARE` times that (a small frame does not hold a large buffer),
+        that nothing else refers to; or None."""
         best: bytearray | None = None
+        largest = size * FRAME_BUFFER_SHARE
         for buffer in self._buffers:
             if (
-                len(buffer) >= size
+                size <= len(buffer) <= largest
                 and sys.getrefcount(buffer) == _KEPT_ONLY_REFS
                 and (best is None or len(buffer) < len(best))
             ):
@@ -430,6 +432,7 @@ class FrameDecoder:
         "_have",
         "_head",
         "_parts",
+        "_reused",
         "max_frame_size",
         "pool",
     )
@@ -451,6 +454,8 @@ class FrameDecoder:
         self._have = 0
         #: That frame's own buffer once :meth:`read_buffer` made one (``_parts`` then empty).
         self._frame: bytearray | None = None
+        #: That buffer is one the pool kept from an earlier frame.
+        self._reused = False
         self._error: ProtocolError | None = None
 
     @property
@@ -471,9 +476,10 @@ class FrameDecoder:
     def retained(self) -> int:
         """Bytes of memory kept alive for the frame being received: its own buffer, or the
         chunks its received part is a view of (whole, even where they also held bytes before
-        it), and a split size prefix."""
+        it), and a split size prefix. A buffer :attr:`pool` kept from an earlier frame counts
+        nothing: it was made then, and is kept anyway."""
         if self._frame is not None:
-            return len(self._frame)
+            return 0 if self._reused else len(self._frame)
         chunks = {id(part.obj): memoryview(part.obj).nbytes for part in self._parts}
         return len(self._head) + sum(chunks.values())
 
@@ -500,6 +506,7 @@ class FrameDecoder:
             # A kept buffer is memory already made: used at once. A new one only when the
             # rule above (a share of the frame received) allows.
             frame = self.pool.take(expected)
+            self._reused = frame is not None
             if frame is None:
                 if have < min_size or have * FRAME_BUFFER_SHARE < expected:
                     return None
@@ -531,6 +538,7 @@ class FrameDecoder:
         assert self._frame is not None and self._expected is not None
         frame = memoryview(self._frame)[: self._expected].toreadonly()
         self._frame = None
+        self._reused = False
         self._have = 0
         self._expected = None
         return frame
