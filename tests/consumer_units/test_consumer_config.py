@@ -83,7 +83,7 @@ def test_java_defaults(key: str, value: object) -> None:
 
 
 def test_the_receive_buffer_defaults_to_the_os_where_java_sets_64_kib() -> None:
-    """The one default that is not Java's (config_docs says why), and it says so."""
+    """A default that is not Java's (config_docs says why, and the description says so)."""
     from kafka_actors.config_docs import JAVA_DEFAULTS, KEY_DOCS
 
     assert ConsumerConfig.from_dict(BASE).get("receive.buffer.bytes") == -1

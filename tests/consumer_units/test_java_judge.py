@@ -268,6 +268,8 @@ DIFFERENT_DEFAULTS = {
     "group.protocol": ("classic", "consumer"),
     "ssl.truststore.type": ("JKS", "PEM"),
     "ssl.keystore.type": ("JKS", "PEM"),
+    # the OS's size: config_docs says why (the network thread waits for the GIL per wake-up)
+    "receive.buffer.bytes": ("65536", -1),
 }
 ASSIGNOR_CLASSES = {v: k for k, v in ASSIGNOR_CLASS_NAMES.items()}
 
