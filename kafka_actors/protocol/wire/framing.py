@@ -306,12 +306,11 @@ def decode_request(
 
 def _kept_only_refs() -> int:
     """What ``sys.getrefcount`` says of a buffer that only a pool's list refers to, seen from
-    the loop over that list in :meth:`FramePool.take` (the same pattern: the list's slot, the
-    loop variable, the call's argument)."""
+    the comprehension in :meth:`FramePool._free` (the same pattern: the list's slot, the
+    comprehension's variable, the call's argument)."""
     kept = [bytearray(1)]
-    for buffer in kept:
-        return sys.getrefcount(buffer)
-    raise AssertionError("unreachable")
+    (refs,) = [sys.getrefcount(buffer) for buffer in kept]
+    return refs
 
 
 _KEPT_ONLY_REFS: Final = _kept_only_refs()
@@ -357,15 +356,9 @@ class FramePool:
         """The smallest kept buffer of at least ``size`` bytes, and at most
         :data:`FRAME_BUFFER_SHARE` times that (a small frame does not hold a large buffer),
         that nothing else refers to; or None."""
-        best: bytearray | None = None
         largest = size * FRAME_BUFFER_SHARE
-        for buffer in self._buffers:
-            if (
-                size <= len(buffer) <= largest
-                and sys.getrefcount(buffer) == _KEPT_ONLY_REFS
-                and (best is None or len(buffer) < len(best))
-            ):
-                best = buffer
+        fitting = [buffer for buffer in self._free() if size <= len(buffer) <= largest]
+        best = min(fitting, key=len, default=None)
         if best is not None:
             self.reused += 1
         return best
@@ -377,20 +370,24 @@ class FramePool:
         self.made += 1
         if size > self.max_bytes:
             return buffer
-        buffers = self._buffers
-        if len(buffers) >= self.max_buffers or self._kept_bytes + size > self.max_bytes:
-            free = [b for b in buffers if sys.getrefcount(b) == _KEPT_ONLY_REFS]
-            free.sort(key=len)
-            for old in free:
-                if len(buffers) < self.max_buffers and self._kept_bytes + size <= self.max_bytes:
-                    break
-                buffers.remove(old)
+        if not self._fits(size):
+            for old in sorted(self._free(), key=len):
+                self._buffers.remove(old)
                 self._kept_bytes -= len(old)
-            del free
-        if len(buffers) < self.max_buffers and self._kept_bytes + size <= self.max_bytes:
-            buffers.append(buffer)
+                if self._fits(size):
+                    break
+        if self._fits(size):
+            self._buffers.append(buffer)
             self._kept_bytes += size
         return buffer
+
+    def _fits(self, size: int) -> bool:
+        """One more kept buffer of ``size`` bytes stays within both bounds."""
+        return len(self._buffers) < self.max_buffers and self._kept_bytes + size <= self.max_bytes
+
+    def _free(self) -> list[bytearray]:
+        """The kept buffers nothing else refers to (class doc; :func:`_kept_only_refs`)."""
+        return [buffer for buffer in self._buffers if sys.getrefcount(buffer) == _KEPT_ONLY_REFS]
 
 
 class FrameDecoder:
