@@ -11,10 +11,11 @@ Logging as Python libraries do
 ------------------------------
 Our loggers are stdlib loggers named ``kafka_actors.<component>``: the application's levels,
 handlers and filters apply (``logging.getLogger("kafka_actors").setLevel(logging.ERROR)``
-silences everything below ERROR). structlog is our API for binding context only:
-:func:`get_logger` returns a :class:`BoundLogger`, a structlog bound logger that wraps the
-stdlib logger with a processor chain of its own (context variables, secret redaction,
-rendering), whatever structlog configuration the application has or has not made. A call
+silences everything below ERROR). Binding context is structlog's API: :func:`get_logger`
+returns a :class:`BoundLogger`, a bound logger as structlog's are (``bind``, ``unbind``,
+``new``) that wraps the stdlib logger with a chain of its own (context variables, secret
+redaction, rendering), whatever structlog configuration the application has or has not
+made, and without importing structlog (below). A call
 below the stdlib logger's effective level returns at once (``isEnabledFor``), before any
 event dictionary is built.
 
@@ -40,8 +41,21 @@ lines calls :func:`configure` (or ``configure(json=True)``): it puts one handler
 How a trace travels: an API entry point calls :func:`new_trace_id` and puts the id into every
 message it sends (messages are frozen dataclasses with a ``trace_id`` field). Each actor wraps
 its handling of a message in ``with traced(msg.trace_id):``, which binds the id into
-structlog's context variables for that thread, so every line logged while handling the
-message (and every message created from it, via :func:`current_trace_id`) carries it.
+a context variable of the thread, so every line logged while handling the message (and every
+message created from it, via :func:`current_trace_id`) carries it.
+
+structlog's context variables without structlog: a context variable named ``structlog_<key>``
+is how ``structlog.contextvars`` keeps ``<key>``, and its merge, get and clear functions find
+every such variable by that name. Ours are named so (:func:`traced`), and our lines merge
+every such variable in the context (:func:`_merge_context_vars`, what
+``structlog.contextvars.merge_contextvars`` does): an application's
+``structlog.contextvars.bind_contextvars(request_id=...)`` shows in our lines, and our
+``trace_id`` in an application's structlog lines logged inside our calls (a rebalance
+listener), as when we bound through structlog. So the consumer's runtime never imports
+structlog (about 33 ms of start-up, asyncio included, issue 26): only :func:`configure`'s
+renderers, :func:`stdlib_processors` and the parallel consumer do, when used. (An
+application that binds ``trace_id`` itself with structlog makes a second variable of that
+name; a line then shows one of the two.)
 """
 
 from __future__ import annotations
@@ -52,11 +66,12 @@ import random
 import re
 import sys
 from collections.abc import MutableMapping
+from contextvars import ContextVar, Token, copy_context
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import structlog
-from structlog.typing import EventDict, Processor, WrappedLogger
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, Processor, WrappedLogger
 
 __all__ = [
     "RECORD_ATTRIBUTE",
@@ -96,7 +111,7 @@ def get_logger(component: str, **bind: Any) -> BoundLogger:
     It follows the stdlib logging configuration in force when it logs (levels, handlers,
     filters), so module-level loggers obey a later ``logging.basicConfig`` or
     :func:`configure`; structlog's global configuration plays no part."""
-    return BoundLogger(logging.getLogger(f"{ROOT_LOGGER}.{component}"), _PROCESSORS, dict(bind))
+    return BoundLogger(logging.getLogger(f"{ROOT_LOGGER}.{component}"), dict(bind))
 
 
 _DEBUG, _INFO, _WARNING, _ERROR, _CRITICAL = (
@@ -111,63 +126,99 @@ _DEBUG, _INFO, _WARNING, _ERROR, _CRITICAL = (
 _STACKLEVEL = 3
 
 
-class BoundLogger(structlog.BoundLoggerBase):
-    """A structlog bound logger over a stdlib ``logging.Logger`` (module docstring).
+class BoundLogger:
+    """A structlog-style bound logger over a stdlib ``logging.Logger`` (module docstring).
 
     ``bind`` / ``unbind`` / ``try_unbind`` / ``new`` return new loggers, as structlog's do;
     ``debug`` ... ``critical``, ``exception`` and ``log`` test the stdlib logger's level
-    first, then run our processor chain and hand the result to the stdlib logger."""
+    first, then build the event dict (bound context, keywords, ``event``, context variables),
+    redact secrets and hand the result to the stdlib logger."""
 
-    _logger: logging.Logger
+    __slots__ = ("_context", "_logger")
+
+    def __init__(self, logger: logging.Logger, context: dict[str, Any]) -> None:
+        self._logger = logger
+        self._context = context
+
+    def __repr__(self) -> str:
+        return f"<BoundLogger(context={self._context!r}, logger={self._logger.name!r})>"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, BoundLogger)
+            and self._logger is other._logger
+            and self._context == other._context
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def bind(self, **new_values: Any) -> BoundLogger:
+        """A new logger with ``new_values`` added to this one's context."""
+        return BoundLogger(self._logger, {**self._context, **new_values})
+
+    def unbind(self, *keys: str) -> BoundLogger:
+        """A new logger without ``keys`` (KeyError if one is not bound)."""
+        context = dict(self._context)
+        for key in keys:
+            del context[key]
+        return BoundLogger(self._logger, context)
+
+    def try_unbind(self, *keys: str) -> BoundLogger:
+        """A new logger without ``keys``, those that are bound."""
+        context = dict(self._context)
+        for key in keys:
+            context.pop(key, None)
+        return BoundLogger(self._logger, context)
+
+    def new(self, **new_values: Any) -> BoundLogger:
+        """A new logger with ``new_values`` as its whole context."""
+        return BoundLogger(self._logger, dict(new_values))
 
     def debug(self, event: str, *args: Any, **kw: Any) -> None:
         if self._logger.isEnabledFor(_DEBUG):
-            self._emit(_DEBUG, "debug", event, args, kw)
+            self._emit(_DEBUG, event, args, kw)
 
     def info(self, event: str, *args: Any, **kw: Any) -> None:
         if self._logger.isEnabledFor(_INFO):
-            self._emit(_INFO, "info", event, args, kw)
+            self._emit(_INFO, event, args, kw)
 
     def warning(self, event: str, *args: Any, **kw: Any) -> None:
         if self._logger.isEnabledFor(_WARNING):
-            self._emit(_WARNING, "warning", event, args, kw)
+            self._emit(_WARNING, event, args, kw)
 
     warn = warning
 
     def error(self, event: str, *args: Any, **kw: Any) -> None:
         if self._logger.isEnabledFor(_ERROR):
-            self._emit(_ERROR, "error", event, args, kw)
+            self._emit(_ERROR, event, args, kw)
 
     def exception(self, event: str, *args: Any, **kw: Any) -> None:
         """An ERROR with the exception being handled (``exc_info=True`` unless given)."""
         if self._logger.isEnabledFor(_ERROR):
             kw.setdefault("exc_info", True)
-            self._emit(_ERROR, "error", event, args, kw)
+            self._emit(_ERROR, event, args, kw)
 
     def critical(self, event: str, *args: Any, **kw: Any) -> None:
         if self._logger.isEnabledFor(_CRITICAL):
-            self._emit(_CRITICAL, "critical", event, args, kw)
+            self._emit(_CRITICAL, event, args, kw)
 
     fatal = critical
 
     def log(self, level: int, event: str, *args: Any, **kw: Any) -> None:
         if self._logger.isEnabledFor(level):
-            name = logging.getLevelName(level)
-            self._emit(level, name.lower() if isinstance(name, str) else "log", event, args, kw)
+            self._emit(level, event, args, kw)
 
     def is_enabled_for(self, level: int) -> bool:
         """True if a line at ``level`` would reach the stdlib logger's handlers."""
         return self._logger.isEnabledFor(level)
 
-    def _emit(
-        self, level: int, method: str, event: str, args: tuple[Any, ...], kw: dict[str, Any]
-    ) -> None:
+    def _emit(self, level: int, event: str, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         if args:  # structlog's stdlib loggers accept %-style positional arguments too
             event = event % args
-        try:
-            margs, mkw = self._process_event(method, event, kw)
-        except structlog.DropEvent:
-            return
+        event_dict = {**self._context, **kw}
+        event_dict["event"] = event
+        _merge_context_vars(event_dict)
+        margs, mkw = _to_record(redact_secrets(None, "", event_dict))
         self._logger.log(level, *margs, stacklevel=_STACKLEVEL, **mkw)
 
 
@@ -183,17 +234,36 @@ def new_trace_id() -> str:
 _getrandbits = random.getrandbits
 
 
+#: The start of a structlog context variable's name (module docstring).
+_STRUCTLOG_PREFIX = "structlog_"
+_PREFIX_LEN = len(_STRUCTLOG_PREFIX)
+#: Our context variables by key (``structlog_<key>``; Ellipsis: unbound, as structlog's).
+_CONTEXT_VARS: dict[str, ContextVar[Any]] = {}
+
+
+def _context_var(key: str) -> ContextVar[Any]:
+    var = _CONTEXT_VARS.get(key)
+    if var is None:
+        var = _CONTEXT_VARS.setdefault(
+            key, ContextVar(f"{_STRUCTLOG_PREFIX}{key}", default=Ellipsis)
+        )
+    return var
+
+
+_TRACE_ID = _context_var("trace_id")
+
+
 def current_trace_id() -> str | None:
     """The trace id bound on this thread (inside :func:`traced`), if any."""
-    value = structlog.contextvars.get_contextvars().get("trace_id")
+    value = _TRACE_ID.get()
     return value if isinstance(value, str) else None
 
 
 class traced:
     """Bind ``trace_id`` (and ``extra``) to every log line on this thread inside the block.
 
-    A plain context manager class (not a generator) binding through structlog's context
-    variables directly: it runs on every poll, where the generator form's overhead showed.
+    A plain context manager class (not a generator) setting our context variables (module
+    docstring) directly: it runs on every poll, where the generator form's overhead showed.
     """
 
     __slots__ = ("_tokens", "_values")
@@ -202,21 +272,26 @@ class traced:
         if trace_id is not None:
             extra["trace_id"] = trace_id
         self._values = extra
-        self._tokens: Any = None
+        self._tokens: list[Token[Any]] | None = None
 
     def __enter__(self) -> None:
         if self._values:
-            self._tokens = _bind_contextvars(**self._values)
+            self._tokens = [_context_var(k).set(v) for k, v in self._values.items()]
 
     def __exit__(self, *exc: object) -> None:
         tokens = self._tokens
         if tokens is not None:
             self._tokens = None
-            _reset_contextvars(**tokens)
+            for token in reversed(tokens):
+                token.var.reset(token)
 
 
-_bind_contextvars = structlog.contextvars.bind_contextvars
-_reset_contextvars = structlog.contextvars.reset_contextvars
+def _merge_context_vars(event_dict: dict[str, Any]) -> None:
+    """Add every bound structlog context variable of this context (ours and the
+    application's) not already a key, as ``structlog.contextvars.merge_contextvars`` does."""
+    for var, value in copy_context().items():
+        if value is not Ellipsis and var.name.startswith(_STRUCTLOG_PREFIX):
+            event_dict.setdefault(var.name[_PREFIX_LEN:], value)
 
 
 def _looks_secret(key: str) -> bool:
@@ -282,11 +357,9 @@ def _render_message(event_dict: EventDict) -> str:
 _RECORD_KWARGS = ("exc_info", "stack_info")
 
 
-def _to_record(
-    _logger: WrappedLogger, _name: str, event_dict: EventDict
-) -> tuple[tuple[str], dict[str, Any]]:
-    """Last processor: the arguments of ``Logger.log`` after the level. The message is the
-    logfmt rendering; the event dict (event first) rides on ``record.kafka_actors``."""
+def _to_record(event_dict: MutableMapping[str, Any]) -> tuple[tuple[str], dict[str, Any]]:
+    """The arguments of ``Logger.log`` after the level. The message is the logfmt rendering;
+    the event dict (event first) rides on ``record.kafka_actors``."""
     kwargs: dict[str, Any] = {k: event_dict.pop(k) for k in _RECORD_KWARGS if k in event_dict}
     event_dict.pop("stacklevel", None)  # ours is fixed (_STACKLEVEL)
     fields = {"event": event_dict.pop("event", None), **event_dict}
@@ -294,19 +367,12 @@ def _to_record(
     return (_render_message(fields),), kwargs
 
 
-#: Our chain (the same for every logger): trace ids and other context variables, redaction,
-#: the record. It never changes with structlog's global configuration.
-_PROCESSORS: list[Processor] = [
-    structlog.contextvars.merge_contextvars,
-    redact_secrets,
-    _to_record,
-]
-
-
 def stdlib_processors() -> list[Processor]:
     """The processors kafka-actors puts in front of a renderer: context variables (trace
     ids), level, ISO timestamp, secret redaction. For a service's own structlog chain, if it
     wants our trace ids and redaction in its own lines; our lines need nothing of it."""
+    import structlog
+
     return [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -339,6 +405,9 @@ class _Formatter(logging.Formatter):
 
     def __init__(self, json: bool) -> None:
         super().__init__()
+        import structlog
+
+        self._format_exc_info = structlog.processors.format_exc_info
         self._render: Processor = (
             structlog.processors.JSONRenderer()
             if json
@@ -354,7 +423,7 @@ class _Formatter(logging.Formatter):
         )
         if record.exc_info:
             event["exc_info"] = record.exc_info
-            event = dict(structlog.processors.format_exc_info(None, "", event))
+            event = dict(self._format_exc_info(None, "", event))
         elif record.exc_text:
             event["exception"] = record.exc_text
         if record.stack_info:

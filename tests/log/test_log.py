@@ -81,3 +81,64 @@ def test_keys_named_like_logrecord_attributes_do_not_clash(
     assert record.getMessage() == "tell_dropped message=m args=(1,) name=n"
     assert record.kafka_actors["message"] == "m"  # type: ignore[attr-defined]
     assert record.name == "kafka_actors.x"
+
+
+def test_context_variables_cross_between_our_lines_and_an_applications_structlog(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """We bind without structlog (issue 26), under structlog's names: the application's
+    ``bind_contextvars`` shows in our lines, our trace id in its structlog lines, and its
+    ``clear_contextvars`` clears ours too."""
+    structlog.contextvars.bind_contextvars(request_id="r7")
+    app_lines: list[dict[str, object]] = []
+
+    def keep(_logger: object, _name: str, event_dict: dict[str, object]) -> dict[str, object]:
+        app_lines.append(dict(event_dict))
+        raise structlog.DropEvent
+
+    app = structlog.wrap_logger(
+        structlog.ReturnLogger(), processors=[structlog.contextvars.merge_contextvars, keep]
+    )
+    with caplog.at_level(logging.INFO, logger="kafka_actors"), log.traced("t1", phase="poll"):
+        log.get_logger("fetch").info("ours", request_id="explicit")
+        log.get_logger("fetch").info("ours_again")
+        app.info("theirs")
+        assert structlog.contextvars.get_contextvars() == {
+            "request_id": "r7",
+            "trace_id": "t1",
+            "phase": "poll",
+        }
+        structlog.contextvars.clear_contextvars()
+        assert log.current_trace_id() is None
+        log.get_logger("fetch").info("cleared")
+    fields = [r.kafka_actors for r in caplog.records if r.name == "kafka_actors.fetch"]  # type: ignore[attr-defined]
+    assert fields == [
+        {"event": "ours", "request_id": "explicit", "trace_id": "t1", "phase": "poll"},
+        {"event": "ours_again", "request_id": "r7", "trace_id": "t1", "phase": "poll"},
+        {"event": "cleared"},
+    ]
+    assert app_lines == [{"event": "theirs", "request_id": "r7", "trace_id": "t1", "phase": "poll"}]
+
+
+def test_traced_restores_what_was_bound_before_and_nests() -> None:
+    with log.traced("outer"):
+        with log.traced("inner", stage="x"):
+            assert log.current_trace_id() == "inner"
+        assert log.current_trace_id() == "outer"
+        assert structlog.contextvars.get_contextvars() == {"trace_id": "outer"}
+        with log.traced(None):
+            assert log.current_trace_id() == "outer"
+    assert log.current_trace_id() is None
+    assert structlog.contextvars.get_contextvars() == {}
+
+
+def test_bound_loggers_bind_unbind_and_new_as_structlogs_do() -> None:
+    base = log.get_logger("x", a=1)
+    bound = base.bind(b=2)
+    assert bound != base and bound == log.get_logger("x", a=1, b=2)
+    assert bound.unbind("a") == log.get_logger("x", b=2)
+    with pytest.raises(KeyError):
+        bound.unbind("missing")
+    assert bound.try_unbind("a", "missing") == log.get_logger("x", b=2)
+    assert bound.new(c=3) == log.get_logger("x", c=3)
+    assert base == log.get_logger("x", a=1)  # binding made new loggers

@@ -41,6 +41,9 @@ OPTIONAL = (
     "pyarrow",
     "crc32c",
     "urllib.request",
+    # our lines bind and render without it (kafka_actors.log): configure()'s renderers and the
+    # parallel consumer import it
+    "structlog",
     "kafka_actors.testing",
     "kafka_actors.parallel",
     "kafka_actors.spark",
