@@ -35,6 +35,7 @@ from kafka_actors.errors import (
     UnsupportedVersionError,
 )
 from kafka_actors.protocol.connection.node import (
+    FRAME_POOL_IDLE_S,
     Broken,
     Completed,
     ConnectionSettings,
@@ -49,7 +50,12 @@ from kafka_actors.protocol.connection.node import (
 from kafka_actors.protocol.connection.sasl import PlainMechanism
 from kafka_actors.protocol.wire import requests as rq
 from kafka_actors.protocol.wire.apis import CLIENT_VERSIONS, ApiKey, request_type
-from kafka_actors.protocol.wire.framing import FrameDecoder, decode_request, encode_response
+from kafka_actors.protocol.wire.framing import (
+    FRAME_POOL_BYTES,
+    FrameDecoder,
+    decode_request,
+    encode_response,
+)
 
 ZERO32 = i32Timedelta.parse(datetime.timedelta(0))
 ZERO64 = i64Timedelta.parse(datetime.timedelta(0))
@@ -229,6 +235,54 @@ def test_a_large_response_read_into_its_own_buffer(clock: ManualClock) -> None:
     assert buffered_reads >= 8  # both large frames went mostly into their own buffers
     assert [type(e) for e in completed] == [Completed] * 3
     assert [e.response.cluster_id for e in completed] == ["c" * 300_000, "c", "c" * 300_000]
+
+
+def _deliver_into_buffers(conn: NodeConnection, data: bytes, now: float) -> list[Any]:
+    """``data`` read as the network actor does: into the connection's buffer when offered."""
+    events: list[Any] = []
+    pos = 0
+    while pos < len(data):
+        into = conn.read_buffer(65_536)
+        if into is None:
+            _, more = conn.receive(data[pos : pos + 65_536], now)
+            pos += 65_536
+        else:
+            n = min(len(into), len(data) - pos)
+            into[:n] = data[pos : pos + n]
+            into.release()
+            pos += n
+            _, more = conn.buffer_updated(n, now)
+        events += more
+    return events
+
+
+def test_frame_buffers_kept_beyond_the_default_bound_go_once_idle(clock: ManualClock) -> None:
+    """A connection keeps a frame buffer larger than FRAME_POOL_BYTES (a consumer's is sized
+    to fetch.max.bytes) while such frames keep coming, and lets it go FRAME_POOL_IDLE_S after
+    the last one: a paused consumer does not hold a Fetch response's worth of memory."""
+    broker = FakeBroker()
+    conn = NodeConnection(NODE, settings(frame_pool_bytes=64 << 20), random=lambda: 0.5)
+    connect_ready(conn, clock, broker)
+    assert conn.frame_pool_deadline() is None
+    big = MetadataResponseV12(
+        throttle_time=ZERO32,
+        brokers=(),
+        cluster_id="c" * (20 << 20),
+        controller_id=BrokerId(1),
+        topics=(),
+    )
+    for at in (10.0, 12.0):  # the second large answer is received into the kept buffer
+        conn.enqueue(pending(clock))
+        out, _ = conn.flush(clock.monotonic())
+        [(header, _)] = broker.take(out)
+        events = _deliver_into_buffers(conn, broker.answer(big, header.correlation_id), at)
+        assert [type(e) for e in events] == [Completed]
+        del events
+    pool = conn._decoder.pool
+    assert (pool.made, pool.reused) == (1, 1) and pool.kept_bytes > FRAME_POOL_BYTES
+    assert conn.frame_pool_deadline() == 12.0 + FRAME_POOL_IDLE_S
+    conn.trim_frame_pool(12.0 + FRAME_POOL_IDLE_S)
+    assert pool.kept_bytes == 0 and conn.frame_pool_deadline() is None
 
 
 def test_a_huge_size_prefix_gets_no_buffer_until_a_quarter_arrived(clock: ManualClock) -> None:

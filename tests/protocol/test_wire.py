@@ -32,6 +32,7 @@ from kafka_actors.errors import (
 from kafka_actors.protocol.wire import apis
 from kafka_actors.protocol.wire.framing import (
     DEFAULT_MAX_FRAME_SIZE,
+    FRAME_POOL_BYTES,
     CorrelationIds,
     FrameDecoder,
     FramePool,
@@ -481,6 +482,20 @@ def test_frame_pool_is_bounded_in_buffers_and_bytes() -> None:
     assert pool.take(2 << 20) is None  # taken and held: not handed out twice
 
 
+def test_frame_pool_trim_lets_the_largest_free_buffers_go_first() -> None:
+    pool = FramePool(max_buffers=4, max_bytes=16 << 20)
+    small, middle, large = pool.make(1 << 20), pool.make(4 << 20), pool.make(8 << 20)
+    del small, middle
+    pool.trim(10 << 20)  # the 4 MiB one (the largest free) goes; the 8 MiB one is in use
+    assert pool.kept_bytes == (1 << 20) + (8 << 20)
+    assert pool.take(4 << 20) is None
+    pool.trim(6 << 20)  # the one in use counts: every free one goes, and it stays
+    assert pool.kept_bytes == 8 << 20 and pool.take(1 << 20) is None
+    del large
+    pool.trim(6 << 20)
+    assert pool.kept_bytes == 0 and pool.take(1) is None
+
+
 def test_frame_decoder_a_huge_size_prefix_allocates_nothing() -> None:
     """128 MiB declared, 300 KiB sent: no buffer is offered at the network actor's
     threshold, and the decoder holds only the chunks that arrived."""
@@ -599,3 +614,35 @@ def test_unknown_error_code_in_body_is_protocol_error() -> None:
     frame = struct.pack(">ihi", 1, 200, 0)  # error code 200 is not one kio knows
     with pytest.raises(InvalidFrameError):
         decode_response(frame, ApiVersionsResponseV0)
+
+
+def test_a_consumers_connection_keeps_a_whole_fetch_response_of_its_fetch_max_bytes() -> None:
+    """A Fetch response as large as fetch.max.bytes (every response at 512 partitions) is
+    received into a kept buffer: the pool a consumer's connection gets holds one, where the
+    default 16 MiB pool made a new buffer for each (issue 26)."""
+    from kafka_actors.config import ConsumerConfig
+    from kafka_actors.protocol.connection.node import (
+        FETCH_RESPONSE_MARGIN,
+        ConnectionSettings,
+        NodeConnection,
+        frame_pool_bytes,
+    )
+
+    fetch_max = 20 << 20
+    config = ConsumerConfig.from_dict({"bootstrap.servers": "h:1", "fetch.max.bytes": fetch_max})
+    settings = ConnectionSettings.from_config(config)
+    assert settings.frame_pool_bytes == fetch_max + FETCH_RESPONSE_MARGIN
+    default = ConsumerConfig.from_dict({"bootstrap.servers": "h:1"})
+    assert ConnectionSettings.from_config(default).frame_pool_bytes == (50 << 20) + (1 << 20)
+    assert frame_pool_bytes(1024) == FRAME_POOL_BYTES  # never less than the default
+    pool = NodeConnection(1, settings, random=lambda: 0.5)._decoder.pool
+    assert pool.max_bytes == settings.frame_pool_bytes
+
+    response = b"r" * fetch_max  # a response of exactly fetch.max.bytes
+    for decoder, made in ((FrameDecoder(pool=pool), 1), (FrameDecoder(), 2)):
+        first, _ = _receive(decoder, response, chunk=1 << 20)
+        assert first == response
+        del first
+        second, _ = _receive(decoder, response, chunk=1 << 20)
+        assert second == response
+        assert (decoder.pool.made, decoder.pool.reused) == (made, 2 - made)

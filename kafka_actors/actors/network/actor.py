@@ -425,6 +425,9 @@ class NetworkActor(SupervisedActor):
                     transport.flush()
                 except KafkaError as exc:
                     self._close_node(node, exc)
+            trim = conn.frame_pool_deadline()
+            if trim is not None and now >= trim:
+                conn.trim_frame_pool(now)
             idle = conn.idle_deadline()
             if idle is not None and now >= idle and node.transport is not None:
                 if not node.transport.out:
@@ -440,6 +443,9 @@ class NetworkActor(SupervisedActor):
             if (t := n.conn.next_deadline(may_connect=may_connect)) is not None
         ]
         times.extend(t for n in self._nodes.values() if (t := n.conn.idle_deadline()) is not None)
+        times.extend(
+            t for n in self._nodes.values() if (t := n.conn.frame_pool_deadline()) is not None
+        )
         times.extend(self._unsent.deadlines())
         if self._unsent.has_any():
             waits = [] if not may_connect else [

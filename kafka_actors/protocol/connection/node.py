@@ -88,8 +88,10 @@ from kafka_actors.errors import (
 from kafka_actors.protocol.wire.apis import ApiKey, api_name, response_type_for
 from kafka_actors.protocol.wire.framing import (
     DEFAULT_MAX_FRAME_SIZE,
+    FRAME_POOL_BYTES,
     CorrelationIds,
     FrameDecoder,
+    FramePool,
     decode_response,
     encode_request,
     read_correlation_id,
@@ -101,6 +103,8 @@ if TYPE_CHECKING:
     from kafka_actors.protocol.connection.sasl import SaslExchange, SaslMechanism
 
 __all__ = [
+    "FETCH_RESPONSE_MARGIN",
+    "FRAME_POOL_IDLE_S",
     "Broken",
     "Completed",
     "ConnectionSettings",
@@ -114,6 +118,7 @@ __all__ = [
     "Ready",
     "Reauthenticated",
     "exponential_backoff",
+    "frame_pool_bytes",
 ]
 
 JITTER: Final = 0.2
@@ -143,6 +148,10 @@ class ConnectionSettings:
     max_idle_ms: int = 540_000  # connections.max.idle.ms (< 0: never closed for idleness)
     send_buffer_bytes: int = 131_072  # send.buffer.bytes (-1: the OS default)
     receive_buffer_bytes: int = -1  # receive.buffer.bytes (-1: the OS default)
+    #: Bytes of frame buffers the connection keeps for later frames (:class:`FramePool`): a
+    #: consumer's fetch.max.bytes and a margin (:func:`frame_pool_bytes`), so a full Fetch
+    #: response is received into kept memory, not fresh pages, at any partition count.
+    frame_pool_bytes: int = FRAME_POOL_BYTES
 
     @classmethod
     def from_config(cls, config: Any) -> ConnectionSettings:
@@ -158,7 +167,27 @@ class ConnectionSettings:
             max_idle_ms=config.connections_max_idle_ms,
             send_buffer_bytes=config.send_buffer_bytes,
             receive_buffer_bytes=config.receive_buffer_bytes,
+            frame_pool_bytes=frame_pool_bytes(config.fetch_max_bytes),
         )
+
+
+#: Seconds without a frame received into a kept buffer after which a connection lets go of
+#: the kept buffers beyond :data:`FRAME_POOL_BYTES` (a paused consumer's connection does not
+#: hold a Fetch response's worth of memory it no longer uses).
+FRAME_POOL_IDLE_S: Final = 1.0
+
+#: What a Fetch response brings beyond fetch.max.bytes of record batches: its header and
+#: each partition's fields (about 60 bytes each; a megabyte is some 17,000 partitions).
+FETCH_RESPONSE_MARGIN: Final = 1024 * 1024
+
+
+def frame_pool_bytes(fetch_max_bytes: int) -> int:
+    """The frame buffers a consumer's connection keeps: a whole Fetch response of
+    ``fetch_max_bytes`` (50 MiB by default; at 512 partitions every response is that large,
+    and a fresh buffer each time cost about 5 % of the CPU per record), never less than
+    :data:`FRAME_POOL_BYTES`. A response larger than that (its first batch larger than
+    fetch.max.bytes) gets a buffer of its own, freed with it."""
+    return max(FRAME_POOL_BYTES, fetch_max_bytes + FETCH_RESPONSE_MARGIN)
 
 
 def exponential_backoff(
@@ -300,7 +329,8 @@ class NodeConnection:
         self._queued: deque[PendingRequest] = deque()
         self._in_flight: OrderedDict[int, InFlight] = OrderedDict()
         self._ids = CorrelationIds()
-        self._decoder = FrameDecoder(settings.max_frame_size)
+        self._decoder = self._new_decoder()
+        self._large_frame_at = 0.0  # the last frame received into a buffer of its own
         self._setup = _Setup()
         #: Last time bytes went out or came in on the ready connection (connections.max.idle.ms).
         self.last_used = 0.0
@@ -421,7 +451,7 @@ class NodeConnection:
             self._random(),
         )
         self.setup_deadline = now + timeout_ms / 1000.0
-        self._decoder = FrameDecoder(self.settings.max_frame_size)
+        self._decoder = self._new_decoder()
         self._setup = _Setup()
         self._end_reauth()
         self.versions = None
@@ -643,7 +673,24 @@ class NodeConnection:
 
     def buffer_updated(self, nbytes: int, now: float) -> tuple[bytes, list[Event]]:
         """``nbytes`` were read into :meth:`read_buffer`'s view: as :meth:`receive`."""
-        return self._frames(self._decoder.buffer_updated(nbytes), now)
+        frames = self._decoder.buffer_updated(nbytes)
+        if frames:
+            self._large_frame_at = now  # a frame in a buffer of its own: kept, or made
+        return self._frames(frames, now)
+
+    def frame_pool_deadline(self) -> float | None:
+        """When the frame buffers kept beyond :data:`FRAME_POOL_BYTES` are let go
+        (:meth:`trim_frame_pool`): :data:`FRAME_POOL_IDLE_S` after the last frame received
+        into a buffer of its own; None while no more than that is kept."""
+        if self._decoder.pool.kept_bytes <= FRAME_POOL_BYTES:
+            return None
+        return self._large_frame_at + FRAME_POOL_IDLE_S
+
+    def trim_frame_pool(self, now: float) -> None:
+        """Let go of the free kept buffers beyond :data:`FRAME_POOL_BYTES`; one still in use
+        (its records not polled yet) is looked at again :data:`FRAME_POOL_IDLE_S` later."""
+        self._decoder.pool.trim(FRAME_POOL_BYTES)
+        self._large_frame_at = now
 
     def _frames(
         self, frames: Sequence[bytes | memoryview], now: float
@@ -670,6 +717,11 @@ class NodeConnection:
                 events.append(Broken(self._tag(exc)))
                 break
         return b"".join(out), events
+
+    def _new_decoder(self) -> FrameDecoder:
+        """A connection's framing, with its own kept buffers (``frame_pool_bytes``)."""
+        settings = self.settings
+        return FrameDecoder(settings.max_frame_size, FramePool(max_bytes=settings.frame_pool_bytes))
 
     def _tag(self, error: KafkaError) -> KafkaError:
         if error.node is None:

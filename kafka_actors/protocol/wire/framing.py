@@ -70,8 +70,9 @@ DEFAULT_MAX_FRAME_SIZE: Final = 128 * 1024 * 1024
 #: arrived: memory held for a frame is bounded by N times the bytes received for it.
 FRAME_BUFFER_SHARE: Final = 4
 
-#: A decoder keeps the buffers of up to this many frames, of up to this many bytes in all, to
-#: receive later frames into once nothing refers to them any more (:class:`FramePool`).
+#: A decoder keeps the buffers of up to this many frames, of up to this many bytes in all
+#: (unless its pool is given other bounds), to receive later frames into once nothing refers
+#: to them any more (:class:`FramePool`).
 FRAME_POOL_BUFFERS: Final = 4
 FRAME_POOL_BYTES: Final = 16 * 1024 * 1024
 
@@ -329,8 +330,10 @@ class FramePool:
     reference count says so exactly (CPython; read under the GIL, where no other thread can
     take a new reference to an object it has none of).
 
-    Bounded: at most :data:`FRAME_POOL_BUFFERS` buffers and :data:`FRAME_POOL_BYTES` bytes are
-    kept (a larger frame's buffer is freed with the frame, as before). A buffer larger than the
+    Bounded: at most ``max_buffers`` buffers (:data:`FRAME_POOL_BUFFERS`) and ``max_bytes``
+    bytes are kept (:data:`FRAME_POOL_BYTES`; a consumer's connections keep a whole Fetch
+    response of its fetch.max.bytes: ``ConnectionSettings.frame_pool_bytes``); a larger
+    frame's buffer is freed with the frame, as before. A buffer larger than the
     frame, up to :data:`FRAME_BUFFER_SHARE` times, is reused for it (the frame is a view of its
     first bytes); the smallest that fits is taken."""
 
@@ -380,6 +383,15 @@ class FramePool:
             self._buffers.append(buffer)
             self._kept_bytes += size
         return buffer
+
+    def trim(self, max_bytes: int) -> None:
+        """Let kept buffers go, the largest free one first, until at most ``max_bytes`` are
+        kept or none of the rest is free (one in use stays until a later trim)."""
+        for old in sorted(self._free(), key=len, reverse=True):
+            if self._kept_bytes <= max_bytes:
+                return
+            self._buffers.remove(old)
+            self._kept_bytes -= len(old)
 
     def _fits(self, size: int) -> bool:
         """One more kept buffer of ``size`` bytes stays within both bounds."""
