@@ -184,7 +184,7 @@ FETCH_RESPONSE_MARGIN: Final = 1024 * 1024
 def frame_pool_bytes(fetch_max_bytes: int) -> int:
     """The frame buffers a consumer's connection keeps: a whole Fetch response of
     ``fetch_max_bytes`` (50 MiB by default; at 512 partitions every response is that large,
-    and a fresh buffer each time cost about 5 % of the CPU per record), never less than
+    and a fresh buffer each time cost about 8 % of the CPU per record), never less than
     :data:`FRAME_POOL_BYTES`. A response larger than that (its first batch larger than
     fetch.max.bytes) gets a buffer of its own, freed with it."""
     return max(FRAME_POOL_BYTES, fetch_max_bytes + FETCH_RESPONSE_MARGIN)
