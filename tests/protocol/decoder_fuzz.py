@@ -76,7 +76,8 @@ class Tally:
     def mutated(self, frame: bytes, cls: type, what: str) -> None:
         self.cases += 1
         try:
-            decode_response(frame, cls, correlation_id=CORRELATION_ID)
+            # as the consumer's connections decode (Fetch v12+: wire.fetch_response's reader)
+            decode_response(frame, cls, correlation_id=CORRELATION_ID, record_views=True)
         except ProtocolError:
             self.rejected += 1
         except Exception:
@@ -101,6 +102,10 @@ def valid(tally: Tally, cls: type, entity: Any, rng: random.Random, thorough: bo
     )
     assert header.correlation_id == CORRELATION_ID
     assert got == expected, (got, expected)
+    _header, viewed = decode_response_with_header(
+        memoryview(frame), cls, correlation_id=CORRELATION_ID, strict=True, record_views=True
+    )
+    assert viewed == expected, (viewed, expected)  # views compare equal to the bytes
     tally.cases += 1
 
     offsets = list(range(len(frame)))

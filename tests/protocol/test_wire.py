@@ -616,10 +616,11 @@ def test_unknown_error_code_in_body_is_protocol_error() -> None:
         decode_response(frame, ApiVersionsResponseV0)
 
 
-def test_a_consumers_connection_keeps_a_whole_fetch_response_of_its_fetch_max_bytes() -> None:
-    """A Fetch response as large as fetch.max.bytes (every response at 512 partitions) is
-    received into a kept buffer: the pool a consumer's connection gets holds one, where the
-    default 16 MiB pool made a new buffer for each (issue 26)."""
+def test_a_consumers_connection_keeps_two_whole_fetch_responses_of_its_fetch_max_bytes() -> None:
+    """Fetch responses as large as fetch.max.bytes (every response at 512 partitions) are
+    received into kept buffers, also while the previous one's records (views of its frame)
+    are still held: the pool a consumer's connection gets keeps two, where the default 16 MiB
+    pool made a new buffer for each (issue 26)."""
     from kafka_actors.config import ConsumerConfig
     from kafka_actors.protocol.connection.node import (
         FETCH_RESPONSE_MARGIN,
@@ -631,18 +632,20 @@ def test_a_consumers_connection_keeps_a_whole_fetch_response_of_its_fetch_max_by
     fetch_max = 20 << 20
     config = ConsumerConfig.from_dict({"bootstrap.servers": "h:1", "fetch.max.bytes": fetch_max})
     settings = ConnectionSettings.from_config(config)
-    assert settings.frame_pool_bytes == fetch_max + FETCH_RESPONSE_MARGIN
+    assert settings.frame_pool_bytes == 2 * (fetch_max + FETCH_RESPONSE_MARGIN)
     default = ConsumerConfig.from_dict({"bootstrap.servers": "h:1"})
-    assert ConnectionSettings.from_config(default).frame_pool_bytes == (50 << 20) + (1 << 20)
+    assert ConnectionSettings.from_config(default).frame_pool_bytes == 2 * ((50 << 20) + (1 << 20))
     assert frame_pool_bytes(1024) == FRAME_POOL_BYTES  # never less than the default
     pool = NodeConnection(1, settings, random=lambda: 0.5)._decoder.pool
     assert pool.max_bytes == settings.frame_pool_bytes
 
     response = b"r" * fetch_max  # a response of exactly fetch.max.bytes
-    for decoder, made in ((FrameDecoder(pool=pool), 1), (FrameDecoder(), 2)):
-        first, _ = _receive(decoder, response, chunk=1 << 20)
-        assert first == response
-        del first
-        second, _ = _receive(decoder, response, chunk=1 << 20)
-        assert second == response
-        assert (decoder.pool.made, decoder.pool.reused) == (made, 2 - made)
+    for decoder, made in ((FrameDecoder(pool=pool), 2), (FrameDecoder(), 4)):
+        # each response's frame held (its records not polled yet) while the next arrives
+        held, _ = _receive(decoder, response, chunk=1 << 20)
+        for _ in range(3):
+            frame, _ = _receive(decoder, response, chunk=1 << 20)
+            assert frame == response
+            held = frame
+        del held, frame
+        assert (decoder.pool.made, decoder.pool.reused) == (made, 4 - made)

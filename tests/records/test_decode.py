@@ -342,3 +342,24 @@ def test_repeated_and_distinct_header_blocks() -> None:
     for specs in (distinct + same, same + distinct, [*distinct[:40], *same, *distinct[40:]]):
         decoded = decode_records(build_batch(specs), "t", 0)
         assert decoded.headers == [s.headers for s in specs]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("materialize", [False, True])
+def test_a_view_of_a_frame_decodes_to_the_same_bytes(
+    codec: CompressionType, materialize: bool
+) -> None:
+    """Fetch v12+ records are views of the response's frame (wire.fetch_response): keys,
+    values and header values come out as bytes, as from a bytes copy, on either path."""
+    specs = _specs(50)
+    data = build_batch(specs, base_offset=10, compression=codec)
+    frame = bytearray(b"\0" * 7 + data + b"\0" * 5)
+    view = memoryview(frame).toreadonly()[7 : 7 + len(data)]
+    decoded = decode_records(view, "t", 0, fetch_offset=10, materialize=materialize)
+    records = decoded.records()
+    assert _as_tuples(decoded) == _expected(specs, 10)
+    for record in records:
+        assert record.key is None or type(record.key) is bytes
+        assert record.value is None or type(record.value) is bytes
+        for _name, value in record.headers:
+            assert value is None or type(value) is bytes

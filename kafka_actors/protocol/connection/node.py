@@ -148,9 +148,9 @@ class ConnectionSettings:
     max_idle_ms: int = 540_000  # connections.max.idle.ms (< 0: never closed for idleness)
     send_buffer_bytes: int = 131_072  # send.buffer.bytes (-1: the OS default)
     receive_buffer_bytes: int = -1  # receive.buffer.bytes (-1: the OS default)
-    #: Bytes of frame buffers the connection keeps for later frames (:class:`FramePool`): a
-    #: consumer's fetch.max.bytes and a margin (:func:`frame_pool_bytes`), so a full Fetch
-    #: response is received into kept memory, not fresh pages, at any partition count.
+    #: Bytes of frame buffers the connection keeps for later frames (:class:`FramePool`): two
+    #: of a consumer's fetch.max.bytes and a margin (:func:`frame_pool_bytes`), so a full
+    #: Fetch response is received into kept memory, not fresh pages, at any partition count.
     frame_pool_bytes: int = FRAME_POOL_BYTES
 
     @classmethod
@@ -182,12 +182,14 @@ FETCH_RESPONSE_MARGIN: Final = 1024 * 1024
 
 
 def frame_pool_bytes(fetch_max_bytes: int) -> int:
-    """The frame buffers a consumer's connection keeps: a whole Fetch response of
+    """The frame buffers a consumer's connection keeps: two whole Fetch responses of
     ``fetch_max_bytes`` (50 MiB by default; at 512 partitions every response is that large,
     and a fresh buffer each time cost about 8 % of the CPU per record), never less than
-    :data:`FRAME_POOL_BYTES`. A response larger than that (its first batch larger than
-    fetch.max.bytes) gets a buffer of its own, freed with it."""
-    return max(FRAME_POOL_BYTES, fetch_max_bytes + FETCH_RESPONSE_MARGIN)
+    :data:`FRAME_POOL_BYTES`. Two, because a response's records are views of its frame
+    (:mod:`kafka_actors.protocol.wire.fetch_response`) until they are polled, while the next
+    response is already arriving. A response larger than fetch.max.bytes (its first batch
+    larger) gets a buffer of its own, freed with it."""
+    return max(FRAME_POOL_BYTES, 2 * (fetch_max_bytes + FETCH_RESPONSE_MARGIN))
 
 
 def exponential_backoff(
@@ -742,7 +744,10 @@ class NodeConnection:
         del self._in_flight[expected]
         try:
             response = decode_response(
-                frame, response_type_for(flight.pending.request), correlation_id=expected
+                frame,
+                response_type_for(flight.pending.request),
+                correlation_id=expected,
+                record_views=True,  # a Fetch's records: views of the kept frame buffer
             )
         except ProtocolError as exc:
             error = self._corrupt(flight.pending.request, expected, exc)

@@ -145,7 +145,11 @@ class CompletedFetch:
 
     tp: TopicPartition
     fetch_offset: int
-    data: bytes
+    #: The partition's record batches: a read-only view of the Fetch response's frame (v12
+    #: and later, on the consumer's connections), else bytes. A view keeps the whole frame
+    #: alive, so it is let go as soon as it is decoded (``b""``: the decoded records hold
+    #: their own copy) and copied out when its partition is paused (:meth:`FetchBuffer.collect`).
+    data: bytes | memoryview
     aborted: tuple[Any, ...] | None
     node: int
     error: KafkaError | None = None
@@ -157,10 +161,11 @@ class CompletedFetch:
     #: Where the position will be once this data is consumed (after its last complete batch,
     #: from the batch headers); None: not known (an error, no complete batch, fetch ahead off).
     end_offset: int | None = None
+    #: The raw bytes of ``data`` as it came (what the buffer's bound counts).
+    size: int = field(init=False)
 
-    @property
-    def size(self) -> int:
-        return len(self.data)
+    def __post_init__(self) -> None:
+        self.size = len(self.data)
 
 
 def _slice(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
@@ -418,6 +423,10 @@ class FetchBuffer:
             ):
                 paused.append(self._completed.popleft())
                 paused_ends[cf.tp] = cf.end_offset if cf.error is None else None
+                if type(cf.data) is memoryview:
+                    # It may stay for long: its own copy, so that it does not keep the rest
+                    # of its response's frame alive (what is held stays within the limits).
+                    cf.data = bytes(cf.data)
                 continue
             if not self._usable(cf, ignore_pause=False):
                 self._release(self._completed.popleft())
@@ -445,6 +454,7 @@ class FetchBuffer:
                     materialize=not columnar,
                     columnar=columnar,
                 )
+                cf.data = b""  # decoded holds its own copy; a view would keep the frame
             decoded = cf.decoded
             taken, count, new_position, drained = self._take_records(cf, remaining, columnar)
             if new_position is not None and state is not None and state.position is not None:

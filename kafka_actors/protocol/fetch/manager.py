@@ -873,7 +873,8 @@ class FetchManager:
                 )
             records = part.records
             if records:
-                raw = bytes(records)
+                # a view of the response's frame (wire.fetch_response), else kio's bytes
+                raw = records if isinstance(records, memoryview) else bytes(records)
                 self._m_bytes_fetched += len(raw)
                 bytes_by_topic[tp.topic] = bytes_by_topic.get(tp.topic, 0) + len(raw)
                 aborted = part.aborted_transactions
@@ -981,7 +982,7 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
 _MIN_BATCH = 61  # a v2 batch header
 
 
-def _data_end_offset(data: bytes, fetch_offset: int) -> int | None:
+def _data_end_offset(data: bytes | memoryview, fetch_offset: int) -> int | None:
     """The offset after the last complete batch of ``data`` (what decoding moves the position
     to), from the batch headers alone; None when no complete v2 batch takes it past
     ``fetch_offset`` (then the partition is not fetched ahead)."""

@@ -37,7 +37,8 @@ from kafka_actors.errors import (
     TruncatedFrameError,
     UnknownApiError,
 )
-from kafka_actors.protocol.wire.bounds import check_request, check_response
+from kafka_actors.protocol.wire.bounds import check_entity, check_request, check_response
+from kafka_actors.protocol.wire.fetch_response import FLEXIBLE_VERSIONS, decode_fetch_body
 
 __all__ = [
     "API_VERSIONS_KEY",
@@ -77,6 +78,7 @@ FRAME_POOL_BUFFERS: Final = 4
 FRAME_POOL_BYTES: Final = 16 * 1024 * 1024
 
 _SIZE = struct.Struct(">i")
+_FETCH_KEY: Final = 1
 _MAX_CORRELATION_ID: Final = 2**31 - 1
 
 RequestHeader = request_header_v1.RequestHeader | request_header_v2.RequestHeader
@@ -232,6 +234,7 @@ def decode_response_with_header(
     *,
     correlation_id: int | None = None,
     strict: bool = False,
+    record_views: bool = False,
 ) -> tuple[ResponseHeader, R]:
     """Decode a response frame (bytes after the size prefix) into its header and body.
 
@@ -240,19 +243,42 @@ def decode_response_with_header(
     CorrelationIdMismatchError. Bytes left after the body are ignored unless ``strict``
     (then they raise InvalidFrameError): librdkafka's mock cluster, a test peer, writes one
     byte more than the schema has in Metadata v13 responses. Every decoding failure raises a
-    ProtocolError subclass.
+    ProtocolError subclass. ``record_views``: a Fetch response (v12 and later) is read by
+    :mod:`.fetch_response`, each partition's ``records`` a read-only view of ``frame``
+    instead of a bytes copy (the consumer's connections; the frame must then not be written
+    again while the records are used).
     """
     rtype = cast(type[ResponsePayload], response_type)
     header_type = response_header_type(rtype)
-    # Every length and count bounded by the bytes that remain before kio's native reader
-    # allocates for them (a huge count aborts the process: see protocol.bounds).
-    check_response(frame, header_type, rtype)
-    header, used = _read(entity_reader(header_type), frame, 0, "response header")
-    if correlation_id is not None and header.correlation_id != correlation_id:
-        raise CorrelationIdMismatchError(expected=correlation_id, received=header.correlation_id)
-    body, body_size = _read(
-        entity_reader(rtype), frame, used, f"{rtype.__name__} v{rtype.__version__} body"
-    )
+    version = int(rtype.__version__)
+    if record_views and int(rtype.__api_key__) == _FETCH_KEY and version in FLEXIBLE_VERSIONS:
+        # Fetch v12+: our reader, which bounds every length itself and keeps each partition's
+        # records as a view of the frame instead of kio's copy (wire.fetch_response).
+        check_entity(frame, 0, header_type, "Fetch response header")
+        header, used = _read(entity_reader(header_type), frame, 0, "response header")
+        if correlation_id is not None and header.correlation_id != correlation_id:
+            raise CorrelationIdMismatchError(
+                expected=correlation_id, received=header.correlation_id
+            )
+        module = sys.modules[rtype.__module__]
+        body, body_size = _read(
+            lambda data, at: decode_fetch_body(data, at, version, module),
+            memoryview(frame),
+            used,
+            f"FetchResponse v{version} body",
+        )
+    else:
+        # Every length and count bounded by the bytes that remain before kio's native reader
+        # allocates for them (a huge count aborts the process: see protocol.bounds).
+        check_response(frame, header_type, rtype)
+        header, used = _read(entity_reader(header_type), frame, 0, "response header")
+        if correlation_id is not None and header.correlation_id != correlation_id:
+            raise CorrelationIdMismatchError(
+                expected=correlation_id, received=header.correlation_id
+            )
+        body, body_size = _read(
+            entity_reader(rtype), frame, used, f"{rtype.__name__} v{rtype.__version__} body"
+        )
     end = used + body_size
     if strict and end != len(frame):
         raise InvalidFrameError(
@@ -267,11 +293,16 @@ def decode_response(
     *,
     correlation_id: int | None = None,
     strict: bool = False,
+    record_views: bool = False,
 ) -> R:
     """Decode a response frame (bytes after the size prefix) into its body; see
     :func:`decode_response_with_header`."""
     return decode_response_with_header(
-        frame, response_type, correlation_id=correlation_id, strict=strict
+        frame,
+        response_type,
+        correlation_id=correlation_id,
+        strict=strict,
+        record_views=record_views,
     )[1]
 
 
