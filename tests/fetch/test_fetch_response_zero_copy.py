@@ -7,13 +7,15 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import io
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import Records
+from kio.static.primitive import Records, i32Timedelta
 
 from kafka_actors.errors import InvalidFrameError, TruncatedFrameError
 from kafka_actors.protocol.fetch.buffer import CompletedFetch, FetchBuffer
@@ -28,6 +30,15 @@ st.register_type_strategy(Records, st.binary(max_size=64).map(Records))  # type:
 
 def _module(version: int) -> Any:
     return importlib.import_module(f"kio.schema.fetch.v{version}.response")
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _plain(value: Any) -> Any:
@@ -100,3 +111,36 @@ def test_the_buffer_lets_a_frame_go_once_its_data_is_decoded_or_paused() -> None
     [records] = buffer.collect(100).records.values()
     assert [r.value for r in records] == [f"v{i}".encode() for i in range(5)]
     assert buffer.buffered_bytes == 0
+
+
+def test_unknown_tagged_fields_are_skipped_and_not_kept() -> None:
+    """Tagged fields a version does not know are skipped (KIP-482). A hostile frame of many
+    tiny unknown tags must not make the reader hold an entry for each: 200,000 of them (about
+    0.8 MB of frame) decode to the same response with little memory allocated."""
+    import tracemalloc
+
+    version = 17
+    module = _module(version)
+    response = module.FetchResponse(
+        throttle_time=i32Timedelta.parse(timedelta(0)),
+        error_code=ErrorCode.none,
+        session_id=7,
+        responses=(),
+    )
+    out = io.BytesIO()
+    entity_writer(module.FetchResponse)(out, response)
+    body = out.getvalue()
+    assert body[-1] == 0  # the response's tagged-field count, last
+    count = 200_000
+    # distinct tags from 1,000 on, each without a value
+    tags = _uvarint(count) + b"".join(_uvarint(1000 + i) + b"\x00" for i in range(count))
+    frame = memoryview(bytearray(body[:-1] + tags)).toreadonly()
+    tracemalloc.start()
+    try:
+        ours, used = decode_fetch_body(frame, 0, version, module)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert used == len(frame)
+    assert (ours.session_id, ours.responses) == (7, ())
+    assert peak < 200_000

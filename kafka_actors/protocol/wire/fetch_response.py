@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import struct
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32Timedelta
 
 from kafka_actors.errors import InvalidFrameError, TruncatedFrameError
 
@@ -99,13 +101,16 @@ class _Reader:
         except UnicodeDecodeError as exc:
             raise InvalidFrameError(f"Fetch response: {what} is not UTF-8") from exc
 
-    def skip_tags(self, what: str) -> dict[int, tuple[int, int]]:
-        """The tagged fields here: tag -> (start, size) of each value (skipped)."""
+    def skip_tags(self, what: str, known: tuple[int, ...] = ()) -> dict[int, tuple[int, int]]:
+        """The tagged fields here, skipped: tag -> (start, size) of the value of each tag in
+        ``known`` (the rest are not kept: a frame of many tiny unknown tags builds nothing)."""
         tags: dict[int, tuple[int, int]] = {}
         for _ in range(self.uvarint(what)):
             tag = self.uvarint(what)
             size = self.uvarint(what)
-            tags[tag] = (self.need(size, what), size)
+            start = self.need(size, what)
+            if tag in known:
+                tags[tag] = (start, size)
         return tags
 
 
@@ -150,7 +155,7 @@ def decode_fetch_body(frame: memoryview, offset: int, version: int, module: Any)
             if size >= 0:
                 start = r.need(size, "records")
                 records = r.buf[start : start + size]
-            tags = r.skip_tags("partition tags")
+            tags = r.skip_tags("partition tags", (0, 1, 2))
             extra: dict[str, Any] = {}
             if 0 in tags:
                 s, n = tags[0]
@@ -185,7 +190,7 @@ def decode_fetch_body(frame: memoryview, offset: int, version: int, module: Any)
             )
         r.skip_tags("topic tags")
         topics.append(module.FetchableTopicResponse(partitions=tuple(partitions), **topic_key))
-    tags = r.skip_tags("response tags")
+    tags = r.skip_tags("response tags", (0,))
     extra = {}
     if 0 in tags and version >= 16:
         s, n = tags[0]
@@ -199,10 +204,6 @@ def decode_fetch_body(frame: memoryview, offset: int, version: int, module: Any)
             sub.skip_tags("node endpoint tags")
             endpoints.append(module.NodeEndpoint(node_id=node_id, host=host, port=port, rack=rack))
         extra["node_endpoints"] = tuple(endpoints)
-    from datetime import timedelta
-
-    from kio.static.primitive import i32Timedelta
-
     response = module.FetchResponse(
         throttle_time=i32Timedelta.parse(timedelta(milliseconds=throttle_ms)),
         error_code=ErrorCode(error_code),
