@@ -251,15 +251,20 @@ def decode_response_with_header(
     rtype = cast(type[ResponsePayload], response_type)
     header_type = response_header_type(rtype)
     version = int(rtype.__version__)
-    if record_views and int(rtype.__api_key__) == _FETCH_KEY and version in FLEXIBLE_VERSIONS:
-        # Fetch v12+: our reader, which bounds every length itself and keeps each partition's
-        # records as a view of the frame instead of kio's copy (wire.fetch_response).
+    # Fetch v12+ on the consumer's connections: our reader, which bounds every length itself
+    # and keeps each partition's records as a view of the frame instead of kio's copy
+    # (wire.fetch_response); anything else: kio's reader, every length and count bounded by
+    # the bytes that remain before it allocates for them (a huge count aborts the process:
+    # see protocol.bounds).
+    views = record_views and int(rtype.__api_key__) == _FETCH_KEY and version in FLEXIBLE_VERSIONS
+    if views:
         check_entity(frame, 0, header_type, "Fetch response header")
-        header, used = _read(entity_reader(header_type), frame, 0, "response header")
-        if correlation_id is not None and header.correlation_id != correlation_id:
-            raise CorrelationIdMismatchError(
-                expected=correlation_id, received=header.correlation_id
-            )
+    else:
+        check_response(frame, header_type, rtype)
+    header, used = _read(entity_reader(header_type), frame, 0, "response header")
+    if correlation_id is not None and header.correlation_id != correlation_id:
+        raise CorrelationIdMismatchError(expected=correlation_id, received=header.correlation_id)
+    if views:
         module = sys.modules[rtype.__module__]
         body, body_size = _read(
             lambda data, at: decode_fetch_body(data, at, version, module),
@@ -268,14 +273,6 @@ def decode_response_with_header(
             f"FetchResponse v{version} body",
         )
     else:
-        # Every length and count bounded by the bytes that remain before kio's native reader
-        # allocates for them (a huge count aborts the process: see protocol.bounds).
-        check_response(frame, header_type, rtype)
-        header, used = _read(entity_reader(header_type), frame, 0, "response header")
-        if correlation_id is not None and header.correlation_id != correlation_id:
-            raise CorrelationIdMismatchError(
-                expected=correlation_id, received=header.correlation_id
-            )
         body, body_size = _read(
             entity_reader(rtype), frame, used, f"{rtype.__name__} v{rtype.__version__} body"
         )
