@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import itertools
 import threading
 import time
@@ -312,6 +313,9 @@ def main() -> int:
                 base: float | None = None
                 for way in ways:
                     quota = quota_of(way, handler_ms, parts, args)
+                    # Each way on the same heap: the last way's tally (a tuple per record,
+                    # and their set) is gone, not traversed by this way's collections.
+                    gc.collect()
                     tally = run_way(
                         way, bootstrap, name, parts, handler_ms, quota, args.max_concurrency
                     )
@@ -327,6 +331,7 @@ def main() -> int:
                         else ""
                     )
                     print(f"{way:26} {len(tally.seen):8d} {rate:11,.0f} {ratio}{mark}", flush=True)
+                    del tally
     finally:
         if broker is not None:
             broker.stop()
