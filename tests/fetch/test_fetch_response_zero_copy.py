@@ -72,12 +72,14 @@ def test_the_same_response_as_kio_with_records_as_views(version: int, data: st.D
         decode_fetch_body(frame[:cut], 0, version, module)
 
 
-def test_the_buffer_lets_a_frame_go_once_its_data_is_decoded_or_paused() -> None:
+def test_the_buffer_lets_a_frame_go_once_its_records_are_handed_out_or_paused() -> None:
     """Three partitions' data are views of one frame (as the consumer's connections decode a
-    Fetch response). A partition paused before it is polled would keep the whole frame alive
+    Fetch response), and on the native record path their decoded records are spans into it.
+    A partition paused before all its records were polled would keep the whole frame alive
     for as long as it stays paused, and partitions paused at different times one frame each:
-    the buffer copies a paused partition's data out, and lets a view go once it is decoded.
-    A bytearray cannot grow while any view of it exists, which is what is checked."""
+    when a collect sets a paused partition aside, its data (not decoded yet) and its records
+    (decoded, partly handed out) get their own bytes. A bytearray cannot grow while any view
+    of it exists, which is what is checked."""
     tps = [TopicPartition("t", p) for p in range(3)]
     subs = SubscriptionState()
     subs.assign_from_user(tps)
@@ -98,18 +100,18 @@ def test_the_buffer_lets_a_frame_go_once_its_data_is_decoded_or_paused() -> None
     with pytest.raises(BufferError):
         frame.append(0)  # the views hold it
     subs.pause([tps[0]])
-    # the two others decoded, one of them only in part (max records), the paused one kept
+    # tps[0] paused before it was decoded; tps[1] handed out whole; tps[2] only in part
     result = buffer.collect(8)
     assert {tp: len(r) for tp, r in result.records.items()} == {tps[1]: 6, tps[2]: 2}
-    frame.append(0)  # no view is left
     assert buffer.buffered_bytes == len(parts[0]) + len(parts[2])  # the bound counts what came
-    assert [r.value for r in buffer.collect(100).records[tps[2]]] == [
-        f"v{i}".encode() for i in range(2, 7)
-    ]
+    subs.pause([tps[2]])
+    assert buffer.collect(100).records == {}
+    frame.append(0)  # no view is left
     frame[:] = bytes(len(frame))  # the frame's buffer reused for another response
-    subs.resume([tps[0]])
-    [records] = buffer.collect(100).records.values()
-    assert [r.value for r in records] == [f"v{i}".encode() for i in range(5)]
+    subs.resume(tps)
+    records = buffer.collect(100).records
+    assert [r.value for r in records[tps[0]]] == [f"v{i}".encode() for i in range(5)]
+    assert [r.value for r in records[tps[2]]] == [f"v{i}".encode() for i in range(2, 7)]
     assert buffer.buffered_bytes == 0
 
 

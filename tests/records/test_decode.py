@@ -7,6 +7,7 @@ import struct
 import pytest
 
 from kafka_actors.errors import CorruptRecordError, KafkaError, UnsupportedRecordFormatError
+from kafka_actors.protocol.records import decode as decode_module
 from kafka_actors.protocol.records.build import (
     RecordSpec,
     build_batch,
@@ -363,3 +364,31 @@ def test_a_view_of_a_frame_decodes_to_the_same_bytes(
         assert record.value is None or type(record.value) is bytes
         for _name, value in record.headers:
             assert value is None or type(value) is bytes
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.GZIP])
+def test_records_of_a_view_keep_their_frame_until_they_own_their_bytes(
+    codec: CompressionType,
+) -> None:
+    """On the native path a view is decoded in place: the records are spans into the frame
+    (no copy of it), which stays exported, so it cannot be reused, while they exist.
+    ``own_records(k)`` builds the records from k on with their own bytes and lets the frame
+    go: it may then be overwritten without changing them (what the fetch buffer does for a
+    paused partition's records)."""
+    specs = _specs(20)
+    data = build_batch(specs, base_offset=10, compression=codec)
+    frame = bytearray(b"\0" * 3 + data)
+    view = memoryview(frame).toreadonly()[3:]
+    decoded = decode_records(view, "t", 0, fetch_offset=10, materialize=True)
+    del view
+    expected = _expected(specs, 10)
+    assert _as_tuples(decoded.records()[:5]) == expected[:5]
+    if decode_module.IMPLEMENTATION == "native":
+        with pytest.raises(BufferError):
+            frame.append(0)  # the spans hold it
+    decoded.own_records(5)
+    frame.append(0)  # let go
+    frame[:] = bytes(len(frame))  # and overwritten, as a reused frame buffer is
+    assert len(decoded) == len(expected)
+    assert decoded.materialized is not None
+    assert _as_tuples(decoded.materialized[5:]) == expected[5:]

@@ -147,8 +147,9 @@ class CompletedFetch:
     fetch_offset: int
     #: The partition's record batches: a read-only view of the Fetch response's frame (v12
     #: and later, on the consumer's connections), else bytes. A view keeps the whole frame
-    #: alive, so it is let go as soon as it is decoded (``b""``: the decoded records hold
-    #: their own copy) and copied out when its partition is paused (:meth:`FetchBuffer.collect`).
+    #: alive: it is let go once decoded (``b""``; the native path's records are spans into
+    #: it until handed out), and a paused partition's data and records get their own copy
+    #: when a collect sets them aside (:meth:`FetchBuffer.collect`).
     data: bytes | memoryview
     aborted: tuple[Any, ...] | None
     node: int
@@ -423,10 +424,12 @@ class FetchBuffer:
             ):
                 paused.append(self._completed.popleft())
                 paused_ends[cf.tp] = cf.end_offset if cf.error is None else None
+                # It may stay for long: its own copy, so that it does not keep the rest of its
+                # response's frame alive (what is held stays within the limits).
                 if type(cf.data) is memoryview:
-                    # It may stay for long: its own copy, so that it does not keep the rest
-                    # of its response's frame alive (what is held stays within the limits).
                     cf.data = bytes(cf.data)
+                if cf.decoded is not None:
+                    cf.decoded.own_records(cf.index)
                 continue
             if not self._usable(cf, ignore_pause=False):
                 self._release(self._completed.popleft())
@@ -454,7 +457,9 @@ class FetchBuffer:
                     materialize=not columnar,
                     columnar=columnar,
                 )
-                cf.data = b""  # decoded holds its own copy; a view would keep the frame
+                # The decoded records keep what they need (their spans keep a view's frame
+                # until they are handed out or own their bytes: own_records).
+                cf.data = b""
             decoded = cf.decoded
             taken, count, new_position, drained = self._take_records(cf, remaining, columnar)
             if new_position is not None and state is not None and state.position is not None:

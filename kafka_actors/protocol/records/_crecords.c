@@ -1399,10 +1399,12 @@ set_position(PyObject *out, int64_t next_fetch_offset, Py_ssize_t consumed)
 PyDoc_STRVAR(decode_into_doc,
 "decode_into(buf, out, fetch_offset, check_crcs, read_committed, aborted, decompress,\n"
 "            columnar=False)\n--\n\n"
-"records.py's _decode_into in C. ``aborted``: (first_offset, producer_id) pairs sorted by\n"
-"first_offset; ``decompress(codec, memoryview) -> bytes``. ``columnar``: the records go to\n"
-"``out.native_columns`` as Arrow buffers (see arrow_export), not to the record columns; on a\n"
-"typed error too, holding the records of the batches before the bad one.");
+"records.py's _decode_into in C. ``buf``: bytes or a read-only contiguous buffer (a view of a\n"
+"received frame), which the records' spans keep exported. ``aborted``: (first_offset,\n"
+"producer_id) pairs sorted by first_offset; ``decompress(codec, memoryview) -> bytes``.\n"
+"``columnar``: the records go to ``out.native_columns`` as Arrow buffers (see arrow_export),\n"
+"not to the record columns; on a typed error too, holding the records of the batches before\n"
+"the bad one.");
 
 static PyObject *
 decode_into(PyObject *self, PyObject *args)
@@ -1410,7 +1412,7 @@ decode_into(PyObject *self, PyObject *args)
     PyObject *bufobj, *out, *aborted, *decompress;
     long long fetch_offset;
     int check_crcs, read_committed, columnar = 0;
-    if (!PyArg_ParseTuple(args, "SOLppOO|p:decode_into", &bufobj, &out, &fetch_offset,
+    if (!PyArg_ParseTuple(args, "OOLppOO|p:decode_into", &bufobj, &out, &fetch_offset,
                           &check_crcs, &read_committed, &aborted, &decompress, &columnar))
         return NULL;
     if (!PyList_Check(aborted)) {
@@ -1421,8 +1423,18 @@ decode_into(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "_crecords.setup() was not called");
         return NULL;
     }
-    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(bufobj);
-    Py_ssize_t total = PyBytes_GET_SIZE(bufobj);
+    /* bytes, or a read-only view of a received frame (its records then need no copy): held
+     * for the decoding; the records' spans keep their own export of it (lazy_keep_buffer) */
+    Py_buffer input;
+    if (PyObject_GetBuffer(bufobj, &input, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (!input.readonly) {
+        PyBuffer_Release(&input);
+        PyErr_SetString(PyExc_TypeError, "buf must be bytes or a read-only buffer");
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)input.buf;
+    Py_ssize_t total = input.len;
     Columns c;
     PyObject *topic = NULL, *partition = NULL, *view = NULL, *aborted_producers = NULL;
     PyObject *result = NULL;
@@ -1434,11 +1446,13 @@ decode_into(PyObject *self, PyObject *args)
     ArrowMark good = {0}; /* where the sink's columns end after the last complete batch */
     if (columnar && arrow_init(&arrow) < 0) {
         arrow_free(&arrow);
+        PyBuffer_Release(&input);
         return NULL;
     }
     if (columns_get(out, &c) < 0) {
         if (columnar)
             arrow_free(&arrow);
+        PyBuffer_Release(&input);
         return NULL;
     }
     if (columnar) {
@@ -1720,6 +1734,7 @@ done:
     Py_XDECREF(partition);
     Py_XDECREF(view);
     Py_XDECREF(aborted_producers);
+    PyBuffer_Release(&input);
     return result;
 }
 

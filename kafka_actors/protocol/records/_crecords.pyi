@@ -17,7 +17,7 @@ class LazyRecords:
     def offset_at(self, index: int, /) -> int: ...
 
 def decode_into(
-    buf: bytes,
+    buf: bytes | memoryview,
     out: Any,
     fetch_offset: int,
     check_crcs: bool,

@@ -44,7 +44,7 @@ from enum import IntEnum
 from functools import partial
 from itertools import repeat
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, overload
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, cast, overload
 
 from typing_extensions import TypeVar
 
@@ -250,6 +250,17 @@ class DecodedRecords:
     def records(self) -> list[ConsumerRecord]:
         """All records as :class:`ConsumerRecord` values."""
         return slice_records(self, 0, len(self))
+
+    def own_records(self, start: int) -> None:
+        """Let go of the fetched bytes: on the native path the materialized records are spans
+        into them (a view of a whole received frame: :func:`decode_records`). The records
+        from ``start`` on are built now; those before it (handed out already) are not kept,
+        and must not be read again. Nothing to do for records in columns or already built."""
+        records = self.materialized
+        if records is None or isinstance(records, list):
+            return
+        kept = [cast(ConsumerRecord, None)] * start + records[start:]
+        self.materialized = kept
 
 
 def slice_records(decoded: DecodedRecords, start: int, end: int) -> list[ConsumerRecord]:
@@ -877,6 +888,13 @@ def _control_type(buf: bytes, pos: int, end: int) -> int | None:
     return int(ctype)
 
 
+def _readonly(data: bytes | bytearray | memoryview) -> bool:
+    """``data`` is bytes or a read-only contiguous view: decoded in place, never written."""
+    return isinstance(data, bytes) or (
+        isinstance(data, memoryview) and data.readonly and data.c_contiguous
+    )
+
+
 def decode_records(
     data: bytes | bytearray | memoryview,
     topic: str,
@@ -905,6 +923,11 @@ def decode_records(
     ``materialize``: the records as ConsumerRecords in ``DecodedRecords.materialized``
     rather than in columns. ``columnar`` (not with ``materialize``): on the native path, the
     records as Arrow buffers in ``DecodedRecords.native_columns``, no object per record.
+
+    On the native path ``data`` is not copied when it is bytes or a read-only view (a
+    received frame's): the materialized records are spans into it and keep it (and so the
+    view's whole buffer) alive until they are dropped or own their bytes
+    (:meth:`DecodedRecords.own_records`).
     """
     if materialize and columnar:
         raise ValueError("materialize and columnar exclude each other")
@@ -915,7 +938,7 @@ def decode_records(
             if materialize:
                 out.materialized = _native.LazyRecords()
             _native.decode_into(
-                data if isinstance(data, bytes) else bytes(data),
+                data if _readonly(data) else bytes(data),
                 out,
                 fetch_offset,
                 check_crcs,
