@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import Records, i32Timedelta
+from kio.serial.writers import write_unsigned_varint
+from kio.static.primitive import Records, i32Timedelta, uvarint
 
 from kafka_actors.errors import InvalidFrameError, TruncatedFrameError
 from kafka_actors.protocol.fetch.buffer import CompletedFetch, FetchBuffer
@@ -30,15 +31,6 @@ st.register_type_strategy(Records, st.binary(max_size=64).map(Records))  # type:
 
 def _module(version: int) -> Any:
     return importlib.import_module(f"kio.schema.fetch.v{version}.response")
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _plain(value: Any) -> Any:
@@ -135,7 +127,12 @@ def test_unknown_tagged_fields_are_skipped_and_not_kept() -> None:
     assert body[-1] == 0  # the response's tagged-field count, last
     count = 200_000
     # distinct tags from 1,000 on, each without a value
-    tags = _uvarint(count) + b"".join(_uvarint(1000 + i) + b"\x00" for i in range(count))
+    tagged = io.BytesIO()
+    write_unsigned_varint(tagged, uvarint(count))
+    for i in range(count):
+        write_unsigned_varint(tagged, uvarint(1000 + i))
+        write_unsigned_varint(tagged, uvarint(0))
+    tags = tagged.getvalue()
     frame = memoryview(bytearray(body[:-1] + tags)).toreadonly()
     tracemalloc.start()
     try:

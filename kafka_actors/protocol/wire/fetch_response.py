@@ -101,16 +101,17 @@ class _Reader:
         except UnicodeDecodeError as exc:
             raise InvalidFrameError(f"Fetch response: {what} is not UTF-8") from exc
 
-    def skip_tags(self, what: str, known: tuple[int, ...] = ()) -> dict[int, tuple[int, int]]:
-        """The tagged fields here, skipped: tag -> (start, size) of the value of each tag in
-        ``known`` (the rest are not kept: a frame of many tiny unknown tags builds nothing)."""
-        tags: dict[int, tuple[int, int]] = {}
+    def skip_tags(self, what: str, known: tuple[int, ...] = ()) -> dict[int, _Reader]:
+        """The tagged fields here, skipped: tag -> a reader of the value of each tag in
+        ``known``, bounded by the value (the rest are not kept: a frame of many tiny unknown
+        tags builds nothing)."""
+        tags: dict[int, _Reader] = {}
         for _ in range(self.uvarint(what)):
             tag = self.uvarint(what)
             size = self.uvarint(what)
             start = self.need(size, what)
             if tag in known:
-                tags[tag] = (start, size)
+                tags[tag] = _Reader(self.buf[: start + size], start)
         return tags
 
 
@@ -157,21 +158,15 @@ def decode_fetch_body(frame: memoryview, offset: int, version: int, module: Any)
                 records = r.buf[start : start + size]
             tags = r.skip_tags("partition tags", (0, 1, 2))
             extra: dict[str, Any] = {}
-            if 0 in tags:
-                s, n = tags[0]
-                sub = _Reader(r.buf[: s + n], s)
+            if (sub := tags.get(0)) is not None:
                 extra["diverging_epoch"] = module.EpochEndOffset(
                     epoch=sub.i32("epoch"), end_offset=sub.i64("end_offset")
                 )
-            if 1 in tags:
-                s, n = tags[1]
-                sub = _Reader(r.buf[: s + n], s)
+            if (sub := tags.get(1)) is not None:
                 extra["current_leader"] = module.LeaderIdAndEpoch(
                     leader_id=sub.i32("leader_id"), leader_epoch=sub.i32("leader_epoch")
                 )
-            if 2 in tags:
-                s, n = tags[2]
-                sub = _Reader(r.buf[: s + n], s)
+            if (sub := tags.get(2)) is not None:
                 extra["snapshot_id"] = module.SnapshotId(
                     end_offset=sub.i64("end_offset"), epoch=sub.i32("epoch")
                 )
@@ -192,9 +187,7 @@ def decode_fetch_body(frame: memoryview, offset: int, version: int, module: Any)
         topics.append(module.FetchableTopicResponse(partitions=tuple(partitions), **topic_key))
     tags = r.skip_tags("response tags", (0,))
     extra = {}
-    if 0 in tags and version >= 16:
-        s, n = tags[0]
-        sub = _Reader(r.buf[: s + n], s)
+    if (sub := tags.get(0)) is not None and version >= 16:
         endpoints = []
         for _ in range(sub.count("node_endpoints", 10) or 0):
             node_id = sub.i32("node_id")
