@@ -277,6 +277,9 @@ class _Partition:
     committed_map_bytes: int = 0
     #: A start is held back now because the offset map would outgrow the broker's limit.
     map_full: bool = False
+    #: The window's base when the ready queue was last searched for its record
+    #: (:meth:`WorkScheduler._start_base`).
+    base_searched: int = -1
     #: Fetching paused for a full buffer, until the buffer is down to half of its bound.
     buffer_full: bool = False
 
@@ -499,6 +502,10 @@ class WorkScheduler:
                     part.map_full = True
                     self.counters.offset_map_full += 1
                 if not count:
+                    base = self._start_base(part, now_ms)
+                    if base is not None:
+                        out.append(base)
+                        progress = True
                     continue
                 self._count_starts(part, count)
                 popleft = ready.popleft
@@ -518,6 +525,35 @@ class WorkScheduler:
                 if self._running >= limit:
                     break
         return out
+
+    def _start_base(self, part: _Partition, now_ms: int) -> Task | None:
+        """The map keeps ``part`` from starting records: start the one at its window's base
+        (its lowest incomplete offset) if it waits in the ready queue, once per base. Its
+        completion moves the base past it and the completed run above it, which only
+        shrinks the map, so it may always start; without it, a partition whose in-flight
+        records all completed would wait for a completion that nothing can bring (under key
+        ordering the record at the base is always ready: every earlier record of its key is
+        completed). The queue is searched only when the base moved since the last search."""
+        window = part.window
+        assert window is not None
+        base = window.base
+        if part.base_searched == base:
+            return None
+        part.base_searched = base
+        ready = part.ready
+        for index, record in enumerate(ready):  # noqa: B007 (used after the loop)
+            if record.offset == base:
+                break
+        else:
+            return None
+        del ready[index]
+        self._count_starts(part, 1)
+        key = self._key_of(record)
+        work_id = next(self._ids)
+        work = _Work(work_id, record, part, key)
+        work.started_ms = now_ms
+        self._works[work_id] = work
+        return Task(work_id, record, 1, _is_followed(part.held, key), None, 0)
 
     def _count_starts(self, part: _Partition, count: int) -> None:
         """``count`` records of ``part`` leave its buffer and start (in flight, running)."""

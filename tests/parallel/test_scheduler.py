@@ -742,9 +742,18 @@ def _one_by_one(s: WorkScheduler, now_ms: int) -> list[tuple[TopicPartition, int
                 if not part.map_full:
                     part.map_full = True
                     s.counters.offset_map_full += 1
-                continue
-            part.map_full = False
-            record = part.ready.popleft()
+                # the record at the base starts anyway, once per base, if it is ready
+                base = part.window.base
+                at_base = [r for r in part.ready if r.offset == base]
+                if part.base_searched == base or not at_base:
+                    part.base_searched = base
+                    continue
+                part.base_searched = base
+                record = at_base[0]
+                part.ready.remove(record)
+            else:
+                part.map_full = False
+                record = part.ready.popleft()
             work = _Work(next(s._ids), record, part, s._key_of(record))
             part.buffered -= 1
             part.in_flight += 1
@@ -823,3 +832,42 @@ def test_take_ready_starts_what_starting_one_by_one_in_turn_would(
                 )
                 assert s.succeeded(work.id)
     assert reference.counters.started > 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_a_partition_its_map_holds_back_still_starts_its_lowest_record(seed: int) -> None:
+    """Key ordering, skewed keys: records complete out of order and the map reaches the
+    limit while nothing of the partition is in flight, the record at the base at the end
+    of the ready queue (released there by its key's last completion). It still starts, so
+    the partition never waits for a completion nothing can bring; no commit outgrows the
+    limit. (Under partition and unordered ordering the ready queue is in offset order: the
+    base's record is at its head.)"""
+    rnd = random.Random(seed)
+    limit = 120
+    s = scheduler(
+        offset_metadata_max_bytes=limit,
+        max_concurrency=64,
+        max_buffered_per_partition=100_000,
+    )
+    n = 4000
+    keys = [b"k%d" % min(rnd.randrange(400), rnd.randrange(400)) for _ in range(n)]
+    offered = 0
+    handled: list[int] = []
+    for turn in range(20 * n):
+        if offered < n and s.pending([TP]) < 400:
+            s.offer(TP, [rec(i, keys[i]) for i in range(offered, offered + 200)])
+            offered += 200
+        started = tasks(s.take_ready(0))
+        rnd.shuffle(started)  # handlers end in any order
+        for task in started:
+            assert s.succeeded(task.work_id)
+            handled.append(task.record.offset)
+        if turn % 3 == 0:
+            offsets = s.commit_offsets()
+            assert all(len(o.metadata) <= limit for o in offsets.values())
+            s.committed(offsets)
+        if len(handled) == n:
+            break
+    assert sorted(handled) == list(range(n))
+    assert s.commit_offsets(force=True)[TP] == OffsetAndMetadata(n)
+    assert s.counters.offset_map_full >= 1  # the limit was reached on the way
