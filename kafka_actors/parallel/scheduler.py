@@ -528,16 +528,18 @@ class WorkScheduler:
 
     def _start_base(self, part: _Partition, now_ms: int) -> Task | None:
         """The map keeps ``part`` from starting records: start the one at its window's base
-        (its lowest incomplete offset) if it waits in the ready queue, once per base. Its
-        completion moves the base past it and the completed run above it, which only
-        shrinks the map, so it may always start; without it, a partition whose in-flight
-        records all completed would wait for a completion that nothing can bring (under key
-        ordering the record at the base is always ready: every earlier record of its key is
-        completed). The queue is searched only when the base moved since the last search."""
+        (its lowest incomplete offset) if it waits in the ready queue. Its completion moves
+        the base past it and the completed run above it, which only shrinks the map, so it
+        may always start; without it, a partition whose in-flight records all completed
+        would wait for a completion that nothing can bring (under key ordering the record at
+        the base is then in the ready queue, not always at its head: every earlier record of
+        its key is completed). The queue is searched when the base moved since the last
+        search, and whenever nothing of the partition is in flight (the search then finds
+        it: this is what keeps the partition live)."""
         window = part.window
         assert window is not None
         base = window.base
-        if part.base_searched == base:
+        if part.base_searched == base and part.in_flight:
             return None
         part.base_searched = base
         ready = part.ready

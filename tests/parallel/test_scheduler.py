@@ -742,10 +742,11 @@ def _one_by_one(s: WorkScheduler, now_ms: int) -> list[tuple[TopicPartition, int
                 if not part.map_full:
                     part.map_full = True
                     s.counters.offset_map_full += 1
-                # the record at the base starts anyway, once per base, if it is ready
+                # the record at the base starts anyway if it is ready (searched once per base, and
+                # whenever nothing of the partition is in flight)
                 base = part.window.base
                 at_base = [r for r in part.ready if r.offset == base]
-                if part.base_searched == base or not at_base:
+                if (part.base_searched == base and part.in_flight) or not at_base:
                     part.base_searched = base
                     continue
                 part.base_searched = base
