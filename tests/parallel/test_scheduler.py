@@ -4,7 +4,7 @@ back-pressure on the offset map, assignment from a map, and revocation."""
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import pytest
 from hypothesis import given, settings
@@ -872,3 +872,83 @@ def test_a_partition_its_map_holds_back_still_starts_its_lowest_record(seed: int
     assert sorted(handled) == list(range(n))
     assert s.commit_offsets(force=True)[TP] == OffsetAndMetadata(n)
     assert s.counters.offset_map_full >= 1  # the limit was reached on the way
+
+
+@given(
+    ordering=st.sampled_from(["key", "partition", "unordered"]),
+    hot=st.integers(1, 60),
+    n=st.integers(1, 600),
+    concurrency=st.integers(1, 48),
+    per_partition=st.integers(0, 40),
+    map_limit=st.sampled_from([40, 64, 120, 4096]),
+    fail_rate=st.sampled_from([0.0, 0.05, 0.3]),
+    run_max=st.sampled_from([1, 8]),
+    seed=st.integers(0, 2**32),
+)
+@settings(max_examples=200, deadline=None)
+def test_every_record_completes_whatever_the_order_failures_and_limits(
+    ordering: str,
+    hot: int,
+    n: int,
+    concurrency: int,
+    per_partition: int,
+    map_limit: int,
+    fail_rate: float,
+    run_max: int,
+    seed: int,
+) -> None:
+    """Liveness: handlers that end in any order, some attempts failing (retried), runs of a
+    key started by ``succeeded_next``, commits now and then, a tight map limit and skewed
+    keys: every record completes once, in a bounded number of steps, and the last commit
+    is the end offset."""
+    rnd = random.Random(seed)
+    s = scheduler(
+        ordering=ordering,
+        max_concurrency=concurrency,
+        max_in_flight_per_partition=per_partition,
+        offset_metadata_max_bytes=map_limit,
+        max_attempts=1000,
+        retry_backoff_ms=1,
+        retry_backoff_max_ms=4,
+        max_buffered_per_partition=100_000,
+    )
+    keys = [
+        None if rnd.random() < 0.1 else b"k%d" % min(rnd.randrange(hot), rnd.randrange(hot))
+        for _ in range(n)
+    ]
+    offered = 0
+    running: list[Task] = []
+    done: Counter[int] = Counter()
+    now = 0
+    for step in range(50 * n + 1000):
+        if offered < n and rnd.random() < 0.5:
+            size = rnd.randint(1, 50)
+            s.offer(TP, [rec(i, keys[i]) for i in range(offered, min(n, offered + size))])
+            offered = min(n, offered + size)
+        running += tasks(s.take_ready(now))
+        rnd.shuffle(running)
+        for _ in range(rnd.randint(0, len(running))):
+            task = running.pop()
+            if rnd.random() < fail_rate:
+                assert s.failed(task.work_id, RuntimeError("x"), now) is not None
+                continue
+            done[task.record.offset] += 1
+            if rnd.random() < 0.5:
+                assert s.succeeded(task.work_id)
+                continue
+            following, _ = s.succeeded_next(task.work_id, now, run_max)
+            while following is not None:  # a worker runs the run in turn
+                done[following.record.offset] += 1
+                if following.run_next is None:
+                    running.append(following)  # its outcome is reported later
+                    done[following.record.offset] -= 1
+                    break
+                following = following.run_next
+        now += rnd.randint(0, 3)
+        if step % 7 == 0:
+            s.committed(s.commit_offsets())
+        if offered == n and not running and s.counters.succeeded == n:
+            break
+    assert s.counters.succeeded == n, (s.counters, s.snapshot(now))
+    assert sorted(done) == list(range(n)) and set(done.values()) == {1}
+    assert s.commit_offsets(force=True)[TP].offset == n
