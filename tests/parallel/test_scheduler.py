@@ -952,3 +952,114 @@ def test_every_record_completes_whatever_the_order_failures_and_limits(
     assert s.counters.succeeded == n, (s.counters, s.snapshot(now))
     assert sorted(done) == list(range(n)) and set(done.values()) == {1}
     assert s.commit_offsets(force=True)[TP].offset == n
+
+
+def _drive(
+    s: WorkScheduler,
+    rnd: random.Random,
+    records: list[ConsumerRecord],
+    steps: int,
+    fail_rate: float,
+    completed: Counter[int],
+    attempted: set[int],
+) -> list[Task]:
+    """Offer ``records`` in random slices and run what starts, handlers ending in any order
+    (some attempts failing), for ``steps`` steps or until all completed; returns the tasks
+    still running."""
+    offered = 0
+    running: list[Task] = []
+    now = 0
+    for _ in range(steps):
+        if offered < len(records) and rnd.random() < 0.6:
+            size = rnd.randint(1, 40)
+            s.offer(TP, records[offered : offered + size])
+            offered += size
+        running += tasks(s.take_ready(now))
+        rnd.shuffle(running)
+        for _ in range(rnd.randint(0, len(running))):
+            task = running.pop()
+            attempted.add(task.record.offset)
+            if rnd.random() < fail_rate:
+                s.failed(task.work_id, RuntimeError("x"), now)
+            elif s.succeeded(task.work_id):
+                completed[task.record.offset] += 1
+        now += rnd.randint(0, 3)
+        if offered >= len(records) and not running and not s.pending():
+            break
+    return running
+
+
+@given(
+    ordering=st.sampled_from(["key", "partition", "unordered"]),
+    hot=st.integers(1, 40),
+    n=st.integers(1, 400),
+    concurrency=st.integers(1, 32),
+    map_limit=st.sampled_from([48, 120, 4096]),
+    fail_rate=st.sampled_from([0.0, 0.2]),
+    steps=st.integers(0, 60),
+    seed=st.integers(0, 2**32),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_clean_hand_over_hands_no_completed_record_to_the_next_owner(
+    ordering: str,
+    hot: int,
+    n: int,
+    concurrency: int,
+    map_limit: int,
+    fail_rate: float,
+    steps: int,
+    seed: int,
+) -> None:
+    """One owner works for a while, then the partition is revoked: no new starts, the
+    running records end, the commit (offset and map) is taken and the partition removed; a
+    new owner assigned from that commit reads from its offset and finishes. Every record is
+    completed, and none the first owner completed is even tried by the second (records
+    waiting for a retry at the revocation were not completed: the new owner handles them)."""
+    rnd = random.Random(seed)
+    options: dict[str, object] = dict(
+        ordering=ordering,
+        max_concurrency=concurrency,
+        offset_metadata_max_bytes=map_limit,
+        max_attempts=1000,
+        retry_backoff_ms=1,
+        retry_backoff_max_ms=4,
+    )
+    keys = [
+        None if rnd.random() < 0.1 else b"k%d" % min(rnd.randrange(hot), rnd.randrange(hot))
+        for _ in range(n)
+    ]
+    records = [rec(i, keys[i]) for i in range(n)]
+    first = scheduler(**options)
+    completed_first: Counter[int] = Counter()
+    running = _drive(first, rnd, records, steps, fail_rate, completed_first, set())
+    first.begin_revoke([TP])
+    assert not tasks(first.take_ready(10**6))  # nothing starts once revoking
+    rnd.shuffle(running)
+    for task in running:  # the revocation waits for the running ones
+        if rnd.random() < fail_rate:
+            first.failed(task.work_id, RuntimeError("x"), 0)
+        elif first.succeeded(task.work_id):
+            completed_first[task.record.offset] += 1
+    assert first.revoke_pending([TP]) == 0
+    commit = first.commit_offsets([TP], force=True).get(TP, OffsetAndMetadata(0))
+    assert len(commit.metadata) <= map_limit
+    first.remove([TP])
+
+    second = WorkScheduler(WorkConfig(**options), half)  # type: ignore[arg-type]
+    second.assign(TP, commit)
+    completed_second: Counter[int] = Counter()
+    attempted_second: set[int] = set()
+    left = _drive(
+        second,
+        rnd,
+        records[commit.offset :],
+        100 * n + 100,
+        fail_rate,
+        completed_second,
+        attempted_second,
+    )
+    assert not left and second.pending() == 0
+    assert not attempted_second & completed_first.keys()
+    assert completed_first.keys() | completed_second.keys() == set(range(n))
+    assert set(completed_first.values()) | set(completed_second.values()) <= {1}
+    assert second.commit_offsets(force=True)[TP].offset == n
