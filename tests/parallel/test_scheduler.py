@@ -1063,3 +1063,76 @@ def test_a_clean_hand_over_hands_no_completed_record_to_the_next_owner(
     assert completed_first.keys() | completed_second.keys() == set(range(n))
     assert set(completed_first.values()) | set(completed_second.values()) <= {1}
     assert second.commit_offsets(force=True)[TP].offset == n
+
+
+@given(
+    ordering=st.sampled_from(["key", "partition", "unordered"]),
+    policy=st.sampled_from(["dead_letter", "skip"]),
+    hot=st.integers(1, 40),
+    n=st.integers(1, 300),
+    concurrency=st.integers(1, 32),
+    map_limit=st.sampled_from([40, 120, 4096]),
+    seed=st.integers(0, 2**32),
+)
+@settings(max_examples=200, deadline=None)
+def test_every_record_completes_once_through_dead_letters_or_skips(
+    ordering: str, policy: str, hot: int, n: int, concurrency: int, map_limit: int, seed: int
+) -> None:
+    """Liveness with the failure policies: attempts fail often (two attempts a record),
+    dead letters are produced or fail and are produced again, in any order, or failed
+    records are skipped: every record completes exactly once (handled, dead-lettered or
+    skipped), and the last commit is the end offset."""
+    rnd = random.Random(seed)
+    s = scheduler(
+        ordering=ordering,
+        max_concurrency=concurrency,
+        offset_metadata_max_bytes=map_limit,
+        max_attempts=2,
+        retry_backoff_ms=1,
+        retry_backoff_max_ms=4,
+        dead_letters=policy == "dead_letter",
+        on_failure="skip",
+    )
+    keys = [
+        None if rnd.random() < 0.1 else b"k%d" % min(rnd.randrange(hot), rnd.randrange(hot))
+        for _ in range(n)
+    ]
+    offered = 0
+    running: list[Task] = []
+    letters: list[DeadLetter] = []
+    completed: Counter[int] = Counter()
+    now = 0
+    for step in range(60 * n + 1000):
+        if offered < n and rnd.random() < 0.5:
+            size = rnd.randint(1, 40)
+            s.offer(TP, [rec(i, keys[i]) for i in range(offered, min(n, offered + size))])
+            offered = min(n, offered + size)
+        for item in s.take_ready(now):
+            (running if isinstance(item, Task) else letters).append(item)  # type: ignore[arg-type]
+        rnd.shuffle(running)
+        for _ in range(rnd.randint(0, len(running))):
+            task = running.pop()
+            if rnd.random() < 0.4:
+                decision = s.failed(task.work_id, RuntimeError("x"), now)
+                if isinstance(decision, DeadLetterDue):
+                    letters.append(decision.dead_letter)
+                elif isinstance(decision, RecordSkipped):
+                    completed[task.record.offset] += 1
+            elif s.succeeded(task.work_id):
+                completed[task.record.offset] += 1
+        rnd.shuffle(letters)
+        for _ in range(rnd.randint(0, len(letters))):
+            letter = letters.pop()
+            if rnd.random() < 0.3:
+                assert s.dead_letter_failed(letter.work_id, now) is not None
+            else:
+                assert s.dead_lettered(letter.work_id)
+                completed[letter.record.offset] += 1
+        now += rnd.randint(0, 3)
+        if step % 5 == 0:
+            s.committed(s.commit_offsets())
+        if len(completed) == n and not running and not letters:
+            break
+    assert sorted(completed) == list(range(n)), (s.counters, s.snapshot(now))
+    assert set(completed.values()) == {1}
+    assert s.commit_offsets(force=True)[TP].offset == n
