@@ -874,6 +874,15 @@ def test_a_partition_its_map_holds_back_still_starts_its_lowest_record(seed: int
     assert s.counters.offset_map_full >= 1  # the limit was reached on the way
 
 
+def _skewed_keys(rnd: random.Random, n: int, hot: int) -> list[bytes | None]:
+    """``n`` keys of ``hot`` distinct ones, the low ones far more often (the smaller of two
+    uniform draws), one in ten null."""
+    return [
+        None if rnd.random() < 0.1 else b"k%d" % min(rnd.randrange(hot), rnd.randrange(hot))
+        for _ in range(n)
+    ]
+
+
 @given(
     ordering=st.sampled_from(["key", "partition", "unordered"]),
     hot=st.integers(1, 60),
@@ -912,10 +921,7 @@ def test_every_record_completes_whatever_the_order_failures_and_limits(
         retry_backoff_max_ms=4,
         max_buffered_per_partition=100_000,
     )
-    keys = [
-        None if rnd.random() < 0.1 else b"k%d" % min(rnd.randrange(hot), rnd.randrange(hot))
-        for _ in range(n)
-    ]
+    keys = _skewed_keys(rnd, n, hot)
     offered = 0
     running: list[Task] = []
     done: Counter[int] = Counter()
@@ -1024,10 +1030,7 @@ def test_a_clean_hand_over_hands_no_completed_record_to_the_next_owner(
         retry_backoff_ms=1,
         retry_backoff_max_ms=4,
     )
-    keys = [
-        None if rnd.random() < 0.1 else b"k%d" % min(rnd.randrange(hot), rnd.randrange(hot))
-        for _ in range(n)
-    ]
+    keys = _skewed_keys(rnd, n, hot)
     records = [rec(i, keys[i]) for i in range(n)]
     first = scheduler(**options)
     completed_first: Counter[int] = Counter()
@@ -1093,10 +1096,7 @@ def test_every_record_completes_once_through_dead_letters_or_skips(
         dead_letters=policy == "dead_letter",
         on_failure="skip",
     )
-    keys = [
-        None if rnd.random() < 0.1 else b"k%d" % min(rnd.randrange(hot), rnd.randrange(hot))
-        for _ in range(n)
-    ]
+    keys = _skewed_keys(rnd, n, hot)
     offered = 0
     running: list[Task] = []
     letters: list[DeadLetter] = []

@@ -27,6 +27,22 @@ def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes, i
     assert producer.flush(30) == 0
 
 
+def hot_key_items(
+    rnd: random.Random, n: int, *, keys: int, partitions: int
+) -> list[tuple[bytes | None, bytes, int]]:
+    """``n`` (key, value, partition) items over ``keys`` keys, the low ones far more often (the
+    smaller of two uniform draws); a key keeps its partition, its values are its sequence
+    numbers 0, 1, 2, ... (what a key-order check compares)."""
+    sequence: Counter[bytes] = Counter()
+    items: list[tuple[bytes | None, bytes, int]] = []
+    for _ in range(n):
+        k = min(rnd.randrange(keys), rnd.randrange(keys))
+        key = b"k%d" % k
+        items.append((key, b"%d" % sequence[key], k % partitions))
+        sequence[key] += 1
+    return items
+
+
 def config(bootstrap: str, group: str, **more: object) -> dict[str, object]:
     return {
         "bootstrap.servers": bootstrap,
@@ -334,13 +350,7 @@ def _skewed_keys_at_the_limit_never_stall(broker: KafkaBroker, topic: str) -> No
     waited forever once nothing of the partition was in flight."""
     rnd = random.Random(5)
     n = 4000
-    keys = [b"k%d" % min(rnd.randrange(300), rnd.randrange(300)) for _ in range(n)]
-    sequence: Counter[bytes] = Counter()
-    items = []
-    for key in keys:
-        items.append((key, b"%d" % sequence[key], 0))
-        sequence[key] += 1
-    produce(broker.bootstrap_servers, topic, items)
+    produce(broker.bootstrap_servers, topic, hot_key_items(rnd, n, keys=300, partitions=1))
     lock = threading.Lock()
     seen: dict[bytes, list[int]] = defaultdict(list)
     handled: Counter[int] = Counter()
@@ -377,17 +387,9 @@ def test_hot_keys_at_a_tight_map_limit_through_members_joining_and_leaving(
     handled 1,730 of these 20,000 records in 150 s: every partition stopped."""
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(kafka_broker, partitions=4)
-    rnd = random.Random(1)
     n = 20_000
-    sequence: Counter[bytes] = Counter()
-    ends: Counter[int] = Counter()
-    items: list[tuple[bytes | None, bytes, int]] = []
-    for _ in range(n):
-        k = min(rnd.randrange(200), rnd.randrange(200))
-        key = b"k%d" % k
-        items.append((key, b"%d" % sequence[key], k % 4))
-        sequence[key] += 1
-        ends[k % 4] += 1
+    items = hot_key_items(random.Random(1), n, keys=200, partitions=4)
+    ends = Counter(partition for _, _, partition in items)
     produce(bootstrap, topic, items)
     lock = threading.Lock()
     handled: Counter[tuple[int, int]] = Counter()
