@@ -883,6 +883,87 @@ def _skewed_keys(rnd: random.Random, n: int, hot: int) -> list[bytes | None]:
     ]
 
 
+def _drive(
+    s: WorkScheduler,
+    rnd: random.Random,
+    records: list[ConsumerRecord],
+    steps: int,
+    completed: Counter[int],
+    *,
+    fail_rate: float,
+    run_max: int = 0,
+    commit_every: int = 0,
+    attempted: set[int] | None = None,
+) -> list[Task]:
+    """Offer ``records`` in random slices and run what starts, for ``steps`` steps or until
+    nothing is pending; returns the tasks still running.
+
+    Handlers end in any order. An attempt fails with ``fail_rate``; the scheduler's policy
+    says what follows (a retry, a dead letter or a skip). With ``run_max``, half of the
+    successes go through ``succeeded_next``: the run it starts is run in turn, as a worker
+    does, and its last record reports later. Dead letters are produced in any order, three
+    in ten failing and produced again. With ``commit_every``, a commit every that many
+    steps. ``completed`` counts each record's completions (handled, dead-lettered or
+    skipped); ``attempted`` gets the records whose handler ran."""
+    offered = 0
+    running: list[Task] = []
+    letters: list[DeadLetter] = []
+    now = 0
+
+    def handled(record: ConsumerRecord) -> None:
+        completed[record.offset] += 1
+        if attempted is not None:
+            attempted.add(record.offset)
+
+    for step in range(steps):
+        if offered < len(records) and rnd.random() < 0.5:
+            size = rnd.randint(1, 40)
+            s.offer(TP, records[offered : offered + size])
+            offered += size
+        for item in s.take_ready(now):
+            if isinstance(item, Task):
+                running.append(item)
+            else:
+                letters.append(item)
+        rnd.shuffle(running)
+        for _ in range(rnd.randint(0, len(running))):
+            task = running.pop()
+            if rnd.random() < fail_rate:
+                if attempted is not None:
+                    attempted.add(task.record.offset)
+                decision = s.failed(task.work_id, RuntimeError("x"), now)
+                assert decision is not None
+                if isinstance(decision, DeadLetterDue):
+                    letters.append(decision.dead_letter)
+                elif isinstance(decision, RecordSkipped):
+                    completed[task.record.offset] += 1
+            elif run_max and rnd.random() < 0.5:
+                handled(task.record)
+                following, _ = s.succeeded_next(task.work_id, now, run_max)
+                while following is not None and following.run_next is not None:
+                    handled(following.record)  # settled by the outcome of a later one
+                    following = following.run_next
+                if following is not None:
+                    running.append(following)  # the run's last: it reports later
+            else:
+                assert s.succeeded(task.work_id)
+                handled(task.record)
+        rnd.shuffle(letters)
+        for _ in range(rnd.randint(0, len(letters))):
+            letter = letters.pop()
+            if rnd.random() < 0.3:
+                assert s.dead_letter_failed(letter.work_id, now) is not None
+            else:
+                assert s.dead_lettered(letter.work_id)
+                completed[letter.record.offset] += 1
+        now += rnd.randint(0, 3)
+        if commit_every and step % commit_every == 0:
+            s.committed(s.commit_offsets())
+        if offered >= len(records) and not running and not letters and not s.pending():
+            break
+    return running
+
+
 @given(
     ordering=st.sampled_from(["key", "partition", "unordered"]),
     hot=st.integers(1, 60),
@@ -922,77 +1003,20 @@ def test_every_record_completes_whatever_the_order_failures_and_limits(
         max_buffered_per_partition=100_000,
     )
     keys = _skewed_keys(rnd, n, hot)
-    offered = 0
-    running: list[Task] = []
     done: Counter[int] = Counter()
-    now = 0
-    for step in range(50 * n + 1000):
-        if offered < n and rnd.random() < 0.5:
-            size = rnd.randint(1, 50)
-            s.offer(TP, [rec(i, keys[i]) for i in range(offered, min(n, offered + size))])
-            offered = min(n, offered + size)
-        running += tasks(s.take_ready(now))
-        rnd.shuffle(running)
-        for _ in range(rnd.randint(0, len(running))):
-            task = running.pop()
-            if rnd.random() < fail_rate:
-                assert s.failed(task.work_id, RuntimeError("x"), now) is not None
-                continue
-            done[task.record.offset] += 1
-            if rnd.random() < 0.5:
-                assert s.succeeded(task.work_id)
-                continue
-            following, _ = s.succeeded_next(task.work_id, now, run_max)
-            while following is not None:  # a worker runs the run in turn
-                done[following.record.offset] += 1
-                if following.run_next is None:
-                    running.append(following)  # its outcome is reported later
-                    done[following.record.offset] -= 1
-                    break
-                following = following.run_next
-        now += rnd.randint(0, 3)
-        if step % 7 == 0:
-            s.committed(s.commit_offsets())
-        if offered == n and not running and s.counters.succeeded == n:
-            break
-    assert s.counters.succeeded == n, (s.counters, s.snapshot(now))
+    left = _drive(
+        s,
+        rnd,
+        [rec(i, keys[i]) for i in range(n)],
+        50 * n + 1000,
+        done,
+        fail_rate=fail_rate,
+        run_max=run_max,
+        commit_every=7,
+    )
+    assert not left and s.counters.succeeded == n, (s.counters, s.snapshot(0))
     assert sorted(done) == list(range(n)) and set(done.values()) == {1}
     assert s.commit_offsets(force=True)[TP].offset == n
-
-
-def _drive(
-    s: WorkScheduler,
-    rnd: random.Random,
-    records: list[ConsumerRecord],
-    steps: int,
-    fail_rate: float,
-    completed: Counter[int],
-    attempted: set[int],
-) -> list[Task]:
-    """Offer ``records`` in random slices and run what starts, handlers ending in any order
-    (some attempts failing), for ``steps`` steps or until all completed; returns the tasks
-    still running."""
-    offered = 0
-    running: list[Task] = []
-    now = 0
-    for _ in range(steps):
-        if offered < len(records) and rnd.random() < 0.6:
-            size = rnd.randint(1, 40)
-            s.offer(TP, records[offered : offered + size])
-            offered += size
-        running += tasks(s.take_ready(now))
-        rnd.shuffle(running)
-        for _ in range(rnd.randint(0, len(running))):
-            task = running.pop()
-            attempted.add(task.record.offset)
-            if rnd.random() < fail_rate:
-                s.failed(task.work_id, RuntimeError("x"), now)
-            elif s.succeeded(task.work_id):
-                completed[task.record.offset] += 1
-        now += rnd.randint(0, 3)
-        if offered >= len(records) and not running and not s.pending():
-            break
-    return running
 
 
 @given(
@@ -1034,7 +1058,7 @@ def test_a_clean_hand_over_hands_no_completed_record_to_the_next_owner(
     records = [rec(i, keys[i]) for i in range(n)]
     first = scheduler(**options)
     completed_first: Counter[int] = Counter()
-    running = _drive(first, rnd, records, steps, fail_rate, completed_first, set())
+    running = _drive(first, rnd, records, steps, completed_first, fail_rate=fail_rate)
     first.begin_revoke([TP])
     assert not tasks(first.take_ready(10**6))  # nothing starts once revoking
     rnd.shuffle(running)
@@ -1057,9 +1081,9 @@ def test_a_clean_hand_over_hands_no_completed_record_to_the_next_owner(
         rnd,
         records[commit.offset :],
         100 * n + 100,
-        fail_rate,
         completed_second,
-        attempted_second,
+        fail_rate=fail_rate,
+        attempted=attempted_second,
     )
     assert not left and second.pending() == 0
     assert not attempted_second & completed_first.keys()
@@ -1097,42 +1121,16 @@ def test_every_record_completes_once_through_dead_letters_or_skips(
         on_failure="skip",
     )
     keys = _skewed_keys(rnd, n, hot)
-    offered = 0
-    running: list[Task] = []
-    letters: list[DeadLetter] = []
     completed: Counter[int] = Counter()
-    now = 0
-    for step in range(60 * n + 1000):
-        if offered < n and rnd.random() < 0.5:
-            size = rnd.randint(1, 40)
-            s.offer(TP, [rec(i, keys[i]) for i in range(offered, min(n, offered + size))])
-            offered = min(n, offered + size)
-        for item in s.take_ready(now):
-            (running if isinstance(item, Task) else letters).append(item)  # type: ignore[arg-type]
-        rnd.shuffle(running)
-        for _ in range(rnd.randint(0, len(running))):
-            task = running.pop()
-            if rnd.random() < 0.4:
-                decision = s.failed(task.work_id, RuntimeError("x"), now)
-                if isinstance(decision, DeadLetterDue):
-                    letters.append(decision.dead_letter)
-                elif isinstance(decision, RecordSkipped):
-                    completed[task.record.offset] += 1
-            elif s.succeeded(task.work_id):
-                completed[task.record.offset] += 1
-        rnd.shuffle(letters)
-        for _ in range(rnd.randint(0, len(letters))):
-            letter = letters.pop()
-            if rnd.random() < 0.3:
-                assert s.dead_letter_failed(letter.work_id, now) is not None
-            else:
-                assert s.dead_lettered(letter.work_id)
-                completed[letter.record.offset] += 1
-        now += rnd.randint(0, 3)
-        if step % 5 == 0:
-            s.committed(s.commit_offsets())
-        if len(completed) == n and not running and not letters:
-            break
-    assert sorted(completed) == list(range(n)), (s.counters, s.snapshot(now))
+    left = _drive(
+        s,
+        rnd,
+        [rec(i, keys[i]) for i in range(n)],
+        60 * n + 1000,
+        completed,
+        fail_rate=0.4,
+        commit_every=5,
+    )
+    assert not left and sorted(completed) == list(range(n)), (s.counters, s.snapshot(0))
     assert set(completed.values()) == {1}
     assert s.commit_offsets(force=True)[TP].offset == n
